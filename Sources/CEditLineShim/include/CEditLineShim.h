@@ -1,0 +1,1 @@
+int vl_dummy(void);

@@ -1,0 +1,173 @@
+import Foundation
+import GRDB
+
+/// The local database: one narrow type that owns the writer and the migrator
+/// (the shape of GRDB's demo `AppDatabase`). Methods are named for what they do.
+public struct AppDatabase: Sendable {
+    public let writer: any DatabaseWriter
+
+    /// Opens (creating and migrating) the database at `path`; `:memory:` gives a
+    /// private in-memory database. Files use a `DatabasePool` in WAL mode.
+    public static func open(path: String) throws -> AppDatabase {
+        if path == ":memory:" {
+            return try AppDatabase(DatabaseQueue(configuration: configuration))
+        }
+        return try AppDatabase(DatabasePool(path: path, configuration: configuration))
+    }
+
+    /// A fresh in-memory database, one per test.
+    public static func inMemory() throws -> AppDatabase {
+        try AppDatabase(DatabaseQueue(configuration: configuration))
+    }
+
+    private static var configuration: Configuration {
+        var config = Configuration()
+        config.busyMode = .timeout(5)
+        return config
+    }
+
+    public init(_ writer: any DatabaseWriter) throws {
+        self.writer = writer
+        try migrator.migrate(writer)
+    }
+
+    private var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1") { db in
+            try db.create(table: "user") { t in
+                t.primaryKey("name", .text)
+                t.column("passwordHash", .text).notNull()
+            }
+            try db.create(table: "draft") { t in
+                t.primaryKey("user", .text)
+                t.column("text", .text).notNull()
+                t.column("updatedAt", .datetime).notNull()
+            }
+            try db.create(table: "remoteSavedDraft") { t in
+                t.autoIncrementedPrimaryKey("id")
+                t.column("user", .text).notNull().indexed()
+                t.column("text", .text).notNull()
+                t.column("savedAt", .datetime).notNull()
+            }
+            try db.create(table: "contact") { t in
+                t.autoIncrementedPrimaryKey("id")
+                t.column("name", .text).notNull()
+                t.column("phone", .text).notNull()
+                t.column("address", .text).notNull()
+            }
+            try db.create(table: "syncState") { t in
+                t.primaryKey("source", .text)
+                t.column("appliedDocument", .text).notNull()
+                t.column("appliedAt", .datetime).notNull()
+            }
+        }
+        return migrator
+    }
+}
+
+// MARK: - Users
+
+extension AppDatabase {
+    /// Stores a user's salted hash (never the password).
+    public func storeUser(_ name: String, passwordHash: String) async throws {
+        try await writer.write { db in
+            try db.execute(
+                sql: "INSERT INTO user (name, passwordHash) VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET passwordHash = excluded.passwordHash",
+                arguments: [name, passwordHash])
+        }
+    }
+
+    public func passwordHashes() async throws -> [String: String] {
+        try await writer.read { db in
+            var table: [String: String] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT name, passwordHash FROM user") {
+                table[row["name"]] = row["passwordHash"]
+            }
+            return table
+        }
+    }
+}
+
+// MARK: - Drafts
+
+extension AppDatabase {
+    /// Writes the user's pending draft; it is durable when this returns.
+    public func setDraft(user: String, text: String, at date: Date) async throws {
+        try await writer.write { db in try Draft(user: user, text: text, updatedAt: date).upsert(db) }
+    }
+
+    public func pendingDraft(user: String) async throws -> Draft? {
+        try await writer.read { db in try Draft.fetchOne(db, key: user) }
+    }
+
+    /// Deletes the user's draft; with `text`, only if it still holds that text, so a
+    /// draft edited during a save is not lost when the older text's save succeeds.
+    @discardableResult
+    public func deleteDraft(user: String, ifText text: String? = nil) async throws -> Bool {
+        try await writer.write { db in
+            var request = Draft.filter(Draft.Columns.user == user)
+            if let text { request = request.filter(Draft.Columns.text == text) }
+            return try request.deleteAll(db) > 0
+        }
+    }
+
+    /// The built-in remote store's side: appends a saved draft.
+    public func insertSavedDraft(user: String, text: String, at date: Date) async throws -> SavedDraft {
+        try await writer.write { db in
+            var saved = SavedDraft(user: user, text: text, savedAt: date)
+            try saved.insert(db)
+            return saved
+        }
+    }
+
+    public func savedDrafts(user: String) async throws -> [SavedDraft] {
+        try await writer.read { db in
+            try SavedDraft.filter(SavedDraft.Columns.user == user)
+                .order(SavedDraft.Columns.savedAt.desc, SavedDraft.Columns.id.desc)
+                .fetchAll(db)
+        }
+    }
+}
+
+// MARK: - Contacts
+
+extension AppDatabase {
+    public func contacts() async throws -> [Contact] {
+        try await writer.read { db in try Contact.order(Contact.Columns.name).fetchAll(db) }
+    }
+
+    /// Every distinct state of the contacts table, starting with the current one.
+    public func observeContacts() -> AsyncValueObservation<[Contact]> {
+        ValueObservation
+            .tracking { db in try Contact.order(Contact.Columns.name).fetchAll(db) }
+            .removeDuplicates()
+            .values(in: writer)
+    }
+
+    /// Replaces all contacts with `contacts` in one transaction, unless `document`
+    /// (the remote data in canonical form) is what was last applied from `source`.
+    /// Returns whether anything was written.
+    @discardableResult
+    public func applyContacts(_ contacts: [Contact], document: String, source: String, at date: Date) async throws -> Bool {
+        try await writer.write { db in
+            let applied = try String.fetchOne(db, sql: "SELECT appliedDocument FROM syncState WHERE source = ?", arguments: [source])
+            if applied == document { return false }
+            try Contact.deleteAll(db)
+            for contact in contacts { try contact.insert(db) }
+            try db.execute(
+                sql: """
+                    INSERT INTO syncState (source, appliedDocument, appliedAt) VALUES (?, ?, ?)
+                    ON CONFLICT(source) DO UPDATE SET appliedDocument = excluded.appliedDocument, appliedAt = excluded.appliedAt
+                    """,
+                arguments: [source, document, date])
+            return true
+        }
+    }
+
+    /// Changes one contact's phone directly: a local edit, e.g. from another process or a test.
+    public func updatePhone(name: String, phone: String) async throws {
+        try await writer.write { db in
+            try db.execute(sql: "UPDATE contact SET phone = ? WHERE name = ?", arguments: [phone, name])
+        }
+    }
+}

@@ -1,0 +1,54 @@
+/// Every line the server sends. Each encodes to one JSON object whose first key is `type`.
+public enum ServerMessage: Sendable, Equatable {
+    case welcome(session: String, token: String, server: String)
+    case reply(re: JSON, result: Result<JSON, ProtocolError>)
+    case display(rev: Int, view: String, state: JSON)
+    case alert(rev: Int, id: String, content: AlertContent)
+    case dismiss(rev: Int, id: String)
+    case bye(reason: String)
+
+    public static let protocolVersion = 1
+
+    public var json: JSON {
+        switch self {
+        case .welcome(let session, let token, let server):
+            return [
+                "type": "welcome", "protocol": .int(Self.protocolVersion), "session": .string(session),
+                "token": .string(token), "server": .string(server),
+            ]
+        case .reply(let re, .success(let result)):
+            return ["type": "reply", "re": re, "ok": true, "result": result]
+        case .reply(let re, .failure(let error)):
+            return ["type": "reply", "re": re, "ok": false, "error": error.json]
+        case .display(let rev, let view, let state):
+            return ["type": "display", "rev": .int(rev), "view": .string(view), "state": state]
+        case .alert(let rev, let id, let content):
+            var object: JSONObject = [
+                "type": "alert", "rev": .int(rev), "id": .string(id), "title": .string(content.title),
+                "message": .string(content.message), "actions": .array(content.actions.map(\.json)),
+            ]
+            if !content.fields.isEmpty { object["fields"] = .array(content.fields.map(\.json)) }
+            return .object(object)
+        case .dismiss(let rev, let id):
+            return ["type": "dismiss", "rev": .int(rev), "id": .string(id)]
+        case .bye(let reason):
+            return ["type": "bye", "reason": .string(reason)]
+        }
+    }
+
+    /// The wire form: compact JSON and a trailing newline.
+    public var line: [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(160)
+        json.write(into: &out)
+        out.append(0x0A)
+        return out
+    }
+
+    public var rev: Int? {
+        switch self {
+        case .display(let rev, _, _), .alert(let rev, _, _), .dismiss(let rev, _): rev
+        default: nil
+        }
+    }
+}

@@ -1,0 +1,144 @@
+import Foundation
+import Logging
+import NIOCore
+import NIOPosix
+import ViewlineCore
+import ViewlinePersistence
+import ViewlineProtocol
+
+/// The TCP transport: accepts connections, frames lines, hands each line to its
+/// connection's ``Session`` and writes what the session sends. One client's error
+/// never reaches another: each connection is its own child task.
+public final class ViewlineServer: Sendable {
+    public let configuration: ServerConfiguration
+    public let environment: SessionEnvironment
+    private let logger: Logger
+    private let group: MultiThreadedEventLoopGroup
+    private let registry = ConnectionRegistry()
+    private let serverChannel: NIOAsyncChannel<NIOAsyncChannel<LineFrame, ByteBuffer>, Never>
+
+    /// The address actually bound (port 0 picks a free port).
+    public var localAddress: (host: String, port: Int) {
+        let address = serverChannel.channel.localAddress
+        return (address?.ipAddress ?? configuration.host, address?.port ?? configuration.port)
+    }
+
+    /// Builds the live environment (database, users, backends) and binds the port.
+    public static func start(_ configuration: ServerConfiguration, logger: Logger) async throws -> ViewlineServer {
+        let environment = try await makeEnvironment(configuration)
+        return try await ViewlineServer(configuration: configuration, environment: environment, logger: logger)
+    }
+
+    public static func makeEnvironment(_ configuration: ServerConfiguration) async throws -> SessionEnvironment {
+        let database = try AppDatabase.open(path: configuration.databasePath)
+        let clock = SystemWallClock()
+        let faults = FaultInjector()
+        let users = UserDirectory(database: database)
+        var accounts = UserDirectory.demoUsers
+        if let file = configuration.usersFile {
+            accounts += try UserDirectory.parseUsersFile(Data(contentsOf: URL(fileURLWithPath: file)))
+        }
+        try await users.load(accounts)
+        let latency = configuration.backendLatency
+        return SessionEnvironment(
+            places: PlacesServiceLive(latency: latency),
+            remoteStore: RemoteDraftStoreLive(database: database, latency: latency, clock: clock),
+            contactsSync: ContactsSyncCoordinator(
+                source: ContactsSourceLive(file: configuration.remoteContactsFile, latency: latency),
+                database: database, faults: faults, clock: clock),
+            playlists: PlaylistServiceLive(latency: latency),
+            users: users, database: database, faults: faults, clock: clock,
+            tokenLifetime: configuration.tokenLifetime, admin: configuration.admin)
+    }
+
+    public init(configuration: ServerConfiguration, environment: SessionEnvironment, logger: Logger) async throws {
+        self.configuration = configuration
+        self.environment = environment
+        self.logger = logger
+        self.group = MultiThreadedEventLoopGroup(numberOfThreads: System.coreCount)
+        let maximumLineBytes = configuration.maximumLineBytes
+        do {
+            serverChannel = try await ServerBootstrap(group: group)
+                .serverChannelOption(.backlog, value: 256)
+                .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+                .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+                .bind(host: configuration.host, port: configuration.port) { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.addHandler(
+                            ByteToMessageHandler(LineFrameDecoder(maximumLength: maximumLineBytes)))
+                        return try NIOAsyncChannel<LineFrame, ByteBuffer>(wrappingChannelSynchronously: channel)
+                    }
+                }
+        } catch {
+            try? await group.shutdownGracefully()
+            throw error
+        }
+    }
+
+    /// Serves until ``shutdown(reason:)`` closes the listening socket, then waits
+    /// for every connection to finish.
+    public func run() async throws {
+        try await withThrowingDiscardingTaskGroup { group in
+            try await serverChannel.executeThenClose { inbound in
+                for try await connection in inbound {
+                    group.addTask { await self.serve(connection) }
+                }
+            }
+        }
+        try? await self.group.shutdownGracefully()
+    }
+
+    /// Says `bye` to every client, closes every connection and stops accepting.
+    public func shutdown(reason: String = "server shutting down") async {
+        try? await serverChannel.channel.close()
+        let bye = ByteBuffer(bytes: ServerMessage.bye(reason: reason).line)
+        for channel in registry.channels {
+            try? await channel.writeAndFlush(bye)
+            try? await channel.close()
+        }
+    }
+
+    public var connectionCount: Int { registry.count }
+
+    private func serve(_ connection: NIOAsyncChannel<LineFrame, ByteBuffer>) async {
+        let channel = connection.channel
+        let number = registry.add(channel)
+        let session = Session(id: "s\(number)", environment: environment) { message in
+            // Writes go straight to the channel, in the order the session sends them.
+            channel.writeAndFlush(ByteBuffer(bytes: message.line), promise: nil)
+        }
+        var logger = self.logger
+        logger[metadataKey: "session"] = "\(session.id)"
+        logger.info("connected", metadata: ["peer": "\(channel.remoteAddress?.description ?? "?")"])
+        channel.writeAndFlush(ByteBuffer(bytes: session.welcome.line), promise: nil)
+        do {
+            try await connection.executeThenClose { inbound, _ in
+                for try await frame in inbound {
+                    switch frame {
+                    case .tooLong:
+                        await session.reject(re: .null, ProtocolError(
+                            .lineTooLong, "line longer than \(configuration.maximumLineBytes) bytes; the rest of it was discarded"))
+                    case .line(let buffer):
+                        guard let decoded = RequestDecoder.decode(line: buffer.readableBytesView) else { continue }
+                        switch decoded {
+                        case .success(let request):
+                            logger.debug("command", metadata: ["cmd": "\(request.command.name)"])
+                            if await session.handle(request) == .close {
+                                try await channel.writeAndFlush(ByteBuffer(bytes: ServerMessage.bye(reason: "client quit").line))
+                                return
+                            }
+                        case .failure(let failure):
+                            logger.debug("rejected", metadata: ["code": "\(failure.error.code.rawValue)"])
+                            await session.reject(re: failure.re, failure.error)
+                        }
+                    }
+                }
+            }
+        } catch {
+            logger.debug("connection error", metadata: ["error": "\(error)"])
+        }
+        await session.close()
+        registry.remove(number)
+        logger.info("disconnected")
+    }
+}

@@ -1,0 +1,72 @@
+import ArgumentParser
+import Dispatch
+@preconcurrency import Foundation
+import Logging
+import ViewlineServer
+
+/// `viewline-server`: parse the flags, build the server, serve until a signal.
+@main
+struct ViewlineServerCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "viewline-server",
+        abstract: "Run app view-models remotely over a line-based JSON protocol.",
+        discussion: "Connect with `viewline`, `nc 127.0.0.1 7878`, or any TCP client; send `help` for the commands.")
+
+    @Option(help: "Address to listen on.") var host = "127.0.0.1"
+    @Option(help: "Port to listen on; 0 picks a free one (printed as `listening on HOST:PORT`).") var port = 7878
+    @Flag(help: "Enable admin commands (`fault`).") var admin = false
+    @Option(help: ArgumentHelp("Artificial latency of every backend call.", valueName: "ms")) var backendLatency = 0
+    @Option(help: ArgumentHelp("Longest accepted line in bytes.", valueName: "n")) var maxLineBytes = 65536
+    @Option(help: ArgumentHelp("SQLite database file (`:memory:` for none).", valueName: "path")) var db = "viewline.sqlite"
+    @Option(help: ArgumentHelp("JSON array of {\"user\",\"password\"} objects to add to the demo users.", valueName: "file")) var users: String?
+    @Option(help: ArgumentHelp("Lifetime of an access token issued at login.", valueName: "seconds")) var tokenTtl = 3600
+    @Option(help: ArgumentHelp("JSON array of {\"name\",\"phone\",\"address\"} read at every contacts sync.", valueName: "file")) var remoteContacts: String?
+    @Option(help: ArgumentHelp("trace, debug, info, notice, warning, error or critical.", valueName: "level")) var logLevel = "info"
+
+    func validate() throws {
+        guard (0...65535).contains(port) else { throw ValidationError("--port must be between 0 and 65535") }
+        guard backendLatency >= 0 else { throw ValidationError("--backend-latency must not be negative") }
+        guard maxLineBytes >= 16 else { throw ValidationError("--max-line-bytes must be at least 16") }
+        guard tokenTtl > 0 else { throw ValidationError("--token-ttl must be positive") }
+        guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("unknown --log-level \(logLevel)") }
+    }
+
+    func run() async throws {
+        let level = Logger.Level(rawValue: logLevel) ?? .info
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        let logger = Logger(label: "viewline")
+
+        var configuration = ServerConfiguration()
+        configuration.host = host
+        configuration.port = port
+        configuration.admin = admin
+        configuration.backendLatency = .milliseconds(backendLatency)
+        configuration.maximumLineBytes = maxLineBytes
+        configuration.databasePath = db
+        configuration.usersFile = users
+        configuration.tokenLifetime = TimeInterval(tokenTtl)
+        configuration.remoteContactsFile = remoteContacts
+
+        let server = try await ViewlineServer.start(configuration, logger: logger)
+        let bound = server.localAddress
+        print("listening on \(bound.host):\(bound.port)")
+        fflush(stdout)
+
+        let signals = [SIGINT, SIGTERM].map { number in
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler {
+                logger.info("shutting down", metadata: ["signal": "\(number)"])
+                Task { await server.shutdown() }
+            }
+            source.resume()
+            return source
+        }
+        try await server.run()
+        signals.forEach { $0.cancel() }
+    }
+}
