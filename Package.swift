@@ -47,7 +47,7 @@ let package = Package(
             providers: [.apt(["libedit-dev"])]
         ),
         // Non-variadic wrappers for el_set / el_get / history, which Swift cannot call.
-        .target(name: "CEditLineShim", dependencies: ["CLibEdit"]),
+        .target(name: "CEditLineShim", dependencies: ["CLibEdit"], linkerSettings: [.linkedLibrary("edit")]),
         // The interactive and scripted client.
         .target(name: "ViewlineREPL", dependencies: ["ViewlineProtocol", "CEditLineShim"]),
         .executableTarget(

@@ -1,1 +1,0 @@
-int vl_dummy(void){return 0;}

@@ -1,0 +1,188 @@
+import ViewlineProtocol
+
+/// Turns server messages into text for people: views as compact tables, alerts as
+/// framed boxes with their keys, replies as short lines.
+public struct EventRenderer: Sendable {
+    public var style: TerminalStyle
+
+    public init(style: TerminalStyle) { self.style = style }
+
+    /// The text for one server message, or `nil` for messages shown elsewhere.
+    public func render(_ message: JSON) -> String? {
+        switch message["type"]?.stringValue {
+        case "welcome":
+            let server = message["server"]?.stringValue ?? "viewline"
+            let session = message["session"]?.stringValue ?? "?"
+            return style.dim("connected to \(server), session \(session); type help for commands")
+        case "display":
+            return renderDisplay(view: message["view"]?.stringValue ?? "?", state: message["state"] ?? .null)
+        case "alert":
+            return renderAlert(message)
+        case "dismiss":
+            return style.dim("(alert \(message["id"]?.stringValue ?? "?") dismissed)")
+        case "bye":
+            return style.dim("server said bye: \(message["reason"]?.stringValue ?? "")")
+        case "reply":
+            return renderReply(message)
+        default:
+            return message.encoded
+        }
+    }
+
+    // MARK: - Replies
+
+    public func renderReply(_ reply: JSON) -> String? {
+        if reply["ok"]?.boolValue == false {
+            let code = reply["error"]?["code"]?.stringValue ?? "error"
+            let text = reply["error"]?["message"]?.stringValue ?? ""
+            return style.red("error \(code): \(text)")
+        }
+        guard let result = reply["result"] else { return style.green("ok") }
+        if let commands = result["commands"]?.arrayValue {
+            return renderHelp(commands, services: result["services"]?.arrayValue ?? [])
+        }
+        if let views = result["views"]?.objectValue {
+            return views.pairs.map { renderDisplay(view: $0.key, state: $0.value) }.joined(separator: "\n")
+        }
+        if let view = result["view"]?.stringValue, let state = result["state"] {
+            return renderDisplay(view: view, state: state)
+        }
+        if let drafts = result["drafts"]?.arrayValue {
+            if drafts.isEmpty { return style.dim("no saved drafts") }
+            return table(["SAVED AT", "TEXT"], drafts.map { [$0["savedAt"]?.stringValue ?? "", $0["text"]?.stringValue ?? ""] })
+        }
+        if result["pong"]?.boolValue == true { return style.green("pong") }
+        if result["accepted"]?.boolValue == true { return nil }  // the displays that follow say it all
+        if let object = result.objectValue, !object.isEmpty {
+            return style.green("ok ") + style.dim(object.pairs.map { "\($0.key)=\(plain($0.value))" }.joined(separator: " "))
+        }
+        return style.green("ok")
+    }
+
+    func renderHelp(_ commands: [JSON], services: [JSON]) -> String {
+        var rows = commands.map { [$0["usage"]?.stringValue ?? "", $0["summary"]?.stringValue ?? ""] }
+        rows.append(["y / n / <label>", "Answer the presented alert (REPL shortcut)."])
+        var text = table(["COMMAND", "DESCRIPTION"], rows)
+        if !services.isEmpty {
+            text += "\n" + style.dim("fault services: " + services.compactMap { $0["name"]?.stringValue }.joined(separator: ", "))
+        }
+        return text
+    }
+
+    // MARK: - Views
+
+    public func renderDisplay(view: String, state: JSON) -> String {
+        let title = style.bold(style.cyan("[\(view)]"))
+        switch view {
+        case "search":
+            let query = state["query"]?.stringValue ?? ""
+            let results = state["results"]?.arrayValue ?? []
+            if state["loading"]?.boolValue == true {
+                return "\(title) searching \"\(query)\"…"
+            }
+            if query.isEmpty && results.isEmpty { return "\(title) no search yet" }
+            let head = "\(title) \"\(query)\": \(results.count) result\(results.count == 1 ? "" : "s")"
+            guard !results.isEmpty else { return head }
+            return head + "\n" + table(["NAME", "CUISINE", "ADDRESS"], results.map {
+                [$0["name"]?.stringValue ?? "", $0["cuisine"]?.stringValue ?? "", $0["address"]?.stringValue ?? ""]
+            })
+        case "session":
+            if state["loggedIn"]?.boolValue == true {
+                return "\(title) logged in as \(style.bold(state["user"]?.stringValue ?? "?"))"
+            }
+            return "\(title) not logged in"
+        case "draft":
+            let text = state["text"]?.stringValue ?? ""
+            if state["saving"]?.boolValue == true { return "\(title) saving \"\(text)\"…" }
+            if state["pending"]?.boolValue == true { return "\(title) unsaved: \"\(text)\"" }
+            return "\(title) nothing unsaved"
+        case "contacts":
+            let items = state["items"]?.arrayValue ?? []
+            let syncing = state["syncing"]?.boolValue == true ? style.dim(" (syncing…)") : ""
+            let head = "\(title) \(items.count) contact\(items.count == 1 ? "" : "s")\(syncing)"
+            guard !items.isEmpty else { return head }
+            return head + "\n" + table(["NAME", "PHONE", "ADDRESS"], items.map {
+                [$0["name"]?.stringValue ?? "", $0["phone"]?.stringValue ?? "", $0["address"]?.stringValue ?? ""]
+            })
+        case "playlist":
+            let items = state["items"]?.arrayValue ?? []
+            let step = state["step"]?.stringValue ?? "?"
+            var head = "\(title) \(items.count) item\(items.count == 1 ? "" : "s"), step \(step)"
+            if state["loading"]?.boolValue == true { return head + style.dim(" (loading…)") }
+            if state["hasMore"]?.boolValue == true { head += style.dim(" — type more for the next page") }
+            guard !items.isEmpty else { return head }
+            return head + "\n" + table(["#", "TITLE", "ARTIST"], items.map {
+                [plain($0["position"] ?? .null), $0["title"]?.stringValue ?? "", $0["artist"]?.stringValue ?? ""]
+            })
+        default:
+            return "\(title) \(state.encoded)"
+        }
+    }
+
+    // MARK: - Alerts
+
+    /// The key that answers an action: `y` for confirm, `n` for cancel.
+    public static func key(for role: String) -> String { role == "cancel" ? "n" : "y" }
+
+    public func renderAlert(_ alert: JSON) -> String {
+        let title = alert["title"]?.stringValue ?? ""
+        let message = alert["message"]?.stringValue ?? ""
+        let actions = (alert["actions"]?.arrayValue ?? []).map {
+            "[\(Self.key(for: $0["role"]?.stringValue ?? "confirm"))] \($0["label"]?.stringValue ?? "")"
+        }.joined(separator: "  ")
+        let fields = (alert["fields"]?.arrayValue ?? []).compactMap { $0["label"]?.stringValue }
+        var body: [String] = wrap(message, width: 56)
+        if !fields.isEmpty { body.append("fields: " + fields.joined(separator: ", ")) }
+        body.append(actions)
+        let width = max(body.map(\.count).max() ?? 0, title.count + 2, 20)
+        let heading = title.isEmpty ? "" : " \(title) "
+        let top = "┌─" + heading + String(repeating: "─", count: max(0, width - heading.count)) + "─┐"
+        let lines = body.map { "│ " + $0 + String(repeating: " ", count: width - $0.count) + " │" }
+        let bottom = "└" + String(repeating: "─", count: width + 2) + "┘"
+        let id = style.dim(" alert \(alert["id"]?.stringValue ?? "?")")
+        return ([style.yellow(top) + id] + lines.map { style.yellow($0) } + [style.yellow(bottom)]).joined(separator: "\n")
+    }
+
+    // MARK: - Helpers
+
+    func plain(_ value: JSON) -> String {
+        switch value {
+        case .string(let s): s
+        case .int(let i): String(i)
+        case .null: "null"
+        default: value.encoded
+        }
+    }
+
+    func wrap(_ text: String, width: Int) -> [String] {
+        var lines: [String] = []
+        for paragraph in text.split(separator: "\n", omittingEmptySubsequences: false) {
+            var line = ""
+            for word in paragraph.split(separator: " ") {
+                if !line.isEmpty && line.count + 1 + word.count > width {
+                    lines.append(line)
+                    line = ""
+                }
+                line += line.isEmpty ? String(word) : " " + word
+            }
+            lines.append(line)
+        }
+        return lines
+    }
+
+    /// An aligned table with a dim header row.
+    public func table(_ header: [String], _ rows: [[String]]) -> String {
+        let limit = 48
+        let cells = rows.map { $0.map { $0.count > limit ? String($0.prefix(limit - 1)) + "…" : $0 } }
+        var widths = header.map(\.count)
+        for row in cells {
+            for (index, cell) in row.enumerated() where index < widths.count { widths[index] = max(widths[index], cell.count) }
+        }
+        func line(_ row: [String]) -> String {
+            row.enumerated().map { index, cell in
+                index == row.count - 1 ? cell : cell + String(repeating: " ", count: widths[index] - cell.count)
+            }.joined(separator: "  ")
+        }
+        return ([style.dim(line(header))] + cells.map { line($0) }).joined(separator: "\n")
+    }
+}

@@ -1,0 +1,48 @@
+import ArgumentParser
+import ViewlineREPL
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `viewline`: the REPL client. Interactive on a terminal, a script runner otherwise.
+@main
+struct ViewlineCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "viewline",
+        abstract: "Talk to a viewline server: a line-editing REPL, or a script runner when standard input is not a terminal.",
+        discussion: """
+            At the prompt, y / n (or an action's label) answer the presented alert; Tab completes \
+            command names; Ctrl-C clears the line; Ctrl-D quits. With a script on standard input \
+            (`viewline < script.txt`) each command waits for its reply, events are printed, and \
+            the exit status is non-zero if any command failed.
+            """)
+
+    @Option(help: "Server address.") var host = "127.0.0.1"
+    @Option(help: "Server port.") var port = 7878
+    @Flag(help: "Print the server's JSON lines unchanged.") var raw = false
+    @Option(help: ArgumentHelp("History file (default ~/.viewline_history).", valueName: "path")) var history: String?
+
+    func run() throws {
+        let connection: ServerConnection
+        do {
+            connection = try ServerConnection(host: host, port: port)
+        } catch {
+            throw ValidationError("\(error)")
+        }
+        let colors = getenv("NO_COLOR").map { String(cString: $0).isEmpty } ?? true
+        let interactive = isatty(0) == 1
+        let style = TerminalStyle(colors: colors && isatty(1) == 1)
+        let renderer = EventRenderer(style: style)
+        let status: Int32
+        if interactive {
+            let home = getenv("HOME").map { String(cString: $0) }
+            let path = history ?? home.map { "\($0)/.viewline_history" }
+            status = InteractiveREPL(connection: connection, renderer: renderer, raw: raw, historyPath: path).run()
+        } else {
+            var runner = ScriptRunner(connection: connection, renderer: renderer, raw: raw)
+            status = runner.run()
+        }
+        if status != 0 { throw ExitCode(status) }
+    }
+}
