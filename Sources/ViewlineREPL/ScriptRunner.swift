@@ -110,10 +110,12 @@ enum FileHandleOutput {
 }
 
 extension String {
+    /// Trims the given scalars (scalars, not characters: "\r\n" is one Character).
     func trimmingCharacters(in set: String) -> String {
-        var s = Substring(self)
-        while let f = s.first, set.contains(f) { s.removeFirst() }
-        while let l = s.last, set.contains(l) { s.removeLast() }
-        return String(s)
+        let scalars = Set(set.unicodeScalars)
+        var s = Substring(self).unicodeScalars
+        while let f = s.first, scalars.contains(f) { s.removeFirst() }
+        while let l = s.last, scalars.contains(l) { s.removeLast() }
+        return String(String.UnicodeScalarView(s))
     }
 }
