@@ -24,12 +24,14 @@ extension Session {
     func ask(_ content: AlertContent) async -> AlertAnswer {
         let id = "a\(nextAlertNumber)"
         nextAlertNumber += 1
-        runningWork -= 1  // waiting for a person is not background work
+        // Waiting for a person is not background work: `wait` must not wait for it.
+        // Whoever resumes the answer counts the work again (see `resolve`).
+        runningWork -= 1
         checkSettled()
-        defer { runningWork += 1 }
         return await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
                 if Task.isCancelled {
+                    runningWork += 1
                     continuation.resume(returning: .dismissed)
                     return
                 }
@@ -47,9 +49,16 @@ extension Session {
         enqueue(PendingAlert(id: id, content: content, continuation: nil))
     }
 
+    /// Hands the answer to whoever awaits the alert; its work is running again.
+    func resolve(_ alert: PendingAlert, _ answer: AlertAnswer) {
+        guard let continuation = alert.continuation else { return }
+        runningWork += 1
+        continuation.resume(returning: answer)
+    }
+
     private func enqueue(_ alert: PendingAlert) {
         guard !closed else {
-            alert.continuation?.resume(returning: .dismissed)
+            resolve(alert, .dismissed)
             return
         }
         if presentedAlert == nil {
@@ -97,7 +106,7 @@ extension Session {
             answer = .confirmed(fields: fields)
         }
         presentedAlert = nil
-        alert.continuation?.resume(returning: answer)
+        resolve(alert, answer)
         presentNext()
         let action = alert.content.actions.first { $0.role == (confirm ? .confirm : .cancel) }
         return ["alert": .string(alert.id), "answer": .string(verb), "action": .string(action?.label ?? "")]
@@ -108,11 +117,11 @@ extension Session {
         if presentedAlert?.id == id, let alert = presentedAlert {
             presentedAlert = nil
             emit { .dismiss(rev: $0, id: id) }
-            alert.continuation?.resume(returning: .dismissed)
+            resolve(alert, .dismissed)
             presentNext()
         } else if let index = queuedAlerts.firstIndex(where: { $0.id == id }) {
             let alert = queuedAlerts.remove(at: index)
-            alert.continuation?.resume(returning: .dismissed)
+            resolve(alert, .dismissed)
         }
     }
 

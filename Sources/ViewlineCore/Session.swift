@@ -104,7 +104,7 @@ public actor Session {
         let alerts = (presentedAlert.map { [$0] } ?? []) + queuedAlerts
         presentedAlert = nil
         queuedAlerts = []
-        for alert in alerts { alert.continuation?.resume(returning: .dismissed) }
+        for alert in alerts { resolve(alert, .dismissed) }
         for (_, waiter) in settleWaiters { waiter.resume(returning: false) }
         settleWaiters = [:]
     }
