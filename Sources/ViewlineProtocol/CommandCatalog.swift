@@ -187,6 +187,16 @@ public enum CommandCatalog {
         return try spec.decode(args)
     }
 
+    /// Maps inline words to the command's name and JSON `args`, without validating
+    /// the values: what the shared test vectors record for each line.
+    public static func inlineArguments(words: [String]) throws(ProtocolError) -> (name: String, args: JSONObject) {
+        guard let name = words.first else { throw ProtocolError(.unknownCommand, "empty command") }
+        guard let spec = spec(named: name) else {
+            throw ProtocolError(.unknownCommand, "unknown command \"\(name)\"; try help")
+        }
+        return (spec.name, try spec.inline(Array(words.dropFirst())))
+    }
+
     /// Builds a command from inline words (the first is the command name).
     public static func command(words: [String]) throws(ProtocolError) -> Command {
         guard let name = words.first else { throw ProtocolError(.unknownCommand, "empty command") }

@@ -1,0 +1,45 @@
+import Testing
+import ViewlineProtocol
+
+@Suite struct ServerMessageTests {
+    @Test func everyMessageStartsWithItsType() {
+        let messages: [ServerMessage] = [
+            .welcome(session: "s1", token: "t", server: "viewline/1.0"),
+            .reply(re: 7, result: .success(["pong": true])),
+            .reply(re: .null, result: .failure(ProtocolError(.unknownCommand, "nope"))),
+            .display(rev: 1, view: "search", state: ["loading": true]),
+            .alert(rev: 2, id: "a1", content: .error("boom")),
+            .dismiss(rev: 3, id: "a1"),
+            .bye(reason: "bye"),
+        ]
+        for message in messages {
+            let line = String(decoding: message.line, as: UTF8.self)
+            #expect(line.hasPrefix("{\"type\":"))
+            #expect(line.hasSuffix("}\n"))
+            #expect(line.filter { $0 == "\n" }.count == 1)
+        }
+    }
+
+    @Test func exactEncodings() {
+        #expect(ServerMessage.reply(re: 7, result: .failure(ProtocolError(.noAlert, "no alert is presented"))).json.encoded
+            == #"{"type":"reply","re":7,"ok":false,"error":{"code":"no_alert","message":"no alert is presented"}}"#)
+        let alert = AlertContent(
+            title: "Log in", message: "m", actions: [.confirm("Log in"), .cancel("Cancel")],
+            fields: [AlertField(name: "password", label: "Password", secure: true)])
+        #expect(ServerMessage.alert(rev: 13, id: "a4", content: alert).json.encoded
+            == #"{"type":"alert","rev":13,"id":"a4","title":"Log in","message":"m","actions":[{"role":"confirm","label":"Log in"},{"role":"cancel","label":"Cancel"}],"fields":[{"name":"password","label":"Password","secure":true}]}"#)
+    }
+
+    @Test func stringsAreEscaped() throws {
+        let tricky = "quote\" backslash\\ newline\n tab\t bell\u{7} ラーメン"
+        let encoded = JSON.string(tricky).encoded
+        #expect(!encoded.contains("\n"))
+        #expect(try JSON.parse(encoded) == .string(tricky))
+    }
+
+    @Test func numbersRoundTrip() throws {
+        #expect(JSON.double(37.7636).encoded == "37.7636")
+        #expect(JSON.double(2).encoded == "2")
+        #expect(try JSON.parse("[1,2.5,-3]") == [1, 2.5, -3])
+    }
+}
