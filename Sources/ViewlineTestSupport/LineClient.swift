@@ -1,0 +1,106 @@
+import Foundation
+import ViewlineProtocol
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A raw TCP client for end-to-end tests: sends bytes, reads JSON lines with timeouts.
+public final class LineClient {
+    public let fd: Int32
+    private var buffer: [UInt8] = []
+    /// Every message received, in order.
+    public private(set) var received: [JSON] = []
+    private var unread: [JSON] = []
+
+    public struct Failure: Error, CustomStringConvertible {
+        public var description: String
+    }
+
+    public init(port: Int, host: String = "127.0.0.1") throws {
+        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        inet_pton(AF_INET, host, &address.sin_addr)
+        let status = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard status == 0 else {
+            close(fd)
+            throw Failure(description: "connect to \(port) failed: \(String(cString: strerror(errno)))")
+        }
+    }
+
+    deinit { close(fd) }
+
+    public func sendRaw(_ bytes: [UInt8]) throws {
+        var offset = 0
+        while offset < bytes.count {
+            let n = bytes[offset...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+            guard n > 0 else { throw Failure(description: "write failed") }
+            offset += n
+        }
+    }
+
+    /// Sends one line with `\n`.
+    public func send(_ line: String) throws { try sendRaw(Array(line.utf8) + [0x0A]) }
+
+    /// The next message, or an error after `timeout`.
+    public func next(timeout: Duration = .seconds(5)) throws -> JSON {
+        if !unread.isEmpty { return unread.removeFirst() }
+        guard let line = try readLine(timeout: timeout) else { throw Failure(description: "connection closed; got \(received.map(\.encoded))") }
+        let message = try JSON.parse(line)
+        received.append(message)
+        return message
+    }
+
+    /// Reads until a message satisfies `predicate`; returns everything read on the way, it included.
+    @discardableResult
+    public func read(until predicate: (JSON) -> Bool, timeout: Duration = .seconds(5)) throws -> [JSON] {
+        var seen: [JSON] = []
+        while true {
+            let message = try next(timeout: timeout)
+            seen.append(message)
+            if predicate(message) { return seen }
+        }
+    }
+
+    /// Sends a command and returns its reply (events on the way are kept in `received`).
+    @discardableResult
+    public func command(_ line: String) throws -> JSON {
+        try send(line)
+        return try read { $0["type"] == "reply" }.last!
+    }
+
+    /// Whether the server closed the connection within `timeout`.
+    public func isClosedByPeer(timeout: Duration = .seconds(5)) throws -> Bool {
+        while true {
+            guard let line = try readLine(timeout: timeout) else { return true }
+            received.append(try JSON.parse(line))
+        }
+    }
+
+    /// Reads one raw line; `nil` at end of stream.
+    public func readLine(timeout: Duration) throws -> [UInt8]? {
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            if let newline = buffer.firstIndex(of: 0x0A) {
+                let line = Array(buffer[..<newline])
+                buffer.removeSubrange(...newline)
+                return line
+            }
+            let remaining = deadline - ContinuousClock.now
+            guard remaining > .zero else { throw Failure(description: "timed out; got \(received.map(\.encoded))") }
+            var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            let ms = Int32(remaining.components.seconds * 1000 + remaining.components.attoseconds / 1_000_000_000_000_000)
+            let ready = poll(&pfd, 1, max(1, ms))
+            if ready < 0 && errno == EINTR { continue }
+            if ready <= 0 { continue }
+            var chunk = [UInt8](repeating: 0, count: 65536)
+            let n = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+            if n <= 0 { return nil }
+            buffer.append(contentsOf: chunk[..<n])
+        }
+    }
+}

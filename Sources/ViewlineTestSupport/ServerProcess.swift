@@ -1,0 +1,65 @@
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The real `viewline-server` binary, started on port 0 for tests that need a
+/// separate process (signals, SIGKILL, restarts on the same database).
+public final class ServerProcess {
+    public let process: Process
+    public let port: Int
+    private let output: Pipe
+
+    /// The directory holding the built products (next to the test bundle).
+    public static var productsDirectory: URL {
+        let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        var directory = executable.deletingLastPathComponent()
+        if directory.lastPathComponent.hasSuffix(".xctest") { directory = directory.deletingLastPathComponent() }
+        return directory
+    }
+
+    public init(_ arguments: [String], executable: String = "viewline-server") throws {
+        process = Process()
+        process.executableURL = Self.productsDirectory.appendingPathComponent(executable)
+        process.arguments = ["--port", "0", "--log-level", "warning"] + arguments
+        output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        // The first line is "listening on HOST:PORT".
+        var line: [UInt8] = []
+        let handle = output.fileHandleForReading
+        while true {
+            let byte = handle.readData(ofLength: 1)
+            guard let value = byte.first else { break }
+            if value == 0x0A { break }
+            line.append(value)
+        }
+        let text = String(decoding: line, as: UTF8.self)
+        guard text.hasPrefix("listening on "), let port = text.split(separator: ":").last.flatMap({ Int($0) }) else {
+            process.terminate()
+            throw LineClient.Failure(description: "server did not start: \(text)")
+        }
+        self.port = port
+    }
+
+    public func signal(_ number: Int32) { kill(process.processIdentifier, number) }
+
+    /// Waits for the process to end and returns its exit status.
+    public func waitForExit(timeout: Duration = .seconds(10)) throws -> Int32 {
+        let deadline = ContinuousClock.now + timeout
+        while process.isRunning {
+            guard ContinuousClock.now < deadline else { throw LineClient.Failure(description: "server did not exit") }
+            usleep(10_000)
+        }
+        return process.terminationStatus
+    }
+
+    deinit {
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+    }
+}
