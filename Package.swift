@@ -66,9 +66,10 @@ let package = Package(
             ]
         ),
         // Fakes, a manual clock and a raw TCP client: test support as a module, not copy-paste.
+        .target(name: "CPseudoTerminal"),
         .target(
             name: "ViewlineTestSupport",
-            dependencies: ["ViewlineProtocol", "ViewlineCore", "ViewlinePersistence"]
+            dependencies: ["ViewlineProtocol", "ViewlineCore", "ViewlinePersistence", "CPseudoTerminal"]
         ),
         .testTarget(name: "ViewlineProtocolTests", dependencies: ["ViewlineProtocol"]),
         .testTarget(

@@ -116,15 +116,16 @@ public final class InteractiveREPL {
 
     /// Reads one field's value from the terminal; secure fields without echo.
     static func askField(_ label: String, secure: Bool) -> String {
-        print("\(label): ", terminator: "")
-        fflush(nil)
         var saved = termios()
         let isTerminal = tcgetattr(0, &saved) == 0
         if secure && isTerminal {
+            // Echo goes off before the prompt shows, so nothing typed can slip through.
             var quiet = saved
             quiet.c_lflag &= ~tcflag_t(ECHO)
             tcsetattr(0, TCSANOW, &quiet)
         }
+        print("\(label): ", terminator: "")
+        fflush(nil)
         var bytes: [UInt8] = []
         var byte: UInt8 = 0
         while read(0, &byte, 1) == 1 && byte != 0x0A { bytes.append(byte) }
@@ -293,6 +294,11 @@ public final class InteractiveREPL {
         sigemptyset(&action.sa_mask)
         action.sa_flags = 0  // no SA_RESTART: poll() must wake up
         sigaction(SIGINT, &action, nil)
+        // A parent may have started us with SIGINT blocked; Ctrl-C must reach us.
+        var unblock = sigset_t()
+        sigemptyset(&unblock)
+        sigaddset(&unblock, SIGINT)
+        pthread_sigmask(SIG_UNBLOCK, &unblock, nil)
     }
 }
 

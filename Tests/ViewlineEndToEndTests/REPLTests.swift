@@ -1,0 +1,63 @@
+import Foundation
+import Testing
+import ViewlineTestSupport
+
+/// `viewline` under a pseudo-terminal against a real server.
+@Suite struct REPLTests {
+    func startREPL(_ server: ServerProcess) throws -> PseudoTerminal {
+        try PseudoTerminal(
+            executable: ServerProcess.productsDirectory.appendingPathComponent("viewline"),
+            arguments: ["--port", String(server.port), "--history", temporaryPath("history")],
+            environment: ["TERM": "xterm", "NO_COLOR": "1", "HOME": NSTemporaryDirectory()])
+    }
+
+    @Test func anAlertIsRenderedAsABoxAndAnsweredWithY() throws {
+        let server = try startServer()
+        let terminal = try startREPL(server)
+        try terminal.expect("viewline> ")
+        terminal.type("fault search 1 kaboom\r")
+        try terminal.expect("viewline> ")
+        terminal.type("search thai\r")
+        let screen = try terminal.expect("[y/n]> ")
+        #expect(screen.contains("┌─ Error"))
+        #expect(screen.contains("│ kaboom"))
+        #expect(screen.contains("[y] OK"))
+        terminal.type("y\r")
+        let answered = try terminal.expect("viewline> ")
+        #expect(answered.contains("answer=confirm"))
+    }
+
+    @Test func alertFieldsAreAskedOneByOneAndSecretsAreNotEchoed() throws {
+        let server = try startServer()
+        let terminal = try startREPL(server)
+        try terminal.expect("viewline> ")
+        terminal.type("playlist\r")
+        let alert = try terminal.expect("[y/n]> ")
+        #expect(alert.contains("[y] Log in  [n] Cancel"))
+        terminal.type("y\r")
+        try terminal.expect("User: ")
+        terminal.type("alice\r")
+        try terminal.expect("Password: ")
+        terminal.type("wonderland\r")
+        let shown = try terminal.expect("Blue Monday")
+        #expect(!shown.contains("wonderland"))
+        #expect(shown.contains("logged in as alice"))
+    }
+
+    @Test func eventsPrintAboveAHalfTypedLineWhichIsRedrawn() throws {
+        let server = try startServer(["--backend-latency", "300"])
+        let terminal = try startREPL(server)
+        try terminal.expect("viewline> ")
+        terminal.type("search korean\r")
+        try terminal.expect("viewline> ")
+        terminal.type("sta")  // half-typed when the results arrive
+        let screen = try terminal.expect("results")
+        // The line is cleared, the event printed, then the prompt and "sta" drawn again.
+        #expect(screen.contains("\r\u{1B}[K"))
+        try terminal.expect("viewline> sta")
+        terminal.type("\t")
+        try terminal.expect("te ")  // completed to "state "
+        terminal.type("search\r")
+        try terminal.expect("[search]")
+    }
+}
