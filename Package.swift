@@ -77,6 +77,14 @@ let package = Package(
             dependencies: ["ViewlineCore", "ViewlineTestSupport", "ViewlinePersistence"]
         ),
         .testTarget(
+            name: "ViewlineServerTests",
+            dependencies: [
+                "ViewlineServer",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+            ]
+        ),
+        .testTarget(
             name: "ViewlineEndToEndTests",
             dependencies: ["ViewlineServer", "ViewlineTestSupport", "ViewlineProtocol"]
         ),
