@@ -5,8 +5,10 @@ import ViewlineProtocol
 /// displayed again whenever the table changes, whoever changed it; syncs only
 /// write the database and only ever report errors.
 extension Session {
-    func openContacts() {
+    func openContacts() async throws {
         if !contactsOpen {
+            // Start from what the database holds right now.
+            contactsView.items = try await environment.database.contacts()
             contactsOpen = true
             let changes = environment.database.observeContacts()
             contactsObservation = Task { [weak self] in
@@ -34,31 +36,30 @@ extension Session {
             contactsView.syncing = true
             display(.contacts)
         }
+        var failure: (any Error)?
         do {
             _ = try await coordinator.sync()
-            // Show the database's state before this work counts as done, so `wait`
-            // returns after the display; the observation would deliver it a moment later.
-            if contactsOpen, let items = try? await environment.database.contacts() {
-                contactsChanged(items, force: true)
-            }
         } catch {
-            if contactsOpen {
-                contactsView.syncing = false
-                display(.contacts)
-            }
-            if !(error is CancellationError) {
-                showAlert(.error("Sync failed: \(Session.describe(error))"))
-            }
+            failure = error
+        }
+        if contactsOpen {
+            // One display when the sync ends, read from the database: changes the
+            // observation delivered meanwhile are in it (and were not shown one by one,
+            // so every client sees the same sequence).
+            if let items = try? await environment.database.contacts() { contactsView.items = items }
+            contactsView.syncing = false
+            display(.contacts)
+        }
+        if let failure, !(failure is CancellationError) {
+            showAlert(.error("Sync failed: \(Session.describe(failure))"))
         }
     }
 
-    /// New rows from the database (observation or a read after sync).
-    func contactsChanged(_ items: [Contact], force: Bool = false) {
-        guard contactsOpen else { return }
-        let syncing = force ? false : contactsView.syncing
-        let next = ContactsViewState(items: items, syncing: syncing)
-        guard next != contactsView || rev == 0 || force && contactsView.syncing else { return }
-        contactsView = next
-        display(.contacts)
+    /// New rows from the database observation.
+    func contactsChanged(_ items: [Contact]) {
+        guard contactsOpen, items != contactsView.items else { return }
+        contactsView.items = items
+        // While a sync runs, its end shows the result in one display.
+        if !contactsView.syncing { display(.contacts) }
     }
 }

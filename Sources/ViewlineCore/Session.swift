@@ -187,7 +187,7 @@ public actor Session {
         case .saved:
             return try await listSaved()
         case .contacts:
-            openContacts()
+            try await openContacts()
             return ["accepted": true]
         case .sync:
             startSync()
