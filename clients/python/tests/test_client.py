@@ -1,0 +1,99 @@
+"""The blocking client driving every flow against a real server."""
+import socket
+
+import pytest
+
+from conftest import validate
+from viewline import Client, ConnectionClosed, Timeout, ViewlineError
+
+
+def test_welcome(client):
+    assert client.session.startswith("s")
+    assert len(client.token) >= 32
+
+
+def test_search_inline_and_keyword_forms(client):
+    assert client.command("search thai food") == {"accepted": True, "query": "thai food"}
+    state = client.wait_for_display("search", lambda s: not s["loading"])
+    assert state["results"] and all(r["cuisine"] == "thai" for r in state["results"])
+    client.command("search", query="korean")
+    client.wait_for_display("search", lambda s: s["query"] == "korean" and not s["loading"])
+    assert client.views["search"]["query"] == "korean"
+
+
+def test_errors_are_exceptions_with_the_protocol_code(client):
+    with pytest.raises(ViewlineError) as caught:
+        client.command("confirm")
+    assert caught.value.code == "no_alert"
+    with pytest.raises(ViewlineError) as caught:
+        client.command("teleport", destination="mars")
+    assert caught.value.code == "unknown_command"
+
+
+def test_failing_save_answered_until_it_succeeds(client):
+    client.command("login alice wonderland")
+    client.command("draft quarterly report")
+    client.command("fault save 2 disk full")
+    client.command("save")
+    for _ in range(2):
+        alert = client.wait_for_alert()
+        assert alert["title"] == "Error" and "disk full" in alert["message"]
+        assert client.alert == alert
+        client.confirm()
+    client.wait_for_display("draft", lambda s: not s["pending"])
+    assert client.alert is None
+    assert client.command("saved")["drafts"][0]["text"] == "quarterly report"
+
+
+def test_playlist_login_alert_with_fields_then_pages(client):
+    client.command("playlist")
+    alert = client.wait_for_alert()
+    assert [f["name"] for f in alert["fields"]] == ["user", "password"]
+    client.confirm(user="alice", password="wonderland")
+    page = client.wait_for_display("playlist", lambda s: s["step"] == "ready")
+    assert len(page["items"]) == 10 and page["hasMore"]
+    while client.views["playlist"]["hasMore"]:
+        shown = len(client.views["playlist"]["items"])
+        client.command("more")
+        client.wait_for_display("playlist", lambda s: len(s["items"]) > shown)
+    assert [i["position"] for i in client.views["playlist"]["items"]] == list(range(1, 33))
+    with pytest.raises(ViewlineError) as caught:
+        client.command("more")
+    assert caught.value.code == "nothing_pending"
+
+
+def test_contacts_and_a_failing_sync(client):
+    client.command("contacts")
+    state = client.wait_for_display("contacts", lambda s: not s["syncing"])
+    client.command("fault sync 1 remote unreachable")
+    client.command("sync")
+    alert = client.wait_for_alert()
+    assert "remote unreachable" in alert["message"]
+    client.confirm()
+    client.settle()
+    assert client.views["contacts"]["items"] == state["items"]
+
+
+def test_settle_and_event_iteration(client):
+    client.command("search golden")
+    client.settle()
+    events = list(client.events(timeout=0.2))
+    assert [e["state"]["loading"] for e in events if e["type"] == "display"] == [True, False]
+
+
+def test_wait_for_times_out(client):
+    with pytest.raises(Timeout):
+        client.wait_for_alert(timeout=0.2)
+
+
+def test_quit_says_bye_and_closes(client):
+    client.command("quit")
+    assert client.next_event()["type"] == "bye"
+    with pytest.raises(ConnectionClosed):
+        client.next_event(timeout=2)
+
+
+def test_json_commands_match_the_command_schema():
+    from conftest import COMMAND
+    assert not list(COMMAND.iter_errors({"id": 7, "cmd": "search", "args": {"query": "thai food"}}))
+    assert list(COMMAND.iter_errors({"id": 7, "command": "search"}))

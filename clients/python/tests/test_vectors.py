@@ -1,0 +1,97 @@
+"""The shared vectors in protocol/vectors/: parsing and recorded transcripts."""
+import json
+import socket
+
+import pytest
+
+from conftest import COMMAND, PROTOCOL, Server, validate
+from viewline import ViewlineError, parse_inline, quote, split
+
+INLINE = json.loads((PROTOCOL / "vectors" / "inline.json").read_text())["vectors"]
+JSON_COMMANDS = json.loads((PROTOCOL / "vectors" / "json-commands.json").read_text())["vectors"]
+TRANSCRIPTS = sorted((PROTOCOL / "vectors" / "transcripts").glob("*.json"))
+
+
+@pytest.mark.parametrize("vector", INLINE, ids=[v["line"] for v in INLINE])
+def test_inline_vector(vector):
+    if "words" in vector:
+        assert split(vector["line"]) == vector["words"]
+    if "error" in vector:
+        with pytest.raises(ViewlineError) as caught:
+            parse_inline(vector["line"])
+        # Type errors the server finds after mapping (e.g. an empty query) map the same way here.
+        assert caught.value.code == vector["error"]
+    else:
+        cmd, args = parse_inline(vector["line"])
+        assert (cmd, args) == (vector["cmd"], vector["args"])
+        assert not list(COMMAND.iter_errors({"id": 1, "cmd": cmd, "args": args}))
+
+
+@pytest.mark.parametrize("word", ["plain", "two words", 'say "hi"', "back\\slash", "", "tab\there", "ラーメン"])
+def test_quote_is_the_inverse_of_split(word):
+    assert split("search " + quote(word)) == ["search", word]
+
+
+def _lines(sock, buf, count):
+    out = []
+    while len(out) < count:
+        while b"\n" in buf and len(out) < count:
+            i = buf.index(b"\n")
+            out.append(json.loads(bytes(buf[:i])))
+            del buf[: i + 1]
+        if len(out) < count:
+            chunk = sock.recv(65536)
+            assert chunk, "connection closed"
+            buf += chunk
+    return out
+
+
+def test_json_command_vectors_against_the_server(server):
+    """Each JSON-form vector sent to the real server gets the reply it promises."""
+    sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+    buf = bytearray()
+    _lines(sock, buf, 1)
+    for vector in JSON_COMMANDS:
+        if vector.get("cmd") in ("wait",) or vector.get("cmd") == "confirm":
+            continue  # these depend on session state; the Swift and transcript tests cover them
+        sock.sendall(vector["line"].encode() + b"\n")
+        replies = [m for m in _lines(sock, buf, 1)]
+        reply = replies[0]
+        while reply["type"] != "reply":
+            reply = _lines(sock, buf, 1)[0]
+        validate(reply)
+        assert reply["re"] == vector["re"], vector["line"]
+        if "error" in vector:
+            assert reply["ok"] is False and reply["error"]["code"] == vector["error"], vector["line"]
+        elif vector["cmd"] not in ("fault",):
+            assert reply["ok"] is True, (vector["line"], reply)
+    sock.close()
+
+
+def _matches(actual, expected):
+    if expected == "$any":
+        return True
+    if isinstance(expected, dict):
+        return isinstance(actual, dict) and actual.keys() == expected.keys() and all(_matches(actual[k], v) for k, v in expected.items())
+    if isinstance(expected, list):
+        return isinstance(actual, list) and len(actual) == len(expected) and all(map(_matches, actual, expected))
+    return actual == expected
+
+
+@pytest.mark.parametrize("path", TRANSCRIPTS, ids=[p.stem for p in TRANSCRIPTS])
+def test_transcript(path):
+    doc = json.loads(path.read_text())
+    server = Server(*doc["server_args"])
+    try:
+        sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+        buf = bytearray()
+        for step in doc["steps"]:
+            if "send" in step:
+                sock.sendall(step["send"].encode() + b"\n")
+            got = _lines(sock, buf, len(step["expect"]))
+            for actual, expected in zip(got, step["expect"]):
+                validate(actual)
+                assert _matches(actual, expected), f"after {step.get('send')!r}:\n got {actual}\nwant {expected}"
+        sock.close()
+    finally:
+        server.stop()
