@@ -93,6 +93,12 @@ public actor Session {
         send(.reply(re: re, result: .failure(error)))
     }
 
+    /// Waits (up to `timeout`) until no background work runs: used when the client
+    /// stops sending but still reads, as `printf … | nc -N` does.
+    public func finishWork(timeout: Duration) async {
+        _ = await waitUntilSettled(timeout: timeout)
+    }
+
     /// Stops all work; nothing more is sent. Pending drafts stay in the database.
     public func close() {
         guard !closed else { return }

@@ -62,6 +62,8 @@ public final class ViewlineServer: Sendable {
                 .serverChannelOption(.backlog, value: 256)
                 .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
                 .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+                // `printf … | nc -N` closes its sending side first: keep answering.
+                .childChannelOption(.allowRemoteHalfClosure, value: true)
                 .bind(host: configuration.host, port: configuration.port) { channel in
                     channel.eventLoop.makeCompletedFuture {
                         try channel.pipeline.syncOperations.addHandler(
@@ -133,6 +135,10 @@ public final class ViewlineServer: Sendable {
                         }
                     }
                 }
+                // The client finished sending (half-close): let running work finish so
+                // its events reach a piped script, then make sure they are written.
+                await session.finishWork(timeout: .seconds(10))
+                try await channel.writeAndFlush(ByteBuffer())
             }
         } catch {
             logger.debug("connection error", metadata: ["error": "\(error)"])

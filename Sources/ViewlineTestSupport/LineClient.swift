@@ -43,6 +43,9 @@ public final class LineClient {
         }
     }
 
+    /// Closes the sending side only, as `nc -N` does at the end of its input.
+    public func shutdownWrite() { shutdown(fd, Int32(SHUT_WR)) }
+
     /// Sends one line with `\n`.
     public func send(_ line: String) throws { try sendRaw(Array(line.utf8) + [0x0A]) }
 

@@ -144,6 +144,16 @@ import ViewlineTestSupport
         #expect(try client.command("ping").isOK)
     }
 
+    @Test func aClientThatStopsSendingStillGetsTheEventsOfItsWork() throws {
+        let server = try startServer(["--backend-latency", "100"])
+        let client = try connect(server)
+        try client.send("search ramen")
+        client.shutdownWrite()  // like `printf 'search ramen\n' | nc -N`
+        let done = try client.read { $0["state"]?["loading"] == false }.last
+        #expect(done?["state"]?["query"] == "ramen")
+        #expect(try client.isClosedByPeer())
+    }
+
     @Test func faultNeedsAdmin() throws {
         let server = try startServer(admin: false)
         let client = try connect(server)
