@@ -79,10 +79,10 @@ export class Client extends EventEmitter {
       return;
     }
     this.emit('event', message);
-    const index = this.#waiters.findIndex((w) => w.predicate(message));
-    if (index >= 0) {
-      const [waiter] = this.#waiters.splice(index, 1);
-      waiter.resolve(message);
+    if (this.#waiters.length) {
+      // A waiter is active: the event is either its match or passes it by.
+      const index = this.#waiters.findIndex((w) => w.predicate(message));
+      if (index >= 0) this.#waiters.splice(index, 1)[0].resolve(message);
     } else {
       this.#queue.push(message);
     }
@@ -144,10 +144,16 @@ export class Client extends EventEmitter {
     return this.alert.id;
   }
 
-  /** Resolves with the first event (queued or arriving) matching `predicate`. */
+  /**
+   * Resolves with the next event (queued or arriving) matching `predicate`. Events
+   * are consumed in order: those before the match are dropped, so successive waits
+   * move forward through the session's history.
+   */
   waitFor(predicate, { timeout = 10000, what = 'event' } = {}) {
-    const index = this.#queue.findIndex(predicate);
-    if (index >= 0) return Promise.resolve(this.#queue.splice(index, 1)[0]);
+    while (this.#queue.length) {
+      const event = this.#queue.shift();
+      if (predicate(event)) return Promise.resolve(event);
+    }
     if (this.closed) return Promise.reject(new ViewlineError('connection_closed', 'connection closed'));
     return new Promise((resolve, reject) => {
       const waiter = { predicate, resolve, reject };

@@ -139,19 +139,23 @@ class Client:
                 return message
 
     def wait_for(self, predicate: Predicate, timeout: float = 10, what: str = "event") -> Message:
-        """Return the first event (already queued or arriving) that matches ``predicate``."""
+        """Return the next event (already queued or arriving) that matches ``predicate``.
+
+        Events are consumed in order: those before the match are dropped, so
+        successive waits move forward through the session's history.
+        """
         deadline = time.monotonic() + timeout
         while True:
-            for index, event in enumerate(self._events):
+            while self._events:
+                event = self._events.popleft()
                 if predicate(event):
-                    del self._events[index]
                     return event
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise Timeout(what)
             message = self._read(remaining)
-            if message.get("type") != "reply":
-                self._events.append(message)
+            if message.get("type") != "reply" and predicate(message):
+                return message
 
     def wait_for_display(self, view: str, predicate: Optional[Callable[[Dict[str, Any]], bool]] = None,
                          timeout: float = 10) -> Dict[str, Any]:
