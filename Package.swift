@@ -65,6 +65,11 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
+        // Load generator for benchmarks (loopback only, bounded in time).
+        .executableTarget(
+            name: "viewline-bench",
+            dependencies: [.product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
         // Fakes, a manual clock and a raw TCP client: test support as a module, not copy-paste.
         .target(name: "CPseudoTerminal"),
         .target(

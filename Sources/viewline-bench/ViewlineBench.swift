@@ -1,0 +1,121 @@
+import ArgumentParser
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `viewline-bench`: load from a second process, on loopback only. Each connection
+/// sends `ping` and waits for its reply (round trips), or keeps `depth` pings in
+/// flight (pipelined), for a bounded time, then prints the rate and latency.
+@main
+struct ViewlineBench: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "viewline-bench",
+        abstract: "Measure a viewline-server's command rate over loopback TCP.")
+
+    @Option(help: "Server port on 127.0.0.1.") var port = 7878
+    @Option(help: "Concurrent connections.") var connections = 50
+    @Option(help: "Seconds to run (at most 60).") var seconds = 5.0
+    @Option(help: "Commands in flight per connection (1 = ping-pong).") var depth = 1
+    @Option(help: "The command line to send.") var command = "ping"
+
+    func validate() throws {
+        guard (1...1000).contains(connections) else { throw ValidationError("--connections must be 1...1000") }
+        guard seconds > 0 && seconds <= 60 else { throw ValidationError("--seconds must be in (0, 60]") }
+        guard (1...1000).contains(depth) else { throw ValidationError("--depth must be 1...1000") }
+    }
+
+    func run() throws {
+        let total = Atomic<Int>(0)
+        let latencies = Mutex<[Double]>([])
+        let failures = Atomic<Int>(0)
+        let deadline = Date().addingTimeInterval(seconds)
+        let line = Array((command + "\n").utf8)
+        let group = DispatchGroup()
+        for _ in 0..<connections {
+            group.enter()
+            Thread.detachNewThread {
+                defer { group.leave() }
+                guard let fd = Self.connect(port: port) else { failures.add(1, ordering: .relaxed); return }
+                defer { close(fd) }
+                var reader = LineReader(fd: fd)
+                guard reader.next() != nil else { return }  // welcome
+                var count = 0
+                var samples: [Double] = []
+                let batch = Array([[UInt8]](repeating: line, count: depth).joined())
+                while Date() < deadline {
+                    let start = DispatchTime.now().uptimeNanoseconds
+                    guard Self.write(fd, batch) else { failures.add(1, ordering: .relaxed); return }
+                    for _ in 0..<depth { guard reader.next() != nil else { failures.add(1, ordering: .relaxed); return } }
+                    count += depth
+                    if samples.count < 100_000 { samples.append(Double(DispatchTime.now().uptimeNanoseconds - start) / 1000) }
+                }
+                total.add(count, ordering: .relaxed)
+                latencies.withLock { $0 += samples }
+            }
+        }
+        group.wait()
+        let rate = Double(total.load(ordering: .relaxed)) / seconds
+        let sorted = latencies.withLock { $0.sorted() }
+        func percentile(_ p: Double) -> Double { sorted.isEmpty ? 0 : sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))] }
+        print(String(format: "%@ x%d connections, depth %d, %.1fs: %.0f commands/s; batch latency p50 %.0f µs, p99 %.0f µs; %d failed connections",
+                     command, connections, depth, seconds, rate, percentile(0.5), percentile(0.99), failures.load(ordering: .relaxed)))
+    }
+
+    static func connect(port: Int) -> Int32? {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let ok = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard ok == 0 else { close(fd); return nil }
+        var one: Int32 = 1
+        setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+        return fd
+    }
+
+    static func write(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
+        var offset = 0
+        while offset < bytes.count {
+            let n = bytes[offset...].withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+            if n <= 0 { return false }
+            offset += n
+        }
+        return true
+    }
+}
+
+/// Reads newline-terminated lines from a blocking socket.
+struct LineReader {
+    let fd: Int32
+    var buffer = [UInt8](repeating: 0, count: 65536)
+    var start = 0
+    var end = 0
+
+    init(fd: Int32) { self.fd = fd }
+
+    /// Returns the length of the next line, or nil at end of stream.
+    mutating func next() -> Int? {
+        while true {
+            if let newline = buffer[start..<end].firstIndex(of: 0x0A) {
+                let length = newline - start
+                start = newline + 1
+                return length
+            }
+            if start > 0 {
+                buffer.replaceSubrange(0..<(end - start), with: buffer[start..<end])
+                end -= start
+                start = 0
+            }
+            if end == buffer.count { buffer += [UInt8](repeating: 0, count: buffer.count) }
+            let n = buffer[end...].withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if n <= 0 { return nil }
+            end += n
+        }
+    }
+}
