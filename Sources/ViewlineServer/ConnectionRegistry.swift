@@ -3,22 +3,24 @@ import Synchronization
 
 /// The open connections, so that shutdown can say `bye` to each one.
 final class ConnectionRegistry: Sendable {
-    private let state = Mutex<(next: Int, channels: [Int: any Channel])>((1, [:]))
+    private let state = Mutex<(next: Int, connections: [Int: (channel: any Channel, outbound: OutboundLines)])>((1, [:]))
 
-    /// Registers a channel and returns its session number.
-    func add(_ channel: any Channel) -> Int {
+    /// Reserves the next session number.
+    func nextNumber() -> Int {
         state.withLock { state in
-            let id = state.next
-            state.next += 1
-            state.channels[id] = channel
-            return id
+            defer { state.next += 1 }
+            return state.next
         }
     }
 
-    func remove(_ id: Int) {
-        _ = state.withLock { $0.channels.removeValue(forKey: id) }
+    func add(_ number: Int, channel: any Channel, outbound: OutboundLines) {
+        state.withLock { $0.connections[number] = (channel, outbound) }
     }
 
-    var channels: [any Channel] { state.withLock { Array($0.channels.values) } }
-    var count: Int { state.withLock { $0.channels.count } }
+    func remove(_ id: Int) {
+        _ = state.withLock { $0.connections.removeValue(forKey: id) }
+    }
+
+    var connections: [(channel: any Channel, outbound: OutboundLines)] { state.withLock { Array($0.connections.values) } }
+    var count: Int { state.withLock { $0.connections.count } }
 }

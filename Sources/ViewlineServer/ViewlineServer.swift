@@ -62,6 +62,7 @@ public final class ViewlineServer: Sendable {
                 .serverChannelOption(.backlog, value: 256)
                 .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
                 .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+                .childChannelOption(.writeBufferWaterMark, value: .init(low: 1 << 20, high: 8 << 20))
                 // `printf … | nc -N` closes its sending side first: keep answering.
                 .childChannelOption(.allowRemoteHalfClosure, value: true)
                 .bind(host: configuration.host, port: configuration.port) { channel in
@@ -93,9 +94,10 @@ public final class ViewlineServer: Sendable {
     /// Says `bye` to every client, closes every connection and stops accepting.
     public func shutdown(reason: String = "server shutting down") async {
         try? await serverChannel.channel.close()
-        let bye = ByteBuffer(bytes: ServerMessage.bye(reason: reason).line)
-        for channel in registry.channels {
-            try? await channel.writeAndFlush(bye)
+        let bye = ServerMessage.bye(reason: reason).line
+        for (channel, outbound) in registry.connections {
+            outbound.send(bye)
+            try? await outbound.drain()
             try? await channel.close()
         }
     }
@@ -104,15 +106,21 @@ public final class ViewlineServer: Sendable {
 
     private func serve(_ connection: NIOAsyncChannel<LineFrame, ByteBuffer>) async {
         let channel = connection.channel
-        let number = registry.add(channel)
+        let number = registry.nextNumber()
+        let outbound = OutboundLines(channel: channel) { [logger] in
+            // The client is not reading and its backlog passed the high watermark: a
+            // `bye` would sit behind that backlog, so just let go of the connection.
+            logger.warning("closing a connection whose client stopped reading")
+            channel.close(promise: nil)
+        }
         let session = Session(id: "s\(number)", environment: environment) { message in
-            // Writes go straight to the channel, in the order the session sends them.
-            channel.writeAndFlush(ByteBuffer(bytes: message.line), promise: nil)
+            outbound.send(message.line)
         }
         var logger = self.logger
         logger[metadataKey: "session"] = "\(session.id)"
         logger.info("connected", metadata: ["peer": "\(channel.remoteAddress?.description ?? "?")"])
-        channel.writeAndFlush(ByteBuffer(bytes: session.welcome.line), promise: nil)
+        registry.add(number, channel: channel, outbound: outbound)
+        outbound.send(session.welcome.line)
         do {
             try await connection.executeThenClose { inbound, _ in
                 for try await frame in inbound {
@@ -126,7 +134,8 @@ public final class ViewlineServer: Sendable {
                         case .success(let request):
                             logger.debug("command", metadata: ["cmd": "\(request.command.name)"])
                             if await session.handle(request) == .close {
-                                try await channel.writeAndFlush(ByteBuffer(bytes: ServerMessage.bye(reason: "client quit").line))
+                                outbound.send(ServerMessage.bye(reason: "client quit").line)
+                                try await outbound.drain()
                                 return
                             }
                         case .failure(let failure):
@@ -138,7 +147,7 @@ public final class ViewlineServer: Sendable {
                 // The client finished sending (half-close): let running work finish so
                 // its events reach a piped script, then make sure they are written.
                 await session.finishWork(timeout: .seconds(10))
-                try await channel.writeAndFlush(ByteBuffer())
+                try await outbound.drain()
             }
         } catch {
             logger.debug("connection error", metadata: ["error": "\(error)"])

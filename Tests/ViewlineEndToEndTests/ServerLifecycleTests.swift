@@ -22,6 +22,19 @@ import Glibc
         #expect(try server.waitForExit() == 0)
     }
 
+    @Test func aClientThatNeverReadsIsCutOffInsteadOfGrowingMemory() throws {
+        let server = try startServer()
+        let client = try connect(server)
+        let other = try connect(server)
+        // ~8000 help replies of ~4 KiB each, none of them read until the end.
+        try client.sendRaw(Array(String(repeating: "help\n", count: 8000).utf8))
+        #expect(try other.command("ping").isOK)  // others are unaffected meanwhile
+        #expect(try client.isClosedByPeer(timeout: .seconds(60)))
+        // Its backlog could not be sent, so it ends cut short, not with 8000 replies.
+        #expect(client.received.count < 8000)
+        #expect(try other.command("ping").isOK)
+    }
+
     @Test func manyClientsAtOnceEachGetTheirOwnSession() throws {
         let server = try startServer()
         let clients = try (0..<40).map { _ in try LineClient(port: server.port) }

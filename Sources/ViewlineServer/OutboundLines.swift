@@ -1,0 +1,51 @@
+import NIOCore
+import Synchronization
+
+/// A connection's outgoing lines. Lines sent from the session's thread are
+/// gathered and handed to the event loop in one write and one flush per loop
+/// tick, so a burst of replies and events (pipelined commands, a results display)
+/// costs one syscall instead of one each.
+///
+/// Bounded: when the client stops reading and NIO's buffer passes its high
+/// watermark (8 MiB), the connection is closed rather than letting memory grow
+/// without limit.
+final class OutboundLines: Sendable {
+    private let channel: any Channel
+    private let state = Mutex<(pending: [UInt8], scheduled: Bool)>(([], false))
+    private let onOverflow: @Sendable () -> Void
+
+    init(channel: any Channel, onOverflow: @escaping @Sendable () -> Void) {
+        self.channel = channel
+        self.onOverflow = onOverflow
+    }
+
+    /// Queues one line (already ending in `\n`); safe from any thread, order kept.
+    func send(_ line: [UInt8]) {
+        let schedule = state.withLock { state -> Bool in
+            state.pending.append(contentsOf: line)
+            if state.scheduled { return false }
+            state.scheduled = true
+            return true
+        }
+        if schedule { channel.eventLoop.execute { self.flushOnLoop() } }
+    }
+
+    /// Writes everything queued so far and waits until it is handed to the socket.
+    func drain() async throws {
+        try await channel.eventLoop.flatSubmit { () -> EventLoopFuture<Void> in
+            self.flushOnLoop()
+            return self.channel.writeAndFlush(ByteBuffer())
+        }.get()
+    }
+
+    private func flushOnLoop() {
+        let bytes = state.withLock { state -> [UInt8] in
+            state.scheduled = false
+            defer { state.pending.removeAll(keepingCapacity: true) }
+            return state.pending
+        }
+        guard !bytes.isEmpty, channel.isActive else { return }
+        channel.writeAndFlush(ByteBuffer(bytes: bytes), promise: nil)
+        if !channel.isWritable { onOverflow() }
+    }
+}
