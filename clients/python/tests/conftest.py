@@ -10,7 +10,6 @@ from typing import Iterator, List
 
 import pytest
 from jsonschema import Draft202012Validator
-from referencing import Registry, Resource
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "clients" / "python"))
@@ -19,12 +18,15 @@ SERVER = os.environ.get("VIEWLINE_SERVER", str(ROOT / ".build" / "debug" / "view
 
 
 def _validator(name: str) -> Draft202012Validator:
-    resources = []
-    for path in (PROTOCOL / "schema").glob("*.json"):
-        schema = json.loads(path.read_text())
-        resources.append((schema["$id"], Resource.from_contents(schema)))
-    registry = Registry().with_resources(resources)
+    schemas = [json.loads(path.read_text()) for path in (PROTOCOL / "schema").glob("*.json")]
     schema = json.loads((PROTOCOL / "schema" / name).read_text())
+    try:  # jsonschema >= 4.18
+        from referencing import Registry, Resource
+    except ImportError:  # older jsonschema, e.g. Debian 12's python3-jsonschema 4.10
+        from jsonschema import RefResolver
+        store = {s["$id"]: s for s in schemas}
+        return Draft202012Validator(schema, resolver=RefResolver.from_schema(schema, store=store))
+    registry = Registry().with_resources((s["$id"], Resource.from_contents(s)) for s in schemas)
     return Draft202012Validator(schema, registry=registry)
 
 

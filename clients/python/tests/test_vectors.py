@@ -95,3 +95,14 @@ def test_transcript(path):
         sock.close()
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize("message", [
+    {"type": "reply", "re": None, "ok": False, "error": {"code": "no_such_code", "message": "x"}},
+    {"type": "display", "rev": 1, "view": "search", "state": {"query": "x", "results": []}},
+    {"type": "alert", "rev": 2, "id": "a1", "title": "t", "message": "m", "actions": []},
+    {"type": "telepathy"},
+], ids=["unknown error code", "search state without loading", "alert without actions", "unknown type"])
+def test_the_schemas_reject_what_the_protocol_forbids(message):
+    with pytest.raises(AssertionError):
+        validate(message)

@@ -1,0 +1,90 @@
+import Foundation
+import Testing
+import ViewlineProtocol
+
+/// The wire protocol is documented in three places besides the code: the spec
+/// (`protocol/PROTOCOL.md`), the JSON Schemas and `help`. These tests keep the
+/// documents in step with the code, so a new command, view or error code cannot
+/// ship undocumented.
+@Suite struct ProtocolDocumentsTests {
+    static let protocolDirectory = Vectors.directory.deletingLastPathComponent()
+
+    static func text(_ path: String) throws -> String {
+        try String(contentsOf: protocolDirectory.appendingPathComponent(path), encoding: .utf8)
+    }
+
+    static func schema(_ name: String) throws -> JSON {
+        try JSON.parse(Array(text("schema/\(name).schema.json").utf8))
+    }
+
+    /// The rows of the markdown table under the given heading, as their cells.
+    static func tableRows(under heading: String, in markdown: String) -> [[String]] {
+        var rows: [[String]] = []
+        var inSection = false
+        for line in markdown.split(separator: "\n", omittingEmptySubsequences: false) {
+            if line.hasPrefix("#") {
+                if inSection { break }
+                inSection = line.hasSuffix(heading)
+                continue
+            }
+            guard inSection, line.hasPrefix("|") else { continue }
+            let cells = line.split(separator: "|", omittingEmptySubsequences: false)
+                .dropFirst().dropLast()
+                .map { $0.trimmingCharacters(in: .whitespaces) }
+            if cells.allSatisfy({ $0.allSatisfy { "-: ".contains($0) } }) { continue }  // the separator row
+            rows.append(cells)
+        }
+        return Array(rows.dropFirst())  // the header row
+    }
+
+    /// `` `state [view]` `` → `state`
+    static func firstWord(ofCode cell: String) -> String {
+        String(cell.trimmingCharacters(in: CharacterSet(charactersIn: "`")).prefix { $0 != " " && $0 != "`" })
+    }
+
+    @Test func theSpecListsEveryErrorCodeWithItsMeaning() throws {
+        let rows = Self.tableRows(under: "Error codes", in: try Self.text("PROTOCOL.md"))
+        let documented = rows.map { (Self.firstWord(ofCode: $0[0]), $0[1]) }
+        let expected = ErrorCode.allCases.map { ($0.rawValue, $0.meaning) }
+        #expect(documented.map(\.0) == expected.map(\.0))
+        for (code, meaning) in expected {
+            #expect(documented.first { $0.0 == code }?.1 == meaning, "meaning of \(code)")
+        }
+    }
+
+    @Test func theReplySchemaAllowsExactlyTheErrorCodes() throws {
+        let codes = try Self.schema("reply")["properties"]?["error"]?["properties"]?["code"]?["enum"]?.arrayValue
+        #expect(codes?.compactMap(\.stringValue) == ErrorCode.allCases.map(\.rawValue))
+    }
+
+    @Test func theSpecListsEveryCommand() throws {
+        let rows = Self.tableRows(under: "Command reference", in: try Self.text("PROTOCOL.md"))
+        #expect(rows.map { Self.firstWord(ofCode: $0[0]) } == CommandCatalog.all.map(\.name))
+        for (row, spec) in zip(rows, CommandCatalog.all) {
+            #expect(row[0] == "`\(spec.usage)`", "usage of \(spec.name)")
+        }
+    }
+
+    @Test func theCommandSchemaNamesEveryCommand() throws {
+        let description = try Self.schema("command")["properties"]?["cmd"]?["description"]?.stringValue ?? ""
+        let names = description.split(separator: ":").last?
+            .split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+        #expect(names == CommandCatalog.all.map(\.name))
+    }
+
+    @Test func theSpecAndTheSchemaDescribeEveryView() throws {
+        let rows = Self.tableRows(under: "Views", in: try Self.text("PROTOCOL.md"))
+        #expect(rows.map { Self.firstWord(ofCode: $0[0]) } == CommandCatalog.views.map(\.name))
+        let definitions = try Self.schema("views")["$defs"]?.objectValue
+        #expect(definitions.map { Set($0.keys) } == Set(CommandCatalog.views.map(\.name)))
+    }
+
+    @Test func theSpecListsEveryFaultableService() throws {
+        let spec = try Self.text("PROTOCOL.md")
+        let paragraph = spec.components(separatedBy: "`fault` services:").dropFirst().first?
+            .components(separatedBy: "\n\n").first ?? ""
+        for service in CommandCatalog.services {
+            #expect(paragraph.contains("`\(service.name)` ("), "fault \(service.name)")
+        }
+    }
+}
