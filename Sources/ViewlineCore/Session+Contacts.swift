@@ -8,14 +8,14 @@ extension Session {
     func openContacts() async throws {
         if !contactsOpen {
             // Start from what the database holds right now.
-            contactsView.items = try await environment.database.contacts()
+            _ = contactsView.apply(try await environment.database.contactsSnapshot())
             contactsOpen = true
             let changes = environment.database.observeContacts()
             contactsObservation = Task { [weak self] in
                 do {
-                    for try await items in changes {
+                    for try await snapshot in changes {
                         guard let self else { return }
-                        await self.contactsChanged(items)
+                        await self.contactsChanged(snapshot)
                     }
                 } catch {
                     // The observation ends only when the session closes or the database fails.
@@ -45,8 +45,9 @@ extension Session {
         if contactsOpen {
             // One display when the sync ends, read from the database: changes the
             // observation delivered meanwhile are in it (and were not shown one by one,
-            // so every client sees the same sequence).
-            if let items = try? await environment.database.contacts() { contactsView.items = items }
+            // so every client sees the same sequence). Observation values older than
+            // this read are ignored when they arrive.
+            if let snapshot = try? await environment.database.contactsSnapshot() { _ = contactsView.apply(snapshot) }
             contactsView.syncing = false
             display(.contacts)
         }
@@ -55,10 +56,9 @@ extension Session {
         }
     }
 
-    /// New rows from the database observation.
-    func contactsChanged(_ items: [Contact]) {
-        guard contactsOpen, items != contactsView.items else { return }
-        contactsView.items = items
+    /// A new state of the table from the database observation.
+    func contactsChanged(_ snapshot: ContactsSnapshot) {
+        guard contactsOpen, contactsView.apply(snapshot) else { return }
         // While a sync runs, its end shows the result in one display.
         if !contactsView.syncing { display(.contacts) }
     }

@@ -34,6 +34,20 @@ public struct DraftViewState: Sendable, Equatable {
 public struct ContactsViewState: Sendable, Equatable {
     public var items: [Contact] = []
     public var syncing = false
+    /// The version of the database state `items` came from (not on the wire).
+    public var version = -1
+
+    public init() {}
+
+    /// Takes a database snapshot unless it is older than the one shown (a late
+    /// observation value). Returns whether the items changed.
+    public mutating func apply(_ snapshot: ContactsSnapshot) -> Bool {
+        guard snapshot.version > version else { return false }
+        version = snapshot.version
+        guard snapshot.items != items else { return false }
+        items = snapshot.items
+        return true
+    }
 
     public var json: JSON { ["items": .array(items.map(\.json)), "syncing": .bool(syncing)] }
 }

@@ -61,6 +61,15 @@ public struct AppDatabase: Sendable {
                 t.column("appliedAt", .datetime).notNull()
             }
         }
+        migrator.registerMigration("v2 contacts version") { db in
+            try db.execute(sql: """
+                CREATE TABLE contactsVersion (id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL);
+                INSERT INTO contactsVersion (id, version) VALUES (1, 0);
+                CREATE TRIGGER contactInserted AFTER INSERT ON contact BEGIN UPDATE contactsVersion SET version = version + 1; END;
+                CREATE TRIGGER contactUpdated AFTER UPDATE ON contact BEGIN UPDATE contactsVersion SET version = version + 1; END;
+                CREATE TRIGGER contactDeleted AFTER DELETE ON contact BEGIN UPDATE contactsVersion SET version = version + 1; END;
+                """)
+        }
         return migrator
     }
 }
@@ -133,15 +142,27 @@ extension AppDatabase {
 
 extension AppDatabase {
     public func contacts() async throws -> [Contact] {
-        try await writer.read { db in try Contact.order(Contact.Columns.name).fetchAll(db) }
+        try await contactsSnapshot().items
+    }
+
+    /// The contacts and the table's version, read in one transaction.
+    public func contactsSnapshot() async throws -> ContactsSnapshot {
+        try await writer.read(Self.fetchContactsSnapshot)
     }
 
     /// Every distinct state of the contacts table, starting with the current one.
-    public func observeContacts() -> AsyncValueObservation<[Contact]> {
+    /// With a `DatabasePool` the first value can be older than a direct read made
+    /// after the observation started: compare versions.
+    public func observeContacts() -> AsyncValueObservation<ContactsSnapshot> {
         ValueObservation
-            .tracking { db in try Contact.order(Contact.Columns.name).fetchAll(db) }
+            .tracking(Self.fetchContactsSnapshot)
             .removeDuplicates()
             .values(in: writer)
+    }
+
+    private static func fetchContactsSnapshot(_ db: Database) throws -> ContactsSnapshot {
+        let version = try Int.fetchOne(db, sql: "SELECT version FROM contactsVersion") ?? 0
+        return ContactsSnapshot(version: version, items: try Contact.order(Contact.Columns.name).fetchAll(db))
     }
 
     /// Replaces all contacts with `contacts` in one transaction, unless `document`

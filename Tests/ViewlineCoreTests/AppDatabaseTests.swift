@@ -32,6 +32,30 @@ import ViewlinePersistence
         #expect(try await database.contacts() == [ada])
     }
 
+    @Test func everyChangeToTheContactsTableBumpsItsVersion() async throws {
+        let (database, _) = try temporaryDatabase()
+        let start = try await database.contactsSnapshot()
+        #expect(start == ContactsSnapshot(version: 0, items: []))
+        let ada = Contact(name: "Ada", phone: "1", address: "x")
+        try await database.applyContacts([ada], document: "[1]", source: "s", at: Date())
+        let afterSync = try await database.contactsSnapshot()
+        #expect(afterSync.version > start.version && afterSync.items == [ada])
+        try await database.updatePhone(name: "Ada", phone: "2")  // a writer that is not the sync
+        let afterEdit = try await database.contactsSnapshot()
+        #expect(afterEdit.version > afterSync.version && afterEdit.items.first?.phone == "2")
+    }
+
+    @Test func theObservationDeliversVersionedSnapshotsInOrder() async throws {
+        let (database, _) = try temporaryDatabase()
+        var snapshots = database.observeContacts().makeAsyncIterator()
+        let first = try await snapshots.next()
+        #expect(first?.items == [])
+        try await database.applyContacts([Contact(name: "Ada", phone: "1", address: "x")], document: "[1]", source: "s", at: Date())
+        var latest = first
+        while latest?.items.isEmpty == true { latest = try await snapshots.next() }
+        #expect(latest!.version > first!.version)
+    }
+
     @Test func usesWAL() async throws {
         let (database, _) = try temporaryDatabase()
         let mode = try await database.writer.read { db in try String.fetchOne(db, sql: "PRAGMA journal_mode") }

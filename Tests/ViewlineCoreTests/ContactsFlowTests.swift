@@ -78,4 +78,19 @@ import ViewlineTestSupport
         #expect(try await harness.environment.contactsSync.sync() == true)
         #expect(try await harness.environment.contactsSync.sync() == false)
     }
+
+    @Test func aLateObservationValueNeverTakesTheViewBack() {
+        // A DatabasePool observation may deliver its first value after a newer direct read.
+        var view = ContactsViewState()
+        let ada = Contact(name: "Ada", phone: "1", address: "x")
+        let changed = [
+            view.apply(ContactsSnapshot(version: 3, items: [ada])),
+            view.apply(ContactsSnapshot(version: 0, items: [])),  // late: ignored
+            view.apply(ContactsSnapshot(version: 3, items: [ada])),  // the same state again
+        ]
+        #expect(changed == [true, false, false])
+        #expect(view.items == [ada])
+        let emptied = view.apply(ContactsSnapshot(version: 4, items: []))
+        #expect(emptied && view.items == [])
+    }
 }

@@ -118,6 +118,19 @@ import Glibc
         }
     }
 
+    @Test func theFirstSyncIntoAnEmptyFileDatabaseNeverShowsAnEmptyListAfterTheItems() throws {
+        for _ in 0..<5 {
+            let server = try startServer(database: temporaryPath("contacts.sqlite"))
+            let client = try connect(server)
+            try client.command("contacts")
+            try client.command("wait")
+            try client.command("ping")  // late observation values have had a round trip to arrive
+            let counts = client.received.filter { $0["view"] == "contacts" }.compactMap { $0["state"]?["items"]?.arrayValue?.count }
+            #expect(counts.first == 0 && counts.last == 8)
+            #expect(counts.drop { $0 == 0 }.allSatisfy { $0 == 8 }, "displayed item counts: \(counts)")
+        }
+    }
+
     @Test func aFailingSyncKeepsTheOldItems() throws {
         let server = try startServer()
         let client = try connect(server)
