@@ -89,6 +89,7 @@ let package = Package(
                 .product(name: "NIOEmbedded", package: "swift-nio"),
             ]
         ),
+        .testTarget(name: "ViewlineREPLTests", dependencies: ["ViewlineREPL", "ViewlineProtocol"]),
         .testTarget(
             name: "ViewlineEndToEndTests",
             dependencies: ["ViewlineServer", "ViewlineTestSupport", "ViewlineProtocol"]

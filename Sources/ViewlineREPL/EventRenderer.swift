@@ -4,18 +4,22 @@ import ViewlineProtocol
 /// framed boxes with their keys, replies as short lines.
 public struct EventRenderer: Sendable {
     public var style: TerminalStyle
+    /// The playlist rows printed so far: a page appended to them prints only the new rows.
+    private var shownPlaylist: [JSON] = []
 
     public init(style: TerminalStyle) { self.style = style }
 
     /// The text for one server message, or `nil` for messages shown elsewhere.
-    public func render(_ message: JSON) -> String? {
+    public mutating func render(_ message: JSON) -> String? {
         switch message["type"]?.stringValue {
         case "welcome":
             let server = message["server"]?.stringValue ?? "viewline"
             let session = message["session"]?.stringValue ?? "?"
             return style.dim("connected to \(server), session \(session); type help for commands")
         case "display":
-            return renderDisplay(view: message["view"]?.stringValue ?? "?", state: message["state"] ?? .null)
+            let view = message["view"]?.stringValue ?? "?", state = message["state"] ?? .null
+            if view == "playlist" { return renderPlaylistDisplay(state) }
+            return renderDisplay(view: view, state: state)
         case "alert":
             return renderAlert(message)
         case "dismiss":
@@ -42,7 +46,10 @@ public struct EventRenderer: Sendable {
             return renderHelp(commands, services: result["services"]?.arrayValue ?? [])
         }
         if let views = result["views"]?.objectValue {
-            return views.pairs.map { renderDisplay(view: $0.key, state: $0.value) }.joined(separator: "\n")
+            // Decoding does not keep the server's key order: list views in the protocol's.
+            let known = CommandCatalog.views.map(\.name)
+            let names = known.filter { views[$0] != nil } + views.keys.filter { !known.contains($0) }.sorted()
+            return names.map { renderDisplay(view: $0, state: views[$0] ?? .null) }.joined(separator: "\n")
         }
         if let view = result["view"]?.stringValue, let state = result["state"] {
             return renderDisplay(view: view, state: state)
@@ -53,10 +60,37 @@ public struct EventRenderer: Sendable {
         }
         if result["pong"]?.boolValue == true { return style.green("pong") }
         if result["accepted"]?.boolValue == true { return nil }  // the displays that follow say it all
+        if let summary = summary(of: result) { return style.green("ok ") + style.dim(summary) }
         if let object = result.objectValue, !object.isEmpty {
-            return style.green("ok ") + style.dim(object.pairs.map { "\($0.key)=\(plain($0.value))" }.joined(separator: " "))
+            // Unknown results: every field, in a stable order.
+            let fields = object.pairs.sorted { $0.key < $1.key }.map { "\($0.key)=\(plain($0.value))" }
+            return style.green("ok ") + style.dim(fields.joined(separator: " "))
         }
         return style.green("ok")
+    }
+
+    /// One line for the results of commands whose displays do not already say it all.
+    func summary(of result: JSON) -> String? {
+        if let answer = result["answer"]?.stringValue, let action = result["action"]?.stringValue {
+            return "\(answer == "cancel" ? "cancelled" : "chose") \(action) (alert \(plain(result["alert"] ?? .null)))"
+        }
+        if let expiresIn = result["expiresIn"]?.intValue {
+            return "access token valid for \(Self.duration(seconds: expiresIn))"
+        }
+        if result["loggedIn"]?.boolValue == false { return "logged out" }
+        if let service = result["service"]?.stringValue, let count = result["count"]?.intValue {
+            if count == 0 { return "no \(service) fault armed" }
+            return "the next \(count == 1 ? "" : "\(count) ")\(service) call\(count == 1 ? "" : "s") will fail"
+        }
+        if result["settled"]?.boolValue == true { return "no work running" }
+        if result["pending"]?.boolValue == true { return "stored locally" }
+        return nil
+    }
+
+    static func duration(seconds: Int) -> String {
+        if seconds >= 3600, seconds % 3600 == 0 { return "\(seconds / 3600) h" }
+        if seconds >= 60, seconds % 60 == 0 { return "\(seconds / 60) min" }
+        return "\(seconds) s"
     }
 
     func renderHelp(_ commands: [JSON], services: [JSON]) -> String {
@@ -105,18 +139,35 @@ public struct EventRenderer: Sendable {
                 [$0["name"]?.stringValue ?? "", $0["phone"]?.stringValue ?? "", $0["address"]?.stringValue ?? ""]
             })
         case "playlist":
-            let items = state["items"]?.arrayValue ?? []
-            let step = state["step"]?.stringValue ?? "?"
-            var head = "\(title) \(items.count) item\(items.count == 1 ? "" : "s"), step \(step)"
-            if state["loading"]?.boolValue == true { return head + style.dim(" (loading…)") }
-            if state["hasMore"]?.boolValue == true { head += style.dim(" — type more for the next page") }
-            guard !items.isEmpty else { return head }
-            return head + "\n" + table(["#", "TITLE", "ARTIST"], items.map {
-                [plain($0["position"] ?? .null), $0["title"]?.stringValue ?? "", $0["artist"]?.stringValue ?? ""]
-            })
+            return renderPlaylist(state, rows: state["items"]?.arrayValue ?? [])
         default:
             return "\(title) \(state.encoded)"
         }
+    }
+
+    /// The playlist view with the given rows of it (all, or only a new page).
+    func renderPlaylist(_ state: JSON, rows: [JSON]) -> String {
+        let title = style.bold(style.cyan("[playlist]"))
+        let count = state["items"]?.arrayValue?.count ?? 0
+        let step = state["step"]?.stringValue ?? "?"
+        var head = "\(title) \(count) item\(count == 1 ? "" : "s"), step \(step)"
+        if state["loading"]?.boolValue == true { return head + style.dim(" (loading…)") }
+        if state["hasMore"]?.boolValue == true { head += style.dim(" — type more for the next page") }
+        guard !rows.isEmpty else { return head }
+        return head + "\n" + table(["#", "TITLE", "ARTIST"], rows.map {
+            [plain($0["position"] ?? .null), $0["title"]?.stringValue ?? "", $0["artist"]?.stringValue ?? ""]
+        })
+    }
+
+    /// A playlist display event: when a page was appended to the rows already
+    /// printed, only the new rows are printed (`state playlist` shows them all).
+    mutating func renderPlaylistDisplay(_ state: JSON) -> String {
+        let items = state["items"]?.arrayValue ?? []
+        let appended = !shownPlaylist.isEmpty && items.count >= shownPlaylist.count
+            && Array(items.prefix(shownPlaylist.count)) == shownPlaylist
+        let rows = appended ? Array(items.dropFirst(shownPlaylist.count)) : items
+        if state["loading"]?.boolValue != true { shownPlaylist = items }
+        return renderPlaylist(state, rows: rows)
     }
 
     // MARK: - Alerts

@@ -12,7 +12,7 @@ import Glibc
 /// reachable through a global; there is only ever one per process.
 public final class InteractiveREPL {
     let connection: ServerConnection
-    let renderer: EventRenderer
+    var renderer: EventRenderer
     let raw: Bool
     let historyPath: String?
     var client = ClientSession()

@@ -9,7 +9,7 @@ import Glibc
 /// command succeeded, 1 otherwise. `#` starts a comment line.
 public struct ScriptRunner {
     let connection: ServerConnection
-    let renderer: EventRenderer
+    var renderer: EventRenderer
     let raw: Bool
     var client = ClientSession()
 
@@ -88,7 +88,7 @@ public struct ScriptRunner {
         while let line = connection.readLine() { show(line) }
     }
 
-    func show(_ line: String, _ parsed: JSON? = nil) {
+    mutating func show(_ line: String, _ parsed: JSON? = nil) {
         if raw {
             print(line)
         } else if let message = parsed ?? (try? JSON.parse(line)), let text = renderer.render(message) {

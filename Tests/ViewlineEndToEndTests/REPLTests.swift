@@ -24,7 +24,7 @@ import ViewlineTestSupport
         #expect(screen.contains("[y] OK"))
         terminal.type("y\r")
         let answered = try terminal.expect("viewline> ")
-        #expect(answered.contains("answer=confirm"))
+        #expect(answered.contains("ok chose OK (alert a1)"))
     }
 
     @Test func alertFieldsAreAskedOneByOneAndSecretsAreNotEchoed() throws {

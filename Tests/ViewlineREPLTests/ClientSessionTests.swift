@@ -1,0 +1,49 @@
+import Testing
+import ViewlineProtocol
+import ViewlineREPL
+
+/// What the REPL tracks from the messages passing by: the presented alert, answers
+/// typed as y/n or a label, and completion candidates.
+@Suite struct ClientSessionTests {
+    let saveAlert: JSON = [
+        "type": "alert", "rev": 1, "id": "a1", "title": "Error", "message": "Saving failed",
+        "actions": [["role": "confirm", "label": "Save"], ["role": "cancel", "label": "Discard"]],
+    ]
+
+    func session(presenting alert: JSON? = nil) -> ClientSession {
+        var client = ClientSession()
+        client.observe(["type": "reply", "re": nil, "ok": true, "result": ["commands": [["name": "cancel"], ["name": "confirm"], ["name": "contacts"], ["name": "search"]]]])
+        if let alert { client.observe(alert) }
+        return client
+    }
+
+    @Test func yesNoAndLabelsAnswerThePresentedAlert() {
+        let client = session(presenting: saveAlert)
+        #expect(client.alertRole(for: "y") == "confirm")
+        #expect(client.alertRole(for: "n") == "cancel")
+        #expect(client.alertRole(for: "discard") == "cancel")
+        #expect(client.alertRole(for: "Save") == "confirm")
+        #expect(client.alertRole(for: "search ramen") == nil)
+        #expect(session().alertRole(for: "y") == nil)  // nothing presented: y is just a word
+    }
+
+    @Test func anOKOnlyAlertHasNoNo() {
+        let ok: JSON = ["type": "alert", "rev": 1, "id": "a2", "title": "Error", "message": "x", "actions": [["role": "confirm", "label": "OK"]]]
+        #expect(session(presenting: ok).alertRole(for: "n") == nil)
+    }
+
+    @Test func answeringOrADismissClearsTheAlert() {
+        var answered = session(presenting: saveAlert)
+        answered.observe(["type": "reply", "re": nil, "ok": true, "result": ["alert": "a1", "answer": "confirm", "action": "Save"]])
+        #expect(answered.presentedAlert == nil)
+        var dismissed = session(presenting: saveAlert)
+        dismissed.observe(["type": "dismiss", "rev": 2, "id": "a1"])
+        #expect(dismissed.presentedAlert == nil)
+    }
+
+    @Test func completionOffersConfirmAndCancelFirstWhileAnAlertIsUp() {
+        #expect(session().completions(for: "c") == ["cancel", "confirm", "contacts"])
+        #expect(session(presenting: saveAlert).completions(for: "") .prefix(2) == ["confirm", "cancel"])
+        #expect(session().completions(for: "SE") == ["search"])
+    }
+}

@@ -1,0 +1,100 @@
+import Testing
+import ViewlineProtocol
+import ViewlineREPL
+
+/// How the REPL shows server messages to people (no colours, as with NO_COLOR).
+@Suite struct EventRendererTests {
+    /// The renderer remembers what it printed (playlist pages), as the REPL's does.
+    final class Screen {
+        var renderer = EventRenderer(style: TerminalStyle(colors: false))
+        func render(_ message: JSON) -> String? { renderer.render(message) }
+    }
+    let renderer = Screen()
+
+    func reply(_ result: JSON) -> JSON { ["type": "reply", "re": nil, "ok": true, "result": result] }
+
+    func playlist(_ count: Int, hasMore: Bool, loading: Bool = false) -> JSON {
+        let items = (1...max(count, 1)).prefix(count).map { n -> JSON in
+            ["position": .int(n), "title": .string("Song \(n)"), "artist": "Someone"]
+        }
+        return [
+            "type": "display", "rev": 1, "view": "playlist",
+            "state": ["items": .array(items), "hasMore": .bool(hasMore), "loading": .bool(loading), "step": "ready"],
+        ]
+    }
+
+    @Test func anAlertIsAFramedBoxWithItsKeys() {
+        let alert: JSON = [
+            "type": "alert", "rev": 3, "id": "a1", "title": "Error", "message": "Saving failed: disk full. Save again?",
+            "actions": [["role": "confirm", "label": "Save"], ["role": "cancel", "label": "Discard"]],
+        ]
+        #expect(renderer.render(alert) == """
+            ┌─ Error ───────────────────────────────┐ alert a1
+            │ Saving failed: disk full. Save again? │
+            │ [y] Save  [n] Discard                 │
+            └───────────────────────────────────────┘
+            """)
+    }
+
+    @Test func searchResultsAreAnAlignedTable() {
+        let display: JSON = [
+            "type": "display", "rev": 2, "view": "search",
+            "state": [
+                "query": "thai", "loading": false,
+                "results": [
+                    ["name": "Blue Basil", "cuisine": "thai", "address": "2098 Divisadero St", "lat": 0, "lon": 0],
+                    ["name": "Jade Pepper", "cuisine": "thai", "address": "3970 Market St", "lat": 0, "lon": 0],
+                ],
+            ],
+        ]
+        #expect(renderer.render(display) == """
+            [search] "thai": 2 results
+            NAME         CUISINE  ADDRESS
+            Blue Basil   thai     2098 Divisadero St
+            Jade Pepper  thai     3970 Market St
+            """)
+    }
+
+    @Test func anAppendedPlaylistPagePrintsOnlyItsNewRows() throws {
+        let first = try #require(renderer.render(playlist(2, hasMore: true)))
+        #expect(first.contains("Song 1") && first.contains("Song 2"))
+        #expect(renderer.render(playlist(2, hasMore: true, loading: true)) == "[playlist] 2 items, step ready (loading…)")
+        let second = try #require(renderer.render(playlist(3, hasMore: false)))
+        #expect(second.hasPrefix("[playlist] 3 items, step ready\n"))
+        #expect(second.contains("Song 3") && !second.contains("Song 1"))
+        // Asked for explicitly, the view is shown whole.
+        let state = reply(["view": "playlist", "state": playlist(3, hasMore: false)["state"]!])
+        #expect(renderer.render(state)?.contains("Song 1") == true)
+        // A list that is not an extension of what was shown (a new login) is printed whole.
+        let restarted = try #require(renderer.render(playlist(1, hasMore: true)))
+        #expect(restarted.contains("Song 1"))
+    }
+
+    @Test func repliesSayWhatHappenedInWords() {
+        #expect(renderer.render(reply(["alert": "a2", "answer": "confirm", "action": "Save"])) == "ok chose Save (alert a2)")
+        #expect(renderer.render(reply(["alert": "a3", "answer": "cancel", "action": "Discard"])) == "ok cancelled Discard (alert a3)")
+        #expect(renderer.render(reply(["user": "alice", "expiresIn": 3600])) == "ok access token valid for 1 h")
+        #expect(renderer.render(reply(["user": "alice", "loggedIn": false])) == "ok logged out")
+        #expect(renderer.render(reply(["service": "save", "count": 2])) == "ok the next 2 save calls will fail")
+        #expect(renderer.render(reply(["service": "sync", "count": 1])) == "ok the next sync call will fail")
+        #expect(renderer.render(reply(["pending": true])) == "ok stored locally")
+        #expect(renderer.render(reply(["accepted": true])) == nil)  // the displays that follow say it
+        #expect(renderer.render(reply(["zeta": 1, "alpha": "x"])) == "ok alpha=x zeta=1")
+    }
+
+    @Test func errorsShowTheirCode() {
+        let failed: JSON = ["type": "reply", "re": nil, "ok": false, "error": ["code": "no_alert", "message": "no alert is presented"]]
+        #expect(renderer.render(failed) == "error no_alert: no alert is presented")
+    }
+
+    @Test func stateListsTheViewsInTheProtocolsOrder() throws {
+        // Parsed JSON objects do not keep the server's key order.
+        let views: JSON = [
+            "playlist": ["items": [], "hasMore": false, "loading": false, "step": "idle"],
+            "session": ["user": nil, "loggedIn": false],
+            "search": ["query": "", "loading": false, "results": []],
+        ]
+        let text = try #require(renderer.render(reply(["views": views])))
+        #expect(text.split(separator: "\n").map { String($0.prefix { $0 != " " }) } == ["[search]", "[session]", "[playlist]"])
+    }
+}
