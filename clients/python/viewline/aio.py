@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any, AsyncIterator, Callable, Dict, Optional
+from typing import Any, AsyncIterator, Callable, Dict, Optional, cast
 
 from .errors import ConnectionClosed, Timeout, ViewlineError
 from .inline import parse_inline
@@ -104,7 +104,7 @@ class AsyncClient:
             self._pending.pop(request_id, None)
         if not reply["ok"]:
             raise ViewlineError(reply["error"]["code"], reply["error"]["message"], reply)
-        return reply["result"]
+        return cast("Dict[str, Any]", reply["result"])
 
     async def confirm(self, alert: Optional[str] = None, **fields: str) -> Dict[str, Any]:
         args: Dict[str, Any] = {"alert": alert or self._presented_id()}
@@ -145,7 +145,7 @@ class AsyncClient:
         event = await self.wait_for(
             lambda m: m.get("type") == "display" and m["view"] == view and (predicate is None or predicate(m["state"])),
             timeout, f"a display of {view}")
-        return event["state"]
+        return cast("Dict[str, Any]", event["state"])
 
     async def wait_for_alert(self, timeout: float = 10) -> Message:
         return await self.wait_for(lambda m: m.get("type") == "alert", timeout, "an alert")
@@ -153,7 +153,7 @@ class AsyncClient:
     def _presented_id(self) -> str:
         if self.state.alert is None:
             raise ViewlineError("no_alert", "no alert is presented")
-        return self.state.alert["id"]
+        return cast("str", self.state.alert["id"])
 
     async def _read(self) -> Optional[Message]:
         line = await self._reader.readline()
@@ -163,7 +163,7 @@ class AsyncClient:
         self.state.observe(message)
         if self._on_message:
             self._on_message(message)
-        return message
+        return cast("Optional[Message]", message)
 
     async def _pump(self) -> None:
         try:

@@ -5,7 +5,7 @@ import collections
 import json
 import socket
 import time
-from typing import Any, Callable, Deque, Dict, Iterator, Optional
+from typing import Any, Callable, Deque, Dict, Iterator, Optional, cast
 
 from .errors import ConnectionClosed, Timeout, ViewlineError
 from .inline import parse_inline
@@ -92,7 +92,7 @@ class Client:
         reply = self._reply_for(request_id, timeout)
         if not reply["ok"]:
             raise ViewlineError(reply["error"]["code"], reply["error"]["message"], reply)
-        return reply["result"]
+        return cast("Dict[str, Any]", reply["result"])
 
     def send_line(self, line: str) -> None:
         """Send one raw line (inline or JSON); you read its reply with ``next_message``."""
@@ -163,7 +163,7 @@ class Client:
         event = self.wait_for(
             lambda m: m.get("type") == "display" and m["view"] == view and (predicate is None or predicate(m["state"])),
             timeout, f"a display of {view}")
-        return event["state"]
+        return cast("Dict[str, Any]", event["state"])
 
     def wait_for_alert(self, timeout: float = 10) -> Message:
         return self.wait_for(lambda m: m.get("type") == "alert", timeout, "an alert")
@@ -172,7 +172,7 @@ class Client:
     def _presented_id(self) -> str:
         if self.state.alert is None:
             raise ViewlineError("no_alert", "no alert is presented")
-        return self.state.alert["id"]
+        return cast("str", self.state.alert["id"])
 
     def _reply_for(self, request_id: Any, timeout: float) -> Message:
         deadline = time.monotonic() + timeout
@@ -214,4 +214,4 @@ class Client:
         self.state.observe(message)
         if self._on_message:
             self._on_message(message)
-        return message
+        return cast("Message", message)

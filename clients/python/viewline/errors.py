@@ -1,13 +1,13 @@
 """Errors carrying the protocol's stable error code."""
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Dict, Optional
 
 
 class ViewlineError(Exception):
     """A command failed; ``code`` is the protocol's stable snake_case error code."""
 
-    def __init__(self, code: str, message: str, reply: Optional[dict] = None) -> None:
+    def __init__(self, code: str, message: str, reply: Optional[Dict[str, Any]] = None) -> None:
         super().__init__(f"{code}: {message}")
         self.code = code
         self.message = message
