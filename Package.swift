@@ -92,7 +92,10 @@ let package = Package(
         .testTarget(name: "ViewlineREPLTests", dependencies: ["ViewlineREPL", "ViewlineProtocol"]),
         .testTarget(
             name: "ViewlineEndToEndTests",
-            dependencies: ["ViewlineServer", "ViewlineTestSupport", "ViewlineProtocol"]
+            dependencies: [
+                "ViewlineServer", "ViewlineTestSupport", "ViewlineProtocol",
+                .product(name: "Logging", package: "swift-log"),
+            ]
         ),
     ]
 )

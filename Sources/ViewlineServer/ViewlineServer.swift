@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import NIOCore
 import NIOPosix
+import Synchronization
 import ViewlineCore
 import ViewlinePersistence
 import ViewlineProtocol
@@ -16,6 +17,11 @@ public final class ViewlineServer: Sendable {
     private let group: MultiThreadedEventLoopGroup
     private let registry = ConnectionRegistry()
     private let serverChannel: NIOAsyncChannel<NIOAsyncChannel<LineFrame, ByteBuffer>, Never>
+    /// The event loops may only stop once a shutdown in progress has said its `bye`s.
+    private let lifecycle = Mutex<Lifecycle>(.serving)
+    private let shutdownFinished = Latch()
+
+    private enum Lifecycle { case serving, shuttingDown, stopped }
 
     /// The address actually bound (port 0 picks a free port).
     public var localAddress: (host: String, port: Int) {
@@ -88,14 +94,30 @@ public final class ViewlineServer: Sendable {
                 }
             }
         }
+        let shuttingDown = lifecycle.withLock { state in
+            defer { state = .stopped }
+            return state == .shuttingDown
+        }
+        if shuttingDown { await shutdownFinished.wait() }
         try? await self.group.shutdownGracefully()
     }
 
     /// Says `bye` to every client, closes every connection and stops accepting.
+    /// Safe to call more than once and from any task; returns when it is done.
     public func shutdown(reason: String = "server shutting down") async {
+        let previous = lifecycle.withLock { state in
+            defer { if state == .serving { state = .shuttingDown } }
+            return state
+        }
+        switch previous {
+        case .stopped: return
+        case .shuttingDown: return await shutdownFinished.wait()
+        case .serving: break
+        }
+        defer { shutdownFinished.open() }
         try? await serverChannel.channel.close()
         let bye = ServerMessage.bye(reason: reason).line
-        for (channel, outbound) in registry.connections {
+        for (channel, outbound) in registry.connections where channel.isActive {
             outbound.send(bye)
             try? await outbound.drain()
             try? await channel.close()

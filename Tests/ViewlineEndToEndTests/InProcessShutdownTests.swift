@@ -1,0 +1,39 @@
+import Logging
+import Testing
+import ViewlineProtocol
+import ViewlineServer
+import ViewlineTestSupport
+
+/// Shutdown races, driven in process so they can be repeated quickly: a client
+/// leaving while the server shuts down, and shutdown asked for twice at once. A
+/// debug build traps if the event loops stop while a `bye` is still being written.
+@Suite struct InProcessShutdownTests {
+    func startServer() async throws -> (ViewlineServer, Task<Void, any Error>) {
+        var configuration = ServerConfiguration()
+        configuration.port = 0
+        configuration.databasePath = ":memory:"
+        let server = try await ViewlineServer.start(configuration, logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
+        return (server, Task { try await server.run() })
+    }
+
+    @Test(.timeLimit(.minutes(1))) func aClientLeavingDuringShutdownAndTwoShutdownsAtOnce() async throws {
+        for _ in 0..<25 {
+            let (server, running) = try await startServer()
+            var leaving: LineClient? = try LineClient(port: server.localAddress.port)
+            let staying = try LineClient(port: server.localAddress.port)
+            #expect(try leaving?.command("ping").isOK == true)
+            #expect(try staying.command("ping").isOK)
+            leaving = nil  // closes its socket while the server starts shutting down
+            async let first: Void = server.shutdown()
+            async let second: Void = server.shutdown(reason: "again")
+            _ = await (first, second)
+            try await running.value
+            // Exactly one of the two shutdowns says bye, whichever came first.
+            let byes = try staying.read { $0.type == "bye" }.filter { $0.type == "bye" }
+            #expect(byes.count == 1)
+            #expect(["server shutting down", "again"].contains(byes.first?["reason"]?.stringValue ?? ""))
+            #expect(try staying.isClosedByPeer())
+            await server.shutdown()  // after the end: nothing left to do
+        }
+    }
+}
