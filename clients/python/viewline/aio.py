@@ -6,7 +6,7 @@ import json
 from typing import Any, AsyncIterator, Callable, Dict, Optional, cast
 
 from .errors import ConnectionClosed, Timeout, ViewlineError
-from .inline import parse_inline
+from . import request
 from .state import SessionState
 
 Message = Dict[str, Any]
@@ -78,10 +78,7 @@ class AsyncClient:
 
     async def command(self, cmd: str, timeout: float = 10, **args: Any) -> Dict[str, Any]:
         """Run a command (inline line, or name plus keyword args); returns its result."""
-        if args or " " not in cmd.strip():
-            name = cmd.strip()
-        else:
-            name, args = parse_inline(cmd)
+        name, args = request.resolve(cmd, args)
         return await self._request(name, args, timeout)
 
     async def _request(self, name: str, args: Dict[str, Any], timeout: float) -> Dict[str, Any]:
@@ -91,10 +88,7 @@ class AsyncClient:
         request_id = self._next_id
         future: "asyncio.Future[Message]" = asyncio.get_running_loop().create_future()
         self._pending[request_id] = future
-        line: Dict[str, Any] = {"id": request_id, "cmd": name}
-        if args:
-            line["args"] = args
-        self._writer.write(json.dumps(line, ensure_ascii=False).encode() + b"\n")
+        self._writer.write(request.encode(request_id, name, args))
         await self._writer.drain()
         try:
             reply = await asyncio.wait_for(future, timeout)
@@ -102,18 +96,16 @@ class AsyncClient:
             raise Timeout(f"the reply to {name}") from None
         finally:
             self._pending.pop(request_id, None)
-        if not reply["ok"]:
-            raise ViewlineError(reply["error"]["code"], reply["error"]["message"], reply)
-        return cast("Dict[str, Any]", reply["result"])
+        return request.result_of(reply)
 
     async def confirm(self, alert: Optional[str] = None, **fields: str) -> Dict[str, Any]:
-        args: Dict[str, Any] = {"alert": alert or self._presented_id()}
+        args: Dict[str, Any] = {"alert": alert or request.presented_alert_id(self.state)}
         if fields:
             args["fields"] = fields
         return await self._request("confirm", args, 10)
 
     async def cancel(self, alert: Optional[str] = None) -> Dict[str, Any]:
-        return await self._request("cancel", {"alert": alert or self._presented_id()}, 10)
+        return await self._request("cancel", {"alert": alert or request.presented_alert_id(self.state)}, 10)
 
     async def settle(self, timeout_ms: int = 10000) -> None:
         await self._request("wait", {"timeout": timeout_ms}, timeout_ms / 1000 + 5)
@@ -149,11 +141,6 @@ class AsyncClient:
 
     async def wait_for_alert(self, timeout: float = 10) -> Message:
         return await self.wait_for(lambda m: m.get("type") == "alert", timeout, "an alert")
-
-    def _presented_id(self) -> str:
-        if self.state.alert is None:
-            raise ViewlineError("no_alert", "no alert is presented")
-        return cast("str", self.state.alert["id"])
 
     async def _read(self) -> Optional[Message]:
         line = await self._reader.readline()

@@ -8,7 +8,7 @@ import time
 from typing import Any, Callable, Deque, Dict, Iterator, Optional, cast
 
 from .errors import ConnectionClosed, Timeout, ViewlineError
-from .inline import parse_inline
+from . import request
 from .state import SessionState
 
 Message = Dict[str, Any]
@@ -79,20 +79,14 @@ class Client:
         with keyword arguments (``command("search", query="thai food")``). Either way it
         is sent in the JSON form with a fresh id.
         """
-        if args or " " not in cmd.strip():
-            name = cmd.strip()
-        else:
-            name, args = parse_inline(cmd)
+        name, args = request.resolve(cmd, args)
+        return self._request(name, args, timeout)
+
+    def _request(self, name: str, args: Dict[str, Any], timeout: float) -> Dict[str, Any]:
         self._next_id += 1
         request_id = self._next_id
-        line: Dict[str, Any] = {"id": request_id, "cmd": name}
-        if args:
-            line["args"] = args
-        self.send_line(json.dumps(line, ensure_ascii=False))
-        reply = self._reply_for(request_id, timeout)
-        if not reply["ok"]:
-            raise ViewlineError(reply["error"]["code"], reply["error"]["message"], reply)
-        return cast("Dict[str, Any]", reply["result"])
+        self._sock.sendall(request.encode(request_id, name, args))
+        return request.result_of(self._reply_for(request_id, timeout))
 
     def send_line(self, line: str) -> None:
         """Send one raw line (inline or JSON); you read its reply with ``next_message``."""
@@ -100,26 +94,18 @@ class Client:
 
     def confirm(self, alert: Optional[str] = None, **fields: str) -> Dict[str, Any]:
         """Answer the presented alert (or ``alert``) with its confirm action."""
-        args: Dict[str, Any] = {"alert": alert or self._presented_id()}
+        args: Dict[str, Any] = {"alert": alert or request.presented_alert_id(self.state)}
         if fields:
             args["fields"] = fields
-        return self.command("confirm", **args)
+        return self._request("confirm", args, 10)
 
     def cancel(self, alert: Optional[str] = None) -> Dict[str, Any]:
         """Answer the presented alert (or ``alert``) with its cancel action."""
-        return self.command("cancel", alert=alert or self._presented_id())
+        return self._request("cancel", {"alert": alert or request.presented_alert_id(self.state)}, 10)
 
     def settle(self, timeout_ms: int = 10000) -> None:
         """Wait until the session runs no background work (the ``wait`` command)."""
-        self._wait(timeout_ms)
-
-    def _wait(self, timeout_ms: int) -> None:
-        self._next_id += 1
-        request_id = self._next_id
-        self.send_line(json.dumps({"id": request_id, "cmd": "wait", "args": {"timeout": timeout_ms}}))
-        reply = self._reply_for(request_id, timeout_ms / 1000 + 5)
-        if not reply["ok"]:
-            raise ViewlineError(reply["error"]["code"], reply["error"]["message"], reply)
+        self._request("wait", {"timeout": timeout_ms}, timeout_ms / 1000 + 5)
 
     # -- events ---------------------------------------------------------------
     def events(self, timeout: Optional[float] = None) -> Iterator[Message]:
@@ -169,11 +155,6 @@ class Client:
         return self.wait_for(lambda m: m.get("type") == "alert", timeout, "an alert")
 
     # -- reading --------------------------------------------------------------
-    def _presented_id(self) -> str:
-        if self.state.alert is None:
-            raise ViewlineError("no_alert", "no alert is presented")
-        return cast("str", self.state.alert["id"])
-
     def _reply_for(self, request_id: Any, timeout: float) -> Message:
         deadline = time.monotonic() + timeout
         while True:
