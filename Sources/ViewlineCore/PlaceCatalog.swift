@@ -1,64 +1,198 @@
-/// The built-in places catalog: 520 deterministic places and a ranked matcher.
+/// The built-in demo places backend: a deterministic catalog of San Francisco
+/// places and a forgiving matcher.
 ///
-/// Generated rather than stored so it ships inside the binary with no resource
-/// lookup; every name is unique and every run produces the same catalog.
+/// The catalog covers what people type first — cuisines (`thai`, `italian`), dishes
+/// (`pizza`, `sushi`, `ramen`, `burger`, `tacos`), kinds of place (`coffee`, `bakery`,
+/// `bar`), diets (`vegan`) and neighbourhoods (`mission`, `north beach`). It is
+/// generated from a fixed seed rather than stored, so it ships inside the binary and
+/// every run (and every recorded transcript) sees the same places.
 public struct PlaceCatalog: Sendable {
     public let places: [Place]
     public static let maximumResults = 20
 
     public static let standard = PlaceCatalog()
 
+    /// Words a query may carry that say nothing about which place is meant.
+    static let stopWords: Set<String> = [
+        "a", "an", "the", "and", "or", "in", "at", "of", "for", "with", "near", "me", "around", "nearby",
+        "food", "foods", "restaurant", "restaurants", "place", "places", "spot", "spots", "good", "best", "great",
+        "some", "eat", "eats", "open", "now",
+    ]
+
+    /// Each place's words, folded: its label (`pizza`), what kind of place it is
+    /// (label and keywords), and all of them with where and what it is called
+    /// (name, street, neighbourhood).
+    private let labelWords: [Set<String>]
+    private let kindWords: [Set<String>]
+    private let words: [Set<String>]
+    /// Every word of the catalog, for typo matching.
+    private let vocabulary: Set<String>
+
     public init() {
-        let adjectives = [
-            "Golden", "Little", "Blue", "Red", "Happy", "Silver", "Green", "Old", "Royal", "Lucky",
-            "Jade", "Sunny", "Spicy", "Rustic", "Urban", "Crimson", "Velvet", "Humble", "Wild", "Copper",
-            "Secret", "Midnight", "Coral", "Amber", "Ivory", "Saffron",
-        ]
-        let nouns = [
-            "Lotus", "Spoon", "Dragon", "Garden", "Table", "Lantern", "Harbor", "Kitchen", "Orchid", "Bistro",
-            "Pepper", "Olive", "Bamboo", "Tiger", "Basil", "Palace", "Corner", "Oven", "Market", "Noodle",
-        ]
-        let cuisines = [
-            "thai", "italian", "japanese", "mexican", "indian", "chinese", "french", "greek", "korean", "vietnamese",
-            "lebanese", "turkish", "spanish", "ethiopian", "american", "brazilian", "peruvian", "moroccan", "german", "burmese",
-        ]
-        let streets = [
-            "Market", "Mission", "Valencia", "Castro", "Church", "Harrison", "Folsom", "Howard", "Bryant", "Brannan",
-            "Geary", "Clement", "Irving", "Judah", "Taraval", "Noriega", "Divisadero", "Fillmore", "Polk", "Larkin",
-        ]
+        var random = SplitMix64(seed: 0x7669_6577_6C69_6E65)  // "viewline"
         var places: [Place] = []
-        places.reserveCapacity(adjectives.count * nouns.count)
-        for a in adjectives.indices {
-            for n in nouns.indices {
-                let i = a * nouns.count + n
-                let cuisine = cuisines[(i * 7 + a) % cuisines.count]
-                let street = streets[(i * 3 + n) % streets.count]
-                let number = 100 + (i * 37) % 3900
+        var labelWords: [Set<String>] = []
+        var kindWords: [Set<String>] = []
+        var words: [Set<String>] = []
+        var taken: Set<String> = []
+        for category in Self.categories {
+            for index in 0..<category.count {
+                // A fresh name: adjective + one of the category's nouns, never used twice.
+                var name: String
+                repeat {
+                    let adjective = Self.adjectives[Int(random.next() % UInt64(Self.adjectives.count))]
+                    let noun = category.nouns[(index + Int(random.next() % 3)) % category.nouns.count]
+                    name = "\(adjective) \(noun)"
+                } while taken.contains(name)
+                taken.insert(name)
+                let area = Self.neighbourhoods[Int(random.next() % UInt64(Self.neighbourhoods.count))]
+                let street = area.streets[Int(random.next() % UInt64(area.streets.count))]
+                let number = 100 + Int(random.next() % 39) * 100 + Int(random.next() % 99)
+                let lat = area.lat + Double(Int(random.next() % 81) - 40) / 10_000
+                let lon = area.lon + Double(Int(random.next() % 81) - 40) / 10_000
+                let rating = Double(36 + Int(random.next() % 14)) / 10
+                let price = min(4, max(1, category.price + Int(random.next() % 3) - 1))
                 places.append(Place(
-                    name: "\(adjectives[a]) \(nouns[n])",
-                    cuisine: cuisine,
-                    address: "\(number) \(street) St, San Francisco",
-                    lat: Double(377_000 + (i * 53) % 1000) / 10_000,
-                    lon: Double(-1_225_000 + (i * 97) % 1500) / 10_000
-                ))
+                    name: name, cuisine: category.label,
+                    address: "\(number) \(street), \(area.name), San Francisco",
+                    lat: (lat * 10_000).rounded() / 10_000, lon: (lon * 10_000).rounded() / 10_000,
+                    rating: rating, price: price))
+                let label = Set(Self.words(in: category.label))
+                let kind = label.union(Self.words(in: category.keywords))
+                labelWords.append(label)
+                kindWords.append(kind)
+                words.append(kind.union(Self.words(in: [name, street, area.name].joined(separator: " "))))
             }
         }
         self.places = places
+        self.labelWords = labelWords
+        self.kindWords = kindWords
+        self.words = words
+        self.vocabulary = words.reduce(into: Set<String>()) { $0.formUnion($1) }
     }
 
-    /// Ranks places by how many query words occur (case-insensitively) in the name or
-    /// cuisine; places matching no word are left out. Ties go alphabetically.
-    /// "thai food" finds the Thai places: "food" matches nothing and only lowers no one's rank.
+    /// Ranks places by how well each query word matches their words: exactly, by its
+    /// singular (`pizzas`), or as a prefix (`pizz`); a word that matches nothing in the
+    /// whole catalog is then tried with one typo allowed, two for words of 8 letters
+    /// or more (`sushii`, `expresso`). A word naming the kind of place counts more than
+    /// the same word in a name or an address ("bar" finds bars before a "Ramen Bar").
+    /// Places matching no word are left out; ties go to the better rated, then
+    /// alphabetically. A query of only filler words (`food`) lists
+    /// the best-rated places.
     public func search(_ query: String) -> [Place] {
-        let words = query.lowercased().split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
-        guard !words.isEmpty else { return [] }
-        var scored: [(score: Int, place: Place)] = []
-        for place in places {
-            let haystack = place.name.lowercased() + " " + place.cuisine
-            let score = words.reduce(0) { $0 + (haystack.contains($1) ? 1 : 0) }
-            if score > 0 { scored.append((score, place)) }
+        let all = Self.words(in: query)
+        guard !all.isEmpty else { return [] }
+        let meaningful = all.filter { !Self.stopWords.contains($0) }
+        var scores = [Int](repeating: 0, count: places.count)
+        if meaningful.isEmpty {
+            scores = places.map { _ in 1 }
+        } else {
+            for word in meaningful {
+                let stem = Self.singular(word)
+                var matchedExactly = false
+                for index in places.indices {
+                    var quality = Self.quality(of: word, stem: stem, in: labelWords[index])
+                    if quality > 0 {
+                        quality += 2
+                    } else {
+                        quality = Self.quality(of: word, stem: stem, in: kindWords[index])
+                        quality = quality > 0 ? quality + 1 : Self.quality(of: word, stem: stem, in: words[index])
+                    }
+                    if quality > 0 { matchedExactly = true }
+                    scores[index] += quality
+                }
+                guard !matchedExactly, word.count >= 4 else { continue }
+                let typos = word.count >= 8 ? 2 : 1
+                let near = vocabulary.filter { Self.distance(word, $0, limit: typos) <= typos }
+                guard !near.isEmpty else { continue }
+                for index in places.indices where !words[index].isDisjoint(with: near) { scores[index] += 1 }
+            }
         }
-        scored.sort { $0.score != $1.score ? $0.score > $1.score : $0.place.name < $1.place.name }
-        return scored.prefix(Self.maximumResults).map(\.place)
+        let ranked = places.indices.filter { scores[$0] > 0 }.sorted { a, b in
+            if scores[a] != scores[b] { return scores[a] > scores[b] }
+            if places[a].rating != places[b].rating { return places[a].rating > places[b].rating }
+            return places[a].name < places[b].name
+        }
+        return ranked.prefix(Self.maximumResults).map { places[$0] }
+    }
+
+    // MARK: - Matching
+
+    /// 4 for an exact word, 3 for the same singular, 2 for a prefix of at least 3 letters.
+    static func quality(of word: String, stem: String, in words: Set<String>) -> Int {
+        if words.contains(word) { return 4 }
+        if words.contains(stem) { return 3 }
+        guard word.count >= 3 else { return 0 }
+        return words.contains { $0.hasPrefix(word) || (stem.count >= 3 && $0.hasPrefix(stem)) } ? 2 : 0
+    }
+
+    /// Lowercased words without accents or punctuation: "Café" → "cafe", "Joe's" → "joes".
+    static func words(in text: String) -> [String] {
+        var result: [String] = []
+        var current = ""
+        for scalar in text.lowercased().unicodeScalars {
+            if let folded = folding[scalar] {
+                current.unicodeScalars.append(folded)
+            } else if scalar.properties.isAlphabetic || ("0"..."9").contains(scalar) {
+                current.unicodeScalars.append(scalar)
+            } else if scalar == "'" || scalar == "’" {
+                continue
+            } else if !current.isEmpty {
+                result.append(current)
+                current = ""
+            }
+        }
+        if !current.isEmpty { result.append(current) }
+        return result
+    }
+
+    private static let folding: [Unicode.Scalar: Unicode.Scalar] = [
+        "à": "a", "á": "a", "â": "a", "ä": "a", "ã": "a", "ç": "c", "è": "e", "é": "e", "ê": "e", "ë": "e",
+        "í": "i", "î": "i", "ï": "i", "ñ": "n", "ó": "o", "ô": "o", "ö": "o", "ú": "u", "û": "u", "ü": "u",
+    ]
+
+    /// A plural's singular, roughly: "tacos" → "taco", "bakeries" → "bakery", "sandwiches" → "sandwich".
+    static func singular(_ word: String) -> String {
+        guard word.count > 3, word.hasSuffix("s"), !word.hasSuffix("ss") else { return word }
+        if word.hasSuffix("ies") { return String(word.dropLast(3)) + "y" }
+        if word.hasSuffix("ches") || word.hasSuffix("shes") || word.hasSuffix("xes") { return String(word.dropLast(2)) }
+        return String(word.dropLast())
+    }
+
+    /// Damerau–Levenshtein distance (adjacent swaps count once), giving up above `limit`.
+    static func distance(_ a: String, _ b: String, limit: Int) -> Int {
+        let a = Array(a), b = Array(b)
+        if abs(a.count - b.count) > limit { return limit + 1 }
+        var previous2 = [Int](repeating: 0, count: b.count + 1)
+        var previous = Array(0...b.count)
+        var current = [Int](repeating: 0, count: b.count + 1)
+        for i in 1...max(a.count, 1) where !a.isEmpty {
+            current[0] = i
+            var best = current[0]
+            for j in 1...max(b.count, 1) where !b.isEmpty {
+                let cost = a[i - 1] == b[j - 1] ? 0 : 1
+                current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + cost)
+                if i > 1, j > 1, a[i - 1] == b[j - 2], a[i - 2] == b[j - 1] {
+                    current[j] = min(current[j], previous2[j - 2] + 1)
+                }
+                best = min(best, current[j])
+            }
+            if best > limit { return limit + 1 }
+            (previous2, previous, current) = (previous, current, previous2)
+        }
+        return a.isEmpty ? b.count : previous[b.count]
+    }
+}
+
+/// A small deterministic generator (SplitMix64), so the catalog is the same everywhere.
+struct SplitMix64: RandomNumberGenerator {
+    private var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
     }
 }

@@ -150,8 +150,13 @@ public actor Session {
 
     func perform(_ command: Command) async throws -> JSON {
         switch command {
-        case .help:
+        case .help(nil):
             return Session.helpResult
+        case .help(let name?):
+            guard let spec = CommandCatalog.spec(named: name) else {
+                throw ProtocolError(.unknownCommand, "unknown command \"\(name)\"; help lists every command")
+            }
+            return ["command": spec.json]
         case .ping:
             return ["pong": true]
         case .quit:

@@ -1,7 +1,8 @@
 /// A client command after parsing and validation: the one shape both the inline
 /// and the JSON form turn into.
 public enum Command: Sendable, Equatable {
-    case help
+    /// `help` lists every command; `help <command>` shows one.
+    case help(command: String?)
     case ping
     case quit
     case state(view: String?)

@@ -5,6 +5,8 @@ public struct CommandSpec: Sendable {
     public var name: String
     public var usage: String
     public var summary: String
+    /// One inline line that uses the command, as a person would type it.
+    public var example: String
     /// The JSON `args` keys this command accepts.
     public var argumentNames: [String]
     public var adminOnly: Bool
@@ -14,6 +16,7 @@ public struct CommandSpec: Sendable {
     public var json: JSON {
         var object: JSONObject = ["name": .string(name), "usage": .string(usage), "summary": .string(summary)]
         object["args"] = .array(argumentNames.map { .string($0) })
+        object["example"] = .string(example)
         if adminOnly { object["admin"] = true }
         return .object(object)
     }
@@ -34,7 +37,7 @@ public enum CommandCatalog {
 
     /// The views a session has, in the order `state` lists them.
     public static let views: [(name: String, summary: String)] = [
-        ("search", "{query, loading, results:[{name, cuisine, address, lat, lon}]}"),
+        ("search", "{query, loading, results:[{name, cuisine, address, lat, lon, rating, price}]}"),
         ("session", "{user, loggedIn}"),
         ("draft", "{text, pending, saving}"),
         ("contacts", "{items:[{name, phone, address}], syncing}"),
@@ -42,10 +45,18 @@ public enum CommandCatalog {
     ]
 
     public static let all: [CommandSpec] = [
-        spec("help", "help", "List every command with its usage.", decode: { _ in .help }),
+        spec(
+            "help", "help [command]", "List every command with its usage, or show one command with an example.",
+            example: "help search", args: ["command"],
+            inline: { words throws(ProtocolError) in
+                guard words.count <= 1 else { throw ProtocolError(.badArguments, "usage: help [command]") }
+                return words.first.map { ["command": .string($0)] } ?? [:]
+            },
+            decode: { args throws(ProtocolError) in .help(command: try optionalString(args, "command", usage: "help [command]")) }
+        ),
         spec("ping", "ping", "Check the connection; replies {\"pong\":true}.", decode: { _ in .ping }),
         spec(
-            "state", "state [view]", "Show the current state of one view, or of all views.", args: ["view"],
+            "state", "state [view]", "Show the current state of one view, or of all views.", example: "state search", args: ["view"],
             inline: { words throws(ProtocolError) in
                 guard words.count <= 1 else { throw ProtocolError(.badArguments, "usage: state [view]") }
                 return words.first.map { ["view": .string($0)] } ?? [:]
@@ -55,7 +66,7 @@ public enum CommandCatalog {
         spec(
             "wait", "wait [timeout-ms]",
             "Reply once no background work is running (default timeout 10000 ms): handy at the end of a script.",
-            args: ["timeout"],
+            example: "wait 5000", args: ["timeout"],
             inline: { words throws(ProtocolError) in
                 guard words.count <= 1 else { throw ProtocolError(.badArguments, "usage: wait [timeout-ms]") }
                 guard let word = words.first else { return [:] }
@@ -71,14 +82,15 @@ public enum CommandCatalog {
         ),
         spec("quit", "quit", "Say goodbye and close the connection.", decode: { _ in .quit }),
         spec(
-            "search", "search <query>", "Search places by name or cuisine; the latest search wins.", args: ["query"],
+            "search", "search <query>", "Search places by name, cuisine, dish or neighbourhood; the latest search wins.",
+            example: "search thai food", args: ["query"],
             inline: joined("query"),
             decode: { args throws(ProtocolError) in .search(query: try requiredString(args, "query", usage: "search <query>")) }
         ),
         spec(
             "confirm", "confirm [alert-id] [name=value ...]",
             "Answer the presented alert with its confirm action, filling its input fields.",
-            args: ["alert", "fields"],
+            example: "confirm a2 user=alice password=wonderland", args: ["alert", "fields"],
             inline: { words throws(ProtocolError) in
                 var args = JSONObject()
                 var fields = JSONObject()
@@ -111,7 +123,7 @@ public enum CommandCatalog {
             }
         ),
         spec(
-            "cancel", "cancel [alert-id]", "Answer the presented alert with its cancel action.", args: ["alert"],
+            "cancel", "cancel [alert-id]", "Answer the presented alert with its cancel action.", example: "cancel a2", args: ["alert"],
             inline: { words throws(ProtocolError) in
                 guard words.count <= 1 else { throw ProtocolError(.badArguments, "usage: cancel [alert-id]") }
                 return words.first.map { ["alert": .string($0)] } ?? [:]
@@ -120,7 +132,7 @@ public enum CommandCatalog {
         ),
         spec(
             "login", "login <user> <password>", "Log in; the session gets an access token with a lifetime.",
-            args: ["user", "password"],
+            example: "login alice wonderland", args: ["user", "password"],
             inline: { words throws(ProtocolError) in
                 guard words.count == 2 else { throw ProtocolError(.badArguments, "usage: login <user> <password>") }
                 return ["user": .string(words[0]), "password": .string(words[1])]
@@ -132,7 +144,8 @@ public enum CommandCatalog {
         ),
         spec("logout", "logout", "Log out and drop the access token.", decode: { _ in .logout }),
         spec(
-            "draft", "draft <text>", "Set your unsaved draft; it is stored locally before the reply.", args: ["text"],
+            "draft", "draft <text>", "Set your unsaved draft; it is stored locally before the reply.", example: "draft buy milk",
+            args: ["text"],
             inline: joined("text"),
             decode: { args throws(ProtocolError) in .draft(text: try requiredString(args, "text", usage: "draft <text>")) }
         ),
@@ -145,7 +158,7 @@ public enum CommandCatalog {
         spec(
             "fault", "fault <service> [count] [message]",
             "Make the next count calls (default 1) of a backend service fail (admin only).",
-            args: ["service", "count", "message"], adminOnly: true,
+            example: "fault save 2 disk full", args: ["service", "count", "message"], adminOnly: true,
             inline: { words throws(ProtocolError) in
                 let usage = "fault <service> [count] [message]"
                 guard let service = words.first else { throw ProtocolError(.badArguments, "usage: \(usage)") }
@@ -209,7 +222,7 @@ public enum CommandCatalog {
     // MARK: building blocks
 
     private static func spec(
-        _ name: String, _ usage: String, _ summary: String, args: [String] = [], adminOnly: Bool = false,
+        _ name: String, _ usage: String, _ summary: String, example: String? = nil, args: [String] = [], adminOnly: Bool = false,
         inline: (@Sendable ([String]) throws(ProtocolError) -> JSONObject)? = nil,
         decode: @escaping @Sendable (JSONObject) throws(ProtocolError) -> Command
     ) -> CommandSpec {
@@ -218,7 +231,7 @@ public enum CommandCatalog {
             return [:]
         }
         return CommandSpec(
-            name: name, usage: usage, summary: summary, argumentNames: args, adminOnly: adminOnly,
+            name: name, usage: usage, summary: summary, example: example ?? name, argumentNames: args, adminOnly: adminOnly,
             inline: inline ?? noArguments, decode: decode)
     }
 

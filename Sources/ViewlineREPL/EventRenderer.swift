@@ -4,6 +4,8 @@ import ViewlineProtocol
 /// framed boxes with their keys, replies as short lines.
 public struct EventRenderer: Sendable {
     public var style: TerminalStyle
+    /// The terminal's width in columns: `help` wraps its descriptions to it.
+    public var width: Int = 80
     /// The playlist rows printed so far: a page appended to them prints only the new rows.
     private var shownPlaylist: [JSON] = []
 
@@ -44,6 +46,9 @@ public struct EventRenderer: Sendable {
         guard let result = reply["result"] else { return style.green("ok") }
         if let commands = result["commands"]?.arrayValue {
             return renderHelp(commands, services: result["services"]?.arrayValue ?? [])
+        }
+        if let command = result["command"], command["usage"] != nil {
+            return renderHelp(command: command)
         }
         if let views = result["views"]?.objectValue {
             // Decoding does not keep the server's key order: list views in the protocol's.
@@ -87,20 +92,56 @@ public struct EventRenderer: Sendable {
         return nil
     }
 
+    /// "4.6 $$" from a place's `rating` and `price`; empty where the server sends neither.
+    static func rating(_ place: JSON) -> String {
+        let stars = place["rating"]?.doubleValue.map { value -> String in
+            let tenths = Int((value * 10).rounded())
+            return "\(tenths / 10).\(tenths % 10)"
+        }
+        let price = place["price"]?.intValue.map { String(repeating: "$", count: max(1, min(4, $0))) }
+        return [stars, price].compactMap { $0 }.joined(separator: " ")
+    }
+
     static func duration(seconds: Int) -> String {
         if seconds >= 3600, seconds % 3600 == 0 { return "\(seconds / 3600) h" }
         if seconds >= 60, seconds % 60 == 0 { return "\(seconds / 60) min" }
         return "\(seconds) s"
     }
 
+    /// Every command with its description, wrapped to ``width``: continuation lines
+    /// are indented under the description column and nothing is cut.
     func renderHelp(_ commands: [JSON], services: [JSON]) -> String {
-        var rows = commands.map { [$0["usage"]?.stringValue ?? "", $0["summary"]?.stringValue ?? ""] }
-        rows.append(["y / n / <label>", "Answer the presented alert (REPL shortcut)."])
-        var text = table(["COMMAND", "DESCRIPTION"], rows)
-        if !services.isEmpty {
-            text += "\n" + style.dim("fault services: " + services.compactMap { $0["name"]?.stringValue }.joined(separator: ", "))
+        var rows = commands.map { ($0["usage"]?.stringValue ?? "", $0["summary"]?.stringValue ?? "") }
+        rows.append(("y / n / <label>", "Answer the presented alert (REPL shortcut)."))
+        let column = (rows.map(\.0.count).max() ?? 0) + 2
+        let indent = String(repeating: " ", count: column)
+        let descriptionWidth = max(20, width - column - 1)
+        var lines = [style.dim("COMMAND".padding(column) + "DESCRIPTION")]
+        for (usage, summary) in rows {
+            let wrapped = wrap(summary, width: descriptionWidth)
+            lines.append(usage.padding(column) + (wrapped.first ?? ""))
+            lines += wrapped.dropFirst().map { indent + $0 }
         }
-        return text
+        if !services.isEmpty {
+            let names = services.compactMap { $0["name"]?.stringValue }.joined(separator: ", ")
+            lines += wrap("fault services: " + names, width: max(20, width - 1)).map { style.dim($0) }
+        }
+        lines += wrap("help <command> shows one command with an example.", width: max(20, width - 1)).map { style.dim($0) }
+        return lines.joined(separator: "\n")
+    }
+
+    /// One command: its usage, its whole description and an example.
+    func renderHelp(command: JSON) -> String {
+        let textWidth = max(20, width - 3)
+        var lines = [style.bold(command["usage"]?.stringValue ?? "")]
+        lines += wrap(command["summary"]?.stringValue ?? "", width: textWidth).map { "  " + $0 }
+        if let example = command["example"]?.stringValue {
+            lines.append("  " + style.dim("example: ") + example)
+        }
+        if command["admin"]?.boolValue == true {
+            lines.append("  " + style.dim("admin only: start the server with --admin"))
+        }
+        return lines.joined(separator: "\n")
     }
 
     // MARK: - Views
@@ -117,8 +158,8 @@ public struct EventRenderer: Sendable {
             if query.isEmpty && results.isEmpty { return "\(title) no search yet" }
             let head = "\(title) \"\(query)\": \(results.count) result\(results.count == 1 ? "" : "s")"
             guard !results.isEmpty else { return head }
-            return head + "\n" + table(["NAME", "CUISINE", "ADDRESS"], results.map {
-                [$0["name"]?.stringValue ?? "", $0["cuisine"]?.stringValue ?? "", $0["address"]?.stringValue ?? ""]
+            return head + "\n" + table(["NAME", "CUISINE", "RATING", "ADDRESS"], results.map {
+                [$0["name"]?.stringValue ?? "", $0["cuisine"]?.stringValue ?? "", Self.rating($0), $0["address"]?.stringValue ?? ""]
             })
         case "session":
             if state["loggedIn"]?.boolValue == true {
@@ -235,5 +276,12 @@ public struct EventRenderer: Sendable {
             }.joined(separator: "  ")
         }
         return ([style.dim(line(header))] + cells.map { line($0) }).joined(separator: "\n")
+    }
+}
+
+extension String {
+    /// The string followed by spaces up to `width` characters (never cut).
+    func padding(_ width: Int) -> String {
+        count >= width ? self + " " : self + String(repeating: " ", count: width - count)
     }
 }

@@ -177,6 +177,7 @@ public final class InteractiveREPL {
         if raw {
             text = line
         } else {
+            renderer.width = TerminalWidth.current()
             text = (parsed ?? (try? JSON.parse(line))).flatMap { renderer.render($0) }
         }
         guard let text else { return }

@@ -14,14 +14,15 @@ public final class PseudoTerminal {
     /// Everything the program printed so far.
     public private(set) var transcript = ""
 
-    public init(executable: URL, arguments: [String], environment: [String: String]) throws {
+    /// Starts `executable` on a new pseudo-terminal of `columns` × 40 characters.
+    public init(executable: URL, arguments: [String], environment: [String: String], columns: Int = 120) throws {
         var name = [CChar](repeating: 0, count: 128)
         master = vl_open_pseudo_terminal(&name, name.count)
         guard master >= 0 else { throw LineClient.Failure(description: "no pseudo-terminal available") }
         let path = String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         let slave = open(path, O_RDWR | O_NOCTTY)
         guard slave >= 0 else { throw LineClient.Failure(description: "cannot open \(path)") }
-        var size = winsize(ws_row: 40, ws_col: 120, ws_xpixel: 0, ws_ypixel: 0)
+        var size = winsize(ws_row: 40, ws_col: UInt16(columns), ws_xpixel: 0, ws_ypixel: 0)
         _ = ioctl(slave, UInt(TIOCSWINSZ), &size)
         masterHandle = FileHandle(fileDescriptor: master, closeOnDealloc: true)
         let slaveHandle = FileHandle(fileDescriptor: slave, closeOnDealloc: true)

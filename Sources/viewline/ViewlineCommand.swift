@@ -33,7 +33,8 @@ struct ViewlineCommand: ParsableCommand {
         let colors = getenv("NO_COLOR").map { String(cString: $0).isEmpty } ?? true
         let interactive = isatty(0) == 1
         let style = TerminalStyle(colors: colors && isatty(1) == 1)
-        let renderer = EventRenderer(style: style)
+        var renderer = EventRenderer(style: style)
+        renderer.width = TerminalWidth.current()
         let status: Int32
         if interactive {
             let home = getenv("HOME").map { String(cString: $0) }

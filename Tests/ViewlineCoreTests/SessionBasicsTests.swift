@@ -23,6 +23,19 @@ import ViewlineTestSupport
         await session.send("help")
         let commands = try #require(try recorder.replies.first?.get()["commands"]?.arrayValue)
         #expect(commands.compactMap { $0["name"]?.stringValue } == CommandCatalog.all.map(\.name))
+        #expect(commands.allSatisfy { $0["example"]?.stringValue?.isEmpty == false })
+    }
+
+    @Test func helpWithACommandShowsThatOneWithAnExample() async throws {
+        let harness = try await TestHarness()
+        let (session, recorder) = harness.makeSession()
+        await session.send("help LOGIN")
+        await session.send("help teleport")
+        let command = try recorder.replies[0].get()["command"]
+        #expect(command?["usage"] == "login <user> <password>")
+        #expect(command?["example"] == "login alice wonderland")
+        guard case .failure(let error) = recorder.replies[1] else { Issue.record("an unknown command must fail"); return }
+        #expect(error.code == .unknownCommand)
     }
 
     @Test func quitAsksToClose() async throws {

@@ -1,14 +1,43 @@
 import Foundation
 import Testing
+import ViewlineProtocol
 import ViewlineTestSupport
 
 /// `viewline` under a pseudo-terminal against a real server.
 @Suite struct REPLTests {
-    func startREPL(_ server: ServerProcess) throws -> PseudoTerminal {
+    func startREPL(_ server: ServerProcess, columns: Int = 120) throws -> PseudoTerminal {
         try PseudoTerminal(
             executable: ServerProcess.productsDirectory.appendingPathComponent("viewline"),
             arguments: ["--port", String(server.port), "--history", temporaryPath("history")],
-            environment: ["TERM": "xterm", "NO_COLOR": "1", "HOME": NSTemporaryDirectory()])
+            environment: ["TERM": "xterm", "NO_COLOR": "1", "HOME": NSTemporaryDirectory()],
+            columns: columns)
+    }
+
+    @Test(arguments: [60, 120, 200])
+    func helpShowsEveryDescriptionInFullWrappedToTheTerminal(columns: Int) throws {
+        let server = try startServer()
+        let terminal = try startREPL(server, columns: columns)
+        try terminal.expect("viewline> ")
+        terminal.type("help\r")
+        let screen = try terminal.expect("shows one command with")
+        let lines = screen.replacingOccurrences(of: "\r", with: "").split(separator: "\n").map(String.init)
+        let header = try #require(lines.first { $0.hasPrefix("COMMAND") })
+        let column = try #require(header.range(of: "DESCRIPTION")).lowerBound.utf16Offset(in: header)
+        #expect(lines.allSatisfy { $0.count < columns }, "a line is wider than \(columns) columns")
+        // Every summary is there word for word: rejoin continuation lines and look for it.
+        let text = lines.map { $0.trimmingCharacters(in: .whitespaces) }.joined(separator: " ")
+        for spec in CommandCatalog.all { #expect(text.contains(spec.summary), "\(spec.name) is cut") }
+        let continuations = lines.filter { $0.hasPrefix(String(repeating: " ", count: column)) }
+        if columns == 200 {
+            #expect(continuations.isEmpty)
+        } else {
+            #expect(!continuations.isEmpty)
+            #expect(continuations.allSatisfy { $0.dropFirst(column).first != " " }, "continuations start at the description column")
+        }
+        terminal.type("help search\r")
+        let one = try terminal.expect("example: search thai food")
+        #expect(one.contains("search <query>"))
+        #expect(one.contains("the latest search wins."))
     }
 
     @Test func anAlertIsRenderedAsABoxAndAnsweredWithY() throws {

@@ -42,16 +42,60 @@ import ViewlineREPL
             "state": [
                 "query": "thai", "loading": false,
                 "results": [
-                    ["name": "Blue Basil", "cuisine": "thai", "address": "2098 Divisadero St", "lat": 0, "lon": 0],
-                    ["name": "Jade Pepper", "cuisine": "thai", "address": "3970 Market St", "lat": 0, "lon": 0],
+                    ["name": "Blue Basil", "cuisine": "thai", "address": "2098 Divisadero St", "lat": 0, "lon": 0, "rating": 4.6, "price": 2],
+                    ["name": "Jade Pepper", "cuisine": "thai", "address": "3970 Market St", "lat": 0, "lon": 0, "rating": 4, "price": 4],
+                    // An older server sends neither rating nor price.
+                    ["name": "Old Spoon", "cuisine": "thai", "address": "1 Main St", "lat": 0, "lon": 0],
                 ],
             ],
         ]
         #expect(renderer.render(display) == """
-            [search] "thai": 2 results
-            NAME         CUISINE  ADDRESS
-            Blue Basil   thai     2098 Divisadero St
-            Jade Pepper  thai     3970 Market St
+            [search] "thai": 3 results
+            NAME         CUISINE  RATING    ADDRESS
+            Blue Basil   thai     4.6 $$    2098 Divisadero St
+            Jade Pepper  thai     4.0 $$$$  3970 Market St
+            Old Spoon    thai               1 Main St
+            """)
+    }
+
+    static let helpCommands: [JSON] = [
+        ["name": "search", "usage": "search <query>", "summary": "Search places by name, cuisine, dish or neighbourhood; the latest search wins."],
+        ["name": "ping", "usage": "ping", "summary": "Check the connection."],
+    ]
+
+    @Test func helpWrapsDescriptionsUnderTheirColumnAndNeverCuts() throws {
+        renderer.renderer.width = 50
+        let text = try #require(renderer.render(reply(["commands": .array(Self.helpCommands)])))
+        #expect(text == """
+            COMMAND          DESCRIPTION
+            search <query>   Search places by name, cuisine,
+                             dish or neighbourhood; the
+                             latest search wins.
+            ping             Check the connection.
+            y / n / <label>  Answer the presented alert (REPL
+                             shortcut).
+            help <command> shows one command with an example.
+            """)
+        #expect(text.split(separator: "\n").allSatisfy { $0.count < 50 })
+    }
+
+    @Test func helpOnAWideTerminalKeepsEachDescriptionOnOneLine() throws {
+        renderer.renderer.width = 200
+        let text = try #require(renderer.render(reply(["commands": .array(Self.helpCommands)])))
+        #expect(text.contains("search <query>   Search places by name, cuisine, dish or neighbourhood; the latest search wins.\n"))
+    }
+
+    @Test func helpForOneCommandShowsItsUsageDescriptionAndExample() throws {
+        renderer.renderer.width = 60
+        let command: JSON = [
+            "name": "search", "usage": "search <query>", "example": "search thai food",
+            "summary": "Search places by name, cuisine, dish or neighbourhood; the latest search wins.",
+        ]
+        #expect(renderer.render(reply(["command": command])) == """
+            search <query>
+              Search places by name, cuisine, dish or neighbourhood;
+              the latest search wins.
+              example: search thai food
             """)
     }
 

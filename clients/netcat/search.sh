@@ -8,4 +8,4 @@ printf 'search %s\nwait\nquit\n' "$QUERY" | nc -q 5 127.0.0.1 "$PORT" |
     grep '"loading":false' | tail -n 1 |
     python3 -c 'import json,sys
 for place in json.loads(sys.stdin.read())["state"]["results"]:
-    print("%-18s %-10s %s" % (place["name"], place["cuisine"], place["address"]))'
+    print("%-26s %-13s %.1f %-4s %s" % (place["name"], place["cuisine"], place["rating"], "$" * place["price"], place["address"]))'

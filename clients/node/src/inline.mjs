@@ -48,7 +48,7 @@ export function quote(word) {
 
 /** Every command and its usage, as the server's `help` lists them. */
 export const COMMANDS = {
-  help: 'help', ping: 'ping', state: 'state [view]', wait: 'wait [timeout-ms]', quit: 'quit',
+  help: 'help [command]', ping: 'ping', state: 'state [view]', wait: 'wait [timeout-ms]', quit: 'quit',
   search: 'search <query>', confirm: 'confirm [alert-id] [name=value ...]', cancel: 'cancel [alert-id]',
   login: 'login <user> <password>', logout: 'logout', draft: 'draft <text>', save: 'save', saved: 'saved',
   contacts: 'contacts', sync: 'sync', playlist: 'playlist', more: 'more', fault: 'fault <service> [count] [message]',
@@ -73,10 +73,12 @@ export function parseInline(line) {
       if (text.replace(/[ \t]/g, '') === '') throw bad(`${key} must not be empty; usage: ${usage}`);
       return { cmd, args: { [key]: text } };
     }
+    case 'help':
     case 'state':
     case 'cancel': {
       if (rest.length > 1) throw bad(`usage: ${usage}`);
-      return { cmd, args: rest.length ? { [cmd === 'state' ? 'view' : 'alert']: rest[0] } : {} };
+      const key = { help: 'command', state: 'view', cancel: 'alert' }[cmd];
+      return { cmd, args: rest.length ? { [key]: rest[0] } : {} };
     }
     case 'wait': {
       if (rest.length > 1) throw bad(`usage: ${usage}`);

@@ -141,7 +141,7 @@ def _fault(words: List[str]) -> Dict[str, Any]:
 
 #: Every command and its usage, as the server's ``help`` lists them.
 COMMANDS: Dict[str, str] = {
-    "help": "help",
+    "help": "help [command]",
     "ping": "ping",
     "state": "state [view]",
     "wait": "wait [timeout-ms]",
@@ -173,6 +173,8 @@ def parse_inline(line: str) -> Tuple[str, Dict[str, Any]]:
     rest = words[1:]
     if name in ("search", "draft"):
         return name, _joined("query" if name == "search" else "text", name, rest)
+    if name == "help":
+        return name, _optional_one("command", name, rest)
     if name == "state":
         return name, _optional_one("view", name, rest)
     if name == "cancel":
