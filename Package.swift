@@ -7,6 +7,9 @@ let package = Package(
     products: [
         .executable(name: "viewline-server", targets: ["viewline-server"]),
         .executable(name: "viewline", targets: ["viewline"]),
+        .library(name: "ViewlineKit", targets: ["ViewlineKit"]),
+        .library(name: "ViewlineTesting", targets: ["ViewlineTesting"]),
+        .library(name: "ViewlineApps", targets: ["ViewlineApps"]),
         .library(name: "ViewlineProtocol", targets: ["ViewlineProtocol"]),
     ],
     dependencies: [
@@ -25,20 +28,23 @@ let package = Package(
             name: "ViewlinePersistence",
             dependencies: [.product(name: "GRDB", package: "GRDB.swift")]
         ),
-        // Session core: views, flows, alerts, backends. No sockets, no real clock.
+        // The runtime as a library: view-model API, sessions, alerts, task slots,
+        // shared observations, and the SwiftNIO transport. Knows no app.
         .target(
-            name: "ViewlineCore",
-            dependencies: ["ViewlineProtocol", "ViewlinePersistence", "CPasswordHash"]
-        ),
-        // TCP transport on SwiftNIO.
-        .target(
-            name: "ViewlineServer",
+            name: "ViewlineKit",
             dependencies: [
-                "ViewlineProtocol", "ViewlineCore", "ViewlinePersistence",
+                "ViewlineProtocol",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ]
+        ),
+        // Testing view-models without sockets: a test store, a manual clock.
+        .target(name: "ViewlineTesting", dependencies: ["ViewlineKit"]),
+        // The seed flows (search, drafts, contacts, playlist, log-in), built on ViewlineKit's public API.
+        .target(
+            name: "ViewlineApps",
+            dependencies: ["ViewlineKit", "ViewlinePersistence", "CPasswordHash"]
         ),
         // The system libedit, through pkg-config.
         .systemLibrary(
@@ -53,7 +59,7 @@ let package = Package(
         .executableTarget(
             name: "viewline-server",
             dependencies: [
-                "ViewlineServer",
+                "ViewlineKit", "ViewlineApps",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -72,19 +78,16 @@ let package = Package(
         ),
         // Fakes, a manual clock and a raw TCP client: test support as a module, not copy-paste.
         .target(name: "CPseudoTerminal"),
-        .target(
-            name: "ViewlineTestSupport",
-            dependencies: ["ViewlineProtocol", "ViewlineCore", "ViewlinePersistence", "CPseudoTerminal"]
-        ),
-        .testTarget(name: "ViewlineProtocolTests", dependencies: ["ViewlineProtocol"]),
+        .target(name: "ViewlineTestSupport", dependencies: ["ViewlineProtocol", "CPseudoTerminal"]),
+        .testTarget(name: "ViewlineProtocolTests", dependencies: ["ViewlineProtocol", "ViewlineApps"]),
         .testTarget(
-            name: "ViewlineCoreTests",
-            dependencies: ["ViewlineCore", "ViewlineTestSupport", "ViewlinePersistence"]
+            name: "ViewlineAppsTests",
+            dependencies: ["ViewlineApps", "ViewlineTesting", "ViewlinePersistence"]
         ),
         .testTarget(
-            name: "ViewlineServerTests",
+            name: "ViewlineKitTests",
             dependencies: [
-                "ViewlineServer",
+                "ViewlineKit", "ViewlineTesting",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
             ]
@@ -93,7 +96,7 @@ let package = Package(
         .testTarget(
             name: "ViewlineEndToEndTests",
             dependencies: [
-                "ViewlineServer", "ViewlineTestSupport", "ViewlineProtocol",
+                "ViewlineKit", "ViewlineApps", "ViewlineTestSupport", "ViewlineProtocol",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

@@ -1,58 +1,40 @@
-/// A client command after parsing and validation: the one shape both the inline
-/// and the JSON form turn into.
-public enum Command: Sendable, Equatable {
-    /// `help` lists every command; `help <command>` shows one.
-    case help(command: String?)
-    case ping
-    case quit
-    case state(view: String?)
-    case wait(timeoutMilliseconds: Int?)
-    case search(query: String)
-    case confirm(alert: String?, fields: [String: String])
-    case cancel(alert: String?)
-    case fault(service: String, count: Int, message: String?)
-    case login(user: String, password: String)
-    case logout
-    case draft(text: String)
-    case save
-    case saved
-    case contacts
-    case sync
-    case playlist
-    case more
-
-    public var name: String {
-        switch self {
-        case .help: "help"
-        case .ping: "ping"
-        case .quit: "quit"
-        case .state: "state"
-        case .wait: "wait"
-        case .search: "search"
-        case .confirm: "confirm"
-        case .cancel: "cancel"
-        case .fault: "fault"
-        case .login: "login"
-        case .logout: "logout"
-        case .draft: "draft"
-        case .save: "save"
-        case .saved: "saved"
-        case .contacts: "contacts"
-        case .sync: "sync"
-        case .playlist: "playlist"
-        case .more: "more"
-        }
-    }
-}
-
-/// One command as received: its client-chosen id (JSON form only) and the command.
+/// One command as received, after framing and parsing: its client-chosen id, its
+/// canonical name and its arguments in JSON form, checked against the command's
+/// declaration (``CommandSpec``) — the one shape both the inline and the JSON form become.
 public struct Request: Sendable, Equatable {
     /// Echoed as `re` in the reply: the JSON form's `id`, or `null` for inline lines.
     public var id: JSON
-    public var command: Command
+    /// The command's name as declared (lowercase), whatever case the client used.
+    public var name: String
+    public var arguments: Arguments
 
-    public init(id: JSON = .null, command: Command) {
+    public init(id: JSON = .null, name: String, arguments: Arguments = Arguments()) {
         self.id = id
-        self.command = command
+        self.name = name
+        self.arguments = arguments
+    }
+}
+
+/// A command's arguments, already checked against its declaration: a required
+/// argument is present and every value has its declared type.
+public struct Arguments: Sendable, Equatable {
+    public let json: JSONObject
+
+    public init(_ json: JSONObject = JSONObject()) { self.json = json }
+
+    /// A word or text argument; `""` when an optional one was not given.
+    public func string(_ name: String) -> String { json[name]?.stringValue ?? "" }
+
+    /// A word or text argument, or `nil` when it was not given.
+    public func optionalString(_ name: String) -> String? { json[name]?.stringValue }
+
+    /// An integer argument, or `nil` when it was not given.
+    public func int(_ name: String) -> Int? { json[name]?.intValue }
+
+    /// A `name=value` fields argument (empty when none were given).
+    public func fields(_ name: String) -> [String: String] {
+        var fields: [String: String] = [:]
+        for pair in json[name]?.objectValue?.pairs ?? [] { fields[pair.key] = pair.value.stringValue }
+        return fields
     }
 }

@@ -1,50 +1,50 @@
-/// The stable, snake_case error codes a reply can carry. Clients branch on these;
+/// A stable, snake_case error code a reply can carry. Clients branch on these;
 /// messages are for people and may change.
-public enum ErrorCode: String, Sendable, CaseIterable, Codable {
-    case unknownCommand = "unknown_command"
-    case badArguments = "bad_arguments"
-    case badSyntax = "bad_syntax"
-    case badJSON = "bad_json"
-    case badEncoding = "bad_encoding"
-    case lineTooLong = "line_too_long"
-    case noAlert = "no_alert"
-    case staleAlert = "stale_alert"
-    case noCancelAction = "no_cancel_action"
-    case adminDisabled = "admin_disabled"
-    case unknownView = "unknown_view"
-    case unknownService = "unknown_service"
-    case timeout = "timeout"
-    case loginRequired = "login_required"
-    case loginFailed = "login_failed"
-    case nothingPending = "nothing_pending"
-    case nothingToSave = "nothing_to_save"
-    case busy = "busy"
-    case internalError = "internal_error"
+///
+/// The protocol and the runtime define the codes below; an app adds its own as
+/// static constants (`extension ErrorCode { static let outOfStock = ErrorCode("out_of_stock", meaning: "…") }`)
+/// and lists them in its view-model's `errors`, so `help` and the docs show them.
+public struct ErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    public let rawValue: String
+    /// One line for `help` and the protocol document.
+    public let meaning: String
 
-    /// One line for `protocol/PROTOCOL.md` and `help`.
-    public var meaning: String {
-        switch self {
-        case .unknownCommand: "The command name is not known; `help` lists them."
-        case .badArguments: "The command's arguments are missing or of the wrong type; the message shows the usage."
-        case .badSyntax: "The inline line could not be split: an unbalanced quote or a dangling backslash."
-        case .badJSON: "A line starting with `{` is not a JSON object with a string `cmd`."
-        case .badEncoding: "The line is not valid UTF-8."
-        case .lineTooLong: "The line exceeded the server's limit; the rest of it was discarded."
-        case .noAlert: "`confirm`/`cancel` while no alert is presented."
-        case .staleAlert: "The alert id named is not the presented alert."
-        case .noCancelAction: "`cancel` on an alert that has no cancel action."
-        case .adminDisabled: "An admin command on a server started without `--admin`."
-        case .unknownView: "`state` named a view that does not exist."
-        case .unknownService: "`fault` named a backend service that does not exist."
-        case .timeout: "`wait` timed out before the session settled."
-        case .loginRequired: "The command needs a logged-in session."
-        case .loginFailed: "The user name or password is wrong (which one is not said)."
-        case .nothingPending: "`more` with no reserved playlist step."
-        case .nothingToSave: "`save` with no pending draft."
-        case .busy: "The same work is already running for this session."
-        case .internalError: "The server failed unexpectedly; the session goes on."
-        }
+    public init(_ rawValue: String, meaning: String) {
+        self.rawValue = rawValue
+        self.meaning = meaning
     }
+
+    /// A code known only by its name (its meaning is looked up nowhere).
+    public init(rawValue: String) {
+        self.init(rawValue, meaning: "")
+    }
+
+    public static func == (lhs: ErrorCode, rhs: ErrorCode) -> Bool { lhs.rawValue == rhs.rawValue }
+    public func hash(into hasher: inout Hasher) { hasher.combine(rawValue) }
+    public var description: String { rawValue }
+
+    public static let unknownCommand = ErrorCode("unknown_command", meaning: "The command name is not known; `help` lists them.")
+    public static let badArguments = ErrorCode("bad_arguments", meaning: "The command's arguments are missing or of the wrong type; the message shows the usage.")
+    public static let badSyntax = ErrorCode("bad_syntax", meaning: "The inline line could not be split: an unbalanced quote or a dangling backslash.")
+    public static let badJSON = ErrorCode("bad_json", meaning: "A line starting with `{` is not a JSON object with a string `cmd`.")
+    public static let badEncoding = ErrorCode("bad_encoding", meaning: "The line is not valid UTF-8.")
+    public static let lineTooLong = ErrorCode("line_too_long", meaning: "The line exceeded the server's limit; the rest of it was discarded.")
+    public static let noAlert = ErrorCode("no_alert", meaning: "`confirm`/`cancel` while no alert is presented.")
+    public static let staleAlert = ErrorCode("stale_alert", meaning: "The alert id named is not the presented alert.")
+    public static let noCancelAction = ErrorCode("no_cancel_action", meaning: "`cancel` on an alert that has no cancel action.")
+    public static let adminDisabled = ErrorCode("admin_disabled", meaning: "An admin command on a server started without `--admin`.")
+    public static let unknownView = ErrorCode("unknown_view", meaning: "`state` named a view that does not exist.")
+    public static let unknownService = ErrorCode("unknown_service", meaning: "`fault` named a backend service that does not exist.")
+    public static let timeout = ErrorCode("timeout", meaning: "`wait` timed out before the session settled.")
+    public static let busy = ErrorCode("busy", meaning: "The same work is already running for this session.")
+    public static let internalError = ErrorCode("internal_error", meaning: "The server failed unexpectedly; the session goes on.")
+
+    /// The codes of the protocol and the runtime, in the order `help` lists them
+    /// (an app's own codes come before `internal_error`).
+    public static let builtIn: [ErrorCode] = [
+        .unknownCommand, .badArguments, .badSyntax, .badJSON, .badEncoding, .lineTooLong, .noAlert, .staleAlert,
+        .noCancelAction, .adminDisabled, .unknownView, .unknownService, .timeout, .busy,
+    ]
 }
 
 /// A typed error that crosses the wire as `{"code": ..., "message": ...}`.

@@ -11,7 +11,7 @@ public enum RequestDecoder {
         public var error: ProtocolError
     }
 
-    public static func decode(line bytes: some Collection<UInt8>) -> Result<Request, Failure>? {
+    public static func decode(line bytes: some Collection<UInt8>, commands: CommandTable) -> Result<Request, Failure>? {
         var slice = Array(bytes)[...]
         if slice.last == UInt8(ascii: "\r") { slice.removeLast() }
         while let first = slice.first, first == 0x20 || first == 0x09 { slice.removeFirst() }
@@ -21,22 +21,22 @@ public enum RequestDecoder {
             return .failure(Failure(re: .null, error: ProtocolError(.badEncoding, "the line is not valid UTF-8")))
         }
         if slice.first == UInt8(ascii: "{") {
-            return decodeJSON(slice)
+            return decodeJSON(slice, commands: commands)
         }
         do {
             let words = try InlineTokenizer.split(text)
             if words.isEmpty { return nil }
-            return .success(Request(id: .null, command: try CommandCatalog.command(words: words)))
+            return .success(try commands.request(words: words))
         } catch {
             return .failure(Failure(re: .null, error: error))
         }
     }
 
-    public static func decode(line: String) -> Result<Request, Failure>? {
-        decode(line: Array(line.utf8))
+    public static func decode(line: String, commands: CommandTable) -> Result<Request, Failure>? {
+        decode(line: Array(line.utf8), commands: commands)
     }
 
-    private static func decodeJSON(_ bytes: ArraySlice<UInt8>) -> Result<Request, Failure> {
+    private static func decodeJSON(_ bytes: ArraySlice<UInt8>, commands: CommandTable) -> Result<Request, Failure> {
         let value: JSON
         do {
             value = try JSON.parse(bytes)
@@ -68,7 +68,7 @@ public enum RequestDecoder {
             args = object
         }
         do {
-            return .success(Request(id: id, command: try CommandCatalog.command(name: name, args: args)))
+            return .success(try commands.request(id: id, name: name, args: args))
         } catch {
             return .failure(Failure(re: id, error: error))
         }

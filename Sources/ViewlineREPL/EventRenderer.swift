@@ -11,6 +11,9 @@ public struct EventRenderer: Sendable {
 
     public init(style: TerminalStyle) { self.style = style }
 
+    /// The views of the bundled seed server in the order its `state` lists them.
+    static let viewOrder = ["search", "session", "draft", "contacts", "playlist"]
+
     /// The text for one server message, or `nil` for messages shown elsewhere.
     public mutating func render(_ message: JSON) -> String? {
         switch message["type"]?.stringValue {
@@ -52,7 +55,7 @@ public struct EventRenderer: Sendable {
         }
         if let views = result["views"]?.objectValue {
             // Decoding does not keep the server's key order: list views in the protocol's.
-            let known = CommandCatalog.views.map(\.name)
+            let known = Self.viewOrder
             let names = known.filter { views[$0] != nil } + views.keys.filter { !known.contains($0) }.sorted()
             return names.map { renderDisplay(view: $0, state: views[$0] ?? .null) }.joined(separator: "\n")
         }

@@ -2,7 +2,8 @@ import ArgumentParser
 import Dispatch
 @preconcurrency import Foundation
 import Logging
-import ViewlineServer
+import ViewlineApps
+import ViewlineKit
 
 /// `viewline-server`: parse the flags, build the server, serve until a signal.
 @main
@@ -44,14 +45,19 @@ struct ViewlineServerCommand: AsyncParsableCommand {
         configuration.host = host
         configuration.port = port
         configuration.admin = admin
-        configuration.backendLatency = .milliseconds(backendLatency)
         configuration.maximumLineBytes = maxLineBytes
-        configuration.databasePath = db
-        configuration.usersFile = users
-        configuration.tokenLifetime = TimeInterval(tokenTtl)
-        configuration.remoteContactsFile = remoteContacts
 
-        let server = try await ViewlineServer.start(configuration, logger: logger)
+        var apps = SeedApps.Configuration()
+        apps.backendLatency = .milliseconds(backendLatency)
+        apps.databasePath = db
+        apps.usersFile = users
+        apps.tokenLifetime = TimeInterval(tokenTtl)
+        apps.remoteContactsFile = remoteContacts
+
+        let faults = FaultInjector()
+        let services = try await SeedApps.liveServices(apps, faults: faults)
+        let server = try await ViewlineServer(
+            apps: SeedApps.all, services: services, faults: faults, configuration: configuration, logger: logger)
         let bound = server.localAddress
         print("listening on \(bound.host):\(bound.port)")
         fflush(stdout)

@@ -1,7 +1,7 @@
 import Logging
 import Testing
-import ViewlineProtocol
-import ViewlineServer
+import ViewlineApps
+import ViewlineKit
 import ViewlineTestSupport
 
 /// Shutdown races, driven in process so they can be repeated quickly: a client
@@ -11,8 +11,12 @@ import ViewlineTestSupport
     func startServer() async throws -> (ViewlineServer, Task<Void, any Error>) {
         var configuration = ServerConfiguration()
         configuration.port = 0
-        configuration.databasePath = ":memory:"
-        let server = try await ViewlineServer.start(configuration, logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
+        var apps = SeedApps.Configuration()
+        apps.databasePath = ":memory:"
+        let faults = FaultInjector()
+        let server = try await ViewlineServer(
+            apps: SeedApps.all, services: try await SeedApps.liveServices(apps, faults: faults), faults: faults,
+            configuration: configuration, logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
         return (server, Task { try await server.run() })
     }
 

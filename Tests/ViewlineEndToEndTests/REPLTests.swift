@@ -1,6 +1,7 @@
 import Foundation
 import Testing
-import ViewlineProtocol
+import ViewlineApps
+import ViewlineKit
 import ViewlineTestSupport
 
 /// `viewline` under a pseudo-terminal against a real server.
@@ -26,7 +27,7 @@ import ViewlineTestSupport
         #expect(lines.allSatisfy { $0.count < columns }, "a line is wider than \(columns) columns")
         // Every summary is there word for word: rejoin continuation lines and look for it.
         let text = lines.map { $0.trimmingCharacters(in: .whitespaces) }.joined(separator: " ")
-        for spec in CommandCatalog.all { #expect(text.contains(spec.summary), "\(spec.name) is cut") }
+        for spec in Application(SeedApps.all).commands.all { #expect(text.contains(spec.summary), "\(spec.name) is cut") }
         let continuations = lines.filter { $0.hasPrefix(String(repeating: " ", count: column)) }
         if columns == 200 {
             #expect(continuations.isEmpty)

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
-import ViewlineProtocol
+import ViewlineApps
+import ViewlineKit
 import ViewlineTestSupport
 
 /// The numbered rules of wire protocol v1, against the real server over raw TCP.
@@ -110,7 +111,7 @@ import ViewlineTestSupport
         let client = try connect(server)
         let help = try client.command("help")
         let names = help["result"]?["commands"]?.arrayValue?.compactMap { $0["name"]?.stringValue } ?? []
-        #expect(names == CommandCatalog.all.map(\.name))
+        #expect(names == Application(SeedApps.all).commands.all.map(\.name))
         #expect(help["result"]?["services"]?.arrayValue?.count == 4)
         #expect(try client.command("ping")["result"] == ["pong": true])
         #expect(try client.command("state search")["result"]?["state"]?["loading"] == false)

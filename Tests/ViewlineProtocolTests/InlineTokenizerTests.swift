@@ -1,5 +1,5 @@
 import Testing
-import ViewlineProtocol
+import ViewlineKit
 
 @Suite struct InlineTokenizerTests {
     @Test(arguments: try Vectors.load("inline.json"))
@@ -8,7 +8,7 @@ import ViewlineProtocol
         if let words = vector["words"]?.arrayValue {
             #expect(try InlineTokenizer.split(line).map(JSON.string) == words, "\(line)")
         }
-        let decoded = RequestDecoder.decode(line: line)
+        let decoded = RequestDecoder.decode(line: line, commands: Vectors.commands)
         if let code = vector["error"]?.stringValue {
             guard case .failure(let failure)? = decoded else {
                 Issue.record("\(line) should fail with \(code)")
@@ -17,14 +17,14 @@ import ViewlineProtocol
             #expect(failure.error.code.rawValue == code, "\(line)")
             #expect(failure.re == .null)
         } else {
-            let parsed = try CommandCatalog.inlineArguments(words: InlineTokenizer.split(line))
+            let parsed = try Vectors.commands.inlineArguments(words: InlineTokenizer.split(line))
             #expect(JSON.string(parsed.name) == vector["cmd"], "\(line)")
             #expect(JSON.object(parsed.args) == vector["args"], "\(line)")
             guard case .success(let request)? = decoded else {
                 Issue.record("\(line) should parse")
                 return
             }
-            #expect(request.command == (try CommandCatalog.command(name: parsed.name, args: parsed.args)))
+            #expect(request == (try Vectors.commands.request(name: parsed.name, args: parsed.args)))
             #expect(request.id == .null)
         }
     }
@@ -36,21 +36,21 @@ import ViewlineProtocol
     }
 
     @Test func blankLinesAreIgnored() {
-        #expect(RequestDecoder.decode(line: "") == nil)
-        #expect(RequestDecoder.decode(line: "   \t ") == nil)
-        #expect(RequestDecoder.decode(line: "\r") == nil)
+        #expect(RequestDecoder.decode(line: "", commands: Vectors.commands) == nil)
+        #expect(RequestDecoder.decode(line: "   \t ", commands: Vectors.commands) == nil)
+        #expect(RequestDecoder.decode(line: "\r", commands: Vectors.commands) == nil)
     }
 
     @Test func crlfIsAccepted() throws {
-        guard case .success(let request)? = RequestDecoder.decode(line: "search thai\r") else {
+        guard case .success(let request)? = RequestDecoder.decode(line: "search thai\r", commands: Vectors.commands) else {
             Issue.record("CRLF line should parse")
             return
         }
-        #expect(request.command == .search(query: "thai"))
+        #expect(request.name == "search" && request.arguments.string("query") == "thai")
     }
 
     @Test func invalidUTF8IsBadEncoding() {
-        guard case .failure(let failure)? = RequestDecoder.decode(line: [0x73, 0x65, 0xFF, 0xFE]) else {
+        guard case .failure(let failure)? = RequestDecoder.decode(line: [0x73, 0x65, 0xFF, 0xFE], commands: Vectors.commands) else {
             Issue.record("invalid UTF-8 should fail")
             return
         }

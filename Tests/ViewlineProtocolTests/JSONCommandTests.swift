@@ -1,11 +1,11 @@
 import Testing
-import ViewlineProtocol
+import ViewlineKit
 
 @Suite struct JSONCommandTests {
     @Test(arguments: try Vectors.load("json-commands.json"))
     func sharedJSONVector(_ vector: JSON) throws {
         let line = try #require(vector["line"]?.stringValue)
-        let decoded = RequestDecoder.decode(line: line)
+        let decoded = RequestDecoder.decode(line: line, commands: Vectors.commands)
         if let code = vector["error"]?.stringValue {
             guard case .failure(let failure)? = decoded else {
                 Issue.record("\(line) should fail with \(code)")
@@ -18,9 +18,9 @@ import ViewlineProtocol
                 Issue.record("\(line) should parse: \(String(describing: decoded))")
                 return
             }
-            let expected = try CommandCatalog.command(
-                name: try #require(vector["cmd"]?.stringValue), args: vector["args"]?.objectValue ?? [:])
-            #expect(request.command == expected, "\(line)")
+            let expected = try Vectors.commands.request(
+                id: request.id, name: try #require(vector["cmd"]?.stringValue), args: vector["args"]?.objectValue ?? [:])
+            #expect(request == expected, "\(line)")
             #expect(request.id == vector["re"], "\(line)")
         }
     }

@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-import ViewlineProtocol
+import ViewlineKit
 
 /// The wire protocol is documented in three places besides the code: the spec
 /// (`protocol/PROTOCOL.md`), the JSON Schemas and `help`. These tests keep the
@@ -45,7 +45,7 @@ import ViewlineProtocol
     @Test func theSpecListsEveryErrorCodeWithItsMeaning() throws {
         let rows = Self.tableRows(under: "Error codes", in: try Self.text("PROTOCOL.md"))
         let documented = rows.map { (Self.firstWord(ofCode: $0[0]), $0[1]) }
-        let expected = ErrorCode.allCases.map { ($0.rawValue, $0.meaning) }
+        let expected = Vectors.application.errors.map { ($0.rawValue, $0.meaning) }
         #expect(documented.map(\.0) == expected.map(\.0))
         for (code, meaning) in expected {
             #expect(documented.first { $0.0 == code }?.1 == meaning, "meaning of \(code)")
@@ -54,13 +54,13 @@ import ViewlineProtocol
 
     @Test func theReplySchemaAllowsExactlyTheErrorCodes() throws {
         let codes = try Self.schema("reply")["properties"]?["error"]?["properties"]?["code"]?["enum"]?.arrayValue
-        #expect(codes?.compactMap(\.stringValue) == ErrorCode.allCases.map(\.rawValue))
+        #expect(codes?.compactMap(\.stringValue) == Vectors.application.errors.map(\.rawValue))
     }
 
     @Test func theSpecListsEveryCommand() throws {
         let rows = Self.tableRows(under: "Command reference", in: try Self.text("PROTOCOL.md"))
-        #expect(rows.map { Self.firstWord(ofCode: $0[0]) } == CommandCatalog.all.map(\.name))
-        for (row, spec) in zip(rows, CommandCatalog.all) {
+        #expect(rows.map { Self.firstWord(ofCode: $0[0]) } == Vectors.commands.all.map(\.name))
+        for (row, spec) in zip(rows, Vectors.commands.all) {
             #expect(row[0] == "`\(spec.usage)`", "usage of \(spec.name)")
         }
     }
@@ -69,21 +69,21 @@ import ViewlineProtocol
         let description = try Self.schema("command")["properties"]?["cmd"]?["description"]?.stringValue ?? ""
         let names = description.split(separator: ":").last?
             .split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
-        #expect(names == CommandCatalog.all.map(\.name))
+        #expect(names == Vectors.commands.all.map(\.name))
     }
 
     @Test func theSpecAndTheSchemaDescribeEveryView() throws {
         let rows = Self.tableRows(under: "Views", in: try Self.text("PROTOCOL.md"))
-        #expect(rows.map { Self.firstWord(ofCode: $0[0]) } == CommandCatalog.views.map(\.name))
+        #expect(rows.map { Self.firstWord(ofCode: $0[0]) } == Vectors.application.views.map(\.name))
         let definitions = try Self.schema("views")["$defs"]?.objectValue
-        #expect(definitions.map { Set($0.keys) } == Set(CommandCatalog.views.map(\.name)))
+        #expect(definitions.map { Set($0.keys) } == Set(Vectors.application.views.map(\.name)))
     }
 
     @Test func theSpecListsEveryFaultableService() throws {
         let spec = try Self.text("PROTOCOL.md")
         let paragraph = spec.components(separatedBy: "`fault` services:").dropFirst().first?
             .components(separatedBy: "\n\n").first ?? ""
-        for service in CommandCatalog.services {
+        for service in Vectors.application.backends {
             #expect(paragraph.contains("`\(service.name)` ("), "fault \(service.name)")
         }
     }

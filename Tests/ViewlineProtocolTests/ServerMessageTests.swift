@@ -1,5 +1,5 @@
 import Testing
-import ViewlineProtocol
+import ViewlineKit
 
 @Suite struct ServerMessageTests {
     @Test func everyMessageStartsWithItsType() {

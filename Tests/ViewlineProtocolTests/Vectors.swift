@@ -1,5 +1,6 @@
 import Foundation
-import ViewlineProtocol
+import ViewlineApps
+import ViewlineKit
 
 /// Loads the shared test vectors in `protocol/vectors/`, which the Python and
 /// Node clients test against too.
@@ -7,6 +8,10 @@ enum Vectors {
     static let directory = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         .appendingPathComponent("protocol/vectors")
+
+    /// The seed server's commands, views and error codes: what the vectors and the spec describe.
+    static let application = Application(SeedApps.all)
+    static var commands: CommandTable { application.commands }
 
     static func load(_ name: String) throws -> [JSON] {
         let data = try Data(contentsOf: directory.appendingPathComponent(name))

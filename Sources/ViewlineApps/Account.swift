@@ -1,0 +1,99 @@
+import Foundation
+import ViewlineKit
+
+/// Logging in and out (the `session` view): a password check, an access token
+/// with a lifetime, and the session's user that the other flows react to.
+public enum Account: ViewModel {
+    /// Shown as `{user, loggedIn}`; the access token stays on the server.
+    public struct State: Encodable, Sendable, Equatable {
+        public var user: String?
+        public var accessToken: AccessToken?
+        public var loggedIn: Bool { user != nil }
+
+        public init(user: String? = nil, accessToken: AccessToken? = nil) {
+            self.user = user
+            self.accessToken = accessToken
+        }
+
+        enum CodingKeys: String, CodingKey { case user, loggedIn }
+
+        public func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(user, forKey: .user)
+            try container.encode(loggedIn, forKey: .loggedIn)
+        }
+    }
+
+    public static let view = "session"
+    public static let stateSummary = "{user, loggedIn}"
+    public static func initialState(_ services: Services) -> State { State() }
+    public static let errors: [ErrorCode] = [.loginRequired, .loginFailed]
+
+    public static let commands: [Command<Account>] = [
+        Command(
+            "login", summary: "Log in; the session gets an access token with a lifetime.",
+            arguments: [.word("user"), .word("password", allowsEmpty: true)], example: "login alice wonderland"
+        ) { session, args in
+            let user = args.string("user")
+            guard await logIn(user: user, password: args.string("password"), in: session) else {
+                throw ProtocolError(.loginFailed, "login failed: wrong user name or password")
+            }
+            return ["user": .string(user), "expiresIn": .int(Int(session.services.tokenLifetime))]
+        },
+        Command("logout", summary: "Log out and drop the access token.") { session, _ in
+            let user = session.user
+            await session.signOut()
+            return ["user": user.map(JSON.string) ?? .null, "loggedIn": false]
+        },
+    ]
+
+    public static func userChanged(in session: isolated Session, from previous: String?) async {
+        let user = session.user
+        session.update(Account.self) {
+            $0.user = user
+            if user == nil { $0.accessToken = nil }
+        }
+    }
+
+    /// Verifies the password and, on success, issues the access token and makes
+    /// `user` the session's user (the other flows react: a pending draft is offered,
+    /// a playlist waiting for login goes on).
+    public static func logIn(user: String, password: String, in session: isolated Session) async -> Bool {
+        let users = session.services.users
+        // Hashing is slow on purpose: do it off the session.
+        let ok = await Task.detached { users.verify(user: user, password: password) }.value
+        guard ok else { return false }
+        if let current = session.user, current != user { await session.signOut() }
+        let services = session.services
+        let token = AccessToken(value: Session.makeSecret(), user: user, expiresAt: services.clock.now() + services.tokenLifetime)
+        session.update(Account.self, display: false) { $0.accessToken = token }
+        await session.signIn(user)
+        return true
+    }
+
+    /// Whether the session holds an access token that has not expired.
+    public static func hasValidToken(in session: isolated Session) -> Bool {
+        guard let token = session.state(Account.self).accessToken else { return false }
+        return session.services.clock.now() < token.expiresAt
+    }
+
+    /// The session's user, or `login_required` naming the command that needs one.
+    public static func requireUser(for command: String, in session: isolated Session) throws(ProtocolError) -> String {
+        guard let user = session.user else {
+            throw ProtocolError(.loginRequired, "\(command) needs a logged-in session; log in with: login <user> <password>")
+        }
+        return user
+    }
+}
+
+/// An access token issued at login, valid until `expiresAt`.
+public struct AccessToken: Sendable, Equatable {
+    public var value: String
+    public var user: String
+    public var expiresAt: Date
+}
+
+extension ErrorCode {
+    public static let loginRequired = ErrorCode("login_required", meaning: "The command needs a logged-in session.")
+    public static let loginFailed = ErrorCode("login_failed", meaning: "The user name or password is wrong (which one is not said).")
+}

@@ -1,0 +1,85 @@
+import Foundation
+import ViewlineKit
+import ViewlinePersistence
+
+/// What the seed apps reach, as ``Services``: the server passes live parts, tests
+/// pass fakes, a manual clock and an in-memory database.
+extension Services {
+    /// The places backend behind `search`.
+    public var places: any PlacesService {
+        get { self[PlacesKey.self] }
+        set { self[PlacesKey.self] = newValue }
+    }
+
+    /// The remote store behind `save` and `saved`.
+    public var remoteStore: any RemoteDraftStore {
+        get { self[RemoteStoreKey.self] }
+        set { self[RemoteStoreKey.self] = newValue }
+    }
+
+    /// The server-wide contacts sync (one fetch at a time).
+    public var contactsSync: ContactsSyncCoordinator {
+        get { self[ContactsSyncKey.self] }
+        set { self[ContactsSyncKey.self] = newValue }
+    }
+
+    /// The contacts table, observed once for every session that shows it.
+    public var contactsObservation: SharedObservation<ContactsSnapshot> {
+        get { self[ContactsObservationKey.self] }
+        set { self[ContactsObservationKey.self] = newValue }
+    }
+
+    /// The playlist backend behind `playlist` and `more`.
+    public var playlists: any PlaylistService {
+        get { self[PlaylistsKey.self] }
+        set { self[PlaylistsKey.self] = newValue }
+    }
+
+    /// Who may log in.
+    public var users: UserDirectory {
+        get { self[UsersKey.self] }
+        set { self[UsersKey.self] = newValue }
+    }
+
+    /// Drafts, contacts and users on disk.
+    public var database: AppDatabase {
+        get { self[DatabaseKey.self] }
+        set { self[DatabaseKey.self] = newValue }
+    }
+
+    /// How long an access token issued at login stays valid (default one hour).
+    public var tokenLifetime: TimeInterval {
+        get { self[TokenLifetimeKey.self] }
+        set { self[TokenLifetimeKey.self] = newValue }
+    }
+}
+
+enum PlacesKey: ServiceKey { typealias Value = any PlacesService }
+enum RemoteStoreKey: ServiceKey { typealias Value = any RemoteDraftStore }
+enum ContactsSyncKey: ServiceKey { typealias Value = ContactsSyncCoordinator }
+enum ContactsObservationKey: ServiceKey { typealias Value = SharedObservation<ContactsSnapshot> }
+enum PlaylistsKey: ServiceKey { typealias Value = any PlaylistService }
+enum UsersKey: ServiceKey { typealias Value = UserDirectory }
+enum DatabaseKey: ServiceKey { typealias Value = AppDatabase }
+enum TokenLifetimeKey: ServiceKey { static let defaultValue: TimeInterval? = 3600 }
+
+extension AppDatabase {
+    /// The contacts table as a shared observation: one database observation for the
+    /// whole server, however many sessions show the contacts view.
+    public func sharedContactsObservation() -> SharedObservation<ContactsSnapshot> {
+        SharedObservation { [self] in
+            let changes = observeContacts()
+            return AsyncThrowingStream { continuation in
+                let task = Task {
+                    do {
+                        for try await snapshot in changes { continuation.yield(snapshot) }
+                        continuation.finish()
+                    } catch {
+                        continuation.finish(throwing: error)
+                    }
+                }
+                continuation.onTermination = { _ in task.cancel() }
+            }
+        }
+    }
+}

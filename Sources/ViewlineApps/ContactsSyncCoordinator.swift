@@ -1,0 +1,43 @@
+import Foundation
+import ViewlineKit
+import ViewlinePersistence
+
+/// Runs contact syncs for the whole server, one at a time: a sync asked for while
+/// one is running joins it instead of starting a second fetch (a "fetch limiter").
+public actor ContactsSyncCoordinator {
+    private let source: any ContactsSource
+    private let database: AppDatabase
+    private let faults: FaultInjector
+    private let clock: any WallClock
+    private var running: Task<Bool, any Error>?
+    public private(set) var fetchCount = 0
+
+    public init(source: any ContactsSource, database: AppDatabase, faults: FaultInjector, clock: any WallClock) {
+        self.source = source
+        self.database = database
+        self.faults = faults
+        self.clock = clock
+    }
+
+    /// Syncs, or joins the sync in progress. Returns whether the database changed.
+    /// A failed sync changes no row.
+    public func sync() async throws -> Bool {
+        if let running { return try await running.value }
+        let task = Task { try await self.fetchAndApply() }
+        running = task
+        defer { running = nil }
+        return try await task.value
+    }
+
+    private func fetchAndApply() async throws -> Bool {
+        fetchCount += 1
+        try faults.check("sync")
+        let contacts = try await source.fetch()
+        let document = JSON.array(contacts.map(\.json)).encoded
+        return try await database.applyContacts(contacts, document: document, source: source.name, at: clock.now())
+    }
+}
+
+extension Contact {
+    public var json: JSON { ["name": .string(name), "phone": .string(phone), "address": .string(address)] }
+}

@@ -1,0 +1,134 @@
+import ViewlineKit
+import ViewlinePersistence
+
+/// Unsaved drafts (seed 000): kept locally until saved or discarded; a failing save
+/// asks "save again?" as many times as it fails; a draft left from an earlier
+/// session is offered at login.
+public enum Drafts: ViewModel {
+    public struct State: Encodable, Sendable, Equatable {
+        public var text = ""
+        public var pending = false
+        public var saving = false
+
+        public init(text: String = "", pending: Bool = false, saving: Bool = false) {
+            self.text = text
+            self.pending = pending
+            self.saving = saving
+        }
+    }
+
+    public static let view = "draft"
+    public static let stateSummary = "{text, pending, saving}"
+    public static func initialState(_ services: Services) -> State { State() }
+    public static let errors: [ErrorCode] = [.nothingToSave]
+    public static let backends = [Backend("save", summary: "the remote store behind `save`")]
+
+    public static let commands: [Command<Drafts>] = [
+        Command(
+            "draft", summary: "Set your unsaved draft; it is stored locally before the reply.",
+            arguments: [.text("text")], example: "draft buy milk"
+        ) { session, args in
+            let user = try Account.requireUser(for: "draft", in: session)
+            let text = args.string("text")
+            // Durable before the reply: a client or server that dies now loses nothing.
+            try await session.services.database.setDraft(user: user, text: text, at: session.services.clock.now())
+            session.update(Drafts.self) {
+                $0.text = text
+                $0.pending = true
+            }
+            return ["pending": true]
+        },
+        Command("save", summary: "Save the pending draft to the remote store; on failure, asks to save again.") { session, _ in
+            let user = try Account.requireUser(for: "save", in: session)
+            guard !session.state(Drafts.self).saving, !session.isRunning(.save) else {
+                throw ProtocolError(.busy, "a save is already in progress")
+            }
+            guard let draft = try await session.services.database.pendingDraft(user: user) else {
+                throw ProtocolError(.nothingToSave, "there is no pending draft; set one with: draft <text>")
+            }
+            session.update(Drafts.self, display: false) {
+                $0.text = draft.text
+                $0.pending = true
+            }
+            session.run(.save) { session in await saveLoop(user: user, in: session) }
+            return ["accepted": true]
+        },
+        Command("saved", summary: "List your saved drafts, newest first.") { session, _ in
+            let user = try Account.requireUser(for: "saved", in: session)
+            let saved = try await session.services.remoteStore.saved(user: user)
+            return ["drafts": .array(saved.map { ["text": .string($0.text), "savedAt": .string($0.savedAt.formatted(.iso8601))] })]
+        },
+    ]
+
+    public static func userChanged(in session: isolated Session, from previous: String?) async {
+        guard let user = session.user else {
+            session.cancel(.save)
+            session.update(Drafts.self) { $0 = State() }
+            return
+        }
+        // A draft this user left pending earlier is offered with Save/Discard.
+        guard !session.isRunning(.save),
+            let draft = try? await session.services.database.pendingDraft(user: user),
+            session.user == user
+        else { return }
+        session.update(Drafts.self) { $0 = State(text: draft.text, pending: true, saving: false) }
+        session.run(.save) { session in
+            switch await session.ask(unsavedDraftAlert) {
+            case .confirmed: await saveLoop(user: user, in: session)
+            case .cancelled: await discard(user: user, in: session)
+            case .dismissed: break
+            }
+        }
+    }
+
+    static func saveFailedAlert(_ reason: String) -> AlertContent {
+        AlertContent(title: "Error", message: "Saving failed: \(reason). Save again?", actions: [.confirm("Save"), .cancel("Discard")])
+    }
+
+    static let unsavedDraftAlert = AlertContent(
+        title: "", message: "You have unsaved data from last time. Do you want to save it?",
+        actions: [.confirm("Save"), .cancel("Discard")])
+
+    /// Save; on failure ask "save again?" until it succeeds or the user discards.
+    private static func saveLoop(user: String, in session: isolated Session) async {
+        let store = session.services.remoteStore
+        let database = session.services.database
+        while !Task.isCancelled {
+            guard let draft = try? await database.pendingDraft(user: user) else {
+                session.update(Drafts.self) { $0 = State() }
+                return
+            }
+            session.update(Drafts.self) { $0 = State(text: draft.text, pending: true, saving: true) }
+            do {
+                _ = try await session.call("save") { try await store.save(user: user, text: draft.text) }
+                _ = try? await database.deleteDraft(user: user, ifText: draft.text)
+                let remaining = try? await database.pendingDraft(user: user)
+                session.update(Drafts.self) { $0 = State(text: remaining?.text ?? "", pending: remaining != nil, saving: false) }
+                return
+            } catch {
+                session.update(Drafts.self) { $0.saving = false }
+                if Task.isCancelled || error is CancellationError { return }
+                switch await session.ask(saveFailedAlert(ServiceError.describe(error))) {
+                case .confirmed: continue
+                case .cancelled:
+                    await discard(user: user, in: session)
+                    return
+                case .dismissed: return
+                }
+            }
+        }
+    }
+
+    private static func discard(user: String, in session: isolated Session) async {
+        _ = try? await session.services.database.deleteDraft(user: user)
+        session.update(Drafts.self) { $0 = State() }
+    }
+}
+
+extension TaskSlot {
+    static let save = TaskSlot("save")
+}
+
+extension ErrorCode {
+    public static let nothingToSave = ErrorCode("nothing_to_save", meaning: "`save` with no pending draft.")
+}

@@ -1,0 +1,58 @@
+import ViewlineKit
+
+/// Search (seeds 002 and 004): loading first, then results or an error alert;
+/// loading never sticks; the latest query wins.
+public enum Search: ViewModel {
+    public struct State: Encodable, Sendable, Equatable {
+        public var query = ""
+        public var loading = false
+        public var results: [Place] = []
+
+        public init(query: String = "", loading: Bool = false, results: [Place] = []) {
+            self.query = query
+            self.loading = loading
+            self.results = results
+        }
+    }
+
+    public static let view = "search"
+    public static let stateSummary = "{query, loading, results:[{name, cuisine, address, lat, lon, rating, price}]}"
+    public static func initialState(_ services: Services) -> State { State() }
+    public static let backends = [Backend("search", summary: "the places backend behind `search`")]
+
+    public static let commands: [Command<Search>] = [
+        Command(
+            "search", summary: "Search places by name, cuisine, dish or neighbourhood; the latest search wins.",
+            arguments: [.text("query")], example: "search thai food"
+        ) { session, args in
+            let query = args.string("query")
+            session.update(Search.self) {
+                $0.query = query
+                $0.loading = true
+            }
+            session.run(.search) { session in await perform(query, in: session) }
+            return ["accepted": true, "query": .string(query)]
+        },
+    ]
+
+    private static func perform(_ query: String, in session: isolated Session) async {
+        let places = session.services.places
+        do {
+            let results = try await session.call("search") { try await places.search(query) }
+            // A newer search cancelled this one: its results must never show.
+            guard !Task.isCancelled else { return }
+            session.update(Search.self) {
+                $0.results = results
+                $0.loading = false
+            }
+        } catch {
+            guard !Task.isCancelled, !(error is CancellationError) else { return }
+            session.update(Search.self) { $0.loading = false }
+            session.showAlert(.error(ServiceError.describe(error)))
+        }
+    }
+}
+
+extension TaskSlot {
+    static let search = TaskSlot("search")
+}

@@ -1,0 +1,53 @@
+import Foundation
+import ViewlineKit
+import ViewlinePersistence
+
+/// The seed flows as one server: the view-models in the order `state` and `help`
+/// list them, and the live services they run on.
+public enum SeedApps {
+    /// Search, the session (log-in), drafts, contacts and the playlist.
+    public static let all: [any ViewModel.Type] = [Search.self, Account.self, Drafts.self, Contacts.self, Playlist.self]
+
+    /// What `viewline-server`'s app flags set.
+    public struct Configuration: Sendable {
+        /// Artificial latency of every built-in backend call.
+        public var backendLatency: Duration = .zero
+        /// SQLite database file (`:memory:` keeps nothing).
+        public var databasePath = "viewline.sqlite"
+        /// A JSON array of `{"user", "password"}` added to the demo users.
+        public var usersFile: String?
+        /// Lifetime of an access token issued at login.
+        public var tokenLifetime: TimeInterval = 3600
+        /// A JSON array of contacts read at every sync (a built-in list without it).
+        public var remoteContactsFile: String?
+
+        public init() {}
+    }
+
+    /// Opens the database, loads the users and builds the built-in backends.
+    /// `faults` is the server's `fault` table (the contacts sync checks it once per fetch).
+    public static func liveServices(_ configuration: Configuration, faults: FaultInjector) async throws -> Services {
+        let database = try AppDatabase.open(path: configuration.databasePath)
+        let clock = SystemWallClock()
+        let users = UserDirectory(database: database)
+        var accounts = UserDirectory.demoUsers
+        if let file = configuration.usersFile {
+            accounts += try UserDirectory.parseUsersFile(Data(contentsOf: URL(fileURLWithPath: file)))
+        }
+        try await users.load(accounts)
+        let latency = configuration.backendLatency
+        var services = Services()
+        services.clock = clock
+        services.database = database
+        services.users = users
+        services.tokenLifetime = configuration.tokenLifetime
+        services.places = PlacesServiceLive(latency: latency)
+        services.remoteStore = RemoteDraftStoreLive(database: database, latency: latency, clock: clock)
+        services.contactsSync = ContactsSyncCoordinator(
+            source: ContactsSourceLive(file: configuration.remoteContactsFile, latency: latency),
+            database: database, faults: faults, clock: clock)
+        services.contactsObservation = database.sharedContactsObservation()
+        services.playlists = PlaylistServiceLive(latency: latency)
+        return services
+    }
+}

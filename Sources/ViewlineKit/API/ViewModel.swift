@@ -1,0 +1,60 @@
+/// A screen served remotely: a view name, a state the client is shown, and the
+/// commands that change it.
+///
+/// A view-model is a declaration, like a `ParsableCommand`: the runtime derives the
+/// inline parsing, JSON `args` checking, `help`, REPL completion and the docs from
+/// ``commands``, keeps one ``State`` per session, and sends it as a `display` event
+/// whenever a command or an effect calls ``Session/update(_:display:_:)``.
+///
+/// ```swift
+/// enum Counter: ViewModel {
+///     struct State: Encodable, Sendable { var count = 0 }
+///     static let view = "counter"
+///     static let stateSummary = "{count}"
+///     static func initialState(_ services: Services) -> State { State() }
+///     static let commands: [Command<Counter>] = [
+///         Command("increment", summary: "Add one.") { session, _ in
+///             session.update(Counter.self) { $0.count += 1 }
+///             return ["count": .int(session.state(Counter.self).count)]
+///         },
+///     ]
+/// }
+/// ```
+public protocol ViewModel: SendableMetatype {
+    /// What the client is shown. Its `Encodable` form is the `display` event's `state`
+    /// (keys in the order it encodes them); fields it does not encode stay on the server.
+    associatedtype State: Encodable & Sendable
+
+    /// The view's name on the wire: `display`'s `view` and `state <view>`.
+    static var view: String { get }
+    /// The state's shape in one line, for `help` (`{query, loading, results}`).
+    static var stateSummary: String { get }
+    /// The state a new session starts with.
+    static func initialState(_ services: Services) -> State
+    /// The commands this view-model adds, in the order `help` lists them.
+    static var commands: [Command<Self>] { get }
+    /// Error codes this view-model's commands may reply with, for `help` and the docs.
+    static var errors: [ErrorCode] { get }
+    /// Backend services it calls through ``Session/call(_:_:)``: each is a target for `fault`.
+    static var backends: [Backend] { get }
+    /// Called on every session after its user changed (``Session/signIn(_:)``,
+    /// ``Session/signOut()``), in the order the server lists its view-models.
+    static func userChanged(in session: isolated Session, from previous: String?) async
+}
+
+extension ViewModel {
+    public static var errors: [ErrorCode] { [] }
+    public static var backends: [Backend] { [] }
+    public static func userChanged(in session: isolated Session, from previous: String?) async {}
+}
+
+/// A backend service a view-model calls; `fault <name>` makes its calls fail.
+public struct Backend: Sendable, Equatable {
+    public var name: String
+    public var summary: String
+
+    public init(_ name: String, summary: String) {
+        self.name = name
+        self.summary = summary
+    }
+}

@@ -1,0 +1,112 @@
+import Foundation
+
+/// A server's view-models assembled once: the command table (built-in commands
+/// and every view-model's), the views in order, the backends `fault` can target,
+/// and the `help` reply. Every session of the server shares it.
+public final class Application: Sendable {
+    /// Every command the server understands, in `help` order.
+    public let commands: CommandTable
+    /// The views, in the order `state` lists them.
+    public let views: [ViewDescription]
+    public let backends: [Backend]
+    /// Every error code a reply can carry, in `help` order.
+    public let errors: [ErrorCode]
+    public let services: Services
+    /// Whether admin commands (`fault`) are enabled.
+    public let admin: Bool
+    /// Names the server in `welcome`.
+    public let serverName: String
+    /// The armed `fault`s, shared with any service that checks them itself.
+    public let faults: FaultInjector
+
+    let handlers: [String: AnyCommand]
+    let viewIndex: [ObjectIdentifier: Int]
+    let userChangedHooks: [@Sendable (isolated Session, String?) async -> Void]
+    let helpResult: JSON
+
+    /// The view-models, in order, and what they reach.
+    ///
+    /// - Precondition: view names and command names are unique, built-in ones included.
+    public init(
+        _ models: [any ViewModel.Type], services: Services = Services(), faults: FaultInjector = FaultInjector(),
+        admin: Bool = false, serverName: String = "viewline/1.0"
+    ) {
+        var views: [ViewDescription] = []
+        var modelCommands: [AnyCommand] = []
+        var backends: [Backend] = []
+        var errors: [ErrorCode] = ErrorCode.builtIn
+        var viewIndex: [ObjectIdentifier: Int] = [:]
+        var hooks: [@Sendable (isolated Session, String?) async -> Void] = []
+        for model in models {
+            precondition(!views.contains { $0.name == model.view }, "two views are named \"\(model.view)\"")
+            viewIndex[ObjectIdentifier(model)] = views.count
+            views.append(ViewDescription(model))
+            modelCommands += model.erasedCommands
+            backends += model.backends.filter { backend in !backends.contains { $0.name == backend.name } }
+            errors += model.errors.filter { !errors.contains($0) }
+            hooks.append(model.erasedUserChanged)
+        }
+        errors.append(.internalError)
+        let builtIns = Session.builtInCommands
+        // `help` lists the session commands first, then every view-model's, then the
+        // alert answers and the admin commands.
+        let ordered = builtIns.filter { Session.leadingBuiltIns.contains($0.spec.name) } + modelCommands
+            + builtIns.filter { !Session.leadingBuiltIns.contains($0.spec.name) }
+        commands = CommandTable(ordered.map(\.spec))
+        handlers = Dictionary(uniqueKeysWithValues: ordered.map { ($0.spec.name, $0) })
+        self.views = views
+        self.backends = backends
+        self.errors = errors
+        self.services = services
+        self.faults = faults
+        self.admin = admin
+        self.serverName = serverName
+        self.viewIndex = viewIndex
+        userChangedHooks = hooks
+        helpResult = [
+            "commands": .array(commands.all.map(\.json)),
+            "services": .array(backends.map { ["name": .string($0.name), "summary": .string($0.summary)] }),
+            "views": .array(views.map { ["name": .string($0.name), "state": .string($0.summary)] }),
+            "errors": .array(errors.map { ["code": .string($0.rawValue), "meaning": .string($0.meaning)] }),
+        ]
+    }
+
+    func index<Model: ViewModel>(of model: Model.Type) -> Int {
+        guard let index = viewIndex[ObjectIdentifier(model)] else {
+            preconditionFailure("\(Model.self) is not one of this server's view-models")
+        }
+        return index
+    }
+}
+
+/// One view as the runtime knows it: its name, its summary, and how to make and
+/// encode its state without knowing its type.
+public struct ViewDescription: Sendable {
+    public let name: String
+    public let summary: String
+    let makeState: @Sendable (Services) -> any Sendable
+    let encodeState: @Sendable (any Sendable) -> JSON
+
+    init<Model: ViewModel>(_ model: Model.Type) {
+        name = model.view
+        summary = model.stateSummary
+        makeState = { model.initialState($0) }
+        encodeState = { state in
+            do {
+                return try JSON(encoding: state as! Model.State)
+            } catch {
+                preconditionFailure("the \(model.view) state failed to encode: \(error)")
+            }
+        }
+    }
+}
+
+extension ViewModel {
+    static var erasedCommands: [AnyCommand] {
+        commands.map { AnyCommand(spec: $0.spec, perform: $0.perform) }
+    }
+
+    static var erasedUserChanged: @Sendable (isolated Session, String?) async -> Void {
+        { session, previous in await userChanged(in: session, from: previous) }
+    }
+}

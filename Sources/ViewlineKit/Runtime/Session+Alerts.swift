@@ -1,0 +1,138 @@
+/// How the client answered an alert.
+public enum AlertAnswer: Sendable, Equatable {
+    case confirmed(fields: [String: String])
+    case cancelled
+    /// The alert went away unanswered (its task was cancelled, or it became moot).
+    case dismissed
+}
+
+/// An alert that is presented or waiting its turn.
+struct PendingAlert {
+    var id: String
+    var content: AlertContent
+    /// Resumed with the answer; `nil` for alerts nobody awaits (plain error alerts).
+    var continuation: CheckedContinuation<AlertAnswer, Never>?
+}
+
+extension Session {
+    /// Shows an alert and waits for the user's answer: the one-liner flows use.
+    ///
+    /// ```swift
+    /// switch await session.ask(AlertContent(title: "Delete?", message: "…", actions: [.confirm("Delete"), .cancel("Keep")])) {
+    /// case .confirmed: …
+    /// case .cancelled, .dismissed: …
+    /// }
+    /// ```
+    ///
+    /// Alerts are modal: if one is up, this one queues behind it. If the calling task
+    /// is cancelled, the alert is taken down (`dismiss`) and `.dismissed` is returned.
+    public func ask(_ content: AlertContent) async -> AlertAnswer {
+        let id = "a\(nextAlertNumber)"
+        nextAlertNumber += 1
+        // Waiting for a person is not background work: `wait` must not wait for it.
+        // Whoever resumes the answer counts the work again (see `resolve`).
+        runningWork -= 1
+        checkSettled()
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                if Task.isCancelled {
+                    runningWork += 1
+                    continuation.resume(returning: .dismissed)
+                    return
+                }
+                enqueue(PendingAlert(id: id, content: content, continuation: continuation))
+            }
+        } onCancel: {
+            Task { await self.dismissAlert(id: id) }
+        }
+    }
+
+    /// Shows an alert nobody waits on (an error with an OK button).
+    public func showAlert(_ content: AlertContent) {
+        let id = "a\(nextAlertNumber)"
+        nextAlertNumber += 1
+        enqueue(PendingAlert(id: id, content: content, continuation: nil))
+    }
+
+    /// Hands the answer to whoever awaits the alert; its work is running again.
+    func resolve(_ alert: PendingAlert, _ answer: AlertAnswer) {
+        guard let continuation = alert.continuation else { return }
+        runningWork += 1
+        continuation.resume(returning: answer)
+    }
+
+    private func enqueue(_ alert: PendingAlert) {
+        guard !closed else {
+            resolve(alert, .dismissed)
+            return
+        }
+        if presentedAlert == nil {
+            present(alert)
+        } else {
+            queuedAlerts.append(alert)
+        }
+    }
+
+    private func present(_ alert: PendingAlert) {
+        presentedAlert = alert
+        emit { .alert(rev: $0, id: alert.id, content: alert.content) }
+    }
+
+    private func presentNext() {
+        guard presentedAlert == nil, !queuedAlerts.isEmpty else { return }
+        present(queuedAlerts.removeFirst())
+    }
+
+    /// `confirm` / `cancel`: checks the answer against the presented alert, then
+    /// resolves it and presents the next one (after the reply, like every event).
+    func answerAlert(id: String?, confirm: Bool, fields: [String: String]) throws(ProtocolError) -> JSON {
+        let verb = confirm ? "confirm" : "cancel"
+        guard let alert = presentedAlert else {
+            throw ProtocolError(.noAlert, "no alert is presented")
+        }
+        if let id, id != alert.id {
+            throw ProtocolError(.staleAlert, "alert \(id) is not the presented alert (\(alert.id))")
+        }
+        if !confirm && !alert.content.hasCancel {
+            throw ProtocolError(.noCancelAction, "alert \(alert.id) has no cancel action; answer it with confirm")
+        }
+        var answer = AlertAnswer.cancelled
+        if confirm {
+            let names = Set(alert.content.fields.map(\.name))
+            if let unknown = fields.keys.sorted().first(where: { !names.contains($0) }) {
+                throw ProtocolError(.badArguments, names.isEmpty
+                    ? "alert \(alert.id) has no fields (got \(unknown))"
+                    : "alert \(alert.id) has no field \(unknown); its fields: \(alert.content.fields.map(\.name).joined(separator: ", "))")
+            }
+            let missing = alert.content.fields.map(\.name).filter { fields[$0] == nil }
+            if !missing.isEmpty {
+                throw ProtocolError(.badArguments, "alert \(alert.id) needs \(missing.joined(separator: ", ")); usage: confirm [alert-id] name=value ...")
+            }
+            answer = .confirmed(fields: fields)
+        }
+        presentedAlert = nil
+        resolve(alert, answer)
+        presentNext()
+        let action = alert.content.actions.first { $0.role == (confirm ? .confirm : .cancel) }
+        return ["alert": .string(alert.id), "answer": .string(verb), "action": .string(action?.label ?? "")]
+    }
+
+    /// Takes an alert down unanswered: `dismiss` if it was presented, silently if queued.
+    public func dismissAlert(id: String) {
+        if presentedAlert?.id == id, let alert = presentedAlert {
+            presentedAlert = nil
+            emit { .dismiss(rev: $0, id: id) }
+            resolve(alert, .dismissed)
+            presentNext()
+        } else if let index = queuedAlerts.firstIndex(where: { $0.id == id }) {
+            let alert = queuedAlerts.remove(at: index)
+            resolve(alert, .dismissed)
+        }
+    }
+
+    /// The id of the presented alert, for tests and `state`.
+    public var presentedAlertID: String? { presentedAlert?.id }
+
+    /// What the presented alert shows, if one is up.
+    public var presentedAlertContent: AlertContent? { presentedAlert?.content }
+}

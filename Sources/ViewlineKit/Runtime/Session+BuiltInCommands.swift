@@ -1,0 +1,71 @@
+/// The commands every server has, whatever its view-models: `help`, `ping`,
+/// `state`, `wait`, `quit`, the alert answers `confirm`/`cancel`, and `fault`.
+extension Session {
+    /// The built-ins `help` lists before the view-models' commands.
+    static let leadingBuiltIns: Set<String> = ["help", "ping", "state", "wait", "quit"]
+
+    static let builtInCommands: [AnyCommand] = [
+        AnyCommand(spec: CommandSpec(
+            "help", summary: "List every command with its usage, or show one command with an example.",
+            arguments: [.optionalWord("command")], example: "help confirm"
+        )) { session, args in
+            guard let name = args.optionalString("command") else { return session.application.helpResult }
+            guard let spec = session.application.commands.spec(named: name) else {
+                throw ProtocolError(.unknownCommand, "unknown command \"\(name)\"; help lists every command")
+            }
+            return ["command": spec.json]
+        },
+        AnyCommand(spec: CommandSpec("ping", summary: "Check the connection; replies {\"pong\":true}.")) { _, _ in
+            ["pong": true]
+        },
+        AnyCommand(spec: CommandSpec(
+            "state", summary: "Show the current state of one view, or of all views.",
+            arguments: [.optionalWord("view")], example: "state search"
+        )) { session, args in
+            let views = session.application.views
+            guard let name = args.optionalString("view") else {
+                return ["views": .object(JSONObject(views.indices.map { (views[$0].name, session.encodedState($0)) }))]
+            }
+            guard let index = views.firstIndex(where: { $0.name == name.lowercased() }) else {
+                throw ProtocolError(.unknownView, "no view named \"\(name)\"; views: \(views.map(\.name).joined(separator: ", "))")
+            }
+            return ["view": .string(views[index].name), "state": session.encodedState(index)]
+        },
+        AnyCommand(spec: CommandSpec(
+            "wait", summary: "Reply once no background work is running (default timeout 10000 ms): handy at the end of a script.",
+            arguments: [.optionalInteger("timeout", unit: "milliseconds", placeholder: "timeout-ms")], example: "wait 5000"
+        )) { _, _ in
+            preconditionFailure("wait is handled before commands run")
+        },
+        AnyCommand(spec: CommandSpec("quit", summary: "Say goodbye and close the connection.")) { _, _ in
+            ["bye": true]
+        },
+        AnyCommand(spec: CommandSpec(
+            "confirm", summary: "Answer the presented alert with its confirm action, filling its input fields.",
+            arguments: [.optionalWord("alert", placeholder: "alert-id"), .fields("fields")],
+            example: "confirm a2 user=alice password=wonderland"
+        )) { session, args in
+            try session.answerAlert(id: args.optionalString("alert"), confirm: true, fields: args.fields("fields"))
+        },
+        AnyCommand(spec: CommandSpec(
+            "cancel", summary: "Answer the presented alert with its cancel action.",
+            arguments: [.optionalWord("alert", placeholder: "alert-id")], example: "cancel a2"
+        )) { session, args in
+            try session.answerAlert(id: args.optionalString("alert"), confirm: false, fields: [:])
+        },
+        AnyCommand(spec: CommandSpec(
+            "fault", summary: "Make the next count calls (default 1) of a backend service fail (admin only).",
+            arguments: [.word("service"), .optionalInteger("count"), .optionalText("message")],
+            example: "fault save 2 disk full", adminOnly: true
+        )) { session, args in
+            let application = session.application
+            let name = args.string("service").lowercased()
+            guard let backend = application.backends.first(where: { $0.name == name }) else {
+                throw ProtocolError(.unknownService, "no service named \"\(args.string("service"))\"; services: \(application.backends.map(\.name).joined(separator: ", "))")
+            }
+            let count = args.int("count") ?? 1
+            application.faults.arm(backend.name, count: count, message: args.optionalString("message"))
+            return ["service": .string(backend.name), "count": .int(count)]
+        },
+    ]
+}

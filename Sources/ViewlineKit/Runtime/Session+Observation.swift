@@ -1,0 +1,31 @@
+/// Following a shared observation: the view shows only what the source of truth
+/// holds, and is told whenever it changes, whoever changed it.
+extension Session {
+    /// Calls `onChange` on this session with the observation's latest value now (if
+    /// it has one) and after every change, until the session closes or
+    /// ``stopObserving(_:)``. Observing the same observation again does nothing.
+    public func observe<Value>(
+        _ observation: SharedObservation<Value>,
+        _ onChange: @escaping @Sendable (isolated Session, Value) -> Void
+    ) {
+        let key = ObjectIdentifier(observation)
+        guard !closed, observations[key] == nil else { return }
+        let (_, values) = observation.watch()
+        observations[key] = Task { [weak self] in
+            for await value in values {
+                guard let self else { return }
+                await self.deliver(value, onChange)
+            }
+        }
+    }
+
+    /// Stops following an observation.
+    public func stopObserving<Value>(_ observation: SharedObservation<Value>) {
+        observations.removeValue(forKey: ObjectIdentifier(observation))?.cancel()
+    }
+
+    private func deliver<Value>(_ value: Value, _ onChange: @Sendable (isolated Session, Value) -> Void) {
+        guard !closed else { return }
+        onChange(self, value)
+    }
+}

@@ -1,0 +1,67 @@
+/// A session's background work in task slots: starting work in a slot cancels the
+/// work already there, and `wait` waits for all of it.
+extension Session {
+    /// Runs `body` on this session in the background, cancelling the work already in `slot`.
+    ///
+    /// A body that was cancelled must not show its results: check `Task.isCancelled`
+    /// after every `await` that may have let a newer command in.
+    public func run(_ slot: TaskSlot, _ body: @escaping @Sendable (isolated Session) async -> Void) {
+        tasks[slot]?.task.cancel()
+        taskGeneration += 1
+        let generation = taskGeneration
+        runningWork += 1
+        let task = Task { await self.execute(slot, generation, body) }
+        tasks[slot] = (generation, task)
+    }
+
+    private func execute(_ slot: TaskSlot, _ generation: Int, _ body: @Sendable (isolated Session) async -> Void) async {
+        await body(self)
+        runningWork -= 1
+        if tasks[slot]?.generation == generation { tasks[slot] = nil }
+        checkSettled()
+    }
+
+    /// Cancels the work in `slot`, if any.
+    public func cancel(_ slot: TaskSlot) {
+        tasks[slot]?.task.cancel()
+    }
+
+    /// Whether work runs in `slot` (until it ends, even once cancelled).
+    public func isRunning(_ slot: TaskSlot) -> Bool {
+        tasks[slot] != nil
+    }
+
+    /// Calls a backend, failing first if `fault` armed a failure for it.
+    public func call<T: Sendable>(_ backend: String, _ operation: () async throws -> T) async throws -> T {
+        try application.faults.check(backend)
+        return try await operation()
+    }
+
+    // MARK: - wait
+
+    func waitUntilSettled(timeout: Duration) async -> Bool {
+        if runningWork == 0 { return true }
+        let id = nextWaiterID
+        nextWaiterID += 1
+        let sleep = services.sleep
+        let timer = Task {
+            try? await sleep(timeout)
+            guard !Task.isCancelled else { return }
+            self.expireWaiter(id)
+        }
+        let settled = await withCheckedContinuation { settleWaiters[id] = $0 }
+        timer.cancel()
+        return settled
+    }
+
+    private func expireWaiter(_ id: Int) {
+        settleWaiters.removeValue(forKey: id)?.resume(returning: false)
+    }
+
+    func checkSettled() {
+        guard runningWork == 0, !settleWaiters.isEmpty else { return }
+        let waiters = settleWaiters
+        settleWaiters = [:]
+        for (_, waiter) in waiters { waiter.resume(returning: true) }
+    }
+}

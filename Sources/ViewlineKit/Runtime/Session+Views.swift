@@ -1,0 +1,40 @@
+/// Reading and changing view states: the ReactorKit loop in one call
+/// (`session.update(Search.self) { $0.loading = true }` mutates, then displays).
+extension Session {
+    /// The current state of a view-model in this session.
+    public func state<Model: ViewModel>(_ model: Model.Type) -> Model.State {
+        states[application.index(of: model)] as! Model.State
+    }
+
+    /// Changes a view-model's state and, unless `display` is false, shows the
+    /// client the new state (a `display` event with the next `rev`).
+    @discardableResult
+    public func update<Model: ViewModel, Result>(
+        _ model: Model.Type, display: Bool = true, _ change: (inout Model.State) throws -> Result
+    ) rethrows -> Result {
+        let index = application.index(of: model)
+        var state = states[index] as! Model.State
+        states[index] = 0  // keep the state uniquely referenced while it changes
+        defer { states[index] = state }
+        let result = try change(&state)
+        states[index] = state
+        if display { self.display(index) }
+        return result
+    }
+
+    /// Shows the client a view's current state again.
+    public func display<Model: ViewModel>(_ model: Model.Type) {
+        display(application.index(of: model))
+    }
+
+    func display(_ index: Int) {
+        let view = application.views[index]
+        let state = view.encodeState(states[index])
+        emit { .display(rev: $0, view: view.name, state: state) }
+    }
+
+    /// A view's state as the client sees it.
+    func encodedState(_ index: Int) -> JSON {
+        application.views[index].encodeState(states[index])
+    }
+}

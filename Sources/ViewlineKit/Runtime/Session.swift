@@ -1,0 +1,151 @@
+import Foundation
+
+/// One client's view-models: their states, the work they run and the alerts they
+/// ask, behind one actor. Commands come in through ``handle(_:)``; everything the
+/// client should see goes out through `output`, in order.
+///
+/// Ordering rules kept here: every command's reply precedes the events the command
+/// causes (events raised while a command runs are held until its reply is out), and
+/// `rev` grows by one for every display, alert or dismiss, in the order they are sent.
+///
+/// View-model code runs isolated to the session (commands, ``run(_:_:)`` bodies,
+/// observation callbacks), so it reads and updates states without `await`.
+public actor Session {
+    public nonisolated let id: String
+    /// The secret that identifies this session to its owner; never logged.
+    public nonisolated let token: String
+    public nonisolated let application: Application
+    private let output: @Sendable (ServerMessage) -> Void
+
+    // Event ordering.
+    var rev = 0
+    private var holdingEvents = false
+    private var heldEvents: [ServerMessage] = []
+    var closed = false
+
+    // Views: one state per view-model, in the application's order.
+    var states: [any Sendable]
+
+    // Alerts (see Session+Alerts.swift).
+    var nextAlertNumber = 1
+    var presentedAlert: PendingAlert?
+    var queuedAlerts: [PendingAlert] = []
+
+    // Background work (see Session+Tasks.swift).
+    var tasks: [TaskSlot: (generation: Int, task: Task<Void, Never>)] = [:]
+    var taskGeneration = 0
+    var runningWork = 0
+    var settleWaiters: [Int: CheckedContinuation<Bool, Never>] = [:]
+    var nextWaiterID = 0
+    var observations: [ObjectIdentifier: Task<Void, Never>] = [:]
+
+    /// Who is logged in (see Session+User.swift).
+    public internal(set) var user: String?
+
+    public enum Outcome: Sendable, Equatable {
+        case keepOpen
+        /// The client asked to leave: the caller sends `bye` and closes.
+        case close
+    }
+
+    public init(id: String, application: Application, output: @escaping @Sendable (ServerMessage) -> Void) {
+        self.id = id
+        self.token = Session.makeSecret()
+        self.application = application
+        self.output = output
+        states = application.views.map { $0.makeState(application.services) }
+    }
+
+    /// The backends, database and clock this session's view-models reach.
+    public nonisolated var services: Services { application.services }
+
+    public nonisolated var welcome: ServerMessage {
+        .welcome(session: id, token: token, server: application.serverName)
+    }
+
+    /// Runs one command and sends its reply, then any events it caused.
+    public func handle(_ request: Request) async -> Outcome {
+        if request.name == "wait" {
+            // `wait` lets events flow while it waits: holding them would defeat its purpose.
+            let timeout = request.arguments.int("timeout") ?? 10_000
+            let settled = await waitUntilSettled(timeout: .milliseconds(timeout))
+            send(.reply(re: request.id, result: settled
+                ? .success(["settled": true])
+                : .failure(ProtocolError(.timeout, "background work still running after \(timeout) ms"))))
+            return .keepOpen
+        }
+        holdingEvents = true
+        let result: Result<JSON, ProtocolError>
+        do {
+            guard let command = application.handlers[request.name] else {
+                throw ProtocolError(.unknownCommand, "unknown command \"\(request.name)\"; try help")
+            }
+            if command.spec.adminOnly && !application.admin {
+                throw ProtocolError(.adminDisabled, "\(command.spec.name) is an admin command; start the server with --admin")
+            }
+            result = .success(try await command.perform(self, request.arguments))
+        } catch let error as ProtocolError {
+            result = .failure(error)
+        } catch {
+            result = .failure(ProtocolError(.internalError, "\(request.name) failed: \(error)"))
+        }
+        send(.reply(re: request.id, result: result))
+        holdingEvents = false
+        let held = heldEvents
+        heldEvents = []
+        for event in held { send(event) }
+        return request.name == "quit" ? .close : .keepOpen
+    }
+
+    /// Replies a failure for a line that never became a command (bad JSON, too long...).
+    public func reject(re: JSON, _ error: ProtocolError) {
+        send(.reply(re: re, result: .failure(error)))
+    }
+
+    /// Waits (up to `timeout`) until no background work runs: used when the client
+    /// stops sending but still reads, as `printf … | nc -N` does.
+    public func finishWork(timeout: Duration) async {
+        _ = await waitUntilSettled(timeout: timeout)
+    }
+
+    /// Stops all work; nothing more is sent.
+    public func close() {
+        guard !closed else { return }
+        closed = true
+        for (_, entry) in tasks { entry.task.cancel() }
+        tasks = [:]
+        for (_, observation) in observations { observation.cancel() }
+        observations = [:]
+        let alerts = (presentedAlert.map { [$0] } ?? []) + queuedAlerts
+        presentedAlert = nil
+        queuedAlerts = []
+        for alert in alerts { resolve(alert, .dismissed) }
+        for (_, waiter) in settleWaiters { waiter.resume(returning: false) }
+        settleWaiters = [:]
+    }
+
+    // MARK: - Output
+
+    private func send(_ message: ServerMessage) {
+        guard !closed else { return }
+        output(message)
+    }
+
+    /// Sends (or holds, while a command runs) an event, giving it the next `rev`.
+    func emit(_ make: (Int) -> ServerMessage) {
+        guard !closed else { return }
+        rev += 1
+        let event = make(rev)
+        if holdingEvents { heldEvents.append(event) } else { output(event) }
+    }
+
+    /// A fresh unguessable secret: 192 random bits from the system generator, hex.
+    public static func makeSecret() -> String {
+        var generator = SystemRandomNumberGenerator()
+        return (0..<3).map { _ in
+            let value = generator.next() as UInt64
+            let hex = String(value, radix: 16)
+            return String(repeating: "0", count: 16 - hex.count) + hex
+        }.joined()
+    }
+}

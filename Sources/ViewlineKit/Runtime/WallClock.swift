@@ -1,0 +1,12 @@
+import Foundation
+import Synchronization
+
+/// The time source for token lifetimes and timestamps: real in the server, manual in tests.
+public protocol WallClock: Sendable {
+    func now() -> Date
+}
+
+public struct SystemWallClock: WallClock {
+    public init() {}
+    public func now() -> Date { Date() }
+}

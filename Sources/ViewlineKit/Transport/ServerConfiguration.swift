@@ -1,0 +1,14 @@
+/// How a ``ViewlineServer`` listens: address, limits, admin commands.
+public struct ServerConfiguration: Sendable {
+    public var host = "127.0.0.1"
+    /// 0 picks a free port (see ``ViewlineServer/localAddress``).
+    public var port = 7878
+    /// Enables admin commands (`fault`).
+    public var admin = false
+    /// Longest accepted line; longer ones get `line_too_long`.
+    public var maximumLineBytes = 64 * 1024
+    /// Names the server in `welcome`.
+    public var serverName = "viewline/1.0"
+
+    public init() {}
+}

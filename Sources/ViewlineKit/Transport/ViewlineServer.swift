@@ -1,0 +1,172 @@
+import Foundation
+import Logging
+import NIOCore
+import NIOPosix
+import Synchronization
+
+/// Serves view-models over TCP: accepts connections, frames lines, hands each line
+/// to its connection's ``Session`` and writes what the session sends. One client's
+/// error never reaches another: each connection is its own child task.
+///
+/// ```swift
+/// let server = try await ViewlineServer(apps: [Todos.self, Search.self], services: services, configuration: configuration)
+/// try await server.run()
+/// ```
+public final class ViewlineServer: Sendable {
+    public let configuration: ServerConfiguration
+    /// The assembled view-models every session runs.
+    public let application: Application
+    private let logger: Logger
+    private let group: MultiThreadedEventLoopGroup
+    private let registry = ConnectionRegistry()
+    private let serverChannel: NIOAsyncChannel<NIOAsyncChannel<LineFrame, ByteBuffer>, Never>
+    /// The event loops may only stop once a shutdown in progress has said its `bye`s.
+    private let lifecycle = Mutex<Lifecycle>(.serving)
+    private let shutdownFinished = Latch()
+
+    private enum Lifecycle { case serving, shuttingDown, stopped }
+
+    /// The address actually bound (port 0 picks a free port).
+    public var localAddress: (host: String, port: Int) {
+        let address = serverChannel.channel.localAddress
+        return (address?.ipAddress ?? configuration.host, address?.port ?? configuration.port)
+    }
+
+    /// Assembles `apps` and binds the port.
+    ///
+    /// - Parameters:
+    ///   - apps: the view-models, in the order `state` and `help` list them.
+    ///   - services: what the view-models reach (backends, database, clock).
+    ///   - faults: the `fault` table, when a service checks it itself.
+    public convenience init(
+        apps: [any ViewModel.Type], services: Services = Services(), faults: FaultInjector = FaultInjector(),
+        configuration: ServerConfiguration = ServerConfiguration(), logger: Logger = Logger(label: "viewline")
+    ) async throws {
+        let application = Application(
+            apps, services: services, faults: faults, admin: configuration.admin, serverName: configuration.serverName)
+        try await self.init(application: application, configuration: configuration, logger: logger)
+    }
+
+    /// Binds the port for an assembled application.
+    public init(application: Application, configuration: ServerConfiguration, logger: Logger) async throws {
+        self.configuration = configuration
+        self.application = application
+        self.logger = logger
+        self.group = MultiThreadedEventLoopGroup(numberOfThreads: System.coreCount)
+        let maximumLineBytes = configuration.maximumLineBytes
+        do {
+            serverChannel = try await ServerBootstrap(group: group)
+                .serverChannelOption(.backlog, value: 256)
+                .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+                .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+                .childChannelOption(.writeBufferWaterMark, value: .init(low: 1 << 20, high: 8 << 20))
+                // `printf … | nc -N` closes its sending side first: keep answering.
+                .childChannelOption(.allowRemoteHalfClosure, value: true)
+                .bind(host: configuration.host, port: configuration.port) { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.addHandler(
+                            ByteToMessageHandler(LineFrameDecoder(maximumLength: maximumLineBytes)))
+                        return try NIOAsyncChannel<LineFrame, ByteBuffer>(wrappingChannelSynchronously: channel)
+                    }
+                }
+        } catch {
+            try? await group.shutdownGracefully()
+            throw error
+        }
+    }
+
+    /// Serves until ``shutdown(reason:)`` closes the listening socket, then waits
+    /// for every connection to finish.
+    public func run() async throws {
+        try await withThrowingDiscardingTaskGroup { group in
+            try await serverChannel.executeThenClose { inbound in
+                for try await connection in inbound {
+                    group.addTask { await self.serve(connection) }
+                }
+            }
+        }
+        let shuttingDown = lifecycle.withLock { state in
+            defer { state = .stopped }
+            return state == .shuttingDown
+        }
+        if shuttingDown { await shutdownFinished.wait() }
+        try? await self.group.shutdownGracefully()
+    }
+
+    /// Says `bye` to every client, closes every connection and stops accepting.
+    /// Safe to call more than once and from any task; returns when it is done.
+    public func shutdown(reason: String = "server shutting down") async {
+        let previous = lifecycle.withLock { state in
+            defer { if state == .serving { state = .shuttingDown } }
+            return state
+        }
+        switch previous {
+        case .stopped: return
+        case .shuttingDown: return await shutdownFinished.wait()
+        case .serving: break
+        }
+        defer { shutdownFinished.open() }
+        try? await serverChannel.channel.close()
+        let bye = ServerMessage.bye(reason: reason).line
+        for (channel, outbound) in registry.connections where channel.isActive {
+            outbound.send(bye)
+            try? await outbound.drain()
+            try? await channel.close()
+        }
+    }
+
+    public var connectionCount: Int { registry.count }
+
+    private func serve(_ connection: NIOAsyncChannel<LineFrame, ByteBuffer>) async {
+        let channel = connection.channel
+        let number = registry.nextNumber()
+        let outbound = OutboundLines(channel: channel) { [logger] in
+            // The client is not reading and its backlog passed the high watermark: a
+            // `bye` would sit behind that backlog, so just let go of the connection.
+            logger.warning("closing a connection whose client stopped reading")
+            channel.close(promise: nil)
+        }
+        let session = Session(id: "s\(number)", application: application) { message in
+            outbound.send(message.line)
+        }
+        var logger = self.logger
+        logger[metadataKey: "session"] = "\(session.id)"
+        logger.info("connected", metadata: ["peer": "\(channel.remoteAddress?.description ?? "?")"])
+        registry.add(number, channel: channel, outbound: outbound)
+        outbound.send(session.welcome.line)
+        do {
+            try await connection.executeThenClose { inbound, _ in
+                for try await frame in inbound {
+                    switch frame {
+                    case .tooLong:
+                        await session.reject(re: .null, ProtocolError(
+                            .lineTooLong, "line longer than \(configuration.maximumLineBytes) bytes; the rest of it was discarded"))
+                    case .line(let buffer):
+                        guard let decoded = RequestDecoder.decode(line: buffer.readableBytesView, commands: application.commands) else { continue }
+                        switch decoded {
+                        case .success(let request):
+                            logger.debug("command", metadata: ["cmd": "\(request.name)"])
+                            if await session.handle(request) == .close {
+                                outbound.send(ServerMessage.bye(reason: "client quit").line)
+                                try await outbound.drain()
+                                return
+                            }
+                        case .failure(let failure):
+                            logger.debug("rejected", metadata: ["code": "\(failure.error.code.rawValue)"])
+                            await session.reject(re: failure.re, failure.error)
+                        }
+                    }
+                }
+                // The client finished sending (half-close): let running work finish so
+                // its events reach a piped script, then make sure they are written.
+                await session.finishWork(timeout: .seconds(10))
+                try await outbound.drain()
+            }
+        } catch {
+            logger.debug("connection error", metadata: ["error": "\(error)"])
+        }
+        await session.close()
+        registry.remove(number)
+        logger.info("disconnected")
+    }
+}

@@ -1,0 +1,122 @@
+/// Everything the protocol knows about one command: its name, usage, summary,
+/// example and declared arguments. Inline words and JSON `args` are both mapped and
+/// checked here, so a handler only ever sees well-formed ``Arguments``.
+public struct CommandSpec: Sendable, Equatable {
+    public var name: String
+    public var usage: String
+    public var summary: String
+    /// One inline line that uses the command, as a person would type it.
+    public var example: String
+    public var arguments: [Argument]
+    public var adminOnly: Bool
+
+    public init(
+        _ name: String, summary: String, arguments: [Argument] = [], example: String? = nil,
+        usage: String? = nil, adminOnly: Bool = false
+    ) {
+        self.name = name.lowercased()
+        self.summary = summary
+        self.arguments = arguments
+        self.example = example ?? name
+        self.usage = usage ?? ([name] + arguments.map(\.usage)).joined(separator: " ")
+        self.adminOnly = adminOnly
+    }
+
+    /// The JSON `args` keys this command accepts.
+    public var argumentNames: [String] { arguments.map(\.name) }
+
+    /// The command's entry in `help`.
+    public var json: JSON {
+        var object: JSONObject = ["name": .string(name), "usage": .string(usage), "summary": .string(summary)]
+        object["args"] = .array(argumentNames.map { .string($0) })
+        object["example"] = .string(example)
+        if adminOnly { object["admin"] = true }
+        return .object(object)
+    }
+
+    func usageError(_ detail: String? = nil) -> ProtocolError {
+        ProtocolError(.badArguments, (detail.map { "\($0); " } ?? "") + "usage: \(usage)")
+    }
+
+    // MARK: - Inline words → JSON args
+
+    /// Maps the words after the command name to JSON `args`, without checking
+    /// values beyond what the words themselves decide.
+    public func inlineArguments(_ words: [String]) throws(ProtocolError) -> JSONObject {
+        var args = JSONObject()
+        var rest = words[...]
+        for (index, argument) in arguments.enumerated() {
+            let next = arguments.dropFirst(index + 1).first
+            switch argument.kind {
+            case .word:
+                guard let word = rest.first else { continue }
+                // An optional word before `name=value` fields is only a word without `=`.
+                if !argument.isRequired, next?.kind == .fields, word.contains("=") { continue }
+                args[argument.name] = .string(word)
+                rest = rest.dropFirst()
+            case .text:
+                if !rest.isEmpty { args[argument.name] = .string(rest.joined(separator: " ")) }
+                rest = []
+            case .integer(_, let unit):
+                guard let word = rest.first else { continue }
+                if let value = Int(word) {
+                    args[argument.name] = .int(value)
+                    rest = rest.dropFirst()
+                } else if next?.kind != .text {
+                    throw usageError("\(argument.name) must be a number\(unit.map { " of \($0)" } ?? "")")
+                }
+            case .fields:
+                var fields = JSONObject()
+                for word in rest {
+                    guard let eq = word.firstIndex(of: "=") else { throw usageError("expected name=value, got \"\(word)\"") }
+                    let name = String(word[..<eq])
+                    guard !name.isEmpty else { throw usageError("a field needs a name") }
+                    fields[name] = .string(String(word[word.index(after: eq)...]))
+                }
+                if !fields.isEmpty { args[argument.name] = .object(fields) }
+                rest = []
+            }
+        }
+        guard rest.isEmpty else {
+            throw arguments.isEmpty ? usageError("\(name) takes no arguments") : usageError()
+        }
+        return args
+    }
+
+    // MARK: - JSON args → Arguments
+
+    /// Checks JSON `args` against the declaration: no unknown keys, required
+    /// arguments present, every value of its declared type.
+    public func check(_ args: JSONObject) throws(ProtocolError) -> Arguments {
+        for key in args.keys where !argumentNames.contains(key) {
+            throw usageError("unexpected argument \"\(key)\"")
+        }
+        var checked = JSONObject()
+        for argument in arguments {
+            guard let value = args[argument.name], !value.isNull else {
+                if argument.isRequired { throw usageError("missing \(argument.name)") }
+                continue
+            }
+            switch argument.kind {
+            case .word, .text:
+                guard let string = value.stringValue else { throw usageError("\(argument.name) must be a string") }
+                if argument.isRequired, !argument.allowsEmpty, string.allSatisfy({ $0 == " " || $0 == "\t" }) {
+                    throw usageError("\(argument.name) must not be empty")
+                }
+            case .integer(let minimum, _):
+                guard let number = value.intValue, number >= minimum else {
+                    throw usageError(minimum == 0
+                        ? "\(argument.name) must be a non-negative integer"
+                        : "\(argument.name) must be an integer of at least \(minimum)")
+                }
+            case .fields:
+                guard let object = value.objectValue else { throw usageError("\(argument.name) must be an object of strings") }
+                for pair in object.pairs where pair.value.stringValue == nil {
+                    throw usageError("field \(pair.key) must be a string")
+                }
+            }
+            checked[argument.name] = value
+        }
+        return Arguments(checked)
+    }
+}

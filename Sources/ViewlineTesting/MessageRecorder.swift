@@ -1,0 +1,65 @@
+import Foundation
+import Synchronization
+import ViewlineKit
+
+/// Collects what a session sends, for tests to assert on in order (the
+/// non-exhaustive way: ``TestStore`` checks every message instead).
+public final class MessageRecorder: Sendable {
+    private let messages = Mutex<[ServerMessage]>([])
+
+    public init() {}
+
+    /// Pass this as the session's `output`.
+    public var output: @Sendable (ServerMessage) -> Void {
+        { message in self.messages.withLock { $0.append(message) } }
+    }
+
+    public var all: [ServerMessage] { messages.withLock { $0 } }
+
+    public func clear() { messages.withLock { $0.removeAll() } }
+
+    /// Displays of one view, in order, as their `state`.
+    public func displays(_ view: String) -> [JSON] {
+        all.compactMap {
+            if case .display(_, let v, let state) = $0, v == view { return state }
+            return nil
+        }
+    }
+
+    public var alerts: [(id: String, content: AlertContent)] {
+        all.compactMap {
+            if case .alert(_, let id, let content) = $0 { return (id, content) }
+            return nil
+        }
+    }
+
+    public var replies: [Result<JSON, ProtocolError>] {
+        all.compactMap {
+            if case .reply(_, let result) = $0 { return result }
+            return nil
+        }
+    }
+
+    public var revs: [Int] { all.compactMap(\.rev) }
+
+    /// Waits until `predicate` holds for the messages so far (polling; fails after `timeout`).
+    @discardableResult
+    public func waitUntil(
+        timeout: Duration = .seconds(5), _ what: String = "condition",
+        _ predicate: @Sendable ([ServerMessage]) -> Bool
+    ) async throws -> [ServerMessage] {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            let snapshot = all
+            if predicate(snapshot) { return snapshot }
+            try await Task.sleep(for: .milliseconds(2))
+        }
+        throw TestTimeout(what: what, messages: all.map(\.json.encoded))
+    }
+}
+
+public struct TestTimeout: Error, CustomStringConvertible {
+    public var what: String
+    public var messages: [String]
+    public var description: String { "timed out waiting for \(what); got:\n" + messages.joined(separator: "\n") }
+}

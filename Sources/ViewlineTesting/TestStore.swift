@@ -1,0 +1,173 @@
+import Testing
+import ViewlineKit
+
+/// Drives view-models the way a client would, without a socket, and checks every
+/// message the session sends — exhaustively by default, like TCA's `TestStore`: a
+/// reply, display, alert or dismiss the test did not assert fails the test.
+///
+/// ```swift
+/// let store = TestStore(apps: [Counter.self])
+/// await store.send("increment", reply: ["count": 1])
+/// await store.receive(Counter.self) { $0.count = 1 }
+/// await store.finish()
+/// ```
+///
+/// Expected states are written as changes to the previous expected state of the
+/// same view (starting from its initial state), and compared in their wire form.
+public final class TestStore {
+    /// The session under test; its application is built from the store's apps.
+    public let session: Session
+    /// Every message the session sent, asserted or not.
+    public let recorder = MessageRecorder()
+    /// When true (the default), messages nobody asserted fail the test at the next
+    /// `send` and at ``finish(timeout:sourceLocation:)``.
+    public var exhaustive: Bool
+    /// How long `receive` waits for the next message.
+    public var timeout: Duration = .seconds(2)
+
+    private var asserted = 0
+    private var expectedStates: [String: any Sendable] = [:]
+
+    /// A session running `apps` on `services` (fakes, a ``TestClock``), with admin
+    /// commands on unless `admin` is false.
+    public init(
+        apps: [any ViewModel.Type], services: Services = Services(), faults: FaultInjector = FaultInjector(),
+        admin: Bool = true, exhaustive: Bool = true, id: String = "s1"
+    ) {
+        let application = Application(apps, services: services, faults: faults, admin: admin)
+        session = Session(id: id, application: application, output: recorder.output)
+        self.exhaustive = exhaustive
+    }
+
+    // MARK: - Sending
+
+    /// Sends one line (inline or JSON) and returns its reply, which must be the next message.
+    @discardableResult
+    public func send(_ line: String, sourceLocation: SourceLocation = #_sourceLocation) async -> Result<JSON, ProtocolError>? {
+        if exhaustive { checkNothingUnasserted("before sending \"\(line)\"", sourceLocation) }
+        else { asserted = recorder.all.count }
+        await session.send(line)
+        let messages = recorder.all
+        guard let index = messages.indices.dropFirst(asserted).first(where: { messages[$0].isReply }) else {
+            Issue.record("\"\(line)\" got no reply", sourceLocation: sourceLocation)
+            return nil
+        }
+        if exhaustive && index != asserted {
+            Issue.record(
+                "events arrived before the reply to \"\(line)\": \(messages[asserted..<index].map(\.text))",
+                sourceLocation: sourceLocation)
+        }
+        asserted = index + 1
+        guard case .reply(_, let result) = messages[index] else { return nil }
+        return result
+    }
+
+    /// Sends a line and checks its reply's `result` exactly.
+    public func send(_ line: String, reply expected: JSON, sourceLocation: SourceLocation = #_sourceLocation) async {
+        switch await send(line, sourceLocation: sourceLocation) {
+        case .success(let result)?:
+            if result != expected {
+                Issue.record("reply to \"\(line)\":\n got \(result.encoded)\nwant \(expected.encoded)", sourceLocation: sourceLocation)
+            }
+        case .failure(let error)?:
+            Issue.record("\"\(line)\" failed with \(error); wanted \(expected.encoded)", sourceLocation: sourceLocation)
+        case nil: break
+        }
+    }
+
+    /// Sends a line and checks that it fails with `code`.
+    public func send(_ line: String, fails code: ErrorCode, sourceLocation: SourceLocation = #_sourceLocation) async {
+        switch await send(line, sourceLocation: sourceLocation) {
+        case .failure(let error)?:
+            if error.code != code { Issue.record("\"\(line)\" failed with \(error); wanted \(code)", sourceLocation: sourceLocation) }
+        case .success(let result)?:
+            Issue.record("\"\(line)\" succeeded with \(result.encoded); wanted \(code)", sourceLocation: sourceLocation)
+        case nil: break
+        }
+    }
+
+    // MARK: - Receiving
+
+    /// The next message must display `model`'s state as `change` leaves the state
+    /// last expected for it.
+    public func receive<Model: ViewModel>(
+        _ model: Model.Type, sourceLocation: SourceLocation = #_sourceLocation, _ change: (inout Model.State) -> Void = { _ in }
+    ) async {
+        var expected = expectedStates[Model.view] as? Model.State ?? Model.initialState(session.services)
+        change(&expected)
+        expectedStates[Model.view] = expected
+        guard let message = await next("a display of \(Model.view)", sourceLocation) else { return }
+        guard case .display(_, let view, let state) = message, view == Model.view else {
+            Issue.record("expected a display of \(Model.view), got \(message.text)", sourceLocation: sourceLocation)
+            return
+        }
+        let want = (try? JSON(encoding: expected)) ?? .null
+        if state != want {
+            Issue.record("\(Model.view) state:\n got \(state.encoded)\nwant \(want.encoded)", sourceLocation: sourceLocation)
+        }
+    }
+
+    /// The next message must present `content`; returns the alert's id.
+    @discardableResult
+    public func receiveAlert(_ content: AlertContent, sourceLocation: SourceLocation = #_sourceLocation) async -> String? {
+        guard let message = await next("an alert", sourceLocation) else { return nil }
+        guard case .alert(_, let id, let actual) = message else {
+            Issue.record("expected an alert, got \(message.text)", sourceLocation: sourceLocation)
+            return nil
+        }
+        if actual != content {
+            Issue.record("alert \(id):\n got \(message.text)\nwant \(content)", sourceLocation: sourceLocation)
+        }
+        return id
+    }
+
+    /// The next message must take alert `id` down unanswered.
+    public func receiveDismiss(_ id: String, sourceLocation: SourceLocation = #_sourceLocation) async {
+        guard let message = await next("a dismiss", sourceLocation) else { return }
+        guard case .dismiss(_, let actual) = message, actual == id else {
+            Issue.record("expected dismiss of \(id), got \(message.text)", sourceLocation: sourceLocation)
+            return
+        }
+    }
+
+    /// Waits for the session's background work to settle, then fails the test for
+    /// every message nobody asserted (when ``exhaustive``) and closes the session.
+    public func finish(timeout: Duration = .seconds(2), sourceLocation: SourceLocation = #_sourceLocation) async {
+        await session.finishWork(timeout: timeout)
+        if exhaustive { checkNothingUnasserted("at the end", sourceLocation) }
+        await session.close()
+    }
+
+    /// Marks every message so far as seen (for a non-exhaustive stretch of a test).
+    public func skipReceived() { asserted = recorder.all.count }
+
+    // MARK: - Helpers
+
+    private func next(_ what: String, _ sourceLocation: SourceLocation) async -> ServerMessage? {
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            let messages = recorder.all
+            if messages.count > asserted {
+                asserted += 1
+                return messages[asserted - 1]
+            }
+            guard ContinuousClock.now < deadline else { break }
+            try? await Task.sleep(for: .milliseconds(1))
+        }
+        Issue.record("timed out waiting for \(what)", sourceLocation: sourceLocation)
+        return nil
+    }
+
+    private func checkNothingUnasserted(_ when: String, _ sourceLocation: SourceLocation) {
+        let messages = recorder.all
+        guard messages.count > asserted else { return }
+        let unasserted = messages[asserted...].map(\.text).joined(separator: "\n")
+        Issue.record("\(messages.count - asserted) message(s) not asserted \(when):\n\(unasserted)", sourceLocation: sourceLocation)
+        asserted = messages.count
+    }
+}
+
+extension ServerMessage {
+    var isReply: Bool { if case .reply = self { true } else { false } }
+    var text: String { json.encoded }
+}

@@ -1,0 +1,55 @@
+import Foundation
+import ViewlineApps
+import ViewlineKit
+import ViewlinePersistence
+import ViewlineTesting
+
+/// The seed apps wired to fakes, an in-memory database and a test clock.
+struct TestHarness: Sendable {
+    let places = FakePlacesService()
+    let remoteStore = FakeRemoteStore()
+    let contactsSource: FakeContactsSource
+    let playlists = FakePlaylistService()
+    let clock = TestClock()
+    let faults = FaultInjector()
+    let database: AppDatabase
+    let users: UserDirectory
+    let services: Services
+    let application: Application
+
+    init(admin: Bool = true, database: AppDatabase? = nil, contacts: [Contact] = [], tokenLifetime: TimeInterval = 3600) async throws {
+        let database = try database ?? AppDatabase.inMemory()
+        self.database = database
+        contactsSource = FakeContactsSource(contacts)
+        users = UserDirectory(database: database)
+        try await users.load(UserDirectory.demoUsers)
+        var services = Services()
+        services.places = places
+        services.remoteStore = remoteStore
+        services.contactsSync = ContactsSyncCoordinator(source: contactsSource, database: database, faults: faults, clock: clock)
+        services.contactsObservation = database.sharedContactsObservation()
+        services.playlists = playlists
+        services.users = users
+        services.database = database
+        services.clock = clock
+        services.tokenLifetime = tokenLifetime
+        self.services = services
+        application = Application(SeedApps.all, services: services, faults: faults, admin: admin)
+    }
+
+    /// A new session of the seed apps and the recorder of everything it sends.
+    func makeSession(id: String = "s1") -> (Session, MessageRecorder) {
+        let recorder = MessageRecorder()
+        return (Session(id: id, application: application, output: recorder.output), recorder)
+    }
+
+    /// A test store over the seed apps, checking every message.
+    func makeStore(admin: Bool = true) -> TestStore {
+        TestStore(apps: SeedApps.all, services: services, faults: faults, admin: admin)
+    }
+}
+
+extension Place {
+    /// The place as a search result on the wire.
+    var json: JSON { try! JSON(encoding: self) }
+}

@@ -1,0 +1,41 @@
+import NIOCore
+import NIOEmbedded
+import Testing
+@testable import ViewlineKit
+
+/// Framing only: the same input in every chunk size gives the same frames.
+@Suite struct LineFrameDecoderTests {
+    func frames(_ input: [UInt8], chunk: Int, limit: Int = 8) throws -> [String] {
+        let channel = EmbeddedChannel(handler: ByteToMessageHandler(LineFrameDecoder(maximumLength: limit)))
+        var index = 0
+        while index < input.count {
+            let end = min(index + chunk, input.count)
+            try channel.writeInbound(ByteBuffer(bytes: input[index..<end]))
+            index = end
+        }
+        _ = try channel.finish()
+        var out: [String] = []
+        while let frame = try channel.readInbound(as: LineFrame.self) {
+            switch frame {
+            case .line(let buffer): out.append(String(buffer: buffer))
+            case .tooLong: out.append("<too long>")
+            }
+        }
+        return out
+    }
+
+    @Test(arguments: [1, 2, 3, 5, 7, 64])
+    func sameFramesInAnyChunkSize(_ chunk: Int) throws {
+        let input = Array("ping\r\nabcdefghijklmnop\nok\n\nlast".utf8)
+        #expect(try frames(input, chunk: chunk) == ["ping\r", "<too long>", "ok", "", "last"])
+    }
+
+    @Test func aLineOfExactlyTheLimitPassesEvenWithCRLF() throws {
+        #expect(try frames(Array("12345678\r\n123456789\n".utf8), chunk: 4) == ["12345678\r", "<too long>"])
+    }
+
+    @Test func aHugeLineIsReportedOnceAndTheBufferStaysSmall() throws {
+        let input = Array(repeating: UInt8(ascii: "x"), count: 100_000) + Array("\nafter\n".utf8)
+        #expect(try frames(input, chunk: 1000) == ["<too long>", "after"])
+    }
+}

@@ -1,0 +1,167 @@
+import Synchronization
+import Testing
+import ViewlineKit
+import ViewlineTesting
+
+/// The runtime's rules, checked through a tiny view-model with the test store:
+/// every reply and event is asserted, in order.
+@Suite struct SessionRuntimeTests {
+    func services() -> Services {
+        var services = Services()
+        services.adder = FakeAdder()
+        services.total = SharedObservation { AsyncThrowingStream { $0.yield(7) } }
+        return services
+    }
+
+    @Test func aCommandRepliesFirstThenDisplaysTheNewState() async {
+        let store = TestStore(apps: [Counter.self], services: services())
+        await store.send("increment", reply: ["count": 1])
+        await store.receive(Counter.self) { $0.count = 1 }
+        await store.send(#"{"id":3,"cmd":"increment","args":{"by":5}}"#, reply: ["count": 6])
+        await store.receive(Counter.self) { $0.count = 6 }
+        #expect(store.recorder.revs == [1, 2])
+        await store.finish()
+    }
+
+    @Test func argumentsAreCheckedFromTheDeclaration() async {
+        let store = TestStore(apps: [Counter.self], services: services())
+        await store.send("increment twice", fails: .badArguments)
+        await store.send("increment 0", fails: .badArguments)
+        await store.send("increment 1 2", fails: .badArguments)
+        await store.send(#"{"cmd":"increment","args":{"by":"two"}}"#, fails: .badArguments)
+        await store.send(#"{"cmd":"increment","args":{"times":2}}"#, fails: .badArguments)
+        await store.send("label", fails: .badArguments)
+        await store.send("increment 101", fails: .tooBig)
+        await store.send("teleport", fails: .unknownCommand)
+        await store.send("label two  words", reply: ["label": "two words"])
+        await store.receive(Counter.self) { $0.label = "two words" }
+        await store.finish()
+    }
+
+    @Test func helpIsDerivedFromTheDeclarations() async throws {
+        let store = TestStore(apps: [Counter.self], services: services())
+        let help = try #require(try await store.send("help")?.get())
+        let commands = try #require(help["commands"]?.arrayValue)
+        let increment = try #require(commands.first { $0["name"] == "increment" })
+        #expect(increment["usage"] == "increment [by]")
+        #expect(increment["args"] == ["by"])
+        #expect(commands.first { $0["name"] == "label" }?["usage"] == "label <text>")
+        #expect(commands.compactMap { $0["name"]?.stringValue }.prefix(5) == ["help", "ping", "state", "wait", "quit"])
+        #expect(help["views"] == [["name": "counter", "state": "{count, label, busy}"]])
+        #expect(help["services"]?.arrayValue?.first?["name"] == "adder")
+        #expect(help["errors"]?.arrayValue?.contains { $0["code"] == "too_big" } == true)
+        await store.send("help label", reply: ["command": [
+            "name": "label", "usage": "label <text>", "summary": "Name the counter.", "args": ["text"], "example": "label my counter",
+        ]])
+        await store.finish()
+    }
+
+    @Test func anAlertWaitsForItsAnswerAndCarriesItsFields() async {
+        let store = TestStore(apps: [Counter.self], services: services())
+        await store.send("increment", reply: ["count": 1])
+        await store.receive(Counter.self) { $0.count = 1 }
+        await store.send("reset", reply: ["asked": true])
+        let id = await store.receiveAlert(Counter.resetAlert)
+        await store.send("confirm", fails: .badArguments)  // the note field is missing
+        await store.send("confirm note=fresh", reply: ["alert": .string(id ?? ""), "answer": "confirm", "action": "Reset"])
+        await store.receive(Counter.self) {
+            $0.count = 0
+            $0.label = "fresh"
+        }
+        await store.send("cancel", fails: .noAlert)
+        await store.finish()
+    }
+
+    @Test func latestWinsAndACancelledAlertIsDismissed() async throws {
+        let services = services()
+        let store = TestStore(apps: [Counter.self], services: services)
+        await store.send("reset", reply: ["asked": true])
+        let first = await store.receiveAlert(Counter.resetAlert)
+        // A second reset replaces the first: its alert goes away unanswered.
+        await store.send("reset", reply: ["asked": true])
+        await store.receiveDismiss(first ?? "")
+        await store.receiveAlert(Counter.resetAlert)
+
+        await store.send("add 1", reply: ["accepted": true])
+        await store.receive(Counter.self) { $0.busy = true }
+        await store.send("add 2", reply: ["accepted": true])
+        await store.receive(Counter.self)
+        try await services.adder.waitFor(2)
+        services.adder.release(2, total: 2)
+        await store.receive(Counter.self) {
+            $0.count = 2
+            $0.busy = false
+        }
+        // The superseded call answers late: nothing of it may show.
+        services.adder.release(1, total: 1)
+        await store.send("cancel", reply: ["alert": "a2", "answer": "cancel", "action": "Keep"])
+        await store.finish()
+    }
+
+    @Test func anArmedFaultFailsTheBackendCallAndAlerts() async {
+        let store = TestStore(apps: [Counter.self], services: services())
+        await store.send("fault adder 1 adder is down", reply: ["service": "adder", "count": 1])
+        await store.send("add 3", reply: ["accepted": true])
+        await store.receive(Counter.self) { $0.busy = true }
+        await store.receive(Counter.self) { $0.busy = false }
+        await store.receiveAlert(.error("adder is down"))
+        await store.send("fault nothing", fails: .unknownService)
+        await store.finish()
+    }
+
+    @Test func adminCommandsNeedAdmin() async {
+        let store = TestStore(apps: [Counter.self], services: services(), admin: false)
+        await store.send("fault adder", fails: .adminDisabled)
+        await store.finish()
+    }
+
+    @Test func anUnassertedEventFailsAnExhaustiveTest() async {
+        let store = TestStore(apps: [Counter.self], services: services())
+        await withKnownIssue {
+            await store.send("increment", reply: ["count": 1])
+            await store.finish()  // the display was never received
+        }
+    }
+
+    @Test func aWrongStateFailsTheTest() async {
+        let store = TestStore(apps: [Counter.self], services: services())
+        await store.send("increment", reply: ["count": 1])
+        await withKnownIssue {
+            await store.receive(Counter.self) { $0.count = 2 }
+        }
+        await store.finish()
+    }
+
+    @Test func oneSharedObservationServesEverySession() async throws {
+        let starts = Atomic<Int>(0)
+        let (stream, continuation) = AsyncThrowingStream.makeStream(of: Int.self)
+        var services = services()
+        services.total = SharedObservation {
+            starts.add(1, ordering: .relaxed)
+            return stream
+        }
+        let first = TestStore(apps: [Counter.self], services: services, id: "s1")
+        let second = TestStore(apps: [Counter.self], services: services, id: "s2")
+        await first.send("follow", reply: ["following": true])
+        await second.send("follow", reply: ["following": true])
+        continuation.yield(41)
+        await first.receive(Counter.self) { $0.count = 41 }
+        await second.receive(Counter.self) { $0.count = 41 }
+        continuation.yield(42)
+        await first.receive(Counter.self) { $0.count = 42 }
+        await second.receive(Counter.self) { $0.count = 42 }
+        #expect(starts.load(ordering: .relaxed) == 1)
+        #expect(services.total.watcherCount == 2)
+        await first.finish()
+        await second.finish()
+        for _ in 0..<1000 where services.total.watcherCount > 0 { try await Task.sleep(for: .milliseconds(1)) }
+        #expect(services.total.watcherCount == 0)
+    }
+
+    @Test func stateListsEveryViewInOrder() async {
+        let store = TestStore(apps: [Counter.self], services: services())
+        await store.send("state", reply: ["views": ["counter": ["count": 0, "label": "", "busy": false]]])
+        await store.send("state nowhere", fails: .unknownView)
+        await store.finish()
+    }
+}
