@@ -1,0 +1,106 @@
+import ViewlineKit
+
+/// A to-do list served remotely: add, check off and delete items; a delete can be
+/// undone from an alert; every change is saved in the background.
+public enum Todos: ViewModel {
+    /// What the client is shown: `{items:[{id, title, done}], saving}`.
+    public struct State: Encodable, Sendable, Equatable {
+        public var items: [Todo] = []
+        public var saving = false
+        /// The next item's id (not shown).
+        var nextID = 1
+
+        enum CodingKeys: String, CodingKey { case items, saving }
+    }
+
+    public static let view = "todos"
+    public static let stateSummary = "{items:[{id, title, done}], saving}"
+    public static func initialState(_ services: Services) -> State { State() }
+    public static let backends = [Backend("todo-store", summary: "where the list is saved")]
+    public static let errors = [ErrorCode.noSuchTodo]
+
+    public static let commands: [Command<Todos>] = [
+        Command("add", summary: "Add a to-do item.", arguments: [.text("title")], example: "add buy milk") { session, args in
+            let item = session.update(Todos.self) { state in
+                let item = Todo(id: state.nextID, title: args.string("title"), done: false)
+                state.nextID += 1
+                state.items.append(item)
+                return item
+            }
+            save(in: session)
+            return ["id": .int(item.id)]
+        },
+        Command("done", summary: "Check an item off.", arguments: [.word("id")], example: "done 1") { session, args in
+            let index = try position(of: args.string("id"), in: session)
+            session.update(Todos.self) { $0.items[index].done = true }
+            save(in: session)
+            return ["done": true]
+        },
+        Command("delete", summary: "Delete an item; an alert offers to undo it.", arguments: [.word("id")], example: "delete 1") { session, args in
+            let index = try position(of: args.string("id"), in: session)
+            let item = session.update(Todos.self) { $0.items.remove(at: index) }
+            save(in: session)
+            session.run(TaskSlot("undo-\(item.id)")) { session in
+                guard case .confirmed = await session.ask(undoAlert(for: item)) else { return }
+                session.update(Todos.self) { state in
+                    state.items.insert(item, at: min(index, state.items.count))
+                }
+                save(in: session)
+            }
+            return ["deleted": .int(item.id)]
+        },
+    ]
+
+    /// "Deleted …. Undo?" with Undo (confirm) and Keep deleted (cancel).
+    public static func undoAlert(for item: Todo) -> AlertContent {
+        AlertContent(title: "Deleted", message: "Deleted \"\(item.title)\". Undo?", actions: [.confirm("Undo"), .cancel("Keep deleted")])
+    }
+
+    /// Saves the list in the background: the latest save wins, and `saving` never
+    /// sticks, whether the save succeeds, fails (an alert says so) or is replaced.
+    static func save(in session: isolated Session) {
+        let items = session.state(Todos.self).items
+        session.update(Todos.self) { $0.saving = true }
+        session.run(.saveTodos) { session in
+            let store = session.services.todoStore
+            do {
+                try await session.call("todo-store") { try await store.save(items) }
+                guard !Task.isCancelled else { return }
+                session.update(Todos.self) { $0.saving = false }
+            } catch {
+                guard !Task.isCancelled else { return }
+                session.update(Todos.self) { $0.saving = false }
+                session.showAlert(.error("Saving the list failed: \(ServiceError.describe(error))"))
+            }
+        }
+    }
+
+    static func position(of id: String, in session: isolated Session) throws(ProtocolError) -> Int {
+        guard let number = Int(id), let index = session.state(Todos.self).items.firstIndex(where: { $0.id == number }) else {
+            throw ProtocolError(.noSuchTodo, "there is no item \(id); state todos lists them")
+        }
+        return index
+    }
+}
+
+/// One item of the list.
+public struct Todo: Encodable, Sendable, Equatable {
+    public var id: Int
+    public var title: String
+    public var done: Bool
+
+    public init(id: Int, title: String, done: Bool) {
+        self.id = id
+        self.title = title
+        self.done = done
+    }
+}
+
+extension TaskSlot {
+    static let saveTodos = TaskSlot("save-todos")
+}
+
+extension ErrorCode {
+    /// `done` or `delete` named an item that is not on the list.
+    public static let noSuchTodo = ErrorCode("no_such_todo", meaning: "The item id is not on the list.")
+}

@@ -1,0 +1,103 @@
+import Synchronization
+import Testing
+import Todos
+import ViewlineKit
+import ViewlineTesting
+
+/// Keeps what was saved, can be told to fail, and can hold saves until the test
+/// releases them (so the test decides what happens first).
+final class FakeTodoStore: TodoStore {
+    private let state = Mutex<(saved: [[Todo]], failures: Int, holding: Bool, held: [CheckedContinuation<Void, Never>])>(([], 0, false, []))
+
+    var saved: [[Todo]] { state.withLock { $0.saved } }
+    func failNext() { state.withLock { $0.failures += 1 } }
+    func hold() { state.withLock { $0.holding = true } }
+
+    /// Lets the held saves go on, once one is waiting.
+    func release() async throws {
+        for _ in 0..<2000 where state.withLock({ $0.held.isEmpty }) { try await Task.sleep(for: .milliseconds(1)) }
+        let held = state.withLock { state in
+            defer { state.held = [] }
+            return state.held
+        }
+        held.forEach { $0.resume() }
+    }
+
+    func save(_ items: [Todo]) async throws {
+        if state.withLock({ $0.holding }) {
+            await withCheckedContinuation { continuation in state.withLock { $0.held.append(continuation) } }
+        }
+        try state.withLock { state in
+            if state.failures > 0 {
+                state.failures -= 1
+                throw ServiceError("todo-store", "disk full")
+            }
+            state.saved.append(items)
+        }
+    }
+}
+
+@Suite struct TodosTests {
+    let store = FakeTodoStore()
+
+    func makeStore() -> TestStore {
+        var services = Services()
+        services.todoStore = store
+        return TestStore(apps: [Todos.self], services: services)
+    }
+
+    @Test func addingAnItemShowsItAndSavesInTheBackground() async {
+        let test = makeStore()
+        await test.send("add buy milk", reply: ["id": 1])
+        await test.receive(Todos.self) { $0.items = [Todo(id: 1, title: "buy milk", done: false)] }
+        await test.receive(Todos.self) { $0.saving = true }
+        await test.receive(Todos.self) { $0.saving = false }
+        await test.finish()
+        #expect(store.saved == [[Todo(id: 1, title: "buy milk", done: false)]])
+    }
+
+    @Test func aDeleteCanBeUndoneFromItsAlert() async throws {
+        let test = makeStore()
+        store.hold()
+        let milk = Todo(id: 1, title: "buy milk", done: false)
+        await test.send("add buy milk", reply: ["id": 1])
+        await test.receive(Todos.self) { $0.items = [milk] }
+        await test.receive(Todos.self) { $0.saving = true }
+        try await store.release()
+        await test.receive(Todos.self) { $0.saving = false }
+
+        await test.send("delete 1", reply: ["deleted": 1])
+        await test.receive(Todos.self) { $0.items = [] }
+        await test.receive(Todos.self) { $0.saving = true }
+        await test.receiveAlert(Todos.undoAlert(for: milk))
+        try await store.release()
+        await test.receive(Todos.self) { $0.saving = false }
+
+        await test.send("confirm", reply: ["alert": "a1", "answer": "confirm", "action": "Undo"])
+        await test.receive(Todos.self) { $0.items = [milk] }
+        await test.receive(Todos.self) { $0.saving = true }
+        try await store.release()
+        await test.receive(Todos.self) { $0.saving = false }
+        await test.finish()
+        #expect(store.saved == [[milk], [], [milk]])
+    }
+
+    @Test func aFailedSaveStopsSavingAndSaysSo() async {
+        let test = makeStore()
+        store.failNext()
+        await test.send("add call mom", reply: ["id": 1])
+        await test.receive(Todos.self) { $0.items = [Todo(id: 1, title: "call mom", done: false)] }
+        await test.receive(Todos.self) { $0.saving = true }
+        await test.receive(Todos.self) { $0.saving = false }
+        await test.receiveAlert(.error("Saving the list failed: disk full"))
+        await test.finish()
+    }
+
+    @Test func unknownItemsAndMissingTitlesAreClearErrors() async {
+        let test = makeStore()
+        await test.send("done 7", fails: .noSuchTodo)
+        await test.send("delete x", fails: .noSuchTodo)
+        await test.send("add", fails: .badArguments)
+        await test.finish()
+    }
+}
