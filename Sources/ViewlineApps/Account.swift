@@ -27,7 +27,7 @@ public enum Account: ViewModel {
     public static let view = "session"
     public static let stateSummary = "{user, loggedIn}"
     public static func initialState(_ services: Services) -> State { State() }
-    public static let errors: [ErrorCode] = [.loginRequired, .loginFailed]
+    public static let errors: [ErrorCode] = [.loginRequired, .loginFailed, .loginThrottled, .serverBusy]
 
     public static let commands: [Command<Account>] = [
         Command(
@@ -35,10 +35,12 @@ public enum Account: ViewModel {
             arguments: [.word("user"), .word("password", allowsEmpty: true)], example: "login alice wonderland"
         ) { session, args in
             let user = args.string("user")
-            guard await logIn(user: user, password: args.string("password"), in: session) else {
-                throw ProtocolError(.loginFailed, "login failed: wrong user name or password")
+            switch await logIn(user: user, password: args.string("password"), in: session) {
+            case .success:
+                return ["user": .string(user), "expiresIn": .int(Int(session.services.tokenLifetime))]
+            case let failure:
+                throw failure.error!
             }
-            return ["user": .string(user), "expiresIn": .int(Int(session.services.tokenLifetime))]
         },
         Command("logout", summary: "Log out and drop the access token.") { session, _ in
             let user = session.user
@@ -55,20 +57,56 @@ public enum Account: ViewModel {
         }
     }
 
+    /// How a log-in attempt ended.
+    public enum LoginOutcome: Sendable, Equatable {
+        case success
+        /// The user name or password is wrong (which one is not said).
+        case wrongPassword
+        /// Too many failures for this user or from this address: wait this many seconds.
+        case throttled(seconds: Int)
+        /// Too many log-ins are being checked right now.
+        case overloaded
+
+        /// The error a `login` command replies with (`nil` for success).
+        public var error: ProtocolError? {
+            switch self {
+            case .success: nil
+            case .wrongPassword: ProtocolError(.loginFailed, "login failed: wrong user name or password")
+            case .throttled(let seconds):
+                ProtocolError(.loginThrottled, "too many failed logins; try again in \(seconds) s")
+            case .overloaded: ProtocolError(.serverBusy, "too many logins are being checked; try again in a moment")
+            }
+        }
+    }
+
     /// Verifies the password and, on success, issues the access token and makes
     /// `user` the session's user (the other flows react: a pending draft is offered,
     /// a playlist waiting for login goes on).
-    public static func logIn(user: String, password: String, in session: isolated Session) async -> Bool {
-        let users = session.services.users
-        // Hashing is slow on purpose: do it off the session.
-        let ok = await Task.detached { users.verify(user: user, password: password) }.value
-        guard ok else { return false }
-        if let current = session.user, current != user { await session.signOut() }
+    ///
+    /// The password is hashed on the bounded password pool, never on the session's
+    /// executor; guessing is throttled per user and per address.
+    public static func logIn(user: String, password: String, in session: isolated Session) async -> LoginOutcome {
         let services = session.services
+        let throttle = services.loginThrottle
+        let keys = LoginThrottle.keys(user: user, peer: session.peer)
+        if let seconds = throttle.wait(for: keys, now: services.clock.now()) { return .throttled(seconds: seconds) }
+        let users = services.users
+        let ok: Bool
+        do {
+            ok = try await services.passwordPool.run { users.verify(user: user, password: password) }
+        } catch {
+            return .overloaded
+        }
+        guard ok else {
+            throttle.failed(keys, now: services.clock.now())
+            return .wrongPassword
+        }
+        throttle.succeeded(keys)
+        if let current = session.user, current != user { await session.signOut() }
         let token = AccessToken(value: Session.makeSecret(), user: user, expiresAt: services.clock.now() + services.tokenLifetime)
         session.update(Account.self, display: false) { $0.accessToken = token }
         await session.signIn(user)
-        return true
+        return .success
     }
 
     /// Whether the session holds an access token that has not expired.
@@ -96,4 +134,6 @@ public struct AccessToken: Sendable, Equatable {
 extension ErrorCode {
     public static let loginRequired = ErrorCode("login_required", meaning: "The command needs a logged-in session.")
     public static let loginFailed = ErrorCode("login_failed", meaning: "The user name or password is wrong (which one is not said).")
+    public static let loginThrottled = ErrorCode("login_throttled", meaning: "Too many failed log-ins for this user or from this address; the message says how long to wait.")
+    public static let serverBusy = ErrorCode("server_busy", meaning: "Too much of the same slow work is queued (log-ins being checked); try again in a moment.")
 }

@@ -47,6 +47,18 @@ extension Services {
         set { self[DatabaseKey.self] = newValue }
     }
 
+    /// Where passwords are hashed: a small bounded pool off the session executors.
+    public var passwordPool: BlockingPool {
+        get { self[PasswordPoolKey.self] }
+        set { self[PasswordPoolKey.self] = newValue }
+    }
+
+    /// Who must wait before the next log-in attempt.
+    public var loginThrottle: LoginThrottle {
+        get { self[LoginThrottleKey.self] }
+        set { self[LoginThrottleKey.self] = newValue }
+    }
+
     /// How long an access token issued at login stays valid (default one hour).
     public var tokenLifetime: TimeInterval {
         get { self[TokenLifetimeKey.self] }
@@ -61,6 +73,8 @@ enum ContactsObservationKey: ServiceKey { typealias Value = SharedObservation<Co
 enum PlaylistsKey: ServiceKey { typealias Value = any PlaylistService }
 enum UsersKey: ServiceKey { typealias Value = UserDirectory }
 enum DatabaseKey: ServiceKey { typealias Value = AppDatabase }
+enum PasswordPoolKey: ServiceKey { typealias Value = BlockingPool }
+enum LoginThrottleKey: ServiceKey { typealias Value = LoginThrottle }
 enum TokenLifetimeKey: ServiceKey { static let defaultValue: TimeInterval? = 3600 }
 
 extension AppDatabase {

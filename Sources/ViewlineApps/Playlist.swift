@@ -48,6 +48,14 @@ public enum Playlist: ViewModel {
         actions: [.confirm("Log in"), .cancel("Cancel")],
         fields: [AlertField(name: "user", label: "User"), AlertField(name: "password", label: "Password", secure: true)])
 
+    static func loginFailureMessage(_ outcome: Account.LoginOutcome) -> String {
+        switch outcome {
+        case .throttled(let seconds): "Login failed: too many failed logins; try again in \(seconds) s."
+        case .overloaded: "Login failed: the server is busy; try again in a moment."
+        case .success, .wrongPassword: "Login failed: wrong user name or password."
+        }
+    }
+
     private static func drive(_ first: PlaylistFlow.Action, in session: isolated Session) async {
         var next: PlaylistFlow.Action? = first
         while let action = next, !Task.isCancelled {
@@ -56,11 +64,12 @@ public enum Playlist: ViewModel {
             case .askForLogin:
                 switch await session.ask(loginAlert) {
                 case .confirmed(let fields):
-                    if await Account.logIn(user: fields["user"] ?? "", password: fields["password"] ?? "", in: session) {
+                    let outcome = await Account.logIn(user: fields["user"] ?? "", password: fields["password"] ?? "", in: session)
+                    if outcome == .success {
                         next = session.update(Playlist.self, display: false) { $0.loginSucceeded() }
                     } else if !Task.isCancelled {
                         session.update(Playlist.self) { $0.loginFailed() }
-                        session.showAlert(.error("Login failed: wrong user name or password.", title: "Login failed"))
+                        session.showAlert(.error(loginFailureMessage(outcome), title: "Login failed"))
                     }
                 case .cancelled:
                     session.update(Playlist.self) { $0.loginCancelled() }

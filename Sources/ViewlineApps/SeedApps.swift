@@ -20,6 +20,10 @@ public enum SeedApps {
         public var tokenLifetime: TimeInterval = 3600
         /// A JSON array of contacts read at every sync (a built-in list without it).
         public var remoteContactsFile: String?
+        /// Failed log-ins allowed per user and per address before each attempt must wait.
+        public var loginFailuresBeforeThrottling = 5
+        /// Log-ins waiting for or in password hashing at once; more fail with `server_busy`.
+        public var loginQueueLimit = 32
 
         public init() {}
     }
@@ -41,6 +45,8 @@ public enum SeedApps {
         services.database = database
         services.users = users
         services.tokenLifetime = configuration.tokenLifetime
+        services.passwordPool = BlockingPool(threads: 1, queueLimit: configuration.loginQueueLimit)
+        services.loginThrottle = LoginThrottle(freeFailures: configuration.loginFailuresBeforeThrottling)
         services.places = PlacesServiceLive(latency: latency)
         services.remoteStore = RemoteDraftStoreLive(database: database, latency: latency, clock: clock)
         services.contactsSync = ContactsSyncCoordinator(

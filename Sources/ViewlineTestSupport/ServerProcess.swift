@@ -19,13 +19,19 @@ public final class ServerProcess {
         return directory
     }
 
-    public init(_ arguments: [String], executable: String = "viewline-server") throws {
+    /// Starts the server with `arguments`; its log (at `logLevel`) goes to `logFile`, or nowhere.
+    public init(_ arguments: [String], executable: String = "viewline-server", logFile: String? = nil, logLevel: String = "warning") throws {
         process = Process()
         process.executableURL = Self.productsDirectory.appendingPathComponent(executable)
-        process.arguments = ["--port", "0", "--log-level", "warning"] + arguments
+        process.arguments = ["--port", "0", "--log-level", logLevel] + arguments
         output = Pipe()
         process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
+        if let logFile {
+            FileManager.default.createFile(atPath: logFile, contents: nil)
+            process.standardError = FileHandle(forWritingAtPath: logFile)
+        } else {
+            process.standardError = FileHandle.nullDevice
+        }
         try process.run()
         // The first line is "listening on HOST:PORT".
         var line: [UInt8] = []

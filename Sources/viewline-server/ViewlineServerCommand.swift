@@ -18,6 +18,8 @@ struct ViewlineServerCommand: AsyncParsableCommand {
     @Flag(help: "Enable admin commands (`fault`).") var admin = false
     @Option(help: ArgumentHelp("Artificial latency of every backend call.", valueName: "ms")) var backendLatency = 0
     @Option(help: ArgumentHelp("Longest accepted line in bytes.", valueName: "n")) var maxLineBytes = 65536
+    @Option(help: ArgumentHelp("Most clients connected at once (lowered to what the file limit allows).", valueName: "n")) var maxClients = 10_000
+    @Option(help: ArgumentHelp("Failed log-ins allowed per user and per address before each attempt must wait (doubling).", valueName: "n")) var loginAttemptsBeforeThrottle = 5
     @Option(help: ArgumentHelp("SQLite database file (`:memory:` for none).", valueName: "path")) var db = "viewline.sqlite"
     @Option(help: ArgumentHelp("JSON array of {\"user\",\"password\"} objects to add to the demo users.", valueName: "file")) var users: String?
     @Option(help: ArgumentHelp("Lifetime of an access token issued at login.", valueName: "seconds")) var tokenTtl = 3600
@@ -28,6 +30,7 @@ struct ViewlineServerCommand: AsyncParsableCommand {
         guard (0...65535).contains(port) else { throw ValidationError("--port must be between 0 and 65535") }
         guard backendLatency >= 0 else { throw ValidationError("--backend-latency must not be negative") }
         guard maxLineBytes >= 16 else { throw ValidationError("--max-line-bytes must be at least 16") }
+        guard maxClients > 0 else { throw ValidationError("--max-clients must be positive") }
         guard tokenTtl > 0 else { throw ValidationError("--token-ttl must be positive") }
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("unknown --log-level \(logLevel)") }
     }
@@ -46,6 +49,7 @@ struct ViewlineServerCommand: AsyncParsableCommand {
         configuration.port = port
         configuration.admin = admin
         configuration.maximumLineBytes = maxLineBytes
+        configuration.maximumClients = maxClients
 
         var apps = SeedApps.Configuration()
         apps.backendLatency = .milliseconds(backendLatency)
@@ -53,6 +57,7 @@ struct ViewlineServerCommand: AsyncParsableCommand {
         apps.usersFile = users
         apps.tokenLifetime = TimeInterval(tokenTtl)
         apps.remoteContactsFile = remoteContacts
+        apps.loginFailuresBeforeThrottling = loginAttemptsBeforeThrottle
 
         let faults = FaultInjector()
         let services = try await SeedApps.liveServices(apps, faults: faults)

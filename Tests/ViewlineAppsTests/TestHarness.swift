@@ -17,7 +17,13 @@ struct TestHarness: Sendable {
     let services: Services
     let application: Application
 
-    init(admin: Bool = true, database: AppDatabase? = nil, contacts: [Contact] = [], tokenLifetime: TimeInterval = 3600) async throws {
+    let throttle: LoginThrottle
+
+    init(
+        admin: Bool = true, database: AppDatabase? = nil, contacts: [Contact] = [], tokenLifetime: TimeInterval = 3600,
+        passwordPool: BlockingPool = BlockingPool(threads: 1, queueLimit: 8), throttle: LoginThrottle = LoginThrottle()
+    ) async throws {
+        self.throttle = throttle
         let database = try database ?? AppDatabase.inMemory()
         self.database = database
         contactsSource = FakeContactsSource(contacts)
@@ -33,14 +39,16 @@ struct TestHarness: Sendable {
         services.database = database
         services.clock = clock
         services.tokenLifetime = tokenLifetime
+        services.passwordPool = passwordPool
+        services.loginThrottle = throttle
         self.services = services
         application = Application(SeedApps.all, services: services, faults: faults, admin: admin)
     }
 
     /// A new session of the seed apps and the recorder of everything it sends.
-    func makeSession(id: String = "s1") -> (Session, MessageRecorder) {
+    func makeSession(id: String = "s1", peer: String? = nil) -> (Session, MessageRecorder) {
         let recorder = MessageRecorder()
-        return (Session(id: id, application: application, output: recorder.output), recorder)
+        return (Session(id: id, application: application, peer: peer, output: recorder.output), recorder)
     }
 
     /// A test store over the seed apps, checking every message.

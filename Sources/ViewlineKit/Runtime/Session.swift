@@ -15,6 +15,9 @@ public actor Session {
     /// The secret that identifies this session to its owner; never logged.
     public nonisolated let token: String
     public nonisolated let application: Application
+    /// The client's address (without port) when it came over the network: what
+    /// throttles key on. `nil` in tests.
+    public nonisolated let peer: String?
     private let output: @Sendable (ServerMessage) -> Void
 
     // Event ordering.
@@ -48,10 +51,11 @@ public actor Session {
         case close
     }
 
-    public init(id: String, application: Application, output: @escaping @Sendable (ServerMessage) -> Void) {
+    public init(id: String, application: Application, peer: String? = nil, output: @escaping @Sendable (ServerMessage) -> Void) {
         self.id = id
         self.token = Session.makeSecret()
         self.application = application
+        self.peer = peer
         self.output = output
         states = application.views.map { $0.makeState(application.services) }
     }

@@ -13,8 +13,13 @@ final class ConnectionRegistry: Sendable {
         }
     }
 
-    func add(_ number: Int, channel: any Channel, outbound: OutboundLines) {
-        state.withLock { $0.connections[number] = (channel, outbound) }
+    /// Adds the connection unless `limit` connections are already open.
+    func add(_ number: Int, channel: any Channel, outbound: OutboundLines, limit: Int) -> Bool {
+        state.withLock { state in
+            guard state.connections.count < limit else { return false }
+            state.connections[number] = (channel, outbound)
+            return true
+        }
     }
 
     func remove(_ id: Int) {

@@ -7,6 +7,9 @@ public struct ServerConfiguration: Sendable {
     public var admin = false
     /// Longest accepted line; longer ones get `line_too_long`.
     public var maximumLineBytes = 64 * 1024
+    /// Most connections open at once; one more is told `bye` ("max clients
+    /// reached") and closed. Lowered at start to what the file limit allows.
+    public var maximumClients = 10_000
     /// Names the server in `welcome`.
     public var serverName = "viewline/1.0"
 

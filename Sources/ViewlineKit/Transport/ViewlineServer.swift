@@ -23,6 +23,9 @@ public final class ViewlineServer: Sendable {
     /// The event loops may only stop once a shutdown in progress has said its `bye`s.
     private let lifecycle = Mutex<Lifecycle>(.serving)
     private let shutdownFinished = Latch()
+    /// ``ServerConfiguration/maximumClients``, lowered to what the file limit allows.
+    public let maximumClients: Int
+    private let rejections = Mutex<(count: Int, lastWarning: ContinuousClock.Instant?)>((0, nil))
 
     private enum Lifecycle { case serving, shuttingDown, stopped }
 
@@ -52,6 +55,7 @@ public final class ViewlineServer: Sendable {
         self.configuration = configuration
         self.application = application
         self.logger = logger
+        maximumClients = Self.clientLimit(configuration.maximumClients, logger: logger)
         self.group = MultiThreadedEventLoopGroup(numberOfThreads: System.coreCount)
         let maximumLineBytes = configuration.maximumLineBytes
         do {
@@ -126,13 +130,16 @@ public final class ViewlineServer: Sendable {
             logger.warning("closing a connection whose client stopped reading")
             channel.close(promise: nil)
         }
-        let session = Session(id: "s\(number)", application: application) { message in
+        guard registry.add(number, channel: channel, outbound: outbound, limit: maximumClients) else {
+            await refuse(connection, outbound)
+            return
+        }
+        let session = Session(id: "s\(number)", application: application, peer: channel.remoteAddress?.ipAddress) { message in
             outbound.send(message.line)
         }
         var logger = self.logger
         logger[metadataKey: "session"] = "\(session.id)"
         logger.info("connected", metadata: ["peer": "\(channel.remoteAddress?.description ?? "?")"])
-        registry.add(number, channel: channel, outbound: outbound)
         outbound.send(session.welcome.line)
         do {
             try await connection.executeThenClose { inbound, _ in
@@ -168,5 +175,40 @@ public final class ViewlineServer: Sendable {
         await session.close()
         registry.remove(number)
         logger.info("disconnected")
+    }
+
+    /// One connection too many: `bye` and close, with a warning at most once a
+    /// second for the whole burst.
+    private func refuse(_ connection: NIOAsyncChannel<LineFrame, ByteBuffer>, _ outbound: OutboundLines) async {
+        outbound.send(ServerMessage.bye(reason: "max clients reached").line)
+        try? await outbound.drain()
+        try? await connection.channel.close()
+        let now = ContinuousClock.now
+        let refused = rejections.withLock { state -> Int? in
+            state.count += 1
+            if let last = state.lastWarning, now - last < .seconds(1) { return nil }
+            defer { state = (0, now) }
+            return state.count
+        }
+        if let refused {
+            logger.warning("max clients reached: refusing connections", metadata: [
+                "refused": "\(refused)", "max-clients": "\(maximumClients)",
+            ])
+        }
+    }
+
+    /// `requested`, or less when the process's file limit would run out first
+    /// (each client is one descriptor; some are kept for the listener, the
+    /// database and logs).
+    static func clientLimit(_ requested: Int, logger: Logger) -> Int {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return requested }
+        let reserve: rlim_t = 64
+        let available = limit.rlim_cur > reserve ? Int(clamping: limit.rlim_cur - reserve) : 1
+        guard available < requested else { return requested }
+        logger.notice("max clients lowered to what the file limit allows", metadata: [
+            "requested": "\(requested)", "max-clients": "\(available)", "file-limit": "\(limit.rlim_cur)",
+        ])
+        return available
     }
 }

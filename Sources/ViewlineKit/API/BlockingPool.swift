@@ -1,0 +1,46 @@
+import NIOPosix
+import Synchronization
+
+/// A few threads for work that blocks (password hashing, CPU-heavy parsing), so it
+/// never runs on the event loops or the cooperative pool that serve every session.
+///
+/// Bounded: when `queueLimit` jobs already wait or run, ``run(_:)`` fails at once
+/// with ``Full`` instead of queueing without limit, so a flood of slow requests
+/// gets clear errors while the rest of the server keeps its speed.
+public final class BlockingPool: Sendable {
+    /// The pool's queue was full; the caller should answer "try again".
+    public struct Full: Error, Sendable, CustomStringConvertible {
+        public var description: String { "the blocking work pool is full" }
+    }
+
+    private let pool: NIOThreadPool
+    private let limit: Int
+    private let inFlight = Atomic<Int>(0)
+
+    /// Starts `threads` threads accepting at most `queueLimit` jobs at a time.
+    public init(threads: Int = 1, queueLimit: Int = 64) {
+        precondition(threads > 0 && queueLimit > 0)
+        pool = NIOThreadPool(numberOfThreads: threads)
+        pool.start()
+        limit = queueLimit
+    }
+
+    deinit {
+        pool.shutdownGracefully { _ in }
+    }
+
+    /// Jobs waiting or running now.
+    public var load: Int { inFlight.load(ordering: .relaxed) }
+
+    /// Runs `work` on one of the pool's threads and returns its result; throws
+    /// ``Full`` without running it when the pool already has `queueLimit` jobs.
+    public func run<Result: Sendable>(_ work: @escaping @Sendable () -> Result) async throws -> Result {
+        let (_, accepted) = inFlight.add(1, ordering: .acquiringAndReleasing)
+        guard accepted <= limit else {
+            inFlight.subtract(1, ordering: .relaxed)
+            throw Full()
+        }
+        defer { inFlight.subtract(1, ordering: .relaxed) }
+        return try await pool.runIfActive { work() }
+    }
+}

@@ -1,0 +1,92 @@
+import Foundation
+import Synchronization
+import Testing
+import ViewlineApps
+import ViewlineKit
+import ViewlineTesting
+
+/// Password guessing is throttled, hashing stays off the sessions and a full
+/// hashing queue answers at once.
+@Suite struct LoginHardeningTests {
+    let start = Date(timeIntervalSince1970: 1_800_000_000)
+
+    @Test func fiveFailuresAreFreeThenEachWaitDoubles() {
+        let throttle = LoginThrottle(freeFailures: 5, baseDelay: 1, maximumDelay: 8)
+        let keys = LoginThrottle.keys(user: "alice", peer: "10.0.0.1")
+        for _ in 0..<5 {
+            #expect(throttle.wait(for: keys, now: start) == nil)
+            throttle.failed(keys, now: start)
+        }
+        #expect(throttle.wait(for: keys, now: start) == nil)
+        throttle.failed(keys, now: start)  // the 6th failure
+        #expect(throttle.wait(for: keys, now: start) == 1)
+        throttle.failed(keys, now: start + 1)
+        #expect(throttle.wait(for: keys, now: start + 1) == 2)
+        for _ in 0..<10 { throttle.failed(keys, now: start + 1) }
+        #expect(throttle.wait(for: keys, now: start + 1) == 8, "capped at the maximum")
+        #expect(throttle.wait(for: keys, now: start + 10) == nil)
+    }
+
+    @Test func theUserAndTheAddressAreEachThrottled() {
+        let throttle = LoginThrottle(freeFailures: 1)
+        throttle.failed(LoginThrottle.keys(user: "alice", peer: "10.0.0.1"), now: start)
+        throttle.failed(LoginThrottle.keys(user: "bob", peer: "10.0.0.1"), now: start)
+        // Another user from the same address waits; the same user from elsewhere too.
+        #expect(throttle.wait(for: LoginThrottle.keys(user: "carol", peer: "10.0.0.1"), now: start) == 1)
+        #expect(throttle.wait(for: LoginThrottle.keys(user: "carol", peer: "10.0.0.2"), now: start) == nil)
+        throttle.succeeded(LoginThrottle.keys(user: "bob", peer: "10.0.0.1"))
+        #expect(throttle.wait(for: LoginThrottle.keys(user: "carol", peer: "10.0.0.1"), now: start) == nil)
+    }
+
+    @Test func itsMemoryIsBounded() {
+        let throttle = LoginThrottle(capacity: 100)
+        for n in 0..<1000 { throttle.failed(["user:u\(n)"], now: start + Double(n)) }
+        #expect(throttle.count <= 100)
+    }
+
+    @Test func aLoginFloodIsThrottledWithTheWaitInTheMessage() async throws {
+        let harness = try await TestHarness()
+        let (session, recorder) = harness.makeSession(peer: "192.0.2.7")
+        for attempt in 1...5 { await session.send("login alice wrong\(attempt)") }
+        await session.send("login nobody wrong")  // unknown users count like wrong passwords
+        await session.send("login alice wonderland")
+        let errors = recorder.replies.compactMap { result -> ProtocolError? in
+            if case .failure(let error) = result { return error }
+            return nil
+        }
+        #expect(errors.map(\.code) == Array(repeating: .loginFailed, count: 6) + [.loginThrottled])
+        #expect(errors.last?.message == "too many failed logins; try again in 1 s")
+        // Once the wait is over, the right password works and clears the record.
+        harness.clock.advance(by: 2)
+        await session.send("login alice wonderland")
+        #expect(try recorder.replies.last?.get()["user"] == "alice")
+        #expect(harness.throttle.wait(for: LoginThrottle.keys(user: "alice", peer: "192.0.2.7"), now: harness.clock.now()) == nil)
+    }
+
+    @Test func aFullHashingQueueFailsFastWithServerBusy() async throws {
+        let pool = BlockingPool(threads: 1, queueLimit: 1)
+        let harness = try await TestHarness(passwordPool: pool)
+        let gate = Gate()
+        // Occupy the only slot with a job that waits until the test lets it go.
+        let blocker = Task {
+            try await pool.run { gate.wait() }
+        }
+        for _ in 0..<1000 where pool.load == 0 { try await Task.sleep(for: .milliseconds(1)) }
+        let store = harness.makeStore()
+        await store.send("login alice wonderland", fails: .serverBusy)
+        gate.open()
+        try await blocker.value
+        await store.send("login alice wonderland", reply: ["user": "alice", "expiresIn": 3600])
+        await store.receive(Account.self) { $0.user = "alice" }
+        await store.finish()
+    }
+}
+
+/// A one-shot gate a blocking job waits on (at most 5 s).
+final class Gate: Sendable {
+    private let opened = Atomic<Bool>(false)
+    func open() { opened.store(true, ordering: .releasing) }
+    func wait() {
+        for _ in 0..<5000 where !opened.load(ordering: .acquiring) { usleep(1000) }
+    }
+}

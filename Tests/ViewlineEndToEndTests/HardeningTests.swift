@@ -1,0 +1,52 @@
+import Foundation
+import Testing
+import ViewlineTestSupport
+
+/// Limits that protect the server from too many clients, and secrets kept out of logs.
+@Suite struct HardeningTests {
+    @Test func oneClientTooManyIsToldByeAndClosed() throws {
+        let server = try startServer(["--max-clients", "2"])
+        let first = try connect(server)
+        let second = try connect(server)
+        let third = try LineClient(port: server.port)
+        #expect(try third.next() == ["type": "bye", "reason": "max clients reached"])
+        #expect(throws: (any Error).self) { try third.next() }  // closed
+        // The others are served as usual, and a place frees up when one leaves.
+        #expect(try first.command("ping").isOK)
+        #expect(try second.command("quit").isOK)
+        var fourth: LineClient?
+        for _ in 0..<100 {
+            let client = try LineClient(port: server.port)
+            if try client.next().type == "welcome" { fourth = client; break }
+            usleep(20_000)
+        }
+        #expect(try fourth?.command("ping").isOK == true)
+    }
+
+    @Test func noPasswordTokenOrSecureFieldReachesTheLogEvenAtTrace() throws {
+        let log = temporaryPath("trace.log")
+        let server = try ServerProcess(["--db", ":memory:", "--admin"], logFile: log, logLevel: "trace")
+        let client = try LineClient(port: server.port)
+        let welcome = try client.next()
+        let token = try #require(welcome["token"]?.stringValue)
+        #expect(try client.command("login alice wonderland").isOK)
+        #expect(try client.command(#"{"cmd":"login","args":{"user":"bob","password":"builder-typo"}}"#).errorCode == "login_failed")
+        #expect(try client.command("logout").isOK)
+        try client.send("playlist")
+        while try client.next().type != "alert" {}
+        try client.send("confirm user=alice password=wonderland")
+        while true {
+            let message = try client.next()
+            if message.type == "display", message["state"]?["step"] == "ready" { break }
+        }
+        #expect(try client.command("quit").isOK)
+        _ = try? client.next()
+        server.signal(SIGTERM)
+        _ = try server.waitForExit()
+        let text = try String(contentsOfFile: log, encoding: .utf8)
+        #expect(text.contains("command"), "the trace log has the commands")
+        for secret in ["wonderland", "builder-typo", token] {
+            #expect(!text.contains(secret), "\(secret) is in the log")
+        }
+    }
+}
