@@ -88,7 +88,7 @@ public enum Account: ViewModel {
     public static func logIn(user: String, password: String, in session: isolated Session) async -> LoginOutcome {
         let services = session.services
         let throttle = services.loginThrottle
-        let keys = LoginThrottle.keys(user: user, peer: session.peer)
+        let keys = FailureThrottle.keys(user: user, peer: session.peer)
         if let seconds = throttle.wait(for: keys, now: services.clock.now()) { return .throttled(seconds: seconds) }
         let users = services.users
         let ok: Bool

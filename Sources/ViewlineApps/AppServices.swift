@@ -54,9 +54,9 @@ extension Services {
     }
 
     /// Who must wait before the next log-in attempt.
-    public var loginThrottle: LoginThrottle {
-        get { self[LoginThrottleKey.self] }
-        set { self[LoginThrottleKey.self] = newValue }
+    public var loginThrottle: FailureThrottle {
+        get { self[FailureThrottleKey.self] }
+        set { self[FailureThrottleKey.self] = newValue }
     }
 
     /// How long an access token issued at login stays valid (default one hour).
@@ -74,7 +74,7 @@ enum PlaylistsKey: ServiceKey { typealias Value = any PlaylistService }
 enum UsersKey: ServiceKey { typealias Value = UserDirectory }
 enum DatabaseKey: ServiceKey { typealias Value = AppDatabase }
 enum PasswordPoolKey: ServiceKey { typealias Value = BlockingPool }
-enum LoginThrottleKey: ServiceKey { typealias Value = LoginThrottle }
+enum FailureThrottleKey: ServiceKey { typealias Value = FailureThrottle }
 enum TokenLifetimeKey: ServiceKey { static let defaultValue: TimeInterval? = 3600 }
 
 extension AppDatabase {

@@ -46,7 +46,7 @@ public enum SeedApps {
         services.users = users
         services.tokenLifetime = configuration.tokenLifetime
         services.passwordPool = BlockingPool(threads: 1, queueLimit: configuration.loginQueueLimit)
-        services.loginThrottle = LoginThrottle(freeFailures: configuration.loginFailuresBeforeThrottling)
+        services.loginThrottle = FailureThrottle(freeFailures: configuration.loginFailuresBeforeThrottling)
         services.places = PlacesServiceLive(latency: latency)
         services.remoteStore = RemoteDraftStoreLive(database: database, latency: latency, clock: clock)
         services.contactsSync = ContactsSyncCoordinator(

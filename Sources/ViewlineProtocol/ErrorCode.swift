@@ -36,6 +36,8 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConve
     public static let unknownView = ErrorCode("unknown_view", meaning: "`state` named a view that does not exist.")
     public static let unknownService = ErrorCode("unknown_service", meaning: "`fault` named a backend service that does not exist.")
     public static let timeout = ErrorCode("timeout", meaning: "`wait` timed out before the session settled.")
+    public static let badToken = ErrorCode("bad_token", meaning: "`attach` named a session token that is unknown, expired or wrong (which one is not said).")
+    public static let attachThrottled = ErrorCode("attach_throttled", meaning: "Too many failed `attach` attempts from this address; the message says how long to wait.")
     public static let busy = ErrorCode("busy", meaning: "The same work is already running for this session.")
     public static let internalError = ErrorCode("internal_error", meaning: "The server failed unexpectedly; the session goes on.")
 
@@ -43,7 +45,7 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConve
     /// (an app's own codes come before `internal_error`).
     public static let builtIn: [ErrorCode] = [
         .unknownCommand, .badArguments, .badSyntax, .badJSON, .badEncoding, .lineTooLong, .noAlert, .staleAlert,
-        .noCancelAction, .adminDisabled, .unknownView, .unknownService, .timeout, .busy,
+        .noCancelAction, .adminDisabled, .unknownView, .unknownService, .timeout, .badToken, .attachThrottled, .busy,
     ]
 }
 

@@ -19,6 +19,9 @@ struct ViewlineServerCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Artificial latency of every backend call.", valueName: "ms")) var backendLatency = 0
     @Option(help: ArgumentHelp("Longest accepted line in bytes.", valueName: "n")) var maxLineBytes = 65536
     @Option(help: ArgumentHelp("Most clients connected at once (lowered to what the file limit allows).", valueName: "n")) var maxClients = 10_000
+    @Option(help: ArgumentHelp("How long a session with no connection lives on, for its client to attach again.", valueName: "seconds")) var sessionTtl = 300
+    @Option(help: ArgumentHelp("Most sessions, attached or not; when full the oldest detached one expires first.", valueName: "n")) var maxSessions = 10_000
+    @Option(help: ArgumentHelp("Output that may wait for a client that stops reading before it is cut off (its session lives on).", valueName: "bytes")) var maxOutputBytes = 1 << 20
     @Option(help: ArgumentHelp("Failed log-ins allowed per user and per address before each attempt must wait (doubling).", valueName: "n")) var loginAttemptsBeforeThrottle = 5
     @Option(help: ArgumentHelp("SQLite database file (`:memory:` for none).", valueName: "path")) var db = "viewline.sqlite"
     @Option(help: ArgumentHelp("JSON array of {\"user\",\"password\"} objects to add to the demo users.", valueName: "file")) var users: String?
@@ -30,6 +33,9 @@ struct ViewlineServerCommand: AsyncParsableCommand {
         guard (0...65535).contains(port) else { throw ValidationError("--port must be between 0 and 65535") }
         guard backendLatency >= 0 else { throw ValidationError("--backend-latency must not be negative") }
         guard maxLineBytes >= 16 else { throw ValidationError("--max-line-bytes must be at least 16") }
+        guard sessionTtl > 0 else { throw ValidationError("--session-ttl must be positive") }
+        guard maxSessions > 0 else { throw ValidationError("--max-sessions must be positive") }
+        guard maxOutputBytes >= 4096 else { throw ValidationError("--max-output-bytes must be at least 4096") }
         guard maxClients > 0 else { throw ValidationError("--max-clients must be positive") }
         guard tokenTtl > 0 else { throw ValidationError("--token-ttl must be positive") }
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("unknown --log-level \(logLevel)") }
@@ -50,6 +56,9 @@ struct ViewlineServerCommand: AsyncParsableCommand {
         configuration.admin = admin
         configuration.maximumLineBytes = maxLineBytes
         configuration.maximumClients = maxClients
+        configuration.maximumOutputBytes = maxOutputBytes
+        configuration.sessions.timeToLive = .seconds(sessionTtl)
+        configuration.sessions.maximumSessions = maxSessions
 
         var apps = SeedApps.Configuration()
         apps.backendLatency = .milliseconds(backendLatency)

@@ -11,8 +11,8 @@ import ViewlineTesting
     let start = Date(timeIntervalSince1970: 1_800_000_000)
 
     @Test func fiveFailuresAreFreeThenEachWaitDoubles() {
-        let throttle = LoginThrottle(freeFailures: 5, baseDelay: 1, maximumDelay: 8)
-        let keys = LoginThrottle.keys(user: "alice", peer: "10.0.0.1")
+        let throttle = FailureThrottle(freeFailures: 5, baseDelay: 1, maximumDelay: 8)
+        let keys = FailureThrottle.keys(user: "alice", peer: "10.0.0.1")
         for _ in 0..<5 {
             #expect(throttle.wait(for: keys, now: start) == nil)
             throttle.failed(keys, now: start)
@@ -28,18 +28,18 @@ import ViewlineTesting
     }
 
     @Test func theUserAndTheAddressAreEachThrottled() {
-        let throttle = LoginThrottle(freeFailures: 1)
-        throttle.failed(LoginThrottle.keys(user: "alice", peer: "10.0.0.1"), now: start)
-        throttle.failed(LoginThrottle.keys(user: "bob", peer: "10.0.0.1"), now: start)
+        let throttle = FailureThrottle(freeFailures: 1)
+        throttle.failed(FailureThrottle.keys(user: "alice", peer: "10.0.0.1"), now: start)
+        throttle.failed(FailureThrottle.keys(user: "bob", peer: "10.0.0.1"), now: start)
         // Another user from the same address waits; the same user from elsewhere too.
-        #expect(throttle.wait(for: LoginThrottle.keys(user: "carol", peer: "10.0.0.1"), now: start) == 1)
-        #expect(throttle.wait(for: LoginThrottle.keys(user: "carol", peer: "10.0.0.2"), now: start) == nil)
-        throttle.succeeded(LoginThrottle.keys(user: "bob", peer: "10.0.0.1"))
-        #expect(throttle.wait(for: LoginThrottle.keys(user: "carol", peer: "10.0.0.1"), now: start) == nil)
+        #expect(throttle.wait(for: FailureThrottle.keys(user: "carol", peer: "10.0.0.1"), now: start) == 1)
+        #expect(throttle.wait(for: FailureThrottle.keys(user: "carol", peer: "10.0.0.2"), now: start) == nil)
+        throttle.succeeded(FailureThrottle.keys(user: "bob", peer: "10.0.0.1"))
+        #expect(throttle.wait(for: FailureThrottle.keys(user: "carol", peer: "10.0.0.1"), now: start) == nil)
     }
 
     @Test func itsMemoryIsBounded() {
-        let throttle = LoginThrottle(capacity: 100)
+        let throttle = FailureThrottle(capacity: 100)
         for n in 0..<1000 { throttle.failed(["user:u\(n)"], now: start + Double(n)) }
         #expect(throttle.count <= 100)
     }
@@ -60,7 +60,7 @@ import ViewlineTesting
         harness.clock.advance(by: 2)
         await session.send("login alice wonderland")
         #expect(try recorder.replies.last?.get()["user"] == "alice")
-        #expect(harness.throttle.wait(for: LoginThrottle.keys(user: "alice", peer: "192.0.2.7"), now: harness.clock.now()) == nil)
+        #expect(harness.throttle.wait(for: FailureThrottle.keys(user: "alice", peer: "192.0.2.7"), now: harness.clock.now()) == nil)
     }
 
     @Test func aFullHashingQueueFailsFastWithServerBusy() async throws {

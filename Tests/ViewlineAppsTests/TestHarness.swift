@@ -17,11 +17,11 @@ struct TestHarness: Sendable {
     let services: Services
     let application: Application
 
-    let throttle: LoginThrottle
+    let throttle: FailureThrottle
 
     init(
         admin: Bool = true, database: AppDatabase? = nil, contacts: [Contact] = [], tokenLifetime: TimeInterval = 3600,
-        passwordPool: BlockingPool = BlockingPool(threads: 1, queueLimit: 8), throttle: LoginThrottle = LoginThrottle()
+        passwordPool: BlockingPool = BlockingPool(threads: 1, queueLimit: 8), throttle: FailureThrottle = FailureThrottle()
     ) async throws {
         self.throttle = throttle
         let database = try database ?? AppDatabase.inMemory()

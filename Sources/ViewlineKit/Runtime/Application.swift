@@ -18,6 +18,8 @@ public final class Application: Sendable {
     public let serverName: String
     /// The armed `fault`s, shared with any service that checks them itself.
     public let faults: FaultInjector
+    /// Every live session by token: attach, expiry, the session limit.
+    public let sessions: SessionRegistry
 
     let handlers: [String: AnyCommand]
     let viewIndex: [ObjectIdentifier: Int]
@@ -29,7 +31,7 @@ public final class Application: Sendable {
     /// - Precondition: view names and command names are unique, built-in ones included.
     public init(
         _ models: [any ViewModel.Type], services: Services = Services(), faults: FaultInjector = FaultInjector(),
-        admin: Bool = false, serverName: String = "viewline/1.0"
+        admin: Bool = false, serverName: String = "viewline/1.0", limits: SessionLimits = SessionLimits()
     ) {
         var views: [ViewDescription] = []
         var modelCommands: [AnyCommand] = []
@@ -59,6 +61,7 @@ public final class Application: Sendable {
         self.errors = errors
         self.services = services
         self.faults = faults
+        sessions = SessionRegistry(limits: limits)
         self.admin = admin
         self.serverName = serverName
         self.viewIndex = viewIndex

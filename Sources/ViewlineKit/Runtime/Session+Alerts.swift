@@ -111,6 +111,10 @@ extension Session {
             answer = .confirmed(fields: fields)
         }
         presentedAlert = nil
+        if connections.count > 1 {
+            // Answered on one connection, answered for all: the others take it down.
+            emit { .dismiss(rev: $0, id: alert.id) }
+        }
         resolve(alert, answer)
         presentNext()
         let action = alert.content.actions.first { $0.role == (confirm ? .confirm : .cancel) }

@@ -2,7 +2,7 @@
 /// `state`, `wait`, `quit`, the alert answers `confirm`/`cancel`, and `fault`.
 extension Session {
     /// The built-ins `help` lists before the view-models' commands.
-    static let leadingBuiltIns: Set<String> = ["help", "ping", "state", "wait", "quit"]
+    static let leadingBuiltIns: Set<String> = ["help", "ping", "state", "wait", "quit", "attach"]
 
     static let builtInCommands: [AnyCommand] = [
         AnyCommand(spec: CommandSpec(
@@ -39,6 +39,19 @@ extension Session {
         },
         AnyCommand(spec: CommandSpec("quit", summary: "Say goodbye and close the connection.")) { _, _ in
             ["bye": true]
+        },
+        AnyCommand(spec: CommandSpec(
+            "attach",
+            summary: "Join the session that owns token (this connection's own session is dropped); with last-rev, get every event after it again.",
+            arguments: [.word("token"), .optionalInteger("lastRev", placeholder: "last-rev")], example: "attach 3f9c…e1 42"
+        )) { _, _ in
+            throw ProtocolError(.badToken, "attach needs a network connection to the server")
+        },
+        AnyCommand(spec: CommandSpec(
+            "sessions", summary: "Count the server's live sessions and those with a connection (admin only).", adminOnly: true
+        )) { session, _ in
+            let counts = session.application.sessions.counts
+            return ["sessions": .int(counts.sessions), "attached": .int(counts.attached)]
         },
         AnyCommand(spec: CommandSpec(
             "confirm", summary: "Answer the presented alert with its confirm action, filling its input fields.",

@@ -1,8 +1,10 @@
 import Foundation
 
 /// One client's view-models: their states, the work they run and the alerts they
-/// ask, behind one actor. Commands come in through ``handle(_:)``; everything the
-/// client should see goes out through `output`, in order.
+/// ask, behind one actor. Commands come in through ``handle(_:from:)``; replies go
+/// to the connection that sent the command, events to every attached connection.
+/// A session outlives its connections: a client that reconnects attaches again and
+/// gets what it missed from the session's bounded event log.
 ///
 /// Ordering rules kept here: every command's reply precedes the events the command
 /// causes (events raised while a command runs are held until its reply is out), and
@@ -18,7 +20,10 @@ public actor Session {
     /// The client's address (without port) when it came over the network: what
     /// throttles key on. `nil` in tests.
     public nonisolated let peer: String?
-    private let output: @Sendable (ServerMessage) -> Void
+
+    // Connections: every attached one gets every event; a reply goes to its sender.
+    var connections: [Int: SessionConnection] = [:]
+    var log: EventLog
 
     // Event ordering.
     var rev = 0
@@ -42,6 +47,9 @@ public actor Session {
     var nextWaiterID = 0
     var observations: [ObjectIdentifier: Task<Void, Never>] = [:]
 
+    /// The connection whose command is running, if any.
+    var answeringConnection: Int?
+
     /// Who is logged in (see Session+User.swift).
     public internal(set) var user: String?
 
@@ -51,12 +59,25 @@ public actor Session {
         case close
     }
 
+    /// A session with one connection (number 0) that `output` stands for, as a test
+    /// or a single client has it.
     public init(id: String, application: Application, peer: String? = nil, output: @escaping @Sendable (ServerMessage) -> Void) {
+        self.init(id: id, application: application, peer: peer, connections: [0: SessionConnection(send: output, close: {})])
+    }
+
+    /// A session with no connection yet: ``connect(_:as:)`` and
+    /// ``attach(_:as:lastRev:re:)`` add them.
+    public init(id: String, application: Application, peer: String? = nil) {
+        self.init(id: id, application: application, peer: peer, connections: [:])
+    }
+
+    private init(id: String, application: Application, peer: String?, connections: [Int: SessionConnection]) {
         self.id = id
         self.token = Session.makeSecret()
         self.application = application
         self.peer = peer
-        self.output = output
+        self.connections = connections
+        log = EventLog(maximumEvents: application.sessions.limits.eventLogEvents, maximumBytes: application.sessions.limits.eventLogBytes)
         states = application.views.map { $0.makeState(application.services) }
     }
 
@@ -67,13 +88,14 @@ public actor Session {
         .welcome(session: id, token: token, server: application.serverName)
     }
 
-    /// Runs one command and sends its reply, then any events it caused.
-    public func handle(_ request: Request) async -> Outcome {
+    /// Runs one command from `connection` and sends it the reply, then every
+    /// attached connection the events the command caused.
+    public func handle(_ request: Request, from connection: Int = 0) async -> Outcome {
         if request.name == "wait" {
             // `wait` lets events flow while it waits: holding them would defeat its purpose.
             let timeout = request.arguments.int("timeout") ?? 10_000
             let settled = await waitUntilSettled(timeout: .milliseconds(timeout))
-            send(.reply(re: request.id, result: settled
+            reply(to: connection, .reply(re: request.id, result: settled
                 ? .success(["settled": true])
                 : .failure(ProtocolError(.timeout, "background work still running after \(timeout) ms"))))
             return .keepOpen
@@ -87,23 +109,25 @@ public actor Session {
             if command.spec.adminOnly && !application.admin {
                 throw ProtocolError(.adminDisabled, "\(command.spec.name) is an admin command; start the server with --admin")
             }
+            answeringConnection = connection
+            defer { answeringConnection = nil }
             result = .success(try await command.perform(self, request.arguments))
         } catch let error as ProtocolError {
             result = .failure(error)
         } catch {
             result = .failure(ProtocolError(.internalError, "\(request.name) failed: \(error)"))
         }
-        send(.reply(re: request.id, result: result))
+        reply(to: connection, .reply(re: request.id, result: result))
         holdingEvents = false
         let held = heldEvents
         heldEvents = []
-        for event in held { send(event) }
+        for event in held { broadcast(event) }
         return request.name == "quit" ? .close : .keepOpen
     }
 
     /// Replies a failure for a line that never became a command (bad JSON, too long...).
-    public func reject(re: JSON, _ error: ProtocolError) {
-        send(.reply(re: re, result: .failure(error)))
+    public func reject(re: JSON, _ error: ProtocolError, to connection: Int = 0) {
+        reply(to: connection, .reply(re: re, result: .failure(error)))
     }
 
     /// Waits (up to `timeout`) until no background work runs: used when the client
@@ -112,9 +136,17 @@ public actor Session {
         _ = await waitUntilSettled(timeout: timeout)
     }
 
-    /// Stops all work; nothing more is sent.
-    public func close() {
+    /// Stops all work; nothing more is sent. The session's other connections are
+    /// told `bye` with `reason` and closed.
+    public func close(reason: String? = nil, except kept: Int? = nil) {
         guard !closed else { return }
+        if let reason {
+            for (number, connection) in connections where number != kept {
+                connection.send(.bye(reason: reason))
+                connection.close()
+            }
+        }
+        connections = [:]
         closed = true
         for (_, entry) in tasks { entry.task.cancel() }
         tasks = [:]
@@ -130,18 +162,26 @@ public actor Session {
 
     // MARK: - Output
 
-    private func send(_ message: ServerMessage) {
+    private func reply(to connection: Int, _ message: ServerMessage) {
         guard !closed else { return }
-        output(message)
+        connections[connection]?.send(message)
     }
 
-    /// Sends (or holds, while a command runs) an event, giving it the next `rev`.
+    private func broadcast(_ event: ServerMessage) {
+        guard !closed else { return }
+        for connection in connections.values { connection.send(event) }
+    }
+
+    /// Sends (or holds, while a command runs) an event, giving it the next `rev`;
+    /// keeps it in the event log for clients that reconnect.
     func emit(_ make: (Int) -> ServerMessage) {
         guard !closed else { return }
         rev += 1
         let event = make(rev)
-        if holdingEvents { heldEvents.append(event) } else { output(event) }
+        log.append(event, rev: rev)
+        if holdingEvents { heldEvents.append(event) } else { broadcast(event) }
     }
+
 
     /// A fresh unguessable secret: 192 random bits from the system generator, hex.
     public static func makeSecret() -> String {

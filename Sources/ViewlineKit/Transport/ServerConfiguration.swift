@@ -10,6 +10,11 @@ public struct ServerConfiguration: Sendable {
     /// Most connections open at once; one more is told `bye` ("max clients
     /// reached") and closed. Lowered at start to what the file limit allows.
     public var maximumClients = 10_000
+    /// A client that stops reading is cut off once this much output waits for it;
+    /// its session lives on for it to attach again.
+    public var maximumOutputBytes = 1 << 20
+    /// Session time to live, session count, event log size.
+    public var sessions = SessionLimits()
     /// Names the server in `welcome`.
     public var serverName = "viewline/1.0"
 

@@ -26,6 +26,8 @@ public final class ViewlineServer: Sendable {
     /// ``ServerConfiguration/maximumClients``, lowered to what the file limit allows.
     public let maximumClients: Int
     private let rejections = Mutex<(count: Int, lastWarning: ContinuousClock.Instant?)>((0, nil))
+    /// Failed `attach`es per address.
+    private let attachThrottle = FailureThrottle()
 
     private enum Lifecycle { case serving, shuttingDown, stopped }
 
@@ -46,7 +48,8 @@ public final class ViewlineServer: Sendable {
         configuration: ServerConfiguration = ServerConfiguration(), logger: Logger = Logger(label: "viewline")
     ) async throws {
         let application = Application(
-            apps, services: services, faults: faults, admin: configuration.admin, serverName: configuration.serverName)
+            apps, services: services, faults: faults, admin: configuration.admin, serverName: configuration.serverName,
+            limits: configuration.sessions)
         try await self.init(application: application, configuration: configuration, logger: logger)
     }
 
@@ -63,7 +66,8 @@ public final class ViewlineServer: Sendable {
                 .serverChannelOption(.backlog, value: 256)
                 .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
                 .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
-                .childChannelOption(.writeBufferWaterMark, value: .init(low: 1 << 20, high: 8 << 20))
+                .childChannelOption(.writeBufferWaterMark, value: .init(
+                    low: configuration.maximumOutputBytes / 2, high: configuration.maximumOutputBytes))
                 // `printf … | nc -N` closes its sending side first: keep answering.
                 .childChannelOption(.allowRemoteHalfClosure, value: true)
                 .bind(host: configuration.host, port: configuration.port) { channel in
@@ -117,6 +121,7 @@ public final class ViewlineServer: Sendable {
             try? await outbound.drain()
             try? await channel.close()
         }
+        for session in application.sessions.removeAll() { await session.close() }
     }
 
     public var connectionCount: Int { registry.count }
@@ -125,18 +130,28 @@ public final class ViewlineServer: Sendable {
         let channel = connection.channel
         let number = registry.nextNumber()
         let outbound = OutboundLines(channel: channel) { [logger] in
-            // The client is not reading and its backlog passed the high watermark: a
-            // `bye` would sit behind that backlog, so just let go of the connection.
+            // The client is not reading and its backlog passed the limit: a `bye` would
+            // sit behind that backlog, so just let go of the connection (its session
+            // lives on for the client to attach again).
             logger.warning("closing a connection whose client stopped reading")
             channel.close(promise: nil)
         }
         guard registry.add(number, channel: channel, outbound: outbound, limit: maximumClients) else {
-            await refuse(connection, outbound)
+            await refuse(connection, outbound, reason: "max clients reached")
             return
         }
-        let session = Session(id: "s\(number)", application: application, peer: channel.remoteAddress?.ipAddress) { message in
-            outbound.send(message.line)
+        defer { registry.remove(number) }
+        let peer = channel.remoteAddress?.ipAddress
+        var session = Session(id: "s\(number)", application: application, peer: peer)
+        let registered = application.sessions.register(session)
+        if let evicted = registered.evicted { await evicted.close() }
+        guard registered.accepted else {
+            await refuse(connection, outbound, reason: "max sessions reached")
+            return
         }
+        let link = SessionConnection(send: { outbound.send($0.line) }, close: { channel.close(promise: nil) })
+        await session.connect(link, as: number)
+        application.sessions.attached(session)
         var logger = self.logger
         logger[metadataKey: "session"] = "\(session.id)"
         logger.info("connected", metadata: ["peer": "\(channel.remoteAddress?.description ?? "?")"])
@@ -147,20 +162,29 @@ public final class ViewlineServer: Sendable {
                     switch frame {
                     case .tooLong:
                         await session.reject(re: .null, ProtocolError(
-                            .lineTooLong, "line longer than \(configuration.maximumLineBytes) bytes; the rest of it was discarded"))
+                            .lineTooLong, "line longer than \(configuration.maximumLineBytes) bytes; the rest of it was discarded"), to: number)
                     case .line(let buffer):
                         guard let decoded = RequestDecoder.decode(line: buffer.readableBytesView, commands: application.commands) else { continue }
                         switch decoded {
+                        case .success(let request) where request.name == "attach":
+                            logger.debug("command", metadata: ["cmd": "attach"])
+                            if let target = await attach(request, from: session, as: number, link: link, peer: peer) {
+                                session = target
+                                logger[metadataKey: "session"] = "\(session.id)"
+                            }
                         case .success(let request):
                             logger.debug("command", metadata: ["cmd": "\(request.name)"])
-                            if await session.handle(request) == .close {
+                            if await session.handle(request, from: number) == .close {
+                                // `quit` ends the session for good, on every connection.
+                                application.sessions.remove(session)
+                                await session.close(reason: "session ended", except: number)
                                 outbound.send(ServerMessage.bye(reason: "client quit").line)
                                 try await outbound.drain()
                                 return
                             }
                         case .failure(let failure):
                             logger.debug("rejected", metadata: ["code": "\(failure.error.code.rawValue)"])
-                            await session.reject(re: failure.re, failure.error)
+                            await session.reject(re: failure.re, failure.error, to: number)
                         }
                     }
                 }
@@ -172,15 +196,47 @@ public final class ViewlineServer: Sendable {
         } catch {
             logger.debug("connection error", metadata: ["error": "\(error)"])
         }
-        await session.close()
-        registry.remove(number)
+        // The session outlives its connection: it expires if nobody attaches in time.
+        await session.detach(number)
+        application.sessions.detached(session)
         logger.info("disconnected")
+    }
+
+    /// `attach <token> [last-rev]`: moves this connection to the session that owns
+    /// the token. Returns that session, or `nil` (after an error reply) when the
+    /// token is not a live session's or the address is throttled.
+    private func attach(_ request: Request, from current: Session, as number: Int, link: SessionConnection, peer: String?) async -> Session? {
+        let keys = FailureThrottle.key("attach", peer: peer)
+        if let seconds = attachThrottle.wait(for: keys, now: Date()) {
+            await current.reject(re: request.id, ProtocolError(.attachThrottled, "too many failed attach attempts; try again in \(seconds) s"), to: number)
+            return nil
+        }
+        guard let target = application.sessions.session(for: request.arguments.string("token")), await !target.isClosed else {
+            attachThrottle.failed(keys, now: Date())
+            await current.reject(re: request.id, ProtocolError(.badToken, "no session has that token (it may have expired)"), to: number)
+            return nil
+        }
+        attachThrottle.succeeded(keys)
+        if target !== current {
+            await current.detach(number)
+            application.sessions.detached(current)
+            if await current.connectionCount == 0 {
+                // The connection's own session goes: nobody else uses it.
+                application.sessions.remove(current)
+                await current.close()
+            }
+            application.sessions.attached(target)
+        } else {
+            await current.detach(number)
+        }
+        await target.attach(link, as: number, lastRev: request.arguments.int("lastRev"), re: request.id)
+        return target
     }
 
     /// One connection too many: `bye` and close, with a warning at most once a
     /// second for the whole burst.
-    private func refuse(_ connection: NIOAsyncChannel<LineFrame, ByteBuffer>, _ outbound: OutboundLines) async {
-        outbound.send(ServerMessage.bye(reason: "max clients reached").line)
+    private func refuse(_ connection: NIOAsyncChannel<LineFrame, ByteBuffer>, _ outbound: OutboundLines, reason: String) async {
+        outbound.send(ServerMessage.bye(reason: reason).line)
         try? await outbound.drain()
         try? await connection.channel.close()
         let now = ContinuousClock.now
@@ -191,7 +247,7 @@ public final class ViewlineServer: Sendable {
             return state.count
         }
         if let refused {
-            logger.warning("max clients reached: refusing connections", metadata: [
+            logger.warning("\(reason): refusing connections", metadata: [
                 "refused": "\(refused)", "max-clients": "\(maximumClients)",
             ])
         }

@@ -49,6 +49,7 @@ export function quote(word) {
 /** Every command and its usage, as the server's `help` lists them. */
 export const COMMANDS = {
   help: 'help [command]', ping: 'ping', state: 'state [view]', wait: 'wait [timeout-ms]', quit: 'quit',
+  attach: 'attach <token> [last-rev]', sessions: 'sessions',
   search: 'search <query>', confirm: 'confirm [alert-id] [name=value ...]', cancel: 'cancel [alert-id]',
   login: 'login <user> <password>', logout: 'logout', draft: 'draft <text>', save: 'save', saved: 'saved',
   contacts: 'contacts', sync: 'sync', playlist: 'playlist', more: 'more', fault: 'fault <service> [count] [message]',
@@ -79,6 +80,13 @@ export function parseInline(line) {
       if (rest.length > 1) throw bad(`usage: ${usage}`);
       const key = { help: 'command', state: 'view', cancel: 'alert' }[cmd];
       return { cmd, args: rest.length ? { [key]: rest[0] } : {} };
+    }
+    case 'attach': {
+      if (rest.length === 0) throw bad(`missing token; usage: ${usage}`);
+      if (rest.length > 2) throw bad(`usage: ${usage}`);
+      if (rest.length === 1) return { cmd, args: { token: rest[0] } };
+      if (!/^-?\d+$/.test(rest[1])) throw bad(`lastRev must be a number; usage: ${usage}`);
+      return { cmd, args: { token: rest[0], lastRev: Number(rest[1]) } };
     }
     case 'wait': {
       if (rest.length > 1) throw bad(`usage: ${usage}`);

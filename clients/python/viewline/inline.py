@@ -6,6 +6,7 @@ inline text can be sent in the JSON form with an id.
 """
 from __future__ import annotations
 
+import re
 from typing import Any, Dict, List, Tuple
 
 from .errors import ViewlineError
@@ -146,6 +147,8 @@ COMMANDS: Dict[str, str] = {
     "state": "state [view]",
     "wait": "wait [timeout-ms]",
     "quit": "quit",
+    "attach": "attach <token> [last-rev]",
+    "sessions": "sessions",
     "search": "search <query>",
     "confirm": "confirm [alert-id] [name=value ...]",
     "cancel": "cancel [alert-id]",
@@ -181,6 +184,8 @@ def parse_inline(line: str) -> Tuple[str, Dict[str, Any]]:
         return name, _optional_one("alert", name, rest)
     if name == "wait":
         return name, _wait(rest)
+    if name == "attach":
+        return name, _attach(rest)
     if name == "confirm":
         return name, _confirm(rest)
     if name == "login":
@@ -188,3 +193,17 @@ def parse_inline(line: str) -> Tuple[str, Dict[str, Any]]:
     if name == "fault":
         return name, _fault(rest)
     return name, _no_args(name, rest)
+
+
+def _attach(rest: List[str]) -> Dict[str, Any]:
+    usage = COMMANDS["attach"]
+    if not rest:
+        raise ViewlineError("bad_arguments", f"missing token; usage: {usage}")
+    if len(rest) > 2:
+        raise ViewlineError("bad_arguments", f"usage: {usage}")
+    args: Dict[str, Any] = {"token": rest[0]}
+    if len(rest) == 2:
+        if not re.fullmatch(r"-?\d+", rest[1]):
+            raise ViewlineError("bad_arguments", f"lastRev must be a number; usage: {usage}")
+        args["lastRev"] = int(rest[1])
+    return args

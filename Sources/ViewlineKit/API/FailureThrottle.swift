@@ -1,13 +1,13 @@
 import Foundation
 import Synchronization
 
-/// Slows down password guessing: after a few failed log-ins for a user or from an
-/// address, each further attempt must wait, twice as long after every failure (up
-/// to a ceiling). A successful log-in clears the user's and the address's record.
+/// Slows down guessing (passwords, session tokens): after a few failed attempts
+/// under a key — a user, an address — each further attempt must wait, twice as long
+/// after every failure (up to a ceiling). A success clears the keys' records.
 ///
 /// Its memory is bounded: past `capacity` records, expired ones go first, then the
 /// least recently seen.
-public final class LoginThrottle: Sendable {
+public final class FailureThrottle: Sendable {
     private struct Record {
         var failures = 0
         var blockedUntil: Date = .distantPast
@@ -35,6 +35,11 @@ public final class LoginThrottle: Sendable {
     /// The keys a log-in attempt is counted under: the user, and the address it came from.
     public static func keys(user: String, peer: String?) -> [String] {
         ["user:" + user] + (peer.map { ["peer:" + $0] } ?? [])
+    }
+
+    /// The key an attempt from an address is counted under for `purpose` (`attach`).
+    public static func key(_ purpose: String, peer: String?) -> [String] {
+        ["\(purpose):" + (peer ?? "local")]
     }
 
     /// How long any of `keys` must still wait before trying again, in whole seconds

@@ -1,0 +1,66 @@
+/// One connection attached to a session: how to send it a message and how to
+/// hang up on it.
+public struct SessionConnection: Sendable {
+    public let send: @Sendable (ServerMessage) -> Void
+    public let close: @Sendable () -> Void
+
+    public init(send: @escaping @Sendable (ServerMessage) -> Void, close: @escaping @Sendable () -> Void) {
+        self.send = send
+        self.close = close
+    }
+}
+
+/// Connections coming and going: a session outlives them.
+extension Session {
+    /// How many connections are attached.
+    public var connectionCount: Int { connections.count }
+
+    /// Whether the session ended (`quit`, expiry, shutdown).
+    public var isClosed: Bool { closed }
+
+    /// The last `rev` sent.
+    public var currentRev: Int { rev }
+
+    /// Attaches a connection as number `number`.
+    ///
+    /// With `lastRev`, the reply is followed by every event after it, again, with
+    /// its original `rev` — from the event log, if it still reaches back that far.
+    /// Otherwise (or without `lastRev`) the client gets a snapshot: one `display`
+    /// per view and the presented alert again, as new events. The reply
+    /// (`{session, rev, replayed, snapshot}`, echoing `re`) comes first.
+    public func attach(_ connection: SessionConnection, as number: Int, lastRev: Int?, re: JSON) {
+        guard !closed else { return }
+        connections[number] = connection
+        let missed = lastRev.flatMap { log.events(after: $0, current: rev) }
+        let result: JSON = [
+            "session": .string(id), "rev": .int(rev), "replayed": .int(missed?.count ?? 0), "snapshot": .bool(missed == nil),
+        ]
+        connection.send(.reply(re: re, result: .success(result)))
+        if let missed {
+            for event in missed { connection.send(event) }
+        } else {
+            sendSnapshot()
+        }
+    }
+
+    /// Detaches a connection; the session goes on without it.
+    public func detach(_ number: Int) {
+        connections[number] = nil
+    }
+
+    /// Every view's state and the presented alert, as new events to every connection.
+    private func sendSnapshot() {
+        for index in application.views.indices { display(index) }
+        if let alert = presentedAlert {
+            emit { .alert(rev: $0, id: alert.id, content: alert.content) }
+        }
+    }
+}
+
+extension Session {
+    /// Adds a connection without a reply: the first connection, which gets `welcome`.
+    public func connect(_ connection: SessionConnection, as number: Int) {
+        guard !closed else { return }
+        connections[number] = connection
+    }
+}

@@ -1,0 +1,141 @@
+import Synchronization
+
+/// Every live session of a server by its token, attached or not: what `attach`
+/// looks up, what expires sessions left without a connection, and what bounds
+/// their number.
+///
+/// A token is a lookup part and a secret part; the secret part is compared in
+/// constant time, and an unknown lookup part costs the same comparison, so a
+/// guess learns nothing from timing.
+public final class SessionRegistry: Sendable {
+    private struct Entry {
+        var session: Session
+        var secret: [UInt8]
+        var attached = 0
+        var since: Int
+        var expiry: Task<Void, Never>?
+    }
+
+    private struct State {
+        var entries: [String: Entry] = [:]
+        var tick = 0
+    }
+
+    private let state = Mutex(State())
+    public let limits: SessionLimits
+    private let decoy = Array(Session.makeSecret().utf8.dropFirst(SessionRegistry.lookupLength))
+
+    static let lookupLength = 16
+
+    init(limits: SessionLimits) { self.limits = limits }
+
+    /// Sessions alive now, and how many of them have a connection.
+    public var counts: (sessions: Int, attached: Int) {
+        state.withLock { state in (state.entries.count, state.entries.values.filter { $0.attached > 0 }.count) }
+    }
+
+    /// Adds a new session. When the registry is full, the oldest detached session
+    /// makes room (it is returned, to be closed); `false` when none can.
+    func register(_ session: Session) -> (accepted: Bool, evicted: Session?) {
+        let (lookup, secret) = Self.split(session.token)
+        return state.withLock { state in
+            var evicted: Session?
+            if state.entries.count >= limits.maximumSessions {
+                guard let oldest = state.entries.filter({ $0.value.attached == 0 }).min(by: { $0.value.since < $1.value.since }) else {
+                    return (false, nil)
+                }
+                oldest.value.expiry?.cancel()
+                state.entries[oldest.key] = nil
+                evicted = oldest.value.session
+            }
+            state.tick += 1
+            state.entries[lookup] = Entry(session: session, secret: secret, since: state.tick)
+            return (true, evicted)
+        }
+    }
+
+    /// The session `token` belongs to, or `nil` — in the same time either way.
+    func session(for token: String) -> Session? {
+        let (lookup, secret) = Self.split(token)
+        return state.withLock { state in
+            let entry = state.entries[lookup]
+            let matches = Self.constantTimeEqual(secret, entry?.secret ?? decoy)
+            return matches ? entry?.session : nil
+        }
+    }
+
+    /// A connection attached to `session`: it no longer expires.
+    func attached(_ session: Session) {
+        let (lookup, _) = Self.split(session.token)
+        state.withLock { state in
+            guard var entry = state.entries[lookup] else { return }
+            entry.attached += 1
+            entry.expiry?.cancel()
+            entry.expiry = nil
+            state.entries[lookup] = entry
+        }
+    }
+
+    /// A connection left `session`; with none left it expires after the time to live.
+    func detached(_ session: Session) {
+        let (lookup, _) = Self.split(session.token)
+        state.withLock { state in
+            guard var entry = state.entries[lookup] else { return }
+            entry.attached = max(0, entry.attached - 1)
+            if entry.attached == 0 {
+                state.tick += 1
+                entry.since = state.tick
+                let ttl = limits.timeToLive
+                entry.expiry = Task { [weak self] in
+                    try? await Task.sleep(for: ttl)
+                    guard !Task.isCancelled else { return }
+                    await self?.expire(session)
+                }
+            }
+            state.entries[lookup] = entry
+        }
+    }
+
+    /// Removes a session for good (`quit`, expiry).
+    func remove(_ session: Session) {
+        let (lookup, _) = Self.split(session.token)
+        state.withLock { state in
+            guard state.entries[lookup]?.session === session else { return }
+            state.entries[lookup]?.expiry?.cancel()
+            state.entries[lookup] = nil
+        }
+    }
+
+    /// Every session, removed (shutdown).
+    func removeAll() -> [Session] {
+        state.withLock { state in
+            defer { state.entries = [:] }
+            state.entries.values.forEach { $0.expiry?.cancel() }
+            return state.entries.values.map(\.session)
+        }
+    }
+
+    private func expire(_ session: Session) async {
+        let expired = state.withLock { state -> Bool in
+            let (lookup, _) = Self.split(session.token)
+            guard let entry = state.entries[lookup], entry.session === session, entry.attached == 0 else { return false }
+            state.entries[lookup] = nil
+            return true
+        }
+        if expired { await session.close() }
+    }
+
+    static func split(_ token: String) -> (lookup: String, secret: [UInt8]) {
+        let bytes = Array(token.utf8)
+        let lookup = String(decoding: bytes.prefix(lookupLength), as: UTF8.self)
+        return (lookup, Array(bytes.dropFirst(lookupLength)))
+    }
+
+    static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        var difference = UInt8(truncatingIfNeeded: a.count ^ b.count)
+        for index in 0..<max(a.count, b.count) {
+            difference |= (index < a.count ? a[index] : 0) ^ (index < b.count ? b[index] : 0)
+        }
+        return difference == 0
+    }
+}
