@@ -23,11 +23,19 @@ export class Client extends EventEmitter {
   #queue = [];
   #waiters = [];
   #onMessage;
+  #options;
+  #ended = false;
+  #resuming = null;
 
-  constructor(socket, { onMessage } = {}) {
+  constructor(socket, { onMessage, host = '127.0.0.1', port = 7878, reconnect = false, reconnectAttempts = 8 } = {}) {
     super();
     this.#socket = socket;
     this.#onMessage = onMessage;
+    this.#options = { host, port, reconnect, reconnectAttempts };
+    /** The highest `rev` seen: where a resumed session picks up. */
+    this.rev = 0;
+    /** How many times the connection dropped and the session was resumed. */
+    this.resumed = 0;
     /** The latest state of each view displayed so far. */
     this.views = {};
     /** The presented alert, or null. */
@@ -36,36 +44,88 @@ export class Client extends EventEmitter {
     this.welcome = null;
   }
 
-  static async connect({ host = '127.0.0.1', port = 7878, onMessage } = {}) {
-    const socket = net.createConnection({ host, port });
-    socket.setNoDelay(true);
-    await once(socket, 'connect');
-    const client = new Client(socket, { onMessage });
-    const welcome = new Promise((resolve, reject) => {
-      client.once('welcome', resolve);
-      socket.once('error', reject);
-    });
-    client.#listen();
-    client.welcome = await welcome;
+  /**
+   * Connects and reads the welcome. With `reconnect: true`, a dropped connection is
+   * reopened (with backoff) and the session resumed with `attach` from the last
+   * `rev` seen: missed events arrive again, nothing twice. Commands whose replies
+   * were lost in the drop reject with `connection_closed` (they may or may not
+   * have run); waits for events carry on.
+   */
+  static async connect({ host = '127.0.0.1', port = 7878, onMessage, reconnect = false, reconnectAttempts = 8 } = {}) {
+    const socket = await Client.#open(host, port);
+    const client = new Client(socket, { onMessage, host, port, reconnect, reconnectAttempts });
+    client.welcome = await client.#start(socket);
     client.session = client.welcome.session;
     client.token = client.welcome.token;
     return client;
   }
 
-  #listen() {
-    const lines = readline.createInterface({ input: this.#socket, crlfDelay: Infinity });
+  static async #open(host, port) {
+    const socket = net.createConnection({ host, port });
+    socket.setNoDelay(true);
+    await once(socket, 'connect');
+    return socket;
+  }
+
+  /** Listens on `socket` and resolves with its first line (the welcome). */
+  #start(socket) {
+    const welcome = new Promise((resolve, reject) => {
+      this.once('welcome', resolve);
+      socket.once('error', reject);
+      socket.once('close', () => reject(new ViewlineError('connection_closed', 'connection closed before the welcome')));
+    });
+    this.#socket = socket;
+    this.#listen(socket);
+    return welcome;
+  }
+
+  #listen(socket) {
+    const lines = readline.createInterface({ input: socket, crlfDelay: Infinity });
     lines.on('line', (line) => this.#receive(JSON.parse(line)));
-    this.#socket.on('close', () => {
-      this.closed = true;
+    socket.on('close', () => {
+      if (socket !== this.#socket) return;  // an old connection, already replaced
       for (const { reject } of this.#pending.values()) reject(new ViewlineError('connection_closed', 'connection closed'));
       this.#pending.clear();
-      for (const waiter of this.#waiters.splice(0)) waiter.reject(new ViewlineError('connection_closed', 'connection closed'));
-      this.emit('close');
+      if (this.#options.reconnect && !this.#ended) {
+        this.#resuming ??= this.#resume();  // a failed attempt's close is the loop's business
+        return;
+      }
+      this.#end();
     });
-    this.#socket.on('error', (error) => this.emit('socketError', error));
+    socket.on('error', (error) => this.emit('socketError', error));
+  }
+
+  #end() {
+    this.closed = true;
+    for (const waiter of this.#waiters.splice(0)) waiter.reject(new ViewlineError('connection_closed', 'connection closed'));
+    this.emit('close');
+  }
+
+  /** Reopens the connection with backoff and attaches to this session from `rev`. */
+  async #resume() {
+    let delay = 50;
+    for (let attempt = 0; attempt < this.#options.reconnectAttempts && !this.#ended; attempt++) {
+      try {
+        const socket = await Client.#open(this.#options.host, this.#options.port);
+        await this.#start(socket);  // a fresh session's welcome, dropped by the attach
+        await this.#request('attach', { token: this.token, lastRev: this.rev }, true);
+        this.resumed += 1;
+        this.#resuming = null;
+        this.emit('resumed');
+        return;
+      } catch (error) {
+        if (error.code === 'bad_token') break;
+        await new Promise((resolve) => setTimeout(resolve, delay));
+        delay = Math.min(delay * 2, 2000);
+      }
+    }
+    this.#resuming = null;
+    this.#end();
   }
 
   #receive(message) {
+    if (typeof message.rev === 'number') this.rev = Math.max(this.rev, message.rev);
+    if (message.type === 'bye') this.#ended = true;
     this.#observe(message);
     this.#onMessage?.(message);
     if (message.type === 'welcome') return this.emit('welcome', message);
@@ -106,8 +166,9 @@ export class Client extends EventEmitter {
     return this.#request(name, args ?? {});
   }
 
-  #request(cmd, args) {
-    if (this.closed) return Promise.reject(new ViewlineError('connection_closed', 'connection closed'));
+  async #request(cmd, args, resuming = false) {
+    if (this.#resuming && !resuming) await this.#resuming;
+    if (this.closed) throw new ViewlineError('connection_closed', 'connection closed');
     const id = ++this.#nextId;
     const line = { id, cmd };
     if (Object.keys(args).length) line.args = args;
@@ -132,6 +193,21 @@ export class Client extends EventEmitter {
   /** Answers the presented alert (or `alert`) with its cancel action. */
   cancel(alert = undefined) {
     return this.#request('cancel', { alert: alert ?? this.#presented() });
+  }
+
+  /**
+   * Moves this connection to the session that owns `token`. With `lastRev`, every
+   * event after it arrives again; otherwise a snapshot (every view and the presented
+   * alert). Resolves with `{session, rev, replayed, snapshot}`; rejects with
+   * `bad_token` for a token that is not a live session's.
+   */
+  async attach(token, lastRev = undefined) {
+    const args = { token };
+    if (lastRev !== undefined) args.lastRev = lastRev;
+    const result = await this.#request('attach', args);
+    this.token = token;
+    this.session = result.session;
+    return result;
   }
 
   /** Resolves once the session runs no background work (the `wait` command). */
@@ -190,7 +266,13 @@ export class Client extends EventEmitter {
   }
 
   close() {
+    this.#ended = true;
     this.#socket.end();
+    this.#socket.destroy();
+  }
+
+  /** Cuts the connection as a network failure would (no `quit`): for tests and demos of resuming. */
+  drop() {
     this.#socket.destroy();
   }
 }

@@ -51,3 +51,17 @@ def test_concurrent_commands_get_their_own_replies(server):
             assert results[:20] == [{"pong": True}] * 20
             assert results[20]["view"] == "draft"
     run(main())
+
+
+def test_async_attach_replays_what_the_first_connection_saw(server):
+    async def scenario() -> None:
+        async with await AsyncClient.connect(port=server.port) as first:
+            await first.command("search golden")
+            await first.wait_for_display("search", lambda s: not s["loading"])
+            async with await AsyncClient.connect(port=server.port) as second:
+                result = await second.attach(first.token, last_rev=1)
+                assert result["replayed"] == 1 and not result["snapshot"]
+                state = await second.wait_for_display("search")
+                assert state["query"] == "golden" and not state["loading"]
+
+    asyncio.run(scenario())

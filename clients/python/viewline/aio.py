@@ -107,6 +107,18 @@ class AsyncClient:
     async def cancel(self, alert: Optional[str] = None) -> Dict[str, Any]:
         return await self._request("cancel", {"alert": alert or request.presented_alert_id(self.state)}, 10)
 
+    async def attach(self, token: str, last_rev: Optional[int] = None) -> Dict[str, Any]:
+        """Move this connection to the session that owns ``token``; with ``last_rev``
+        every event after it arrives again, otherwise a snapshot. Raises
+        ``ViewlineError`` (``bad_token``) for a token that is not a live session's."""
+        args: Dict[str, Any] = {"token": token}
+        if last_rev is not None:
+            args["lastRev"] = last_rev
+        result = await self._request("attach", args, 10)
+        self.token = token
+        self.session = result["session"]
+        return result
+
     async def settle(self, timeout_ms: int = 10000) -> None:
         await self._request("wait", {"timeout": timeout_ms}, timeout_ms / 1000 + 5)
 

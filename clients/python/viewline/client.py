@@ -5,7 +5,7 @@ import collections
 import json
 import socket
 import time
-from typing import Any, Callable, Deque, Dict, Iterator, Optional, cast
+from typing import Any, Callable, Deque, Dict, Iterator, Optional, Tuple, cast
 
 from .errors import ConnectionClosed, Timeout, ViewlineError
 from . import request
@@ -23,8 +23,16 @@ class Client:
     ...     results = vl.wait_for_display("search", lambda s: not s["loading"])
     """
 
-    def __init__(self, sock: socket.socket, on_message: Optional[Callable[[Message], None]] = None) -> None:
+    def __init__(self, sock: socket.socket, on_message: Optional[Callable[[Message], None]] = None,
+                 reconnect: bool = False, address: Optional[Tuple[str, int]] = None,
+                 reconnect_attempts: int = 8) -> None:
         self._sock = sock
+        self._reconnect = reconnect
+        self._address = address
+        self._reconnect_attempts = reconnect_attempts
+        #: How many times the connection dropped and the session was resumed.
+        self.resumed = 0
+        self._ended = False  # closed by us, or the server said bye: never resume
         self._buffer = bytearray()
         self._on_message = on_message
         self._events: Deque[Message] = collections.deque()
@@ -40,10 +48,19 @@ class Client:
 
     @classmethod
     def connect(cls, host: str = "127.0.0.1", port: int = 7878, timeout: float = 10,
-                on_message: Optional[Callable[[Message], None]] = None) -> "Client":
+                on_message: Optional[Callable[[Message], None]] = None, reconnect: bool = False,
+                reconnect_attempts: int = 8) -> "Client":
+        """Connect and read the welcome.
+
+        With ``reconnect=True``, a dropped connection is reopened (with backoff) and the
+        session resumed with ``attach`` from the last ``rev`` seen: events missed
+        meanwhile arrive again, nothing twice. A command whose reply was lost in the
+        drop raises ``ConnectionClosed`` (it may or may not have run); the client
+        stays usable.
+        """
         sock = socket.create_connection((host, port), timeout=timeout)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        return cls(sock, on_message)
+        return cls(sock, on_message, reconnect=reconnect, address=(host, port), reconnect_attempts=reconnect_attempts)
 
     # -- context manager ------------------------------------------------------
     def __enter__(self) -> "Client":
@@ -53,6 +70,10 @@ class Client:
         self.close()
 
     def close(self) -> None:
+        self._ended = True
+        self._close_socket()
+
+    def _close_socket(self) -> None:
         if not self.closed:
             self.closed = True
             try:
@@ -85,7 +106,14 @@ class Client:
     def _request(self, name: str, args: Dict[str, Any], timeout: float) -> Dict[str, Any]:
         self._next_id += 1
         request_id = self._next_id
-        self._sock.sendall(request.encode(request_id, name, args))
+        line = request.encode(request_id, name, args)
+        try:
+            self._sock.sendall(line)
+        except OSError:
+            if not self._reconnect or self._ended:
+                raise ConnectionClosed() from None
+            self._resume()  # the line never left: send it on the resumed connection
+            self._sock.sendall(line)
         return request.result_of(self._reply_for(request_id, timeout))
 
     def send_line(self, line: str) -> None:
@@ -102,6 +130,22 @@ class Client:
     def cancel(self, alert: Optional[str] = None) -> Dict[str, Any]:
         """Answer the presented alert (or ``alert``) with its cancel action."""
         return self._request("cancel", {"alert": alert or request.presented_alert_id(self.state)}, 10)
+
+    def attach(self, token: str, last_rev: Optional[int] = None) -> Dict[str, Any]:
+        """Move this connection to the session that owns ``token``.
+
+        With ``last_rev``, every event after it arrives again; otherwise a snapshot
+        (every view and the presented alert). Returns ``{session, rev, replayed,
+        snapshot}``; raises ``ViewlineError`` (``bad_token``) for a token that is not a
+        live session's.
+        """
+        args: Dict[str, Any] = {"token": token}
+        if last_rev is not None:
+            args["lastRev"] = last_rev
+        result = self._request("attach", args, 10)
+        self.token = token
+        self.session = result["session"]
+        return result
 
     def settle(self, timeout_ms: int = 10000) -> None:
         """Wait until the session runs no background work (the ``wait`` command)."""
@@ -157,8 +201,13 @@ class Client:
     # -- reading --------------------------------------------------------------
     def _reply_for(self, request_id: Any, timeout: float) -> Message:
         deadline = time.monotonic() + timeout
+        resumed = self.resumed
         while True:
             message = self._read(max(0.0, deadline - time.monotonic()) or 0.001)
+            if self.resumed != resumed:
+                # The reply was lost with the old connection; the events are not.
+                self._events.append(message)
+                raise ConnectionClosed()
             if message.get("type") == "reply" and message.get("re") == request_id:
                 return message
             if message.get("type") != "reply":
@@ -169,6 +218,41 @@ class Client:
         return self._read(timeout)
 
     def _read(self, timeout: Optional[float]) -> Message:
+        while True:
+            try:
+                return self._read_once(timeout)
+            except (ConnectionClosed, ConnectionError):
+                if not self._reconnect or self._address is None or self._ended:
+                    raise
+                self._resume()
+
+    def _resume(self) -> None:
+        """Reconnect with backoff and attach to this session from the last rev seen."""
+        delay = 0.05
+        for _ in range(self._reconnect_attempts):
+            try:
+                sock = socket.create_connection(self._address, timeout=10)  # type: ignore[arg-type]
+            except OSError:
+                time.sleep(delay)
+                delay = min(delay * 2, 2.0)
+                continue
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            try:
+                self._sock.close()
+            except OSError:
+                pass
+            self._sock, self._buffer, self.closed = sock, bytearray(), False
+            welcome = self._read_once(10)  # a fresh session's, dropped by the attach
+            if welcome.get("type") != "welcome":
+                raise ConnectionClosed(f"the server refused the connection: {welcome.get('reason', welcome)}")
+            self._sock.sendall(request.encode("_resume", "attach", {"token": self.token, "lastRev": self.state.rev}))
+            reply = self._read_once(10)
+            request.result_of(reply)  # raises ViewlineError (bad_token) if the session is gone
+            self.resumed += 1
+            return
+        raise ConnectionClosed()
+
+    def _read_once(self, timeout: Optional[float]) -> Message:
         if self.closed:
             raise ConnectionClosed()
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -185,13 +269,15 @@ class Client:
             except socket.timeout:
                 raise Timeout("a message from the server") from None
             if not chunk:
-                self.close()
+                self._close_socket()
                 raise ConnectionClosed()
             self._buffer += chunk
         index = self._buffer.index(b"\n")
         line = bytes(self._buffer[:index])
         del self._buffer[: index + 1]
         message = json.loads(line)
+        if message.get("type") == "bye":
+            self._ended = True
         self.state.observe(message)
         if self._on_message:
             self._on_message(message)

@@ -20,7 +20,7 @@ def resolve(cmd: str, args: Dict[str, Any]) -> Tuple[str, Dict[str, Any]]:
     return parse_inline(cmd)
 
 
-def encode(request_id: int, name: str, args: Dict[str, Any]) -> bytes:
+def encode(request_id: int | str, name: str, args: Dict[str, Any]) -> bytes:
     """The JSON form of a command, as one line."""
     line: Dict[str, Any] = {"id": request_id, "cmd": name}
     if args:

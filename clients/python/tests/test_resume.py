@@ -1,0 +1,74 @@
+"""Sessions outlive connections: attach by token, and opt-in automatic resume."""
+import socket
+
+import pytest
+
+from conftest import validate
+from viewline import Client, ConnectionClosed, ViewlineError
+
+
+def drop(client: Client) -> None:
+    """Cut the connection as a network failure would (no quit)."""
+    client._sock.shutdown(socket.SHUT_RDWR)
+
+
+def test_attach_moves_a_connection_to_another_session(server):
+    with Client.connect(port=server.port, on_message=validate) as first:
+        first.command("search golden")
+        first.wait_for_display("search", lambda s: not s["loading"])
+        with Client.connect(port=server.port, on_message=validate) as second:
+            result = second.attach(first.token, last_rev=0)
+            assert result == {"session": first.session, "rev": 2, "replayed": 2, "snapshot": False}
+            assert second.wait_for_display("search", lambda s: not s["loading"])["query"] == "golden"
+            assert second.token == first.token
+            with pytest.raises(ViewlineError) as caught:
+                second.attach("0" * 48)
+            assert caught.value.code == "bad_token"
+
+
+def test_a_search_survives_a_dropped_connection(make_server):
+    server = make_server("--backend-latency", "300")
+    with Client.connect(port=server.port, on_message=validate, reconnect=True) as vl:
+        vl.command("search golden")
+        vl.wait_for_display("search", lambda s: s["loading"])
+        drop(vl)  # the results arrive while the client is away
+        state = vl.wait_for_display("search", lambda s: not s["loading"], timeout=10)
+        assert state["query"] == "golden" and state["results"]
+        assert vl.resumed == 1
+        assert vl.command("ping") == {"pong": True}
+
+
+def test_a_save_retry_loop_survives_a_dropped_connection(make_server):
+    server = make_server("--admin")
+    with Client.connect(port=server.port, on_message=validate, reconnect=True) as vl:
+        vl.command("login alice wonderland")
+        vl.command("draft", text="written before the drop")
+        vl.command("fault save 2 disk full")
+        vl.command("save")
+        vl.wait_for_alert()
+        drop(vl)
+        vl.confirm()  # the alert is still up on the server; the client resumed first
+        vl.wait_for_alert()
+        vl.confirm()
+        vl.wait_for_display("draft", lambda s: not s["pending"])
+        assert vl.command("saved")["drafts"][0]["text"] == "written before the drop"
+        assert vl.resumed == 1
+
+
+def test_a_command_sent_after_a_drop_goes_out_on_the_resumed_connection(server):
+    with Client.connect(port=server.port, reconnect=True) as vl:
+        session = vl.session
+        drop(vl)
+        assert vl.command("ping") == {"pong": True}
+        assert vl.resumed == 1
+        assert vl.command("state session")["view"] == "session"
+        assert vl.session == session
+
+
+def test_no_resume_after_quit(server):
+    vl = Client.connect(port=server.port, reconnect=True)
+    vl.command("quit")
+    with pytest.raises(ConnectionClosed):
+        vl.next_message(timeout=2)
+        vl.next_message(timeout=2)
+    assert vl.resumed == 0
