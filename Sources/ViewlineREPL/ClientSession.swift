@@ -6,13 +6,26 @@ public struct ClientSession {
     public var presentedAlert: JSON?
     public var commandNames: [String] = []
     public var failedCommands = 0
+    /// The session's token: from `welcome`, or the session attached to.
+    public var token: String?
+    /// The session's name (`s1`).
+    public var session: String?
+    /// The highest `rev` seen: where a resumed session picks up.
+    public var rev = 0
+    /// The server said `bye`: the connection ended on purpose, do not resume.
+    public var ended = false
 
     public init() {}
 
     /// Tracks alerts: the newest `alert` is presented (the server sends the next one
     /// only after the current one is answered); `dismiss` or an answer clears it.
     public mutating func observe(_ message: JSON) {
+        if let rev = message["rev"]?.intValue { self.rev = max(self.rev, rev) }
         switch message["type"]?.stringValue {
+        case "welcome":
+            token = message["token"]?.stringValue
+            session = message["session"]?.stringValue
+        case "bye": ended = true
         case "alert": presentedAlert = message
         case "dismiss":
             if presentedAlert?["id"] == message["id"] { presentedAlert = nil }

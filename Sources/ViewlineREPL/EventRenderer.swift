@@ -116,6 +116,7 @@ public struct EventRenderer: Sendable {
     func renderHelp(_ commands: [JSON], services: [JSON]) -> String {
         var rows = commands.map { ($0["usage"]?.stringValue ?? "", $0["summary"]?.stringValue ?? "") }
         rows.append(("y / n / <label>", "Answer the presented alert (REPL shortcut)."))
+        rows.append(("token", "Show this session's token, to join it from another terminal with viewline --attach (REPL)."))
         let column = (rows.map(\.0.count).max() ?? 0) + 2
         let indent = String(repeating: " ", count: column)
         let descriptionWidth = max(20, width - column - 1)

@@ -11,7 +11,11 @@ import Glibc
 /// libedit calls back into plain C function pointers, so the one running REPL is
 /// reachable through a global; there is only ever one per process.
 public final class InteractiveREPL {
-    let connection: ServerConnection
+    var connection: ServerConnection
+    /// Where to reconnect to when the connection drops.
+    let address: (host: String, port: Int)?
+    /// A session to join at start (`--attach`).
+    let attachToken: String?
     var renderer: EventRenderer
     let raw: Bool
     let historyPath: String?
@@ -22,8 +26,13 @@ public final class InteractiveREPL {
     private var serverClosed = false
     private var promptBuffer: UnsafeMutablePointer<CChar>?
 
-    public init(connection: ServerConnection, renderer: EventRenderer, raw: Bool, historyPath: String?) {
+    public init(
+        connection: ServerConnection, renderer: EventRenderer, raw: Bool, historyPath: String?,
+        address: (host: String, port: Int)? = nil, attachToken: String? = nil
+    ) {
         self.connection = connection
+        self.address = address
+        self.attachToken = attachToken
         self.renderer = renderer
         self.raw = raw
         self.historyPath = historyPath
@@ -34,7 +43,11 @@ public final class InteractiveREPL {
             FileHandleOutput.standardError("viewline: the server closed the connection\n")
             return 1
         }
+        if let message = try? JSON.parse(welcome) { client.observe(message) }
         show(welcome)
+        if let attachToken {
+            guard attach(attachToken, lastRev: nil) else { return 1 }
+        }
         fetchCommandNames()
 
         REPLCallbacks.active = self
@@ -59,7 +72,11 @@ public final class InteractiveREPL {
             REPLCallbacks.active = nil
         }
 
-        while !serverClosed {
+        while true {
+            if serverClosed {
+                guard !client.ended, resume() else { break }
+                serverClosed = false
+            }
             drainBuffered()
             updatePrompt()
             var count: Int32 = 0
@@ -67,7 +84,8 @@ public final class InteractiveREPL {
             let raw = el_gets(el, &count)
             editing = false
             guard let raw, count > 0 else {
-                if !serverClosed { print("") }
+                if serverClosed { continue }  // dropped while typing: resume, then prompt again
+                print("")
                 break
             }
             let line = String(cString: raw).trimmingCharacters(in: " \t\r\n")
@@ -75,6 +93,11 @@ public final class InteractiveREPL {
             if let history {
                 vl_history_add(history, line)
                 if let historyPath { _ = vl_history_save(history, historyPath) }
+            }
+            if line.lowercased() == "token" {
+                let token = client.token ?? "?"
+                print(renderer.style.dim("session \(client.session ?? "?"), token \(token); join it from another terminal with: viewline --attach \(token)"))
+                continue
             }
             if ["exit", "quit"].contains(line.lowercased()) {
                 _ = try? connection.send("quit")
@@ -84,13 +107,65 @@ public final class InteractiveREPL {
             do {
                 try connection.send(translate(line))
             } catch {
-                FileHandleOutput.standardError("viewline: \(error)\n")
-                return 1
+                serverClosed = true
+                continue
             }
-            if awaitReply() == nil { break }
+            if awaitReply() == nil {
+                if serverClosed && !client.ended {
+                    print(renderer.style.dim("(the reply to \"\(line)\" was lost with the connection; it may or may not have run)"))
+                    continue
+                }
+                break
+            }
         }
         if serverClosed { print(renderer.style.dim("connection closed by the server")) }
         return 0
+    }
+
+    /// The connection dropped: reconnect with backoff and attach to the same session
+    /// from the last `rev` shown, so nothing is missed (the presented alert shows
+    /// again). Returns false when the server cannot be reached.
+    func resume() -> Bool {
+        guard let address, let token = client.token else { return false }
+        print(renderer.style.dim("connection lost; reconnecting…"))
+        var delay: useconds_t = 200_000
+        for _ in 0..<12 {
+            if let fresh = try? ServerConnection(host: address.host, port: address.port),
+                let line = fresh.readLine(), let welcome = try? JSON.parse(line), welcome["type"] == "welcome"
+            {
+                connection = fresh
+                if attach(token, lastRev: client.rev) { return true }
+                // The session is gone (expired): carry on in the fresh one.
+                client.observe(welcome)
+                print(renderer.style.dim("the session expired; this is a new session, \(client.session ?? "?")"))
+                return true
+            }
+            usleep(delay)
+            delay = min(delay * 2, 5_000_000)
+        }
+        print(renderer.style.dim("could not reconnect to \(address.host):\(address.port)"))
+        return false
+    }
+
+    /// Sends `attach` and reads its reply; the events after it flow as usual.
+    private func attach(_ token: String, lastRev: Int?) -> Bool {
+        var args: JSONObject = ["token": .string(token)]
+        if let lastRev { args["lastRev"] = .int(lastRev) }
+        guard (try? connection.send(JSON.object(["id": "_attach", "cmd": "attach", "args": .object(args)]).encoded)) != nil else { return false }
+        while let line = connection.readLine() {
+            guard let reply = try? JSON.parse(line), reply["type"] == "reply", reply["re"] == "_attach" else { continue }
+            guard reply["ok"] == true, let result = reply["result"] else {
+                print(renderer.style.red("error \(reply["error"]?["code"]?.stringValue ?? "?"): \(reply["error"]?["message"]?.stringValue ?? "")"))
+                return false
+            }
+            client.token = token
+            client.session = result["session"]?.stringValue
+            let replayed = result["replayed"]?.intValue ?? 0
+            let how = result["snapshot"] == true ? "its current state follows" : "\(replayed) missed event\(replayed == 1 ? "" : "s") follow"
+            print(renderer.style.dim("attached to session \(client.session ?? "?"); \(how)"))
+            return true
+        }
+        return false
     }
 
     /// `y`, `n` or an action's label answer the presented alert; its fields are asked one by one.

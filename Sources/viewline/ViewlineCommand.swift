@@ -21,6 +21,7 @@ struct ViewlineCommand: ParsableCommand {
     @Option(help: "Server address.") var host = "127.0.0.1"
     @Option(help: "Server port.") var port = 7878
     @Flag(help: "Print the server's JSON lines unchanged.") var raw = false
+    @Option(help: ArgumentHelp("Join the session that owns this token (the REPL's `token` command shows it).", valueName: "token")) var attach: String?
     @Option(help: ArgumentHelp("History file (default ~/.viewline_history).", valueName: "path")) var history: String?
 
     func run() throws {
@@ -39,7 +40,10 @@ struct ViewlineCommand: ParsableCommand {
         if interactive {
             let home = getenv("HOME").map { String(cString: $0) }
             let path = history ?? home.map { "\($0)/.viewline_history" }
-            status = InteractiveREPL(connection: connection, renderer: renderer, raw: raw, historyPath: path).run()
+            status = InteractiveREPL(
+                connection: connection, renderer: renderer, raw: raw, historyPath: path,
+                address: (host, port), attachToken: attach
+            ).run()
         } else {
             var runner = ScriptRunner(connection: connection, renderer: renderer, raw: raw)
             status = runner.run()

@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 import Testing
 import ViewlineApps
 import ViewlineKit
@@ -6,10 +9,10 @@ import ViewlineTestSupport
 
 /// `viewline` under a pseudo-terminal against a real server.
 @Suite struct REPLTests {
-    func startREPL(_ server: ServerProcess, columns: Int = 120) throws -> PseudoTerminal {
+    func startREPL(_ server: ServerProcess, columns: Int = 120, arguments: [String] = []) throws -> PseudoTerminal {
         try PseudoTerminal(
             executable: ServerProcess.productsDirectory.appendingPathComponent("viewline"),
-            arguments: ["--port", String(server.port), "--history", temporaryPath("history")],
+            arguments: ["--port", String(server.port), "--history", temporaryPath("history")] + arguments,
             environment: ["TERM": "xterm", "NO_COLOR": "1", "HOME": NSTemporaryDirectory()],
             columns: columns)
     }
@@ -89,5 +92,33 @@ import ViewlineTestSupport
         try terminal.expect("te ")  // completed to "state "
         terminal.type("search\r")
         try terminal.expect("[search]")
+    }
+
+    @Test func aSecondTerminalJoinsTheSessionAndADroppedOneResumes() throws {
+        let server = try startServer()
+        let proxy = try TCPProxy(to: server.port)
+        let first = try PseudoTerminal(
+            executable: ServerProcess.productsDirectory.appendingPathComponent("viewline"),
+            arguments: ["--port", String(proxy.port), "--history", temporaryPath("history")],
+            environment: ["TERM": "xterm", "NO_COLOR": "1", "HOME": NSTemporaryDirectory()])
+        try first.expect("viewline> ")
+        first.type("token\r")
+        try first.expect("viewline --attach ")
+        let line = try first.expect("\n")
+        let token = String(line.prefix { $0.isHexDigit })
+        #expect(token.count == 48)
+        let second = try startREPL(server, arguments: ["--attach", token])
+        try second.expect("attached to session s1")
+        try second.expect("viewline> ")
+        second.type("search thai\r")
+        try first.expect("\"thai\": ")  // the first terminal sees the second's search
+        // Pull the network from under the first; the second searches meanwhile.
+        proxy.cut()
+        try first.expect("connection lost; reconnecting")
+        second.type("search korean\r")
+        try first.expect("attached to session s1", timeout: .seconds(20))
+        try first.expect("\"korean\": ")
+        first.type("ping\r")
+        try first.expect("pong")
     }
 }

@@ -74,6 +74,9 @@ import ViewlineREPL
             ping             Check the connection.
             y / n / <label>  Answer the presented alert (REPL
                              shortcut).
+            token            Show this session's token, to
+                             join it from another terminal
+                             with viewline --attach (REPL).
             help <command> shows one command with an example.
             """)
         #expect(text.split(separator: "\n").allSatisfy { $0.count < 50 })
