@@ -14,6 +14,7 @@ let package = Package(
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
@@ -36,6 +37,7 @@ let package = Package(
                 "ViewlineProtocol",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -54,8 +56,11 @@ let package = Package(
         ),
         // Non-variadic wrappers for el_set / el_get / history, which Swift cannot call.
         .target(name: "CEditLineShim", dependencies: ["CLibEdit"], linkerSettings: [.linkedLibrary("edit")]),
+        // The system OpenSSL, for the REPL's TLS connections (no NIO in the client).
+        .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
+        .target(name: "CTLSClient", dependencies: ["COpenSSL"], linkerSettings: [.linkedLibrary("ssl"), .linkedLibrary("crypto")]),
         // The interactive and scripted client.
-        .target(name: "ViewlineREPL", dependencies: ["ViewlineProtocol", "CEditLineShim"]),
+        .target(name: "ViewlineREPL", dependencies: ["ViewlineProtocol", "CEditLineShim", "CTLSClient"]),
         .executableTarget(
             name: "viewline-server",
             dependencies: [
@@ -69,6 +74,16 @@ let package = Package(
             dependencies: [
                 "ViewlineREPL",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        // libFuzzer target over framing, request decoding and argument checking
+        // (`./dev fuzz`); built normally it replays a corpus.
+        .executableTarget(
+            name: "viewline-fuzz",
+            dependencies: [
+                "ViewlineKit",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
             ]
         ),
         // Load generator for benchmarks (loopback only, bounded in time).

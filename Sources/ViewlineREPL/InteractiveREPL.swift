@@ -14,6 +14,7 @@ public final class InteractiveREPL {
     var connection: ServerConnection
     /// Where to reconnect to when the connection drops.
     let address: (host: String, port: Int)?
+    let tls: ServerConnection.TLS?
     /// A session to join at start (`--attach`).
     let attachToken: String?
     var renderer: EventRenderer
@@ -28,10 +29,11 @@ public final class InteractiveREPL {
 
     public init(
         connection: ServerConnection, renderer: EventRenderer, raw: Bool, historyPath: String?,
-        address: (host: String, port: Int)? = nil, attachToken: String? = nil
+        address: (host: String, port: Int)? = nil, tls: ServerConnection.TLS? = nil, attachToken: String? = nil
     ) {
         self.connection = connection
         self.address = address
+        self.tls = tls
         self.attachToken = attachToken
         self.renderer = renderer
         self.raw = raw
@@ -130,7 +132,7 @@ public final class InteractiveREPL {
         print(renderer.style.dim("connection lost; reconnecting…"))
         var delay: useconds_t = 200_000
         for _ in 0..<12 {
-            if let fresh = try? ServerConnection(host: address.host, port: address.port),
+            if let fresh = try? ServerConnection(host: address.host, port: address.port, tls: tls),
                 let line = fresh.readLine(), let welcome = try? JSON.parse(line), welcome["type"] == "welcome"
             {
                 connection = fresh

@@ -3,9 +3,10 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import CTLSClient
 import ViewlineProtocol
 
-/// A blocking TCP connection to the server, read line by line.
+/// A blocking TCP (or TLS) connection to the server, read line by line.
 ///
 /// The REPL polls its file descriptor together with standard input (inside
 /// libedit's read function), so no event loop of its own is needed.
@@ -13,9 +14,28 @@ public final class ServerConnection {
     public let fd: Int32
     private var buffer: [UInt8] = []
     public private(set) var closed = false
+    private var tls: OpaquePointer?
+
+    /// How to secure the connection: TLS, verifying the server against `caFile`
+    /// (a PEM file) or, without one, the system's trusted certificates.
+    public struct TLS: Sendable {
+        public var caFile: String?
+        public init(caFile: String? = nil) { self.caFile = caFile }
+    }
 
     public struct Failure: Error, CustomStringConvertible {
         public var description: String
+    }
+
+    public convenience init(host: String, port: Int, tls: TLS?) throws {
+        try self.init(host: host, port: port)
+        guard let tls else { return }
+        var error = [CChar](repeating: 0, count: 512)
+        guard let session = vl_tls_connect(fd, host, tls.caFile, &error, error.count) else {
+            let message = String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            throw Failure(description: "cannot connect to \(host):\(port) over TLS: \(message)")
+        }
+        self.tls = session
     }
 
     public init(host: String, port: Int) throws {
@@ -53,12 +73,19 @@ public final class ServerConnection {
         throw Failure(description: "cannot connect to \(host):\(port): \(String(cString: strerror(lastError)))")
     }
 
-    deinit { if !closed { close(fd) } }
+    deinit {
+        if let tls { vl_tls_close(tls) }
+        if !closed { close(fd) }
+    }
 
     /// Sends one line (a newline is appended).
     public func send(_ line: String) throws {
         var bytes = Array(line.utf8)
         bytes.append(0x0A)
+        if let tls {
+            guard vl_tls_write(tls, bytes, bytes.count) == 0 else { throw Failure(description: "connection lost") }
+            return
+        }
         var offset = 0
         while offset < bytes.count {
             let written = bytes[offset...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
@@ -81,6 +108,18 @@ public final class ServerConnection {
     /// Reads what is available (call when poll says readable). Returns false at end of stream.
     public func fill() -> Bool {
         var chunk = [UInt8](repeating: 0, count: 65536)
+        if let tls {
+            // One record, then whatever of it is already decrypted: poll() cannot see that.
+            repeat {
+                let count = chunk.withUnsafeMutableBytes { vl_tls_read(tls, $0.baseAddress, $0.count) }
+                guard count > 0 else {
+                    closed = true
+                    return false
+                }
+                buffer.append(contentsOf: chunk[..<Int(count)])
+            } while vl_tls_pending(tls) > 0
+            return true
+        }
         while true {
             let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
             if count > 0 {

@@ -16,6 +16,8 @@ struct ViewlineServerCommand: AsyncParsableCommand {
     @Option(help: "Address to listen on.") var host = "127.0.0.1"
     @Option(help: "Port to listen on; 0 picks a free one (printed as `listening on HOST:PORT`).") var port = 7878
     @Flag(help: "Enable admin commands (`fault`).") var admin = false
+    @Option(help: ArgumentHelp("PEM certificate chain: serve over TLS (with --tls-key).", valueName: "file")) var tlsCert: String?
+    @Option(help: ArgumentHelp("PEM private key of the certificate.", valueName: "file")) var tlsKey: String?
     @Option(help: ArgumentHelp("Artificial latency of every backend call.", valueName: "ms")) var backendLatency = 0
     @Option(help: ArgumentHelp("Longest accepted line in bytes.", valueName: "n")) var maxLineBytes = 65536
     @Option(help: ArgumentHelp("Most clients connected at once (lowered to what the file limit allows).", valueName: "n")) var maxClients = 10_000
@@ -33,6 +35,7 @@ struct ViewlineServerCommand: AsyncParsableCommand {
         guard (0...65535).contains(port) else { throw ValidationError("--port must be between 0 and 65535") }
         guard backendLatency >= 0 else { throw ValidationError("--backend-latency must not be negative") }
         guard maxLineBytes >= 16 else { throw ValidationError("--max-line-bytes must be at least 16") }
+        guard (tlsCert == nil) == (tlsKey == nil) else { throw ValidationError("--tls-cert and --tls-key go together") }
         guard sessionTtl > 0 else { throw ValidationError("--session-ttl must be positive") }
         guard maxSessions > 0 else { throw ValidationError("--max-sessions must be positive") }
         guard maxOutputBytes >= 4096 else { throw ValidationError("--max-output-bytes must be at least 4096") }
@@ -56,6 +59,11 @@ struct ViewlineServerCommand: AsyncParsableCommand {
         configuration.admin = admin
         configuration.maximumLineBytes = maxLineBytes
         configuration.maximumClients = maxClients
+        configuration.tlsCertificateFile = tlsCert
+        configuration.tlsKeyFile = tlsKey
+        if tlsCert == nil && !["127.0.0.1", "::1", "localhost"].contains(host) {
+            logger.warning("listening beyond loopback without TLS: session tokens and passwords cross the network in clear text; use --tls-cert and --tls-key", metadata: ["host": "\(host)"])
+        }
         configuration.maximumOutputBytes = maxOutputBytes
         configuration.sessions.timeToLive = .seconds(sessionTtl)
         configuration.sessions.maximumSessions = maxSessions

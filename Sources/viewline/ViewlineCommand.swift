@@ -21,13 +21,17 @@ struct ViewlineCommand: ParsableCommand {
     @Option(help: "Server address.") var host = "127.0.0.1"
     @Option(help: "Server port.") var port = 7878
     @Flag(help: "Print the server's JSON lines unchanged.") var raw = false
+    @Flag(help: "Connect over TLS (the server runs with --tls-cert).") var tls = false
+    @Option(help: ArgumentHelp("PEM file of the certificate authority to trust (implies --tls; default: the system's).", valueName: "file")) var ca: String?
     @Option(help: ArgumentHelp("Join the session that owns this token (the REPL's `token` command shows it).", valueName: "token")) var attach: String?
     @Option(help: ArgumentHelp("History file (default ~/.viewline_history).", valueName: "path")) var history: String?
+
+    var tlsOptions: ServerConnection.TLS? { tls || ca != nil ? ServerConnection.TLS(caFile: ca) : nil }
 
     func run() throws {
         let connection: ServerConnection
         do {
-            connection = try ServerConnection(host: host, port: port)
+            connection = try ServerConnection(host: host, port: port, tls: tlsOptions)
         } catch {
             throw ValidationError("\(error)")
         }
@@ -42,7 +46,7 @@ struct ViewlineCommand: ParsableCommand {
             let path = history ?? home.map { "\($0)/.viewline_history" }
             status = InteractiveREPL(
                 connection: connection, renderer: renderer, raw: raw, historyPath: path,
-                address: (host, port), attachToken: attach
+                address: (host, port), tls: tlsOptions, attachToken: attach
             ).run()
         } else {
             var runner = ScriptRunner(connection: connection, renderer: renderer, raw: raw)

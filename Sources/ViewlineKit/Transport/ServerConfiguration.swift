@@ -15,6 +15,9 @@ public struct ServerConfiguration: Sendable {
     public var maximumOutputBytes = 1 << 20
     /// Session time to live, session count, event log size.
     public var sessions = SessionLimits()
+    /// PEM certificate chain and private key: with both, clients connect over TLS.
+    public var tlsCertificateFile: String?
+    public var tlsKeyFile: String?
     /// Names the server in `welcome`.
     public var serverName = "viewline/1.0"
 

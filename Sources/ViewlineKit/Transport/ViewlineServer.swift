@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import NIOCore
 import NIOPosix
+import NIOSSL
 import Synchronization
 
 /// Serves view-models over TCP: accepts connections, frames lines, hands each line
@@ -61,6 +62,7 @@ public final class ViewlineServer: Sendable {
         maximumClients = Self.clientLimit(configuration.maximumClients, logger: logger)
         self.group = MultiThreadedEventLoopGroup(numberOfThreads: System.coreCount)
         let maximumLineBytes = configuration.maximumLineBytes
+        let tls = try Self.tlsContext(configuration)
         do {
             serverChannel = try await ServerBootstrap(group: group)
                 .serverChannelOption(.backlog, value: 256)
@@ -72,6 +74,9 @@ public final class ViewlineServer: Sendable {
                 .childChannelOption(.allowRemoteHalfClosure, value: true)
                 .bind(host: configuration.host, port: configuration.port) { channel in
                     channel.eventLoop.makeCompletedFuture {
+                        if let tls {
+                            try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls))
+                        }
                         try channel.pipeline.syncOperations.addHandler(
                             ByteToMessageHandler(LineFrameDecoder(maximumLength: maximumLineBytes)))
                         return try NIOAsyncChannel<LineFrame, ByteBuffer>(wrappingChannelSynchronously: channel)
@@ -266,5 +271,23 @@ public final class ViewlineServer: Sendable {
             "requested": "\(requested)", "max-clients": "\(available)", "file-limit": "\(limit.rlim_cur)",
         ])
         return available
+    }
+
+    /// The TLS context for `--tls-cert`/`--tls-key`, or `nil` for plain TCP.
+    static func tlsContext(_ configuration: ServerConfiguration) throws -> NIOSSLContext? {
+        switch (configuration.tlsCertificateFile, configuration.tlsKeyFile) {
+        case (nil, nil): return nil
+        case (let certificate?, let key?):
+            let chain = try NIOSSLCertificate.fromPEMFile(certificate).map { NIOSSLCertificateSource.certificate($0) }
+            let tls = TLSConfiguration.makeServerConfiguration(certificateChain: chain, privateKey: .file(key))
+            return try NIOSSLContext(configuration: tls)
+        default:
+            throw ConfigurationError(description: "TLS needs both a certificate and a key")
+        }
+    }
+
+    /// A server configuration that cannot work.
+    public struct ConfigurationError: Error, CustomStringConvertible {
+        public var description: String
     }
 }

@@ -2,6 +2,7 @@
 // Node 18+, no dependencies: `net`, `events`, `readline`.
 import { EventEmitter, once } from 'node:events';
 import net from 'node:net';
+import tls from 'node:tls';
 import readline from 'node:readline';
 import { ViewlineError } from './errors.mjs';
 import { parseInline, quote, split, COMMANDS } from './inline.mjs';
@@ -27,11 +28,11 @@ export class Client extends EventEmitter {
   #ended = false;
   #resuming = null;
 
-  constructor(socket, { onMessage, host = '127.0.0.1', port = 7878, reconnect = false, reconnectAttempts = 8 } = {}) {
+  constructor(socket, { onMessage, host = '127.0.0.1', port = 7878, reconnect = false, reconnectAttempts = 8, tls: secure = null } = {}) {
     super();
     this.#socket = socket;
     this.#onMessage = onMessage;
-    this.#options = { host, port, reconnect, reconnectAttempts };
+    this.#options = { host, port, reconnect, reconnectAttempts, tls: secure };
     /** The highest `rev` seen: where a resumed session picks up. */
     this.rev = 0;
     /** How many times the connection dropped and the session was resumed. */
@@ -50,17 +51,27 @@ export class Client extends EventEmitter {
    * `rev` seen: missed events arrive again, nothing twice. Commands whose replies
    * were lost in the drop reject with `connection_closed` (they may or may not
    * have run); waits for events carry on.
+   *
+   * `tls: true` (or `tls: { ca }` with a PEM string or Buffer to trust) connects over
+   * TLS; the server's certificate is verified.
    */
-  static async connect({ host = '127.0.0.1', port = 7878, onMessage, reconnect = false, reconnectAttempts = 8 } = {}) {
-    const socket = await Client.#open(host, port);
-    const client = new Client(socket, { onMessage, host, port, reconnect, reconnectAttempts });
+  static async connect({ host = '127.0.0.1', port = 7878, onMessage, reconnect = false, reconnectAttempts = 8, tls: secure = null } = {}) {
+    const options = secure === true ? {} : secure;
+    const socket = await Client.#open(host, port, options);
+    const client = new Client(socket, { onMessage, host, port, reconnect, reconnectAttempts, tls: options });
     client.welcome = await client.#start(socket);
     client.session = client.welcome.session;
     client.token = client.welcome.token;
     return client;
   }
 
-  static async #open(host, port) {
+  static async #open(host, port, secure = null) {
+    if (secure) {
+      const socket = tls.connect({ host, port, servername: net.isIP(host) ? undefined : host, ...secure });
+      socket.setNoDelay(true);
+      await once(socket, 'secureConnect');
+      return socket;
+    }
     const socket = net.createConnection({ host, port });
     socket.setNoDelay(true);
     await once(socket, 'connect');
@@ -106,7 +117,7 @@ export class Client extends EventEmitter {
     let delay = 50;
     for (let attempt = 0; attempt < this.#options.reconnectAttempts && !this.#ended; attempt++) {
       try {
-        const socket = await Client.#open(this.#options.host, this.#options.port);
+        const socket = await Client.#open(this.#options.host, this.#options.port, this.#options.tls);
         await this.#start(socket);  // a fresh session's welcome, dropped by the attach
         await this.#request('attach', { token: this.token, lastRev: this.rev }, true);
         this.resumed += 1;

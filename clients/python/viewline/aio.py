@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import ssl
 import json
 from typing import Any, AsyncIterator, Callable, Dict, Optional, cast
 
@@ -38,8 +39,11 @@ class AsyncClient:
 
     @classmethod
     async def connect(cls, host: str = "127.0.0.1", port: int = 7878,
-                      on_message: Optional[Callable[[Message], None]] = None) -> "AsyncClient":
-        reader, writer = await asyncio.open_connection(host, port, limit=1 << 22)
+                      on_message: Optional[Callable[[Message], None]] = None,
+                      tls: bool = False, ca_file: Optional[str] = None) -> "AsyncClient":
+        """Connect and read the welcome; ``tls``/``ca_file`` as for ``Client.connect``."""
+        context = ssl.create_default_context(cafile=ca_file) if tls or ca_file else None
+        reader, writer = await asyncio.open_connection(host, port, limit=1 << 22, ssl=context)
         client = cls(reader, writer, on_message)
         welcome = await client._read()
         if welcome is None or welcome.get("type") != "welcome":

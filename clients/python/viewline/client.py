@@ -4,6 +4,7 @@ from __future__ import annotations
 import collections
 import json
 import socket
+import ssl
 import time
 from typing import Any, Callable, Deque, Dict, Iterator, Optional, Tuple, cast
 
@@ -25,8 +26,9 @@ class Client:
 
     def __init__(self, sock: socket.socket, on_message: Optional[Callable[[Message], None]] = None,
                  reconnect: bool = False, address: Optional[Tuple[str, int]] = None,
-                 reconnect_attempts: int = 8) -> None:
+                 reconnect_attempts: int = 8, tls: Optional[ssl.SSLContext] = None) -> None:
         self._sock = sock
+        self._tls = tls
         self._reconnect = reconnect
         self._address = address
         self._reconnect_attempts = reconnect_attempts
@@ -49,7 +51,7 @@ class Client:
     @classmethod
     def connect(cls, host: str = "127.0.0.1", port: int = 7878, timeout: float = 10,
                 on_message: Optional[Callable[[Message], None]] = None, reconnect: bool = False,
-                reconnect_attempts: int = 8) -> "Client":
+                reconnect_attempts: int = 8, tls: bool = False, ca_file: Optional[str] = None) -> "Client":
         """Connect and read the welcome.
 
         With ``reconnect=True``, a dropped connection is reopened (with backoff) and the
@@ -57,10 +59,22 @@ class Client:
         meanwhile arrive again, nothing twice. A command whose reply was lost in the
         drop raises ``ConnectionClosed`` (it may or may not have run); the client
         stays usable.
+
+        With ``tls=True`` (or a ``ca_file``), the connection is TLS, verified against
+        ``ca_file`` (a PEM file) or the system's trusted certificates.
         """
-        sock = socket.create_connection((host, port), timeout=timeout)
+        context = ssl.create_default_context(cafile=ca_file) if tls or ca_file else None
+        sock = cls._open((host, port), timeout, context)
+        return cls(sock, on_message, reconnect=reconnect, address=(host, port),
+                   reconnect_attempts=reconnect_attempts, tls=context)
+
+    @staticmethod
+    def _open(address: Tuple[str, int], timeout: float, tls: Optional[ssl.SSLContext]) -> socket.socket:
+        sock = socket.create_connection(address, timeout=timeout)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        return cls(sock, on_message, reconnect=reconnect, address=(host, port), reconnect_attempts=reconnect_attempts)
+        if tls is not None:
+            sock = tls.wrap_socket(sock, server_hostname=address[0])
+        return sock
 
     # -- context manager ------------------------------------------------------
     def __enter__(self) -> "Client":
@@ -231,12 +245,11 @@ class Client:
         delay = 0.05
         for _ in range(self._reconnect_attempts):
             try:
-                sock = socket.create_connection(self._address, timeout=10)  # type: ignore[arg-type]
+                sock = self._open(self._address, 10, self._tls)  # type: ignore[arg-type]
             except OSError:
                 time.sleep(delay)
                 delay = min(delay * 2, 2.0)
                 continue
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             try:
                 self._sock.close()
             except OSError:

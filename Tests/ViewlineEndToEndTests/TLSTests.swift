@@ -1,0 +1,69 @@
+import Foundation
+import Testing
+import ViewlineTestSupport
+
+/// The server over TLS with a certificate made at test time (openssl CLI), driven
+/// by the `viewline` client.
+@Suite struct TLSTests {
+    struct CertificateFailure: Error {}
+
+    /// A self-signed certificate for 127.0.0.1 and localhost, and its key.
+    static func makeCertificate() throws -> (certificate: String, key: String) {
+        let certificate = temporaryPath("cert.pem"), key = temporaryPath("key.pem")
+        let openssl = Process()
+        openssl.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+        openssl.arguments = [
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", certificate, "-days", "1",
+            "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
+        ]
+        openssl.standardError = FileHandle.nullDevice
+        try openssl.run()
+        openssl.waitUntilExit()
+        guard openssl.terminationStatus == 0 else { throw CertificateFailure() }
+        return (certificate, key)
+    }
+
+    /// Runs `viewline` with `arguments` and `input` as its script; returns what it printed.
+    static func client(_ arguments: [String], input: String) throws -> (output: String, status: Int32) {
+        let process = Process()
+        process.executableURL = ServerProcess.productsDirectory.appendingPathComponent("viewline")
+        process.arguments = arguments
+        process.environment = ["NO_COLOR": "1", "HOME": NSTemporaryDirectory()]
+        let stdin = Pipe(), stdout = Pipe()
+        process.standardInput = stdin
+        process.standardOutput = stdout
+        process.standardError = stdout
+        try process.run()
+        stdin.fileHandleForWriting.write(Data(input.utf8))
+        try stdin.fileHandleForWriting.close()
+        let output = String(decoding: stdout.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        return (output, process.terminationStatus)
+    }
+
+    @Test func aFlowRunsOverTLSAndUntrustedCertificatesAreRefused() throws {
+        let (certificate, key) = try Self.makeCertificate()
+        let server = try startServer(["--tls-cert", certificate, "--tls-key", key])
+        let port = String(server.port)
+        let run = try Self.client(["--port", port, "--ca", certificate], input: "search pizza\nlogin alice wonderland\n")
+        #expect(run.status == 0, "\(run.output)")
+        #expect(run.output.contains("\"pizza\": 18 results"))
+        #expect(run.output.contains("logged in as alice"))
+        // Without trusting the certificate, the client refuses the server.
+        let refused = try Self.client(["--port", port, "--tls"], input: "ping\n")
+        #expect(refused.status != 0 && refused.output.contains("not trusted"))
+        // A plain-text client gets no welcome, and the server goes on serving.
+        let plain = try LineClient(port: server.port)
+        try plain.send("ping")
+        #expect((try? plain.next(timeout: .milliseconds(500))) == nil)
+        #expect(try Self.client(["--port", port, "--ca", certificate], input: "ping\n").output.contains("pong"))
+    }
+
+    @Test func listeningBeyondLoopbackWithoutTLSWarns() throws {
+        let log = temporaryPath("server.log")
+        _ = try ServerProcess(["--db", ":memory:", "--host", "0.0.0.0"], logFile: log)
+        usleep(100_000)
+        let text = try String(contentsOfFile: log, encoding: .utf8)
+        #expect(text.contains("without TLS"))
+    }
+}
