@@ -20,11 +20,16 @@ struct ViewlineBench: ParsableCommand {
     @Option(help: "Seconds to run (at most 60).") var seconds = 5.0
     @Option(help: "Commands in flight per connection (1 = ping-pong).") var depth = 1
     @Option(help: "The command line to send.") var command = "ping"
+    @Flag(help: "The server is redis-server: no welcome line (send an inline command such as PING).") var redis = false
+    @Flag(help: "Print only: commands/s, p50 µs, p99 µs (for tables).") var brief = false
+    @Option(help: "Extra connections that flood the server meanwhile (not measured).") var flood = 0
+    @Option(help: "What the flooding connections send, each waiting for its reply.") var floodCommand = "login alice wrong-password"
 
     func validate() throws {
         guard (1...1000).contains(connections) else { throw ValidationError("--connections must be 1...1000") }
         guard seconds > 0 && seconds <= 60 else { throw ValidationError("--seconds must be in (0, 60]") }
         guard (1...1000).contains(depth) else { throw ValidationError("--depth must be 1...1000") }
+        guard (0...200).contains(flood) else { throw ValidationError("--flood must be 0...200") }
     }
 
     func run() throws {
@@ -34,6 +39,22 @@ struct ViewlineBench: ParsableCommand {
         let deadline = Date().addingTimeInterval(seconds)
         let line = Array((command + "\n").utf8)
         let group = DispatchGroup()
+        let flooded = Atomic<Int>(0)
+        let floodLine = Array((floodCommand + "\n").utf8)
+        for _ in 0..<flood {
+            group.enter()
+            Thread.detachNewThread {
+                defer { group.leave() }
+                guard let fd = Self.connect(port: port) else { return }
+                defer { close(fd) }
+                var reader = LineReader(fd: fd)
+                guard reader.next() != nil else { return }
+                while Date() < deadline, Self.write(fd, floodLine), reader.next() != nil {
+                    flooded.add(1, ordering: .relaxed)
+                }
+            }
+        }
+        if flood > 0 { usleep(200_000) }  // the flood is on before measuring starts
         for _ in 0..<connections {
             group.enter()
             Thread.detachNewThread {
@@ -41,7 +62,7 @@ struct ViewlineBench: ParsableCommand {
                 guard let fd = Self.connect(port: port) else { failures.add(1, ordering: .relaxed); return }
                 defer { close(fd) }
                 var reader = LineReader(fd: fd)
-                guard reader.next() != nil else { return }  // welcome
+                if !redis { guard reader.next() != nil else { return } }  // welcome
                 var count = 0
                 var samples: [Double] = []
                 let batch = Array([[UInt8]](repeating: line, count: depth).joined())
@@ -60,8 +81,15 @@ struct ViewlineBench: ParsableCommand {
         let rate = Double(total.load(ordering: .relaxed)) / seconds
         let sorted = latencies.withLock { $0.sorted() }
         func percentile(_ p: Double) -> Double { sorted.isEmpty ? 0 : sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))] }
+        if brief {
+            print(String(format: "%.0f %.0f %.0f", rate, percentile(0.5), percentile(0.99)))
+            return
+        }
         print(String(format: "%@ x%d connections, depth %d, %.1fs: %.0f commands/s; batch latency p50 %.0f µs, p99 %.0f µs; %d failed connections",
                      command, connections, depth, seconds, rate, percentile(0.5), percentile(0.99), failures.load(ordering: .relaxed)))
+        if flood > 0 {
+            print(String(format: "  meanwhile %d connections sent \"%@\": %.0f/s", flood, floodCommand, Double(flooded.load(ordering: .relaxed)) / seconds))
+        }
     }
 
     static func connect(port: Int) -> Int32? {

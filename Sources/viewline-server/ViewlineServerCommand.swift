@@ -16,6 +16,7 @@ struct ViewlineServerCommand: AsyncParsableCommand {
     @Option(help: "Address to listen on.") var host = "127.0.0.1"
     @Option(help: "Port to listen on; 0 picks a free one (printed as `listening on HOST:PORT`).") var port = 7878
     @Flag(help: "Enable admin commands (`fault`).") var admin = false
+    @Flag(help: "Print the JSON Schema of the commands (derived from the view-models' declarations) and exit.") var printSchema = false
     @Option(help: ArgumentHelp("PEM certificate chain: serve over TLS (with --tls-key).", valueName: "file")) var tlsCert: String?
     @Option(help: ArgumentHelp("PEM private key of the certificate.", valueName: "file")) var tlsKey: String?
     @Option(help: ArgumentHelp("Artificial latency of every backend call.", valueName: "ms")) var backendLatency = 0
@@ -45,6 +46,11 @@ struct ViewlineServerCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        if printSchema {
+            let application = Application(SeedApps.all)
+            print(application.commands.jsonSchema(views: application.views.map(\.name)).encoded)
+            return
+        }
         let level = Logger.Level(rawValue: logLevel) ?? .info
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)

@@ -87,4 +87,10 @@ import ViewlineKit
             #expect(paragraph.contains("`\(service.name)` ("), "fault \(service.name)")
         }
     }
+
+    @Test func theCommandsSchemaIsTheOneDerivedFromTheDeclarations() throws {
+        let checkedIn = try Self.schema("commands")
+        let derived = Vectors.commands.jsonSchema(views: Vectors.application.views.map(\.name))
+        #expect(checkedIn == derived, "regenerate: viewline-server --print-schema | python3 -m json.tool --indent 2 > protocol/schema/commands.schema.json")
+    }
 }

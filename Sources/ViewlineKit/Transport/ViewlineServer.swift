@@ -279,7 +279,8 @@ public final class ViewlineServer: Sendable {
         case (nil, nil): return nil
         case (let certificate?, let key?):
             let chain = try NIOSSLCertificate.fromPEMFile(certificate).map { NIOSSLCertificateSource.certificate($0) }
-            let tls = TLSConfiguration.makeServerConfiguration(certificateChain: chain, privateKey: .file(key))
+            let privateKey = try NIOSSLPrivateKey(file: key, format: .pem)
+            let tls = TLSConfiguration.makeServerConfiguration(certificateChain: chain, privateKey: .privateKey(privateKey))
             return try NIOSSLContext(configuration: tls)
         default:
             throw ConfigurationError(description: "TLS needs both a certificate and a key")
