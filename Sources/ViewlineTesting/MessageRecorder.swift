@@ -14,8 +14,10 @@ public final class MessageRecorder: Sendable {
         { message in self.messages.withLock { $0.append(message) } }
     }
 
+    /// Every message so far, in order.
     public var all: [ServerMessage] { messages.withLock { $0 } }
 
+    /// Forgets the messages so far.
     public func clear() { messages.withLock { $0.removeAll() } }
 
     /// Displays of one view, in order, as their `state`.

@@ -6,9 +6,12 @@
 /// a ``ProtocolError`` replies with its code and message; any other error replies
 /// `internal_error` and the session goes on.
 public struct Command<Model: ViewModel>: Sendable {
+    /// The declaration: name, summary, arguments, example.
     public let spec: CommandSpec
+    /// What the command does; its result is the reply's `result`.
     public let perform: @Sendable (isolated Session, Arguments) async throws -> JSON
 
+    /// Declares a command: `arguments` become its inline and JSON forms, its usage and its `help` entry.
     public init(
         _ name: String, summary: String, arguments: [Argument] = [], example: String? = nil,
         adminOnly: Bool = false,

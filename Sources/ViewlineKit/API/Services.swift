@@ -35,6 +35,7 @@ public protocol ServiceKey {
 }
 
 extension ServiceKey {
+    /// No default: the service must be provided.
     public static var defaultValue: Value? { nil }
 }
 

@@ -43,16 +43,22 @@ public protocol ViewModel: SendableMetatype {
 }
 
 extension ViewModel {
+    /// No error codes of its own.
     public static var errors: [ErrorCode] { [] }
+    /// No backends that `fault` can target.
     public static var backends: [Backend] { [] }
+    /// Does nothing when the user changes.
     public static func userChanged(in session: isolated Session, from previous: String?) async {}
 }
 
 /// A backend service a view-model calls; `fault <name>` makes its calls fail.
 public struct Backend: Sendable, Equatable {
+    /// The name `fault <name>` uses.
     public var name: String
+    /// What the backend is, for `help`.
     public var summary: String
 
+    /// A backend called `name`.
     public init(_ name: String, summary: String) {
         self.name = name
         self.summary = summary

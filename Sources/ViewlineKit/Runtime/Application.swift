@@ -8,9 +8,11 @@ public final class Application: Sendable {
     public let commands: CommandTable
     /// The views, in the order `state` lists them.
     public let views: [ViewDescription]
+    /// Every view-model's backends, for `fault` and `help`.
     public let backends: [Backend]
     /// Every error code a reply can carry, in `help` order.
     public let errors: [ErrorCode]
+    /// What every session's view-models reach.
     public let services: Services
     /// Whether admin commands (`fault`) are enabled.
     public let admin: Bool
@@ -85,7 +87,9 @@ public final class Application: Sendable {
 /// One view as the runtime knows it: its name, its summary, and how to make and
 /// encode its state without knowing its type.
 public struct ViewDescription: Sendable {
+    /// The view's name on the wire.
     public let name: String
+    /// The state's shape in one line, for `help`.
     public let summary: String
     let makeState: @Sendable (Services) -> any Sendable
     let encodeState: @Sendable (any Sendable) -> JSON

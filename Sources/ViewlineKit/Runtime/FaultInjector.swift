@@ -14,6 +14,7 @@ public final class FaultInjector: Sendable {
         faults.withLock { $0[backend] = count > 0 ? Fault(remaining: count, message: message) : nil }
     }
 
+    /// How many armed failures `backend` has left.
     public func remaining(_ backend: String) -> Int {
         faults.withLock { $0[backend]?.remaining ?? 0 }
     }

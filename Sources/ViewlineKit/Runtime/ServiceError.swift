@@ -2,8 +2,10 @@
 public struct ServiceError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The backend's name, as in ``Backend``.
     public var service: String
+    /// What the user is shown.
     public var message: String
 
+    /// A failure of `service` with `message` for the user.
     public init(_ service: String, _ message: String) {
         self.service = service
         self.message = message

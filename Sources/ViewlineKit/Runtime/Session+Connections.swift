@@ -1,9 +1,12 @@
 /// One connection attached to a session: how to send it a message and how to
 /// hang up on it.
 public struct SessionConnection: Sendable {
+    /// Sends one message to this connection.
     public let send: @Sendable (ServerMessage) -> Void
+    /// Hangs up on this connection.
     public let close: @Sendable () -> Void
 
+    /// A connection from how to send to it and how to close it.
     public init(send: @escaping @Sendable (ServerMessage) -> Void, close: @escaping @Sendable () -> Void) {
         self.send = send
         self.close = close

@@ -13,9 +13,11 @@ import Foundation
 /// View-model code runs isolated to the session (commands, ``run(_:_:)`` bodies,
 /// observation callbacks), so it reads and updates states without `await`.
 public actor Session {
+    /// The session's name in `welcome` and logs (`s1`).
     public nonisolated let id: String
     /// The secret that identifies this session to its owner; never logged.
     public nonisolated let token: String
+    /// The view-models this session runs, and their services.
     public nonisolated let application: Application
     /// The client's address (without port) when it came over the network: what
     /// throttles key on. `nil` in tests.
@@ -53,6 +55,7 @@ public actor Session {
     /// Who is logged in (see Session+User.swift).
     public internal(set) var user: String?
 
+    /// What the connection should do after a command.
     public enum Outcome: Sendable, Equatable {
         case keepOpen
         /// The client asked to leave: the caller sends `bye` and closes.
@@ -84,6 +87,7 @@ public actor Session {
     /// The backends, database and clock this session's view-models reach.
     public nonisolated var services: Services { application.services }
 
+    /// The first line a new connection gets.
     public nonisolated var welcome: ServerMessage {
         .welcome(session: id, token: token, server: application.serverName)
     }

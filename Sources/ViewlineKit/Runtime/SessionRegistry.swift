@@ -22,6 +22,7 @@ public final class SessionRegistry: Sendable {
     }
 
     private let state = Mutex(State())
+    /// Time to live, session count and event log size.
     public let limits: SessionLimits
     private let decoy = Array(Session.makeSecret().utf8.dropFirst(SessionRegistry.lookupLength))
 

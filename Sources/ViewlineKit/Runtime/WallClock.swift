@@ -6,7 +6,9 @@ public protocol WallClock: Sendable {
     func now() -> Date
 }
 
+/// The real time.
 public struct SystemWallClock: WallClock {
     public init() {}
+    /// The current date.
     public func now() -> Date { Date() }
 }

@@ -13,17 +13,21 @@ public enum LineFrame: Sendable, Equatable {
 /// bytes yields one `.tooLong` and everything up to its newline is dropped, so the
 /// buffer stays bounded and the connection stays usable.
 public struct LineFrameDecoder: ByteToMessageDecoder {
+    /// Lines, or a marker for one that was too long.
     public typealias InboundOut = LineFrame
 
+    /// The longest accepted line, in bytes, without its line ending.
     public let maximumLength: Int
     private var discarding = false
     /// How far the current buffer was already searched for a newline.
     private var searched = 0
 
+    /// A decoder that caps lines at `maximumLength` bytes.
     public init(maximumLength: Int) {
         self.maximumLength = maximumLength
     }
 
+    /// Emits every complete line in `buffer`.
     public mutating func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
         let view = buffer.readableBytesView
         let start = view.startIndex + searched
@@ -59,6 +63,7 @@ public struct LineFrameDecoder: ByteToMessageDecoder {
         return .continue
     }
 
+    /// At the end of input, a last line without `\n` still counts.
     public mutating func decodeLast(context: ChannelHandlerContext, buffer: inout ByteBuffer, seenEOF: Bool) throws -> DecodingState {
         while try decode(context: context, buffer: &buffer) == .continue {}
         // A last line without a newline still counts, as with `nc -N`.

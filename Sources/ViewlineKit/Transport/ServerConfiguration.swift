@@ -1,5 +1,6 @@
 /// How a ``ViewlineServer`` listens: address, limits, admin commands.
 public struct ServerConfiguration: Sendable {
+    /// The address to listen on.
     public var host = "127.0.0.1"
     /// 0 picks a free port (see ``ViewlineServer/localAddress``).
     public var port = 7878
@@ -17,6 +18,7 @@ public struct ServerConfiguration: Sendable {
     public var sessions = SessionLimits()
     /// PEM certificate chain and private key: with both, clients connect over TLS.
     public var tlsCertificateFile: String?
+    /// The PEM private key of `tlsCertificateFile`.
     public var tlsKeyFile: String?
     /// Names the server in `welcome`.
     public var serverName = "viewline/1.0"

@@ -14,6 +14,7 @@ import Synchronization
 /// try await server.run()
 /// ```
 public final class ViewlineServer: Sendable {
+    /// How the server listens.
     public let configuration: ServerConfiguration
     /// The assembled view-models every session runs.
     public let application: Application
@@ -129,6 +130,7 @@ public final class ViewlineServer: Sendable {
         for session in application.sessions.removeAll() { await session.close() }
     }
 
+    /// Connections open now.
     public var connectionCount: Int { registry.count }
 
     private func serve(_ connection: NIOAsyncChannel<LineFrame, ByteBuffer>) async {
