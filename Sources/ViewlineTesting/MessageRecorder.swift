@@ -47,7 +47,7 @@ public final class MessageRecorder: Sendable {
     /// Waits until `predicate` holds for the messages so far (polling; fails after `timeout`).
     @discardableResult
     public func waitUntil(
-        timeout: Duration = .seconds(5), _ what: String = "condition",
+        timeout: Duration = .seconds(10), _ what: String = "condition",
         _ predicate: @Sendable ([ServerMessage]) -> Bool
     ) async throws -> [ServerMessage] {
         let deadline = ContinuousClock.now + timeout

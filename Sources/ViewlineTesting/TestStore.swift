@@ -22,8 +22,9 @@ public final class TestStore {
     /// When true (the default), messages nobody asserted fail the test at the next
     /// `send` and at ``finish(timeout:sourceLocation:)``.
     public var exhaustive: Bool
-    /// How long `receive` waits for the next message.
-    public var timeout: Duration = .seconds(2)
+    /// How long `receive` waits for the next message (generous: a loaded CI machine
+    /// can be slow, and the wait only matters when the test is failing anyway).
+    public var timeout: Duration = .seconds(10)
 
     private var asserted = 0
     private var expectedStates: [String: any Sendable] = [:]
@@ -132,7 +133,7 @@ public final class TestStore {
 
     /// Waits for the session's background work to settle, then fails the test for
     /// every message nobody asserted (when ``exhaustive``) and closes the session.
-    public func finish(timeout: Duration = .seconds(2), sourceLocation: SourceLocation = #_sourceLocation) async {
+    public func finish(timeout: Duration = .seconds(10), sourceLocation: SourceLocation = #_sourceLocation) async {
         await session.finishWork(timeout: timeout)
         if exhaustive { checkNothingUnasserted("at the end", sourceLocation) }
         await session.close()

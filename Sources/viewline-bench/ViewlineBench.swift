@@ -22,6 +22,10 @@ struct ViewlineBench: ParsableCommand {
     @Option(help: "The command line to send.") var command = "ping"
     @Flag(help: "The server is redis-server: no welcome line (send an inline command such as PING).") var redis = false
     @Flag(help: "Print only: commands/s, p50 µs, p99 µs (for tables).") var brief = false
+    @Option(help: "Idle-memory scenario: open this many sessions (one ping each) and report the server's RSS growth.") var idle = 0
+    @Option(help: "Fan-out scenario: this many sessions show contacts; one change must reach them all.") var fanout = 0
+    @Option(help: "The server's pid (idle memory, from /proc).") var serverPid = 0
+    @Option(help: "The server's --remote-contacts file (fan-out rewrites it).") var contactsFile = ""
     @Option(help: "Extra connections that flood the server meanwhile (not measured).") var flood = 0
     @Option(help: "What the flooding connections send, each waiting for its reply.") var floodCommand = "login alice wrong-password"
 
@@ -33,6 +37,8 @@ struct ViewlineBench: ParsableCommand {
     }
 
     func run() throws {
+        if idle > 0 { return try idleMemory() }
+        if fanout > 0 { return try fanOut() }
         let total = Atomic<Int>(0)
         let latencies = Mutex<[Double]>([])
         let failures = Atomic<Int>(0)
@@ -145,5 +151,91 @@ struct LineReader {
             if n <= 0 { return nil }
             end += n
         }
+    }
+}
+
+/// Lines as text, for the scenarios that look inside them.
+extension LineReader {
+    mutating func nextLine() -> String? {
+        guard let length = next() else { return nil }
+        let begin = start - length - 1  // `next` left `start` just past the line's newline
+        return String(decoding: buffer[begin..<(begin + length)], as: UTF8.self)
+    }
+}
+
+extension ViewlineBench {
+    /// Opens `idle` sessions, one `ping` each, and reports how much the server's
+    /// resident memory grew per session.
+    func idleMemory() throws {
+        guard serverPid > 0 else { throw ValidationError("--idle needs --server-pid") }
+        var sockets: [(Int32, LineReader)] = []
+        let before = Self.residentKiB(serverPid)
+        for _ in 0..<idle {
+            guard let fd = Self.connect(port: port) else { throw ValidationError("connection \(sockets.count + 1) failed") }
+            var reader = LineReader(fd: fd)
+            guard reader.next() != nil, Self.write(fd, Array("ping\n".utf8)), reader.next() != nil else {
+                throw ValidationError("session \(sockets.count + 1) did not answer")
+            }
+            sockets.append((fd, reader))
+        }
+        usleep(500_000)
+        let after = Self.residentKiB(serverPid)
+        let perSession = Double(after - before) / Double(idle)
+        if brief {
+            print(String(format: "%.1f", perSession))
+        } else {
+            print(String(format: "%d idle sessions: server RSS %d → %d KiB, %.1f KiB per session", idle, before, after, perSession))
+        }
+        for (fd, _) in sockets { close(fd) }
+    }
+
+    /// `fanout` sessions show the contacts view; the remote source changes and one
+    /// `sync` runs: how long until every session displayed the change.
+    func fanOut() throws {
+        guard !contactsFile.isEmpty else { throw ValidationError("--fanout needs --contacts-file") }
+        try #"[{"name":"Ada","phone":"1","address":"London"}]"#.write(toFile: contactsFile, atomically: true, encoding: .utf8)
+        var sessions: [(fd: Int32, reader: LineReader)] = []
+        for _ in 0..<fanout {
+            guard let fd = Self.connect(port: port) else { throw ValidationError("connection \(sessions.count + 1) failed") }
+            var reader = LineReader(fd: fd)
+            guard reader.next() != nil, Self.write(fd, Array("contacts\nwait 60000\n".utf8)) else { throw ValidationError("session failed") }
+            sessions.append((fd, reader))
+        }
+        for index in sessions.indices {  // each has its contacts open and its sync settled
+            while let line = sessions[index].reader.nextLine(), !line.contains("\"settled\"") {}
+        }
+        let marker = "Grace\(Int.random(in: 1000...9999))"
+        try #"[{"name":"Ada","phone":"1","address":"London"},{"name":"\#(marker)","phone":"2","address":"Arlington"}]"#
+            .write(toFile: contactsFile, atomically: true, encoding: .utf8)
+        guard let trigger = Self.connect(port: port) else { throw ValidationError("trigger failed") }
+        var triggerReader = LineReader(fd: trigger)
+        _ = triggerReader.next()
+        let start = DispatchTime.now().uptimeNanoseconds
+        _ = Self.write(trigger, Array("sync\n".utf8))
+        // Sequential reads: a session's time is when its display was read (an upper bound).
+        var times: [Double] = []
+        for index in sessions.indices {
+            while let line = sessions[index].reader.nextLine() {
+                if line.contains("\"view\":\"contacts\"") && line.contains(marker) { break }
+            }
+            times.append(Double(DispatchTime.now().uptimeNanoseconds - start) / 1_000_000)
+        }
+        times.sort()
+        let p50 = times[times.count / 2], p99 = times[min(times.count - 1, times.count * 99 / 100)], max = times.last ?? 0
+        if brief {
+            print(String(format: "%.1f %.1f %.1f", p50, p99, max))
+        } else {
+            print(String(format: "contacts change reaching %d sessions: p50 %.1f ms, p99 %.1f ms, max %.1f ms", fanout, p50, p99, max))
+        }
+        for session in sessions { close(session.fd) }
+        close(trigger)
+    }
+
+    /// VmRSS of `pid` in KiB, from /proc.
+    static func residentKiB(_ pid: Int) -> Int {
+        guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") })
+        else { return 0 }
+        return Int(line.split(separator: " ").dropFirst().first ?? "0") ?? 0
     }
 }
