@@ -72,3 +72,21 @@ def test_no_resume_after_quit(server):
         vl.next_message(timeout=2)
         vl.next_message(timeout=2)
     assert vl.resumed == 0
+
+
+def test_the_asyncio_client_resumes_a_dropped_search(make_server):
+    import asyncio
+    from viewline import AsyncClient
+    server = make_server("--backend-latency", "300")
+
+    async def scenario() -> None:
+        async with await AsyncClient.connect(port=server.port, reconnect=True) as vl:
+            await vl.command("search golden")
+            await vl.wait_for_display("search", lambda s: s["loading"])
+            vl._writer.transport.abort()  # the results arrive while the client is away
+            state = await vl.wait_for_display("search", lambda s: not s["loading"])
+            assert state["query"] == "golden" and state["results"]
+            assert vl.resumed == 1
+            assert await vl.command("ping") == {"pong": True}
+
+    asyncio.run(scenario())

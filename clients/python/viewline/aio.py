@@ -4,7 +4,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 import json
-from typing import Any, AsyncIterator, Callable, Dict, Optional, cast
+from typing import Any, AsyncIterator, Callable, Dict, Optional, Tuple, cast
 
 from .errors import ConnectionClosed, Timeout, ViewlineError
 from . import request
@@ -36,15 +36,30 @@ class AsyncClient:
         self.session = ""
         self.token = ""
         self._task: Optional["asyncio.Task[None]"] = None
+        self._address: Optional[Tuple[str, int]] = None
+        self._tls: Optional[ssl.SSLContext] = None
+        self._reconnect_attempts = 0
+        self._ended = False  # closed by us, or the server said bye: never resume
+        self._resuming: Optional["asyncio.Future[None]"] = None
+        #: How many times the connection dropped and the session was resumed.
+        self.resumed = 0
 
     @classmethod
     async def connect(cls, host: str = "127.0.0.1", port: int = 7878,
                       on_message: Optional[Callable[[Message], None]] = None,
-                      tls: bool = False, ca_file: Optional[str] = None) -> "AsyncClient":
-        """Connect and read the welcome; ``tls``/``ca_file`` as for ``Client.connect``."""
+                      tls: bool = False, ca_file: Optional[str] = None,
+                      reconnect: bool = False, reconnect_attempts: int = 8) -> "AsyncClient":
+        """Connect and read the welcome; ``tls``/``ca_file`` and ``reconnect`` as for
+        ``Client.connect``: with ``reconnect=True`` a dropped connection is reopened
+        and the session resumed from the last ``rev`` seen; commands whose replies
+        were lost raise ``ConnectionClosed``."""
         context = ssl.create_default_context(cafile=ca_file) if tls or ca_file else None
         reader, writer = await asyncio.open_connection(host, port, limit=1 << 22, ssl=context)
         client = cls(reader, writer, on_message)
+        client._tls = context
+        if reconnect:
+            client._address = (host, port)
+            client._reconnect_attempts = reconnect_attempts
         welcome = await client._read()
         if welcome is None or welcome.get("type") != "welcome":
             raise ViewlineError("bad_welcome", f"expected welcome, got {welcome}")
@@ -61,6 +76,7 @@ class AsyncClient:
         await self.close()
 
     async def close(self) -> None:
+        self._ended = True
         if self.closed:
             return
         self.closed = True
@@ -86,6 +102,8 @@ class AsyncClient:
         return await self._request(name, args, timeout)
 
     async def _request(self, name: str, args: Dict[str, Any], timeout: float) -> Dict[str, Any]:
+        if self._resuming is not None:
+            await self._resuming
         if self.closed:
             raise ConnectionClosed()
         self._next_id += 1
@@ -163,6 +181,8 @@ class AsyncClient:
         if not line:
             return None
         message = json.loads(line)
+        if message.get("type") == "bye":
+            self._ended = True
         self.state.observe(message)
         if self._on_message:
             self._on_message(message)
@@ -171,9 +191,14 @@ class AsyncClient:
     async def _pump(self) -> None:
         try:
             while True:
-                message = await self._read()
+                try:
+                    message = await self._read()
+                except (ConnectionError, OSError):
+                    message = None
                 if message is None:
-                    break
+                    if self._address is None or self._ended or not await self._resume():
+                        break
+                    continue
                 if message.get("type") == "reply":
                     future = self._pending.get(message.get("re"))
                     if future is not None and not future.done():
@@ -186,3 +211,40 @@ class AsyncClient:
                 if not future.done():
                     future.set_exception(ConnectionClosed())
             self._events.put_nowait(None)
+
+    async def _resume(self) -> bool:
+        """Reconnect with backoff and attach to this session from the last rev seen."""
+        address = self._address
+        if address is None:
+            return False
+        resuming: "asyncio.Future[None]" = asyncio.get_running_loop().create_future()
+        self._resuming = resuming
+        # Replies lost with the old connection: those commands may or may not have run.
+        for future in self._pending.values():
+            if not future.done():
+                future.set_exception(ConnectionClosed())
+        self._pending.clear()
+        delay = 0.05
+        try:
+            for _ in range(self._reconnect_attempts):
+                try:
+                    reader, writer = await asyncio.open_connection(address[0], address[1], limit=1 << 22, ssl=self._tls)
+                except OSError:
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 2.0)
+                    continue
+                self._reader, self._writer = reader, writer
+                welcome = await self._read()  # a fresh session's, dropped by the attach
+                if welcome is None or welcome.get("type") != "welcome":
+                    return False
+                writer.write(request.encode("_resume", "attach", {"token": self.token, "lastRev": self.state.rev}))
+                await writer.drain()
+                reply = await self._read()
+                if reply is None or not reply.get("ok"):
+                    return False
+                self.resumed += 1
+                return True
+            return False
+        finally:
+            self._resuming = None
+            resuming.set_result(None)
