@@ -21,9 +21,6 @@ extension Session {
     /// Whether the session ended (`quit`, expiry, shutdown).
     public var isClosed: Bool { closed }
 
-    /// The last `rev` sent.
-    public var currentRev: Int { rev }
-
     /// Attaches a connection as number `number`.
     ///
     /// With `lastRev`, the reply is followed by every event after it, again, with

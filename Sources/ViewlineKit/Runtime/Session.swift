@@ -49,9 +49,6 @@ public actor Session {
     var nextWaiterID = 0
     var observations: [ObjectIdentifier: Task<Void, Never>] = [:]
 
-    /// The connection whose command is running, if any.
-    var answeringConnection: Int?
-
     /// Who is logged in (see Session+User.swift).
     public internal(set) var user: String?
 
@@ -113,8 +110,6 @@ public actor Session {
             if command.spec.adminOnly && !application.admin {
                 throw ProtocolError(.adminDisabled, "\(command.spec.name) is an admin command; start the server with --admin")
             }
-            answeringConnection = connection
-            defer { answeringConnection = nil }
             result = .success(try await command.perform(self, request.arguments))
         } catch let error as ProtocolError {
             result = .failure(error)
