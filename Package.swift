@@ -18,6 +18,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
     ],
     targets: [
         // Wire protocol: framing-independent codec, commands, events, error codes. No NIO.
@@ -28,6 +29,15 @@ let package = Package(
         .target(
             name: "ViewlinePersistence",
             dependencies: [.product(name: "GRDB", package: "GRDB.swift")]
+        ),
+        // The same store on PostgreSQL (postgres-nio), for several nodes over one database:
+        // LISTEN/NOTIFY observations, cluster-wide single flight, session records.
+        .target(
+            name: "ViewlinePostgres",
+            dependencies: [
+                "ViewlinePersistence", "ViewlineKit",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+            ]
         ),
         // The runtime as a library: view-model API, sessions, alerts, task slots,
         // shared observations, and the SwiftNIO transport. Knows no app.
@@ -64,7 +74,7 @@ let package = Package(
         .executableTarget(
             name: "viewline-server",
             dependencies: [
-                "ViewlineKit", "ViewlineApps",
+                "ViewlineKit", "ViewlineApps", "ViewlinePersistence", "ViewlinePostgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -97,7 +107,7 @@ let package = Package(
         .testTarget(name: "ViewlineProtocolTests", dependencies: ["ViewlineProtocol", "ViewlineApps"]),
         .testTarget(
             name: "ViewlineAppsTests",
-            dependencies: ["ViewlineApps", "ViewlineTesting", "ViewlinePersistence"]
+            dependencies: ["ViewlineApps", "ViewlineTesting", "ViewlinePersistence", "ViewlinePostgres", "ViewlineTestSupport"]
         ),
         .testTarget(
             name: "ViewlineKitTests",
@@ -111,7 +121,7 @@ let package = Package(
         .testTarget(
             name: "ViewlineEndToEndTests",
             dependencies: [
-                "ViewlineKit", "ViewlineApps", "ViewlineTestSupport", "ViewlineProtocol",
+                "ViewlineKit", "ViewlineApps", "ViewlineTestSupport", "ViewlineProtocol", "ViewlinePersistence",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

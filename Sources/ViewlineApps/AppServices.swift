@@ -41,10 +41,10 @@ extension Services {
         set { self[UsersKey.self] = newValue }
     }
 
-    /// Drafts, contacts and users on disk.
-    public var database: AppDatabase {
-        get { self[DatabaseKey.self] }
-        set { self[DatabaseKey.self] = newValue }
+    /// Drafts, contacts and users: SQLite or PostgreSQL.
+    public var store: any AppStore {
+        get { self[StoreKey.self] }
+        set { self[StoreKey.self] = newValue }
     }
 
     /// Where passwords are hashed: a small bounded pool off the session executors.
@@ -72,28 +72,15 @@ enum ContactsSyncKey: ServiceKey { typealias Value = ContactsSyncCoordinator }
 enum ContactsObservationKey: ServiceKey { typealias Value = SharedObservation<ContactsSnapshot> }
 enum PlaylistsKey: ServiceKey { typealias Value = any PlaylistService }
 enum UsersKey: ServiceKey { typealias Value = UserDirectory }
-enum DatabaseKey: ServiceKey { typealias Value = AppDatabase }
+enum StoreKey: ServiceKey { typealias Value = any AppStore }
 enum PasswordPoolKey: ServiceKey { typealias Value = BlockingPool }
 enum FailureThrottleKey: ServiceKey { typealias Value = FailureThrottle }
 enum TokenLifetimeKey: ServiceKey { static let defaultValue: TimeInterval? = 3600 }
 
-extension AppDatabase {
-    /// The contacts table as a shared observation: one database observation for the
+extension AppStore {
+    /// The contacts table as a shared observation: one store observation for the
     /// whole server, however many sessions show the contacts view.
     public func sharedContactsObservation() -> SharedObservation<ContactsSnapshot> {
-        SharedObservation { [self] in
-            let changes = observeContacts()
-            return AsyncThrowingStream { continuation in
-                let task = Task {
-                    do {
-                        for try await snapshot in changes { continuation.yield(snapshot) }
-                        continuation.finish()
-                    } catch {
-                        continuation.finish(throwing: error)
-                    }
-                }
-                continuation.onTermination = { _ in task.cancel() }
-            }
-        }
+        SharedObservation { [self] in observeContacts() }
     }
 }

@@ -39,7 +39,7 @@ public enum Contacts: ViewModel {
         Command("contacts", summary: "Open the contacts view (local database) and start a background sync.") { session, _ in
             if !session.state(Contacts.self).open {
                 // Start from what the database holds right now.
-                let snapshot = try await session.services.database.contactsSnapshot()
+                let snapshot = try await session.services.store.contactsSnapshot()
                 session.update(Contacts.self, display: false) {
                     _ = $0.apply(snapshot)
                     $0.open = true
@@ -75,7 +75,7 @@ public enum Contacts: ViewModel {
             // observation delivered meanwhile are in it (and were not shown one by one,
             // so every client sees the same sequence). Observation values older than
             // this read are ignored when they arrive.
-            let snapshot = try? await session.services.database.contactsSnapshot()
+            let snapshot = try? await session.services.store.contactsSnapshot()
             session.update(Contacts.self) {
                 if let snapshot { _ = $0.apply(snapshot) }
                 $0.syncing = false

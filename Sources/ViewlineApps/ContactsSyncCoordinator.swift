@@ -2,19 +2,21 @@ import Foundation
 import ViewlineKit
 import ViewlinePersistence
 
-/// Runs contact syncs for the whole server, one at a time: a sync asked for while
-/// one is running joins it instead of starting a second fetch (a "fetch limiter").
+/// Runs contact syncs one at a time: a sync asked for while one is running joins it
+/// instead of starting a second fetch (a "fetch limiter"). In process the join is a
+/// shared task; across nodes on one PostgreSQL it is the store's ``AppStore/singleFlight(_:_:)``
+/// (an advisory lock), so concurrent syncs on every node make one fetch.
 public actor ContactsSyncCoordinator {
     private let source: any ContactsSource
-    private let database: AppDatabase
+    private let store: any AppStore
     private let faults: FaultInjector
     private let clock: any WallClock
     private var running: Task<Bool, any Error>?
     public private(set) var fetchCount = 0
 
-    public init(source: any ContactsSource, database: AppDatabase, faults: FaultInjector, clock: any WallClock) {
+    public init(source: any ContactsSource, store: any AppStore, faults: FaultInjector, clock: any WallClock) {
         self.source = source
-        self.database = database
+        self.store = store
         self.faults = faults
         self.clock = clock
     }
@@ -30,11 +32,16 @@ public actor ContactsSyncCoordinator {
     }
 
     private func fetchAndApply() async throws -> Bool {
+        let joined = try await store.singleFlight("contacts-sync") { try await self.fetchOnce() }
+        return joined ?? true
+    }
+
+    private func fetchOnce() async throws -> Bool {
         fetchCount += 1
         try faults.check("sync")
         let contacts = try await source.fetch()
         let document = JSON.array(contacts.map(\.json)).encoded
-        return try await database.applyContacts(contacts, document: document, source: source.name, at: clock.now())
+        return try await store.applyContacts(contacts, document: document, source: source.name, at: clock.now())
     }
 }
 

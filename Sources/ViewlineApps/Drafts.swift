@@ -31,7 +31,7 @@ public enum Drafts: ViewModel {
             let user = try Account.requireUser(for: "draft", in: session)
             let text = args.string("text")
             // Durable before the reply: a client or server that dies now loses nothing.
-            try await session.services.database.setDraft(user: user, text: text, at: session.services.clock.now())
+            try await session.services.store.setDraft(user: user, text: text, at: session.services.clock.now())
             session.update(Drafts.self) {
                 $0.text = text
                 $0.pending = true
@@ -43,7 +43,7 @@ public enum Drafts: ViewModel {
             guard !session.state(Drafts.self).saving, !session.isRunning(.save) else {
                 throw ProtocolError(.busy, "a save is already in progress")
             }
-            guard let draft = try await session.services.database.pendingDraft(user: user) else {
+            guard let draft = try await session.services.store.pendingDraft(user: user) else {
                 throw ProtocolError(.nothingToSave, "there is no pending draft; set one with: draft <text>")
             }
             session.update(Drafts.self, display: false) {
@@ -68,7 +68,7 @@ public enum Drafts: ViewModel {
         }
         // A draft this user left pending earlier is offered with Save/Discard.
         guard !session.isRunning(.save),
-            let draft = try? await session.services.database.pendingDraft(user: user),
+            let draft = try? await session.services.store.pendingDraft(user: user),
             session.user == user
         else { return }
         session.update(Drafts.self) { $0 = State(text: draft.text, pending: true, saving: false) }
@@ -91,18 +91,18 @@ public enum Drafts: ViewModel {
 
     /// Save; on failure ask "save again?" until it succeeds or the user discards.
     private static func saveLoop(user: String, in session: isolated Session) async {
-        let store = session.services.remoteStore
-        let database = session.services.database
+        let remote = session.services.remoteStore
+        let store = session.services.store
         while !Task.isCancelled {
-            guard let draft = try? await database.pendingDraft(user: user) else {
+            guard let draft = try? await store.pendingDraft(user: user) else {
                 session.update(Drafts.self) { $0 = State() }
                 return
             }
             session.update(Drafts.self) { $0 = State(text: draft.text, pending: true, saving: true) }
             do {
-                _ = try await session.call("save") { try await store.save(user: user, text: draft.text) }
-                _ = try? await database.deleteDraft(user: user, ifText: draft.text)
-                let remaining = try? await database.pendingDraft(user: user)
+                _ = try await session.call("save") { try await remote.save(user: user, text: draft.text) }
+                _ = try? await store.deleteDraft(user: user, ifText: draft.text)
+                let remaining = try? await store.pendingDraft(user: user)
                 session.update(Drafts.self) { $0 = State(text: remaining?.text ?? "", pending: remaining != nil, saving: false) }
                 return
             } catch {
@@ -120,7 +120,7 @@ public enum Drafts: ViewModel {
     }
 
     private static func discard(user: String, in session: isolated Session) async {
-        _ = try? await session.services.database.deleteDraft(user: user)
+        _ = try? await session.services.store.deleteDraft(user: user)
         session.update(Drafts.self) { $0 = State() }
     }
 }

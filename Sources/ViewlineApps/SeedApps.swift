@@ -12,8 +12,6 @@ public enum SeedApps {
     public struct Configuration: Sendable {
         /// Artificial latency of every built-in backend call.
         public var backendLatency: Duration = .zero
-        /// SQLite database file (`:memory:` keeps nothing).
-        public var databasePath = "viewline.sqlite"
         /// A JSON array of `{"user", "password"}` added to the demo users.
         public var usersFile: String?
         /// Lifetime of an access token issued at login.
@@ -28,12 +26,11 @@ public enum SeedApps {
         public init() {}
     }
 
-    /// Opens the database, loads the users and builds the built-in backends.
+    /// Loads the users into `store` and builds the built-in backends over it.
     /// `faults` is the server's `fault` table (the contacts sync checks it once per fetch).
-    public static func liveServices(_ configuration: Configuration, faults: FaultInjector) async throws -> Services {
-        let database = try AppDatabase.open(path: configuration.databasePath)
+    public static func liveServices(_ configuration: Configuration, store: any AppStore, faults: FaultInjector) async throws -> Services {
         let clock = SystemWallClock()
-        let users = UserDirectory(database: database)
+        let users = UserDirectory(store: store)
         var accounts = UserDirectory.demoUsers
         if let file = configuration.usersFile {
             accounts += try UserDirectory.parseUsersFile(Data(contentsOf: URL(fileURLWithPath: file)))
@@ -42,17 +39,17 @@ public enum SeedApps {
         let latency = configuration.backendLatency
         var services = Services()
         services.clock = clock
-        services.database = database
+        services.store = store
         services.users = users
         services.tokenLifetime = configuration.tokenLifetime
         services.passwordPool = BlockingPool(threads: 1, queueLimit: configuration.loginQueueLimit)
         services.loginThrottle = FailureThrottle(freeFailures: configuration.loginFailuresBeforeThrottling)
         services.places = PlacesServiceLive(latency: latency)
-        services.remoteStore = RemoteDraftStoreLive(database: database, latency: latency, clock: clock)
+        services.remoteStore = RemoteDraftStoreLive(store: store, latency: latency, clock: clock)
         services.contactsSync = ContactsSyncCoordinator(
             source: ContactsSourceLive(file: configuration.remoteContactsFile, latency: latency),
-            database: database, faults: faults, clock: clock)
-        services.contactsObservation = database.sharedContactsObservation()
+            store: store, faults: faults, clock: clock)
+        services.contactsObservation = store.sharedContactsObservation()
         services.playlists = PlaylistServiceLive(latency: latency)
         return services
     }

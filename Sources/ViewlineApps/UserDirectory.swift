@@ -9,19 +9,19 @@ public final class UserDirectory: Sendable {
     public static let demoUsers: [(user: String, password: String)] = [("alice", "wonderland"), ("bob", "builder")]
 
     private let hashes = Mutex<[String: String]>([:])
-    private let database: AppDatabase?
+    private let store: (any AppStore)?
     /// Checked for unknown users too, so a wrong name costs as much as a wrong password.
     private let decoy: String
 
-    public init(database: AppDatabase?) {
-        self.database = database
+    public init(store: (any AppStore)?) {
+        self.store = store
         self.decoy = PasswordHasher.hash("decoy-\(UInt64.random(in: .min ... .max))") ?? "*"
     }
 
     /// Loads the hashes already in the database, then adds `users` (hashing them).
     public func load(_ users: [(user: String, password: String)]) async throws {
-        if let database {
-            let stored = try await database.passwordHashes()
+        if let store {
+            let stored = try await store.passwordHashes()
             hashes.withLock { $0.merge(stored) { _, new in new } }
         }
         for (user, password) in users { try await add(user: user, password: password) }
@@ -32,7 +32,7 @@ public final class UserDirectory: Sendable {
             throw ServiceError("users", "could not hash the password for \(user)")
         }
         hashes.withLock { $0[user] = hash }
-        try await database?.storeUser(user, passwordHash: hash)
+        try await store?.storeUser(user, passwordHash: hash)
     }
 
     /// Whether `password` is `user`'s; says nothing about which part was wrong.

@@ -4,6 +4,8 @@ import Dispatch
 import Logging
 import ViewlineApps
 import ViewlineKit
+import ViewlinePersistence
+import ViewlinePostgres
 
 /// `viewline-server`: parse the flags, build the server, serve until a signal.
 @main
@@ -26,7 +28,8 @@ struct ViewlineServerCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Most sessions, attached or not; when full the oldest detached one expires first.", valueName: "n")) var maxSessions = 10_000
     @Option(help: ArgumentHelp("Output that may wait for a client that stops reading before it is cut off (its session lives on).", valueName: "bytes")) var maxOutputBytes = 1 << 20
     @Option(help: ArgumentHelp("Failed log-ins allowed per user and per address before each attempt must wait (doubling).", valueName: "n")) var loginAttemptsBeforeThrottle = 5
-    @Option(help: ArgumentHelp("SQLite database file (`:memory:` for none).", valueName: "path")) var db = "viewline.sqlite"
+    @Option(help: ArgumentHelp("SQLite database file (`:memory:` for none); the store of a single node.", valueName: "path")) var db = "viewline.sqlite"
+    @Option(help: ArgumentHelp("PostgreSQL instead of SQLite, for several nodes over one database (also VIEWLINE_POSTGRES).", valueName: "postgres://user@host/db")) var postgres: String?
     @Option(help: ArgumentHelp("JSON array of {\"user\",\"password\"} objects to add to the demo users.", valueName: "file")) var users: String?
     @Option(help: ArgumentHelp("Lifetime of an access token issued at login.", valueName: "seconds")) var tokenTtl = 3600
     @Option(help: ArgumentHelp("JSON array of {\"name\",\"phone\",\"address\"} read at every contacts sync.", valueName: "file")) var remoteContacts: String?
@@ -76,14 +79,21 @@ struct ViewlineServerCommand: AsyncParsableCommand {
 
         var apps = SeedApps.Configuration()
         apps.backendLatency = .milliseconds(backendLatency)
-        apps.databasePath = db
         apps.usersFile = users
         apps.tokenLifetime = TimeInterval(tokenTtl)
         apps.remoteContactsFile = remoteContacts
         apps.loginFailuresBeforeThrottling = loginAttemptsBeforeThrottle
 
         let faults = FaultInjector()
-        let services = try await SeedApps.liveServices(apps, faults: faults)
+        let store: any AppStore
+        if let url = postgres ?? ProcessInfo.processInfo.environment["VIEWLINE_POSTGRES"].flatMap({ $0.isEmpty ? nil : $0 }) {
+            let postgresStore = try await PostgresStore.connect(try PostgresURL(url), logger: logger)
+            store = postgresStore
+            logger.info("using PostgreSQL", metadata: ["url": "\(postgresStore.url.redacted)"])
+        } else {
+            store = try SQLiteStore.open(path: db)
+        }
+        let services = try await SeedApps.liveServices(apps, store: store, faults: faults)
         let server = try await ViewlineServer(
             apps: SeedApps.all, services: services, faults: faults, configuration: configuration, logger: logger)
         let bound = server.localAddress

@@ -15,7 +15,7 @@ import ViewlineTesting
         await session.send("wait")
         let last = try #require(recorder.displays("contacts").last)
         #expect(last == ["items": [ada.json, alan.json], "syncing": false])
-        #expect(try await harness.database.contacts() == [ada, alan])
+        #expect(try await harness.store.contacts() == [ada, alan])
     }
 
     @Test func theViewFollowsAnyChangeToTheTable() async throws {
@@ -23,7 +23,7 @@ import ViewlineTesting
         let (session, recorder) = harness.makeSession()
         await session.send("contacts")
         await session.send("wait")
-        try await harness.database.updatePhone(name: "Ada", phone: "999")
+        try await harness.store.updatePhone(name: "Ada", phone: "999")
         try await recorder.waitUntil { _ in recorder.displays("contacts").last?["items"]?.arrayValue?.first?["phone"] == "999" }
     }
 
@@ -36,11 +36,11 @@ import ViewlineTesting
         harness.contactsSource.fail(with: "remote unreachable")
         await session.send("sync")
         await session.send("wait")
-        #expect(try await harness.database.contacts() == [ada])
+        #expect(try await harness.store.contacts() == [ada])
         #expect(recorder.alerts.map(\.content) == [.error("Sync failed: remote unreachable")])
         #expect(recorder.displays("contacts").last == ["items": [ada.json], "syncing": false])
         // ...and still reacts to later changes.
-        try await harness.database.updatePhone(name: "Ada", phone: "42")
+        try await harness.store.updatePhone(name: "Ada", phone: "42")
         try await recorder.waitUntil { _ in recorder.displays("contacts").last?["items"]?.arrayValue?.first?["phone"] == "42" }
     }
 

@@ -19,7 +19,7 @@ import ViewlineTesting
         await session.send("login alice wonderland")
         await session.send("draft hello there")
         // When the reply is out, the draft is in the database.
-        #expect(try await harness.database.pendingDraft(user: "alice")?.text == "hello there")
+        #expect(try await harness.store.pendingDraft(user: "alice")?.text == "hello there")
         #expect(recorder.displays("draft").last == ["text": "hello there", "pending": true, "saving": false])
     }
 
@@ -45,7 +45,7 @@ import ViewlineTesting
         #expect(alerts[0].content.message.contains("Save again?"))
         #expect(alerts[0].content.actions == [.confirm("Save"), .cancel("Discard")])
         #expect(harness.remoteStore.saveCalls == 3)
-        #expect(try await harness.database.pendingDraft(user: "alice") == nil)
+        #expect(try await harness.store.pendingDraft(user: "alice") == nil)
         #expect(try await harness.remoteStore.saved(user: "alice").map(\.text) == ["my note"])
         await session.send("saved")
         guard case .success(let result)? = recorder.replies.last else { Issue.record("saved failed"); return }
@@ -62,14 +62,14 @@ import ViewlineTesting
         try await recorder.waitUntil { _ in recorder.alerts.count == 1 }
         await session.send("cancel")
         await session.send("wait")
-        #expect(try await harness.database.pendingDraft(user: "alice") == nil)
+        #expect(try await harness.store.pendingDraft(user: "alice") == nil)
         #expect(try await harness.remoteStore.saved(user: "alice").isEmpty)
         #expect(recorder.displays("draft").last == ["text": "", "pending": false, "saving": false])
     }
 
     @Test func aDraftLeftEarlierIsOfferedAtLoginToItsOwnerOnly() async throws {
         let harness = try await TestHarness()
-        try await harness.database.setDraft(user: "alice", text: "from yesterday", at: harness.clock.now())
+        try await harness.store.setDraft(user: "alice", text: "from yesterday", at: harness.clock.now())
 
         let (bobSession, bobRecorder) = harness.makeSession(id: "s2")
         await bobSession.send("login bob builder")

@@ -12,7 +12,7 @@ struct TestHarness: Sendable {
     let playlists = FakePlaylistService()
     let clock = TestClock()
     let faults = FaultInjector()
-    let database: AppDatabase
+    let store: any AppStore
     let users: UserDirectory
     let services: Services
     let application: Application
@@ -20,23 +20,23 @@ struct TestHarness: Sendable {
     let throttle: FailureThrottle
 
     init(
-        admin: Bool = true, database: AppDatabase? = nil, contacts: [Contact] = [], tokenLifetime: TimeInterval = 3600,
+        admin: Bool = true, store: (any AppStore)? = nil, contacts: [Contact] = [], tokenLifetime: TimeInterval = 3600,
         passwordPool: BlockingPool = BlockingPool(threads: 1, queueLimit: 8), throttle: FailureThrottle = FailureThrottle()
     ) async throws {
         self.throttle = throttle
-        let database = try database ?? AppDatabase.inMemory()
-        self.database = database
+        let store = try store ?? SQLiteStore.inMemory()
+        self.store = store
         contactsSource = FakeContactsSource(contacts)
-        users = UserDirectory(database: database)
+        users = UserDirectory(store: store)
         try await users.load(UserDirectory.demoUsers)
         var services = Services()
         services.places = places
         services.remoteStore = remoteStore
-        services.contactsSync = ContactsSyncCoordinator(source: contactsSource, database: database, faults: faults, clock: clock)
-        services.contactsObservation = database.sharedContactsObservation()
+        services.contactsSync = ContactsSyncCoordinator(source: contactsSource, store: store, faults: faults, clock: clock)
+        services.contactsObservation = store.sharedContactsObservation()
         services.playlists = playlists
         services.users = users
-        services.database = database
+        services.store = store
         services.clock = clock
         services.tokenLifetime = tokenLifetime
         services.passwordPool = passwordPool

@@ -2,6 +2,7 @@ import Logging
 import Testing
 import ViewlineApps
 import ViewlineKit
+import ViewlinePersistence
 import ViewlineTestSupport
 
 /// Shutdown races, driven in process so they can be repeated quickly: a client
@@ -11,11 +12,10 @@ import ViewlineTestSupport
     func startServer() async throws -> (ViewlineServer, Task<Void, any Error>) {
         var configuration = ServerConfiguration()
         configuration.port = 0
-        var apps = SeedApps.Configuration()
-        apps.databasePath = ":memory:"
+        let apps = SeedApps.Configuration()
         let faults = FaultInjector()
         let server = try await ViewlineServer(
-            apps: SeedApps.all, services: try await SeedApps.liveServices(apps, faults: faults), faults: faults,
+            apps: SeedApps.all, services: try await SeedApps.liveServices(apps, store: SQLiteStore.inMemory(), faults: faults), faults: faults,
             configuration: configuration, logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
         return (server, Task { try await server.run() })
     }

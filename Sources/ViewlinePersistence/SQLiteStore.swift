@@ -1,23 +1,24 @@
 import Foundation
 import GRDB
 
-/// The local database: one narrow type that owns the writer and the migrator
-/// (the shape of GRDB's demo `AppDatabase`). Methods are named for what they do.
-public struct AppDatabase: Sendable {
+/// The embedded store: one SQLite file through GRDB, owning the writer and the
+/// migrator (the shape of GRDB's demo `AppDatabase`). For one server node; several
+/// nodes share a `PostgresStore`.
+public struct SQLiteStore: AppStore {
     public let writer: any DatabaseWriter
 
     /// Opens (creating and migrating) the database at `path`; `:memory:` gives a
     /// private in-memory database. Files use a `DatabasePool` in WAL mode.
-    public static func open(path: String) throws -> AppDatabase {
+    public static func open(path: String) throws -> SQLiteStore {
         if path == ":memory:" {
-            return try AppDatabase(DatabaseQueue(configuration: configuration))
+            return try SQLiteStore(DatabaseQueue(configuration: configuration))
         }
-        return try AppDatabase(DatabasePool(path: path, configuration: configuration))
+        return try SQLiteStore(DatabasePool(path: path, configuration: configuration))
     }
 
     /// A fresh in-memory database, one per test.
-    public static func inMemory() throws -> AppDatabase {
-        try AppDatabase(DatabaseQueue(configuration: configuration))
+    public static func inMemory() throws -> SQLiteStore {
+        try SQLiteStore(DatabaseQueue(configuration: configuration))
     }
 
     private static var configuration: Configuration {
@@ -76,7 +77,7 @@ public struct AppDatabase: Sendable {
 
 // MARK: - Users
 
-extension AppDatabase {
+extension SQLiteStore {
     /// Stores a user's salted hash (never the password).
     public func storeUser(_ name: String, passwordHash: String) async throws {
         try await writer.write { db in
@@ -99,7 +100,7 @@ extension AppDatabase {
 
 // MARK: - Drafts
 
-extension AppDatabase {
+extension SQLiteStore {
     /// Writes the user's pending draft; it is durable when this returns.
     public func setDraft(user: String, text: String, at date: Date) async throws {
         try await writer.write { db in try Draft(user: user, text: text, updatedAt: date).upsert(db) }
@@ -112,7 +113,7 @@ extension AppDatabase {
     /// Deletes the user's draft; with `text`, only if it still holds that text, so a
     /// draft edited during a save is not lost when the older text's save succeeds.
     @discardableResult
-    public func deleteDraft(user: String, ifText text: String? = nil) async throws -> Bool {
+    public func deleteDraft(user: String, ifText text: String?) async throws -> Bool {
         try await writer.write { db in
             var request = Draft.filter(Draft.Columns.user == user)
             if let text { request = request.filter(Draft.Columns.text == text) }
@@ -140,24 +141,24 @@ extension AppDatabase {
 
 // MARK: - Contacts
 
-extension AppDatabase {
-    public func contacts() async throws -> [Contact] {
-        try await contactsSnapshot().items
-    }
-
+extension SQLiteStore {
     /// The contacts and the table's version, read in one transaction.
     public func contactsSnapshot() async throws -> ContactsSnapshot {
         try await writer.read(Self.fetchContactsSnapshot)
     }
 
-    /// Every distinct state of the contacts table, starting with the current one.
-    /// With a `DatabasePool` the first value can be older than a direct read made
-    /// after the observation started: compare versions.
-    public func observeContacts() -> AsyncValueObservation<ContactsSnapshot> {
-        ValueObservation
-            .tracking(Self.fetchContactsSnapshot)
-            .removeDuplicates()
-            .values(in: writer)
+    /// Every distinct state of the contacts table, starting with the current one
+    /// (a GRDB `ValueObservation`). With a `DatabasePool` the first value can be older
+    /// than a direct read made after the observation started: compare versions.
+    public func observeContacts() -> AsyncThrowingStream<ContactsSnapshot, any Error> {
+        let observation = ValueObservation.tracking(Self.fetchContactsSnapshot).removeDuplicates()
+        return AsyncThrowingStream { continuation in
+            let cancellable = observation.start(
+                in: writer, scheduling: .async(onQueue: DispatchQueue(label: "viewline.contacts-observation")),
+                onError: { continuation.finish(throwing: $0) },
+                onChange: { continuation.yield($0) })
+            continuation.onTermination = { _ in cancellable.cancel() }
+        }
     }
 
     private static func fetchContactsSnapshot(_ db: Database) throws -> ContactsSnapshot {
@@ -190,5 +191,15 @@ extension AppDatabase {
         try await writer.write { db in
             try db.execute(sql: "UPDATE contact SET phone = ? WHERE name = ?", arguments: [phone, name])
         }
+    }
+}
+
+// MARK: - Coordination
+
+extension SQLiteStore {
+    /// One SQLite file serves one node, whose callers already share a run in
+    /// process (`ContactsSyncCoordinator`); a run here is a run.
+    public func singleFlight(_ job: String, _ body: @Sendable () async throws -> Bool) async throws -> Bool? {
+        try await body()
     }
 }

@@ -1,0 +1,68 @@
+import Logging
+import PostgresNIO
+import ViewlinePersistence
+
+/// One node's `LISTEN viewline_contacts`: a dedicated connection that hears every
+/// committed contacts change, from any node, and re-reads the table once per change.
+///
+/// It never gives up: when the connection drops (database restarted, network), it
+/// reconnects with backoff and reads the table again, so a change made while it was
+/// away is not missed. Sessions keep showing their last state meanwhile.
+struct ContactsListener: Sendable {
+    let store: PostgresStore
+    let url: PostgresURL
+
+    func stream() -> AsyncThrowingStream<ContactsSnapshot, any Error> {
+        let (stream, continuation) = AsyncThrowingStream.makeStream(of: ContactsSnapshot.self, bufferingPolicy: .bufferingNewest(1))
+        let task = Task {
+            var shown = -1
+            var backoff = Duration.milliseconds(100)
+            while !Task.isCancelled {
+                do {
+                    try await listenOnce { snapshot in
+                        backoff = .milliseconds(100)
+                        guard snapshot.version != shown else { return }
+                        shown = snapshot.version
+                        continuation.yield(snapshot)
+                    }
+                } catch {
+                    if Task.isCancelled { break }
+                    store.logger.warning("contacts listener lost the database; reconnecting", metadata: [
+                        "error": "\(String(describing: error))", "retry-in": "\(backoff)",
+                    ])
+                }
+                try? await Task.sleep(for: backoff)
+                backoff = min(backoff * 2, .seconds(5))
+            }
+            continuation.finish()
+        }
+        continuation.onTermination = { _ in task.cancel() }
+        return stream
+    }
+
+    /// Connects, listens, reads the current state, then re-reads at every
+    /// notification whose version is newer than the last read. Returns or throws
+    /// when the connection ends.
+    private func listenOnce(_ deliver: (ContactsSnapshot) -> Void) async throws {
+        let connection = try await PostgresConnection.connect(
+            configuration: try url.connectionConfiguration(), id: 0, logger: store.logger)
+        do {
+            try await connection.listen(on: PostgresStore.contactsChannel) { notifications in
+                // Listening now: whatever changed before is in this read.
+                var read = try await store.contactsSnapshot()
+                deliver(read)
+                for try await notification in notifications {
+                    // A transaction that wrote several statements notifies several versions:
+                    // the first read already holds the later ones.
+                    if let version = Int(notification.payload), version <= read.version { continue }
+                    read = try await store.contactsSnapshot()
+                    deliver(read)
+                }
+            }
+        } catch {
+            try? await connection.close()
+            throw error
+        }
+        try? await connection.close()
+    }
+}

@@ -1,0 +1,285 @@
+import Foundation
+import Logging
+import PostgresNIO
+import ViewlinePersistence
+
+/// The store on PostgreSQL, for several server nodes over one database: the same
+/// ``AppStore`` the seed apps use on SQLite, plus what a cluster needs — contacts
+/// changes pushed to every node by `LISTEN`/`NOTIFY`, single flight across nodes
+/// with an advisory lock, and session records (``PostgresSessionDirectory``).
+///
+/// ```swift
+/// let store = try await PostgresStore.connect(PostgresURL("postgres://viewline@db.internal/viewline"))
+/// var services = try await SeedApps.liveServices(configuration, store: store, faults: faults)
+/// ```
+///
+/// Queries go through a `PostgresClient` pool, which reconnects by itself: while the
+/// database is down, calls fail (``StoreUnavailable``) and the next ones work again
+/// once it is back. The contacts listener reconnects with backoff and re-reads the
+/// table when it does, so no change is missed.
+public final class PostgresStore: AppStore {
+    /// The pool every query uses.
+    let client: PostgresClient
+    /// Where the database is.
+    public let url: PostgresURL
+    let logger: Logger
+    private let running: Task<Void, Never>
+
+    /// The notification channel the contacts trigger signals on.
+    static let contactsChannel = "viewline_contacts"
+
+    private init(url: PostgresURL, logger: Logger) {
+        self.url = url
+        self.logger = logger
+        var configuration = url.clientConfiguration
+        configuration.options.connectTimeout = .seconds(3)
+        configuration.options.maximumConnections = 16
+        // The pool's own log is noisy at start (it may be leased before `run()` is
+        // scheduled) and while the database is down: keep its errors only; this store
+        // reports unavailability itself.
+        var poolLogger = logger
+        poolLogger.logLevel = max(logger.logLevel, .error)
+        let client = PostgresClient(configuration: configuration, backgroundLogger: poolLogger)
+        self.client = client
+        running = Task { await client.run() }
+    }
+
+    /// Connects and migrates (idempotent; safe when several nodes start at once).
+    /// Fails with a clear error when the database cannot be reached.
+    public static func connect(_ url: PostgresURL, logger: Logger = Logger(label: "viewline.postgres")) async throws -> PostgresStore {
+        let store = PostgresStore(url: url, logger: logger)
+        do {
+            try await PostgresMigrations.run(on: store.client, logger: logger)
+        } catch {
+            store.close()
+            throw StoreUnavailable(url: url, underlying: error)
+        }
+        return store
+    }
+
+    /// Stops the pool; pending queries fail.
+    public func close() {
+        running.cancel()
+    }
+
+    deinit { running.cancel() }
+
+    // MARK: - Users
+
+    public func storeUser(_ name: String, passwordHash: String) async throws {
+        try await run("""
+            INSERT INTO viewline_users (name, password_hash) VALUES (\(name), \(passwordHash))
+            ON CONFLICT (name) DO UPDATE SET password_hash = excluded.password_hash
+            """)
+    }
+
+    public func passwordHashes() async throws -> [String: String] {
+        var table: [String: String] = [:]
+        for (name, hash) in try await collect("SELECT name, password_hash FROM viewline_users", { row -> (String, String) in
+            let (name, hash) = try row.decode((String, String).self)
+            return (name, hash)
+        }) {
+            table[name] = hash
+        }
+        return table
+    }
+
+    // MARK: - Drafts
+
+    public func setDraft(user: String, text: String, at date: Date) async throws {
+        try await run("""
+            INSERT INTO viewline_drafts (user_name, text, updated_at) VALUES (\(user), \(text), \(date))
+            ON CONFLICT (user_name) DO UPDATE SET text = excluded.text, updated_at = excluded.updated_at
+            """)
+    }
+
+    public func pendingDraft(user: String) async throws -> Draft? {
+        try await collect("SELECT user_name, text, updated_at FROM viewline_drafts WHERE user_name = \(user)") { row in
+            let (user, text, date) = try row.decode((String, String, Date).self)
+            return Draft(user: user, text: text, updatedAt: date)
+        }.first
+    }
+
+    @discardableResult
+    public func deleteDraft(user: String, ifText text: String?) async throws -> Bool {
+        let deleted: [String]
+        if let text {
+            deleted = try await collect(
+                "DELETE FROM viewline_drafts WHERE user_name = \(user) AND text = \(text) RETURNING user_name"
+            ) { try $0.decode(String.self) }
+        } else {
+            deleted = try await collect("DELETE FROM viewline_drafts WHERE user_name = \(user) RETURNING user_name") {
+                try $0.decode(String.self)
+            }
+        }
+        return !deleted.isEmpty
+    }
+
+    public func insertSavedDraft(user: String, text: String, at date: Date) async throws -> SavedDraft {
+        let id = try await collect("""
+            INSERT INTO viewline_saved_drafts (user_name, text, saved_at) VALUES (\(user), \(text), \(date)) RETURNING id
+            """) { try $0.decode(Int64.self) }.first
+        return SavedDraft(id: id, user: user, text: text, savedAt: date)
+    }
+
+    public func savedDrafts(user: String) async throws -> [SavedDraft] {
+        try await collect("""
+            SELECT id, user_name, text, saved_at FROM viewline_saved_drafts WHERE user_name = \(user)
+            ORDER BY saved_at DESC, id DESC
+            """) { row in
+            let (id, user, text, date) = try row.decode((Int64, String, String, Date).self)
+            return SavedDraft(id: id, user: user, text: text, savedAt: date)
+        }
+    }
+
+    // MARK: - Contacts
+
+    public func contactsSnapshot() async throws -> ContactsSnapshot {
+        try await unavailableIfDown {
+            // One statement, one snapshot: the version and the rows agree.
+            let rows = try await client.query("""
+                SELECT v.version, c.name, c.phone, c.address
+                FROM viewline_contacts_version v LEFT JOIN viewline_contacts c ON true
+                ORDER BY c.name, c.id
+                """, logger: logger)
+            var version = 0
+            var items: [Contact] = []
+            for try await (rowVersion, name, phone, address) in rows.decode((Int64, String?, String?, String?).self) {
+                version = Int(rowVersion)
+                if let name, let phone, let address { items.append(Contact(name: name, phone: phone, address: address)) }
+            }
+            return ContactsSnapshot(version: version, items: items)
+        }
+    }
+
+    public func observeContacts() -> AsyncThrowingStream<ContactsSnapshot, any Error> {
+        ContactsListener(store: self, url: url).stream()
+    }
+
+    @discardableResult
+    public func applyContacts(_ contacts: [Contact], document: String, source: String, at date: Date) async throws -> Bool {
+        try await unavailableIfDown {
+            try await client.withTransaction(logger: logger) { connection in
+                // Serialize appliers, so "already applied" is decided on the latest state.
+                try await connection.query("SELECT pg_advisory_xact_lock(\(Self.lockNamespace), hashtext('contacts-apply'))", logger: logger)
+                var applied: String?
+                for try await value in try await connection.query(
+                    "SELECT applied_document FROM viewline_sync_state WHERE source = \(source)", logger: logger
+                ).decode(String.self) {
+                    applied = value
+                }
+                if applied == document { return false }
+                try await connection.query("DELETE FROM viewline_contacts", logger: logger)
+                try await connection.query("""
+                    INSERT INTO viewline_contacts (name, phone, address)
+                    SELECT * FROM unnest(\(contacts.map(\.name))::text[], \(contacts.map(\.phone))::text[], \(contacts.map(\.address))::text[])
+                    """, logger: logger)
+                try await connection.query("""
+                    INSERT INTO viewline_sync_state (source, applied_document, applied_at) VALUES (\(source), \(document), \(date))
+                    ON CONFLICT (source) DO UPDATE SET applied_document = excluded.applied_document, applied_at = excluded.applied_at
+                    """, logger: logger)
+                return true
+            }
+        }
+    }
+
+    public func updatePhone(name: String, phone: String) async throws {
+        try await run("UPDATE viewline_contacts SET phone = \(phone) WHERE name = \(name)")
+    }
+
+    // MARK: - Coordination
+
+    /// Advisory locks of this store use this first key.
+    static let lockNamespace: Int32 = 7878
+
+    public func singleFlight(_ job: String, _ body: @Sendable () async throws -> Bool) async throws -> Bool? {
+        try await unavailableIfDown {
+            try await client.withConnection { connection in
+                let before = try await Self.generation(of: job, on: connection, logger: logger)
+                // A session-level lock on this leased connection, held while `body` runs
+                // (its queries use other connections). It goes with the connection if
+                // this node dies.
+                try await connection.query("SELECT pg_advisory_lock(\(Self.lockNamespace), hashtext(\(job)))", logger: logger)
+                do {
+                    let now = try await Self.generation(of: job, on: connection, logger: logger)
+                    var result: Bool?
+                    if now == before {
+                        result = try await body()
+                        try await connection.query("""
+                            INSERT INTO viewline_job_runs (job, generation) VALUES (\(job), 1)
+                            ON CONFLICT (job) DO UPDATE SET generation = viewline_job_runs.generation + 1
+                            """, logger: logger)
+                    }
+                    try await connection.query("SELECT pg_advisory_unlock(\(Self.lockNamespace), hashtext(\(job)))", logger: logger)
+                    return result
+                } catch {
+                    _ = try? await connection.query("SELECT pg_advisory_unlock(\(Self.lockNamespace), hashtext(\(job)))", logger: logger)
+                    throw error
+                }
+            }
+        }
+    }
+
+    private static func generation(of job: String, on connection: PostgresConnection, logger: Logger) async throws -> Int64 {
+        var generation: Int64 = 0
+        for try await value in try await connection.query(
+            "SELECT generation FROM viewline_job_runs WHERE job = \(job)", logger: logger
+        ).decode(Int64.self) {
+            generation = value
+        }
+        return generation
+    }
+
+    // MARK: - Helpers
+
+    /// Runs a statement and drops its rows.
+    func run(_ query: PostgresQuery) async throws {
+        try await unavailableIfDown {
+            _ = try await client.query(query, logger: logger).collect()
+        }
+    }
+
+    /// Runs a query and maps every row.
+    func collect<T>(_ query: PostgresQuery, _ transform: (PostgresRow) throws -> T) async throws -> [T] {
+        try await unavailableIfDown {
+            var values: [T] = []
+            for try await row in try await client.query(query, logger: logger) { values.append(try transform(row)) }
+            return values
+        }
+    }
+
+    /// Turns "cannot reach the database" into ``StoreUnavailable``; other errors
+    /// (a constraint, a bug) pass through.
+    func unavailableIfDown<T>(_ work: () async throws -> T) async throws -> T {
+        do {
+            return try await work()
+        } catch let error as PSQLError where error.code != .server {
+            throw StoreUnavailable(url: url, underlying: error)
+        } catch let error as PSQLError where error.serverInfo?[.sqlState].map(Self.isShutdownState) == true {
+            throw StoreUnavailable(url: url, underlying: error)
+        }
+    }
+
+    /// SQLSTATEs a server sends while it shuts down or refuses connections.
+    private static func isShutdownState(_ state: String) -> Bool {
+        state.hasPrefix("57P") || state.hasPrefix("08")
+    }
+}
+
+/// The database cannot be reached right now (down, restarting, unreachable): the
+/// command that needed it fails with this; the next ones work again once it is back.
+public struct StoreUnavailable: Error, CustomStringConvertible {
+    public let url: PostgresURL
+    public let underlying: any Error
+
+    public var description: String {
+        "the database at \(url.redacted) is unavailable (\(Self.reason(underlying)))"
+    }
+
+    private static func reason(_ error: any Error) -> String {
+        guard let error = error as? PSQLError else { return "\(error)" }
+        if let message = error.serverInfo?[.message] { return message }
+        if let underlying = error.underlying { return "\(underlying)" }
+        return "\(error.code)"
+    }
+}
