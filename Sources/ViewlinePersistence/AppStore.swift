@@ -52,7 +52,7 @@ public protocol AppStore: Sendable {
     /// A caller that had to wait while another run of `job` completed successfully
     /// joins that run instead: `body` is not called and the result is `nil`. So
     /// concurrent callers on any number of nodes make one run.
-    func singleFlight(_ job: String, _ body: @Sendable () async throws -> Bool) async throws -> Bool?
+    func singleFlight(_ job: String, _ body: @escaping @Sendable () async throws -> Bool) async throws -> Bool?
 }
 
 extension AppStore {

@@ -199,7 +199,7 @@ extension SQLiteStore {
 extension SQLiteStore {
     /// One SQLite file serves one node, whose callers already share a run in
     /// process (`ContactsSyncCoordinator`); a run here is a run.
-    public func singleFlight(_ job: String, _ body: @Sendable () async throws -> Bool) async throws -> Bool? {
+    public func singleFlight(_ job: String, _ body: @escaping @Sendable () async throws -> Bool) async throws -> Bool? {
         try await body()
     }
 }

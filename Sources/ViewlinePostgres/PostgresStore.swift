@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import PostgresNIO
+import ViewlineKit
 import ViewlinePersistence
 
 /// The store on PostgreSQL, for several server nodes over one database: the same
@@ -28,8 +29,12 @@ public final class PostgresStore: AppStore {
     /// The notification channel the contacts trigger signals on.
     static let contactsChannel = "viewline_contacts"
 
-    private init(url: PostgresURL, logger: Logger) {
+    /// How long one store call may wait for the database before it fails with ``StoreUnavailable``.
+    public let operationTimeout: Duration
+
+    private init(url: PostgresURL, operationTimeout: Duration, logger: Logger) {
         self.url = url
+        self.operationTimeout = operationTimeout
         self.logger = logger
         var configuration = url.clientConfiguration
         configuration.options.connectTimeout = .seconds(3)
@@ -46,8 +51,10 @@ public final class PostgresStore: AppStore {
 
     /// Connects and migrates (idempotent; safe when several nodes start at once).
     /// Fails with a clear error when the database cannot be reached.
-    public static func connect(_ url: PostgresURL, logger: Logger = Logger(label: "viewline.postgres")) async throws -> PostgresStore {
-        let store = PostgresStore(url: url, logger: logger)
+    public static func connect(
+        _ url: PostgresURL, operationTimeout: Duration = .seconds(3), logger: Logger = Logger(label: "viewline.postgres")
+    ) async throws -> PostgresStore {
+        let store = PostgresStore(url: url, operationTimeout: operationTimeout, logger: logger)
         do {
             try await PostgresMigrations.run(on: store.client, logger: logger)
         } catch {
@@ -135,7 +142,7 @@ public final class PostgresStore: AppStore {
     // MARK: - Contacts
 
     public func contactsSnapshot() async throws -> ContactsSnapshot {
-        try await unavailableIfDown {
+        try await unavailableIfDown { [self] in
             // One statement, one snapshot: the version and the rows agree.
             let rows = try await client.query("""
                 SELECT v.version, c.name, c.phone, c.address
@@ -158,7 +165,7 @@ public final class PostgresStore: AppStore {
 
     @discardableResult
     public func applyContacts(_ contacts: [Contact], document: String, source: String, at date: Date) async throws -> Bool {
-        try await unavailableIfDown {
+        try await unavailableIfDown { [self] in
             try await client.withTransaction(logger: logger) { connection in
                 // Serialize appliers, so "already applied" is decided on the latest state.
                 try await connection.query("SELECT pg_advisory_xact_lock(\(Self.lockNamespace), hashtext('contacts-apply'))", logger: logger)
@@ -192,8 +199,11 @@ public final class PostgresStore: AppStore {
     /// Advisory locks of this store use this first key.
     static let lockNamespace: Int32 = 7878
 
-    public func singleFlight(_ job: String, _ body: @Sendable () async throws -> Bool) async throws -> Bool? {
-        try await unavailableIfDown {
+    public func singleFlight(_ job: String, _ body: @escaping @Sendable () async throws -> Bool) async throws -> Bool? {
+        // Fail fast while the database is down; the run itself may wait long for the
+        // lock (another node's run) and for `body`.
+        try await run("SELECT 1")
+        return try await unavailableIfDown(timeout: .seconds(24 * 3600)) { [self] in
             try await client.withConnection { connection in
                 let before = try await Self.generation(of: job, on: connection, logger: logger)
                 // A session-level lock on this leased connection, held while `body` runs
@@ -234,30 +244,48 @@ public final class PostgresStore: AppStore {
 
     /// Runs a statement and drops its rows.
     func run(_ query: PostgresQuery) async throws {
-        try await unavailableIfDown {
+        try await unavailableIfDown { [self] in
             _ = try await client.query(query, logger: logger).collect()
         }
     }
 
     /// Runs a query and maps every row.
-    func collect<T>(_ query: PostgresQuery, _ transform: (PostgresRow) throws -> T) async throws -> [T] {
-        try await unavailableIfDown {
+    func collect<T: Sendable>(_ query: PostgresQuery, _ transform: @escaping @Sendable (PostgresRow) throws -> T) async throws -> [T] {
+        try await unavailableIfDown { [self] in
             var values: [T] = []
             for try await row in try await client.query(query, logger: logger) { values.append(try transform(row)) }
             return values
         }
     }
 
-    /// Turns "cannot reach the database" into ``StoreUnavailable``; other errors
+    /// Turns "cannot reach the database" into ``StoreUnavailable``: a connection
+    /// error, a server shutting down, or no answer within ``operationTimeout`` (the
+    /// pool keeps waiting for a connection while the database is down). Other errors
     /// (a constraint, a bug) pass through.
-    func unavailableIfDown<T>(_ work: () async throws -> T) async throws -> T {
+    func unavailableIfDown<T: Sendable>(timeout: Duration? = nil, _ work: @escaping @Sendable () async throws -> T) async throws -> T {
         do {
-            return try await work()
+            return try await withThrowingTaskGroup(of: T.self) { group in
+                group.addTask { try await work() }
+                let limit = timeout ?? operationTimeout
+                group.addTask {
+                    try await Task.sleep(for: limit)
+                    throw TimedOut(limit: limit)
+                }
+                defer { group.cancelAll() }
+                return try await group.next()!
+            }
+        } catch let error as TimedOut {
+            throw StoreUnavailable(url: url, underlying: error)
         } catch let error as PSQLError where error.code != .server {
             throw StoreUnavailable(url: url, underlying: error)
         } catch let error as PSQLError where error.serverInfo?[.sqlState].map(Self.isShutdownState) == true {
             throw StoreUnavailable(url: url, underlying: error)
         }
+    }
+
+    struct TimedOut: Error, CustomStringConvertible {
+        let limit: Duration
+        var description: String { "no answer within \(limit)" }
     }
 
     /// SQLSTATEs a server sends while it shuts down or refuses connections.
@@ -268,12 +296,17 @@ public final class PostgresStore: AppStore {
 
 /// The database cannot be reached right now (down, restarting, unreachable): the
 /// command that needed it fails with this; the next ones work again once it is back.
-public struct StoreUnavailable: Error, CustomStringConvertible {
+public struct StoreUnavailable: ProtocolErrorConvertible, CustomStringConvertible {
     public let url: PostgresURL
     public let underlying: any Error
 
     public var description: String {
         "the database at \(url.redacted) is unavailable (\(Self.reason(underlying)))"
+    }
+
+    /// `unavailable`, with the reason but not the URL (which names the database host).
+    public var protocolError: ProtocolError {
+        ProtocolError(.unavailable, "the database is unavailable (\(Self.reason(underlying))); try again")
     }
 
     private static func reason(_ error: any Error) -> String {

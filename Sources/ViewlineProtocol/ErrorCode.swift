@@ -39,6 +39,8 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConve
     public static let badToken = ErrorCode("bad_token", meaning: "`attach` named a session token that is unknown, expired or wrong (which one is not said).")
     public static let attachThrottled = ErrorCode("attach_throttled", meaning: "Too many failed `attach` attempts from this address; the message says how long to wait.")
     public static let busy = ErrorCode("busy", meaning: "The same work is already running for this session.")
+    public static let moved = ErrorCode("moved", meaning: "`attach`: the session lives on another node, alive; `address` says where to attach instead.")
+    public static let unavailable = ErrorCode("unavailable", meaning: "The database the command needs cannot be reached right now; the session keeps its state; try again.")
     public static let internalError = ErrorCode("internal_error", meaning: "The server failed unexpectedly; the session goes on.")
 
     /// The codes of the protocol and the runtime, in the order `help` lists them
@@ -46,6 +48,7 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConve
     public static let builtIn: [ErrorCode] = [
         .unknownCommand, .badArguments, .badSyntax, .badJSON, .badEncoding, .lineTooLong, .noAlert, .staleAlert,
         .noCancelAction, .adminDisabled, .unknownView, .unknownService, .timeout, .badToken, .attachThrottled, .busy,
+        .moved, .unavailable,
     ]
 }
 
@@ -53,13 +56,20 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConve
 public struct ProtocolError: Error, Sendable, Equatable, CustomStringConvertible {
     public var code: ErrorCode
     public var message: String
+    /// Where to go instead (`host:port`), with ``ErrorCode/moved``.
+    public var address: String?
 
-    public init(_ code: ErrorCode, _ message: String) {
+    public init(_ code: ErrorCode, _ message: String, address: String? = nil) {
         self.code = code
         self.message = message
+        self.address = address
     }
 
     public var description: String { "\(code.rawValue): \(message)" }
 
-    public var json: JSON { ["code": .string(code.rawValue), "message": .string(message)] }
+    public var json: JSON {
+        var object: JSONObject = ["code": .string(code.rawValue), "message": .string(message)]
+        if let address { object["address"] = .string(address) }
+        return .object(object)
+    }
 }

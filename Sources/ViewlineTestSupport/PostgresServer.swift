@@ -19,7 +19,10 @@ public final class PostgresServer: @unchecked Sendable {
     /// One server for the whole test process, stopped when it exits.
     public static let shared: PostgresServer = {
         let server = try! PostgresServer()
-        atexit { PostgresServer.shared.stop() }
+        atexit {
+            PostgresServer.shared.stop()
+            try? FileManager.default.removeItem(atPath: PostgresServer.shared.directory)
+        }
         return server
     }()
 
@@ -68,6 +71,15 @@ public final class PostgresServer: @unchecked Sendable {
         guard let bin = Self.binDirectory else { throw Failure(description: "PostgreSQL is not installed") }
         try asServerUser("\(bin)/psql", ["-h", "127.0.0.1", "-p", "\(port)", "-U", "postgres", "-q", "-c", "CREATE DATABASE \(name)"])
         return name
+    }
+
+    /// Runs `sql` in `database` with psql and returns its unaligned output, trimmed.
+    public func query(_ sql: String, database: String) throws -> String {
+        guard let bin = Self.binDirectory else { throw Failure(description: "PostgreSQL is not installed") }
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("viewline-pg-\(UUID().uuidString).query").path
+        defer { unlink(path) }
+        try asServerUser("/bin/sh", ["-c", "\"$0\" -h 127.0.0.1 -p \(port) -U postgres -d \(database) -Atc \"$1\" > \(path)", "\(bin)/psql", sql])
+        return ((try? String(contentsOfFile: path, encoding: .utf8)) ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
     deinit {

@@ -113,6 +113,8 @@ public actor Session {
             result = .success(try await command.perform(self, request.arguments))
         } catch let error as ProtocolError {
             result = .failure(error)
+        } catch let error as any ProtocolErrorConvertible {
+            result = .failure(error.protocolError)
         } catch {
             result = .failure(ProtocolError(.internalError, "\(request.name) failed: \(error)"))
         }

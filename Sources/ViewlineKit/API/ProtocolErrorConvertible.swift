@@ -1,0 +1,6 @@
+/// An error that knows how it crosses the wire: a command that throws it fails with
+/// its ``protocolError`` (code and message) instead of `internal_error`. Conform the
+/// errors of a store or backend whose failures a client should tell apart.
+public protocol ProtocolErrorConvertible: Error {
+    var protocolError: ProtocolError { get }
+}

@@ -1,0 +1,119 @@
+import Foundation
+import Testing
+import ViewlineProtocol
+import ViewlineTestSupport
+
+/// Several nodes over one real PostgreSQL (started by the tests), as `./dev cluster`
+/// runs them: one source of truth for contacts and drafts.
+@Suite struct ClusterTests {
+    /// A fresh database and `count` nodes on it, with `arguments` each.
+    func startCluster(_ count: Int, _ arguments: [String] = [], server: PostgresServer = .shared) throws -> (database: String, nodes: [ServerProcess]) {
+        let database = try server.createDatabase()
+        let nodes = try (0..<count).map { _ in
+            try ServerProcess(["--postgres", server.url(database: database), "--admin"] + arguments)
+        }
+        return (database, nodes)
+    }
+
+    func writeContacts(_ phone: String, to path: String) throws {
+        let contacts = [["name": "Ada Lovelace", "phone": phone, "address": "London"]]
+        try JSONSerialization.data(withJSONObject: contacts).write(to: URL(fileURLWithPath: path))
+    }
+
+    @Test func aContactsChangeCommittedOnOneNodeReachesSessionsOnTheOthers() throws {
+        let remote = temporaryPath("contacts.json")
+        try writeContacts("+1 555 0100", to: remote)
+        let (_, nodes) = try startCluster(3, ["--remote-contacts", remote])
+        let (a, b, c) = (nodes[0], nodes[1], nodes[2])
+        let onA = try connect(a)
+        #expect(try onA.command("sync").isOK)
+        #expect(try onA.command("wait").isOK)
+        let onB = try connect(b)
+        let onC = try connect(c)
+        for client in [onB, onC] {
+            #expect(try client.command("contacts").isOK)
+            _ = try client.read(until: { $0["view"] == "contacts" && $0["state"]?["syncing"] == false })
+        }
+        try writeContacts("+1 555 0199", to: remote)
+        #expect(try onA.command("sync").isOK)  // node A writes; B and C only listen
+        for client in [onB, onC] {
+            let shown = try client.read(until: { $0["view"] == "contacts" && $0["state"]?["items"]?.firstItem?["phone"] == "+1 555 0199" })
+            #expect(shown.last?["state"]?["items"]?.firstItem?["name"] == "Ada Lovelace")
+        }
+    }
+
+    @Test func concurrentSyncsOnEveryNodeMakeOneFetch() throws {
+        let remote = temporaryPath("contacts.json")
+        try writeContacts("+1 555 0100", to: remote)
+        let (database, nodes) = try startCluster(3, ["--remote-contacts", remote, "--backend-latency", "700"])
+        let clients = try nodes.map(connect)
+        for client in clients { try client.send("sync") }
+        for client in clients { #expect(try client.next().isOK) }
+        for client in clients { #expect(try client.command("wait").isOK) }
+        // Each node's first sync shares one run: the job ran once in the whole cluster.
+        #expect(try PostgresServer.shared.query("SELECT generation FROM viewline_job_runs WHERE job = 'contacts-sync'", database: database) == "1")
+        #expect(try PostgresServer.shared.query("SELECT count(*) FROM viewline_contacts", database: database) == "1")
+    }
+
+    @Test func aDraftStoredOnOneNodeIsOfferedAtLoginOnAnother() throws {
+        let (_, nodes) = try startCluster(2)
+        var onA: LineClient? = try connect(nodes[0])
+        #expect(try onA?.command("login alice wonderland").isOK == true)
+        #expect(try onA?.command("draft meet at noon").isOK == true)
+        onA = nil
+        let onB = try connect(nodes[1])
+        #expect(try onB.command("login alice wonderland").isOK)
+        let offered = try onB.read(until: { $0.type == "alert" })
+        #expect(offered.last?["message"] == "You have unsaved data from last time. Do you want to save it?")
+        #expect(offered.contains { $0["view"] == "draft" && $0["state"]?["text"] == "meet at noon" })
+        _ = onA
+    }
+
+    @Test func anAcknowledgedDraftSurvivesSIGKILLOfItsNode() throws {
+        let (_, nodes) = try startCluster(2)
+        let onA = try connect(nodes[0])
+        #expect(try onA.command("login bob builder").isOK)
+        #expect(try onA.command("draft written before the crash").isOK)
+        nodes[0].signal(SIGKILL)
+        _ = try nodes[0].waitForExit()
+        let onB = try connect(nodes[1])
+        #expect(try onB.command("login bob builder").isOK)
+        let offered = try onB.read(until: { $0.type == "alert" })
+        #expect(offered.contains { $0["view"] == "draft" && $0["state"]?["text"] == "written before the crash" })
+    }
+
+    @Test func aDatabaseRestartGivesClearErrorsThenRecoversWithoutRestartingNodes() throws {
+        let server = try PostgresServer()  // its own: this test stops it
+        let remote = temporaryPath("contacts.json")
+        try writeContacts("+1 555 0100", to: remote)
+        let (_, nodes) = try startCluster(2, ["--remote-contacts", remote], server: server)
+        let onA = try connect(nodes[0])
+        let onB = try connect(nodes[1])
+        #expect(try onA.command("login alice wonderland").isOK)
+        #expect(try onB.command("contacts").isOK)
+        _ = try onB.read(until: { $0["view"] == "contacts" && $0["state"]?["syncing"] == false })
+
+        server.stop()
+        let failed = try onA.command("draft while the database is down")
+        #expect(failed.errorCode == "unavailable")
+        #expect(failed["error"]?["message"]?.stringValue?.contains("database is unavailable") == true)
+        #expect(try onA.command("state session")["result"]?["state"]?["user"] == "alice")  // the session kept its state
+
+        try server.start()
+        var recovered = try onA.command("draft back again")
+        for _ in 0..<50 where !recovered.isOK {  // the pool reconnects on the next lease
+            usleep(100_000)
+            recovered = try onA.command("draft back again")
+        }
+        #expect(recovered.isOK)
+        // The listener on B reconnected: a change committed on A reaches B's view.
+        try writeContacts("+1 555 0177", to: remote)
+        #expect(try onA.command("sync").isOK)
+        _ = try onB.read(until: { $0["view"] == "contacts" && $0["state"]?["items"]?.firstItem?["phone"] == "+1 555 0177" }, timeout: .seconds(15))
+    }
+}
+
+extension JSON {
+    /// An array's first element.
+    var firstItem: JSON? { if case .array(let items) = self { return items.first } else { return nil } }
+}
