@@ -5,7 +5,7 @@ import ViewlineKit
 /// with a lifetime, and the session's user that the other flows react to.
 public enum Account: ViewModel {
     /// Shown as `{user, loggedIn}`; the access token stays on the server.
-    public struct State: Encodable, Sendable, Equatable {
+    public struct State: Codable, Sendable, Equatable {
         public var user: String?
         public var accessToken: AccessToken?
         public var loggedIn: Bool { user != nil }
@@ -16,6 +16,12 @@ public enum Account: ViewModel {
         }
 
         enum CodingKeys: String, CodingKey { case user, loggedIn }
+
+        /// From a cluster record: the user (the access token never leaves the server).
+        public init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            self.init(user: try container.decodeIfPresent(String.self, forKey: .user))
+        }
 
         public func encode(to encoder: any Encoder) throws {
             var container = encoder.container(keyedBy: CodingKeys.self)
@@ -54,6 +60,20 @@ public enum Account: ViewModel {
         session.update(Account.self) {
             $0.user = user
             if user == nil { $0.accessToken = nil }
+        }
+    }
+
+    /// Restored on another node: the session's user stays logged in (the client
+    /// proved the session with its token) with a fresh access token, since the old
+    /// one never left the node that died.
+    public static func restored(in session: isolated Session) async {
+        let services = session.services
+        let user = session.user
+        session.update(Account.self, display: false) {
+            $0.user = user
+            $0.accessToken = user.map {
+                AccessToken(value: Session.makeSecret(), user: $0, expiresAt: services.clock.now() + services.tokenLifetime)
+            }
         }
     }
 

@@ -7,7 +7,7 @@ import ViewlinePersistence
 /// session that shows the view.
 public enum Contacts: ViewModel {
     /// Shown as `{items, syncing}`.
-    public struct State: Encodable, Sendable, Equatable {
+    public struct State: Codable, Sendable, Equatable {
         public var items: [Contact] = []
         public var syncing = false
         /// Whether the view was opened (and follows the database).
@@ -56,6 +56,18 @@ public enum Contacts: ViewModel {
             return ["accepted": true]
         },
     ]
+
+    /// Restored on another node: a view that showed contacts follows the store again
+    /// (its items come back; a sync that was running there is not resumed).
+    public static func restored(in session: isolated Session) async {
+        let state = session.state(Contacts.self)
+        session.update(Contacts.self, display: false) { $0.syncing = false }
+        guard !state.items.isEmpty else { return }
+        session.update(Contacts.self, display: false) { $0.open = true }
+        session.observe(session.services.contactsObservation) { session, snapshot in
+            changed(snapshot, in: session)
+        }
+    }
 
     private static func startSync(in session: isolated Session) {
         guard !session.isRunning(.sync) else { return }  // this session already waits on a sync

@@ -5,7 +5,7 @@ import ViewlinePersistence
 /// asks "save again?" as many times as it fails; a draft left from an earlier
 /// session is offered at login.
 public enum Drafts: ViewModel {
-    public struct State: Encodable, Sendable, Equatable {
+    public struct State: Codable, Sendable, Equatable {
         public var text = ""
         public var pending = false
         public var saving = false
@@ -79,6 +79,13 @@ public enum Drafts: ViewModel {
             case .dismissed: break
             }
         }
+    }
+
+    /// Restored on another node: the save that may have been running there is gone;
+    /// the pending draft (in the store) is offered again, as at login.
+    public static func restored(in session: isolated Session) async {
+        session.update(Drafts.self, display: false) { $0.saving = false }
+        await userChanged(in: session, from: session.user)
     }
 
     static func saveFailedAlert(_ reason: String) -> AlertContent {

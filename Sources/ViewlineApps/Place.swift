@@ -1,7 +1,7 @@
 import ViewlineKit
 
 /// One result of the places backend.
-public struct Place: Sendable, Equatable, Encodable {
+public struct Place: Sendable, Equatable, Codable {
     public var name: String
     /// What the place serves or is: a cuisine (`thai`), a dish (`pizza`) or a kind of place (`café`, `bar`).
     public var cuisine: String

@@ -3,7 +3,7 @@ import ViewlineKit
 /// Search (seeds 002 and 004): loading first, then results or an error alert;
 /// loading never sticks; the latest query wins.
 public enum Search: ViewModel {
-    public struct State: Encodable, Sendable, Equatable {
+    public struct State: Codable, Sendable, Equatable {
         public var query = ""
         public var loading = false
         public var results: [Place] = []
@@ -34,6 +34,13 @@ public enum Search: ViewModel {
             return ["accepted": true, "query": .string(query)]
         },
     ]
+
+    /// Restored on another node: a search that was loading runs again (its answer was lost with the node).
+    public static func restored(in session: isolated Session) async {
+        let state = session.state(Search.self)
+        guard state.loading else { return }
+        session.run(.search) { session in await perform(state.query, in: session) }
+    }
 
     private static func perform(_ query: String, in session: isolated Session) async {
         let places = session.services.places

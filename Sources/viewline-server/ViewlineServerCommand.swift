@@ -30,6 +30,8 @@ struct ViewlineServerCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Failed log-ins allowed per user and per address before each attempt must wait (doubling).", valueName: "n")) var loginAttemptsBeforeThrottle = 5
     @Option(help: ArgumentHelp("SQLite database file (`:memory:` for none); the store of a single node.", valueName: "path")) var db = "viewline.sqlite"
     @Option(help: ArgumentHelp("PostgreSQL instead of SQLite, for several nodes over one database (also VIEWLINE_POSTGRES).", valueName: "postgres://user@host/db")) var postgres: String?
+    @Option(help: ArgumentHelp("With --postgres: the address other nodes send clients to for this node's sessions (`moved`); the listening address by default.", valueName: "host:port")) var advertise: String?
+    @Option(help: ArgumentHelp("With --postgres: a node silent this long is gone, and its sessions are restored where clients attach.", valueName: "seconds")) var nodeTimeout = 5
     @Option(help: ArgumentHelp("JSON array of {\"user\",\"password\"} objects to add to the demo users.", valueName: "file")) var users: String?
     @Option(help: ArgumentHelp("Lifetime of an access token issued at login.", valueName: "seconds")) var tokenTtl = 3600
     @Option(help: ArgumentHelp("JSON array of {\"name\",\"phone\",\"address\"} read at every contacts sync.", valueName: "file")) var remoteContacts: String?
@@ -44,6 +46,7 @@ struct ViewlineServerCommand: AsyncParsableCommand {
         guard maxSessions > 0 else { throw ValidationError("--max-sessions must be positive") }
         guard maxOutputBytes >= 4096 else { throw ValidationError("--max-output-bytes must be at least 4096") }
         guard maxClients > 0 else { throw ValidationError("--max-clients must be positive") }
+        guard nodeTimeout > 0 else { throw ValidationError("--node-timeout must be positive") }
         guard tokenTtl > 0 else { throw ValidationError("--token-ttl must be positive") }
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("unknown --log-level \(logLevel)") }
     }
@@ -86,16 +89,20 @@ struct ViewlineServerCommand: AsyncParsableCommand {
 
         let faults = FaultInjector()
         let store: any AppStore
+        var cluster: Cluster?
         if let url = postgres ?? ProcessInfo.processInfo.environment["VIEWLINE_POSTGRES"].flatMap({ $0.isEmpty ? nil : $0 }) {
             let postgresStore = try await PostgresStore.connect(try PostgresURL(url), logger: logger)
             store = postgresStore
+            cluster = Cluster(
+                directory: PostgresSessionDirectory(store: postgresStore), address: advertise, nodeTimeout: .seconds(nodeTimeout),
+                logger: logger)
             logger.info("using PostgreSQL", metadata: ["url": "\(postgresStore.url.redacted)"])
         } else {
             store = try SQLiteStore.open(path: db)
         }
         let services = try await SeedApps.liveServices(apps, store: store, faults: faults)
         let server = try await ViewlineServer(
-            apps: SeedApps.all, services: services, faults: faults, configuration: configuration, logger: logger)
+            apps: SeedApps.all, services: services, faults: faults, cluster: cluster, configuration: configuration, logger: logger)
         let bound = server.localAddress
         print("listening on \(bound.host):\(bound.port)")
         fflush(stdout)

@@ -82,6 +82,88 @@ import ViewlineTestSupport
         #expect(offered.contains { $0["view"] == "draft" && $0["state"]?["text"] == "written before the crash" })
     }
 
+    /// A connected client, its welcome's token, and the node's address.
+    func open(_ node: ServerProcess) throws -> (client: LineClient, token: String) {
+        let client = try LineClient(port: node.port)
+        return (client, try #require(try client.next()["token"]?.stringValue))
+    }
+
+    @Test func attachOnANodeThatDoesNotOwnTheSessionIsRedirectedWhileTheOwnerLives() throws {
+        let (_, nodes) = try startCluster(2)
+        let (onA, token) = try open(nodes[0])
+        #expect(try onA.command("search pizza").isOK)
+        #expect(try onA.command("wait").isOK)
+        usleep(300_000)  // the record is written in the next batch
+        let onB = try connect(nodes[1])
+        let moved = try onB.command("attach \(token)")
+        #expect(moved.errorCode == "moved")
+        #expect(moved["error"]?["address"] == .string("127.0.0.1:\(nodes[0].port)"))
+        // Following the redirect attaches to the live session.
+        let again = try connect(nodes[0])
+        #expect(try again.command("attach \(token)")["result"]?["snapshot"] == true)
+        // A wrong secret with the right lookup part is not redirected.
+        let forged = String(token.prefix(16)) + String(repeating: "0", count: token.count - 16)
+        #expect(try onB.command("attach \(forged)").errorCode == "bad_token")
+    }
+
+    @Test func aSessionWhoseNodeWasKilledIsRestoredFromItsRecordWhereTheClientAttaches() throws {
+        let (_, nodes) = try startCluster(2, ["--node-timeout", "1"])
+        let (onA, token) = try open(nodes[0])
+        #expect(try onA.command("login alice wonderland").isOK)
+        #expect(try onA.command("draft left on node A").isOK)
+        #expect(try onA.command("search sushi").isOK)
+        let seen = try onA.read(until: { $0["view"] == "search" && $0["state"]?["loading"] == false })
+        let lastRev = try #require(seen.last?["rev"]?.intValue)
+        usleep(300_000)  // the record is written in the next batch
+        nodes[0].signal(SIGKILL)
+        _ = try nodes[0].waitForExit()
+        usleep(1_200_000)  // node A's heartbeat expires
+
+        let onB = try connect(nodes[1])
+        let reply = try onB.command("attach \(token) \(lastRev)")
+        #expect(reply["result"]?["snapshot"] == true)
+        let events = try onB.read(until: { $0.type == "alert" })
+        let views = Dictionary(events.compactMap { event in event["view"]?.stringValue.map { ($0, event) } }, uniquingKeysWith: { _, last in last })
+        #expect(views["session"]?["state"]?["user"] == "alice")
+        #expect(views["search"]?["state"]?["query"] == "sushi")
+        #expect(views["search"]?["state"]?["results"]?.firstItem != nil)
+        #expect(views["draft"]?["state"]?["text"] == "left on node A")
+        #expect(events.allSatisfy { ($0["rev"]?.intValue ?? 0) > lastRev })  // revs go on
+        // The draft flow offers the pending draft again; answering it saves on node B.
+        #expect(events.last?["message"] == "You have unsaved data from last time. Do you want to save it?")
+        #expect(try onB.command("confirm").isOK)
+        #expect(try onB.command("wait").isOK)
+        #expect(try onB.command("saved")["result"]?["drafts"]?.firstItem?["text"] == "left on node A")
+        // The session is node B's now: attaching there again needs no restore.
+        let later = try connect(nodes[1])
+        #expect(try later.command("attach \(token)")["result"]?["snapshot"] == true)
+    }
+
+    @Test func aCleanShutdownHandsSessionsOverAtOnce() throws {
+        let (_, nodes) = try startCluster(2)  // default node timeout: 5 s
+        let (onA, token) = try open(nodes[0])
+        #expect(try onA.command("search noodle").isOK)
+        #expect(try onA.command("wait").isOK)
+        nodes[0].signal(SIGTERM)
+        _ = try onA.read(until: { $0.type == "bye" })
+        let onB = try connect(nodes[1])
+        let reply = try onB.command("attach \(token)")
+        #expect(reply["result"]?["snapshot"] == true)
+        let search = try onB.read(until: { $0["view"] == "search" })
+        #expect(search.last?["state"]?["query"] == "noodle")
+    }
+
+    @Test func aSessionThatQuitIsGoneFromEveryNode() throws {
+        let (_, nodes) = try startCluster(2)
+        let (onA, token) = try open(nodes[0])
+        usleep(300_000)
+        #expect(try connect(nodes[1]).command("attach \(token)").errorCode == "moved")
+        try onA.send("quit")
+        _ = try onA.read(until: { $0.type == "bye" })
+        usleep(300_000)
+        #expect(try connect(nodes[1]).command("attach \(token)").errorCode == "bad_token")
+    }
+
     @Test func aDatabaseRestartGivesClearErrorsThenRecoversWithoutRestartingNodes() throws {
         let server = try PostgresServer()  // its own: this test stops it
         let remote = temporaryPath("contacts.json")

@@ -40,6 +40,10 @@ public protocol ViewModel: SendableMetatype {
     /// Called on every session after its user changed (``Session/signIn(_:)``,
     /// ``Session/signOut()``), in the order the server lists its view-models.
     static func userChanged(in session: isolated Session, from previous: String?) async
+    /// Called on a session another node restored from its cluster record (its node
+    /// died), after the user and every `Decodable` state came back; running work did
+    /// not. Start again what must go on, from what the store holds.
+    static func restored(in session: isolated Session) async
 }
 
 extension ViewModel {
@@ -49,6 +53,8 @@ extension ViewModel {
     public static var backends: [Backend] { [] }
     /// Does nothing when the user changes.
     public static func userChanged(in session: isolated Session, from previous: String?) async {}
+    /// Does nothing after a restore.
+    public static func restored(in session: isolated Session) async {}
 }
 
 /// A backend service a view-model calls; `fault <name>` makes its calls fail.

@@ -26,6 +26,9 @@ public final class Application: Sendable {
     let handlers: [String: AnyCommand]
     let viewIndex: [ObjectIdentifier: Int]
     let userChangedHooks: [@Sendable (isolated Session, String?) async -> Void]
+    let restoredHooks: [@Sendable (isolated Session) async -> Void]
+    /// The cluster this node belongs to, if any: session records, `moved`, restore.
+    public let cluster: Cluster?
     let helpResult: JSON
 
     /// The view-models, in order, and what they reach.
@@ -33,7 +36,8 @@ public final class Application: Sendable {
     /// - Precondition: view names and command names are unique, built-in ones included.
     public init(
         _ models: [any ViewModel.Type], services: Services = Services(), faults: FaultInjector = FaultInjector(),
-        admin: Bool = false, serverName: String = "viewline/1.0", limits: SessionLimits = SessionLimits()
+        admin: Bool = false, serverName: String = "viewline/1.0", limits: SessionLimits = SessionLimits(),
+        cluster: Cluster? = nil
     ) {
         var views: [ViewDescription] = []
         var modelCommands: [AnyCommand] = []
@@ -41,6 +45,7 @@ public final class Application: Sendable {
         var errors: [ErrorCode] = ErrorCode.builtIn
         var viewIndex: [ObjectIdentifier: Int] = [:]
         var hooks: [@Sendable (isolated Session, String?) async -> Void] = []
+        var restoredHooks: [@Sendable (isolated Session) async -> Void] = []
         for model in models {
             precondition(!views.contains { $0.name == model.view }, "two views are named \"\(model.view)\"")
             viewIndex[ObjectIdentifier(model)] = views.count
@@ -49,6 +54,7 @@ public final class Application: Sendable {
             backends += model.backends.filter { backend in !backends.contains { $0.name == backend.name } }
             errors += model.errors.filter { !errors.contains($0) }
             hooks.append(model.erasedUserChanged)
+            restoredHooks.append(model.erasedRestored)
         }
         errors.append(.internalError)
         let builtIns = Session.builtInCommands
@@ -63,11 +69,13 @@ public final class Application: Sendable {
         self.errors = errors
         self.services = services
         self.faults = faults
-        sessions = SessionRegistry(limits: limits)
+        sessions = SessionRegistry(limits: limits, cluster: cluster)
         self.admin = admin
         self.serverName = serverName
         self.viewIndex = viewIndex
         userChangedHooks = hooks
+        self.restoredHooks = restoredHooks
+        self.cluster = cluster
         helpResult = [
             "commands": .array(commands.all.map(\.json)),
             "services": .array(backends.map { ["name": .string($0.name), "summary": .string($0.summary)] }),
@@ -93,6 +101,9 @@ public struct ViewDescription: Sendable {
     public let summary: String
     let makeState: @Sendable (Services) -> any Sendable
     let encodeState: @Sendable (any Sendable) -> JSON
+    /// Reads a state back from its wire form, when the state is `Decodable` (a
+    /// session restored on another node of a cluster).
+    let decodeState: (@Sendable (JSON) -> (any Sendable)?)?
 
     init<Model: ViewModel>(_ model: Model.Type) {
         name = model.view
@@ -105,6 +116,16 @@ public struct ViewDescription: Sendable {
                 preconditionFailure("the \(model.view) state failed to encode: \(error)")
             }
         }
+        if let decodable = Model.State.self as? any Decodable.Type {
+            decodeState = { json in
+                guard let data = json.encoded.data(using: .utf8),
+                    let state = try? JSONDecoder().decode(decodable, from: data) as? Model.State
+                else { return nil }
+                return state
+            }
+        } else {
+            decodeState = nil
+        }
     }
 }
 
@@ -115,5 +136,9 @@ extension ViewModel {
 
     static var erasedUserChanged: @Sendable (isolated Session, String?) async -> Void {
         { session, previous in await userChanged(in: session, from: previous) }
+    }
+
+    static var erasedRestored: @Sendable (isolated Session) async -> Void {
+        { session in await restored(in: session) }
     }
 }

@@ -31,7 +31,15 @@ extension Session {
     public func attach(_ connection: SessionConnection, as number: Int, lastRev: Int?, re: JSON) {
         guard !closed else { return }
         connections[number] = connection
-        let missed = lastRev.flatMap { log.events(after: $0, current: rev) }
+        var missed = lastRev.flatMap { log.events(after: $0, current: rev) }
+        if restoredFromRecord {
+            // The record may be older than what the client saw on the node that died:
+            // no replay, and the snapshot's revs come after anything it has.
+            restoredFromRecord = false
+            rev = max(rev, lastRev ?? 0)
+            log = EventLog(maximumEvents: application.sessions.limits.eventLogEvents, maximumBytes: application.sessions.limits.eventLogBytes)
+            missed = nil
+        }
         let result: JSON = [
             "session": .string(id), "rev": .int(rev), "replayed": .int(missed?.count ?? 0), "snapshot": .bool(missed == nil),
         ]

@@ -26,6 +26,9 @@ public actor Session {
     // Connections: every attached one gets every event; a reply goes to its sender.
     var connections: [Int: SessionConnection] = [:]
     var log: EventLog
+    /// Set on a session restored from a cluster record until its first attach: the
+    /// client's revs came from another node, so it gets a snapshot numbered after them.
+    var restoredFromRecord = false
 
     // Event ordering.
     var rev = 0
@@ -71,14 +74,20 @@ public actor Session {
         self.init(id: id, application: application, peer: peer, connections: [:])
     }
 
-    private init(id: String, application: Application, peer: String?, connections: [Int: SessionConnection]) {
+    private init(id: String, application: Application, peer: String?, connections: [Int: SessionConnection], token: String = Session.makeSecret()) {
         self.id = id
-        self.token = Session.makeSecret()
+        self.token = token
         self.application = application
         self.peer = peer
         self.connections = connections
         log = EventLog(maximumEvents: application.sessions.limits.eventLogEvents, maximumBytes: application.sessions.limits.eventLogBytes)
         states = application.views.map { $0.makeState(application.services) }
+    }
+
+    /// A session rebuilt from a cluster record (see Session+Record.swift): the same
+    /// id and token, no connection yet.
+    init(restoring id: String, token: String, application: Application) {
+        self.init(id: id, application: application, peer: nil, connections: [:], token: token)
     }
 
     /// The backends, database and clock this session's view-models reach.
@@ -180,6 +189,7 @@ public actor Session {
         rev += 1
         let event = make(rev)
         log.append(event, rev: rev)
+        application.cluster?.changed(self)
         if holdingEvents { heldEvents.append(event) } else { broadcast(event) }
     }
 

@@ -28,7 +28,13 @@ public final class SessionRegistry: Sendable {
 
     static let lookupLength = 16
 
-    init(limits: SessionLimits) { self.limits = limits }
+    /// Told when a session ends for good, so its cluster record goes.
+    private let cluster: Cluster?
+
+    init(limits: SessionLimits, cluster: Cluster? = nil) {
+        self.limits = limits
+        self.cluster = cluster
+    }
 
     /// Sessions alive now, and how many of them have a connection.
     public var counts: (sessions: Int, attached: Int) {
@@ -48,6 +54,7 @@ public final class SessionRegistry: Sendable {
                 oldest.value.expiry?.cancel()
                 state.entries[oldest.key] = nil
                 evicted = oldest.value.session
+                cluster?.ended(oldest.value.session)
             }
             state.tick += 1
             state.entries[lookup] = Entry(session: session, secret: secret, since: state.tick)
@@ -100,11 +107,13 @@ public final class SessionRegistry: Sendable {
     /// Removes a session for good (`quit`, expiry).
     func remove(_ session: Session) {
         let (lookup, _) = Self.split(session.token)
-        state.withLock { state in
-            guard state.entries[lookup]?.session === session else { return }
+        let removed = state.withLock { state -> Bool in
+            guard state.entries[lookup]?.session === session else { return false }
             state.entries[lookup]?.expiry?.cancel()
             state.entries[lookup] = nil
+            return true
         }
+        if removed { cluster?.ended(session) }
     }
 
     /// Every session, removed (shutdown).
@@ -123,7 +132,10 @@ public final class SessionRegistry: Sendable {
             state.entries[lookup] = nil
             return true
         }
-        if expired { await session.close() }
+        if expired {
+            cluster?.ended(session)
+            await session.close()
+        }
     }
 
     static func split(_ token: String) -> (lookup: String, secret: [UInt8]) {

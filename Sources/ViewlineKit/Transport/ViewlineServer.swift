@@ -45,13 +45,15 @@ public final class ViewlineServer: Sendable {
     ///   - apps: the view-models, in the order `state` and `help` list them.
     ///   - services: what the view-models reach (backends, database, clock).
     ///   - faults: the `fault` table, when a service checks it itself.
+    ///   - cluster: this node's part in a cluster (session records, `moved`, restore), if any.
     public convenience init(
         apps: [any ViewModel.Type], services: Services = Services(), faults: FaultInjector = FaultInjector(),
+        cluster: Cluster? = nil,
         configuration: ServerConfiguration = ServerConfiguration(), logger: Logger = Logger(label: "viewline")
     ) async throws {
         let application = Application(
             apps, services: services, faults: faults, admin: configuration.admin, serverName: configuration.serverName,
-            limits: configuration.sessions)
+            limits: configuration.sessions, cluster: cluster)
         try await self.init(application: application, configuration: configuration, logger: logger)
     }
 
@@ -87,6 +89,17 @@ public final class ViewlineServer: Sendable {
             try? await group.shutdownGracefully()
             throw error
         }
+        if let cluster = application.cluster {
+            let address = localAddress
+            cluster.bound(host: address.host, port: address.port)
+            do {
+                try await cluster.start()
+            } catch {
+                try? await serverChannel.channel.close()
+                try? await group.shutdownGracefully()
+                throw error
+            }
+        }
     }
 
     /// Serves until ``shutdown(reason:)`` closes the listening socket, then waits
@@ -121,6 +134,9 @@ public final class ViewlineServer: Sendable {
         }
         defer { shutdownFinished.open() }
         try? await serverChannel.channel.close()
+        // Records written and the node gone from the cluster before the `bye`s: a
+        // client that attaches to another node right away finds its session there.
+        await application.cluster?.leave()
         let bye = ServerMessage.bye(reason: reason).line
         for (channel, outbound) in registry.connections where channel.isActive {
             outbound.send(bye)
@@ -156,6 +172,7 @@ public final class ViewlineServer: Sendable {
             await refuse(connection, outbound, reason: "max sessions reached")
             return
         }
+        application.cluster?.changed(session)  // its record, so another node can take it over
         let link = SessionConnection(send: { outbound.send($0.line) }, close: { channel.close(promise: nil) })
         await session.connect(link, as: number)
         application.sessions.attached(session)
@@ -218,7 +235,31 @@ public final class ViewlineServer: Sendable {
             await current.reject(re: request.id, ProtocolError(.attachThrottled, "too many failed attach attempts; try again in \(seconds) s"), to: number)
             return nil
         }
-        guard let target = application.sessions.session(for: request.arguments.string("token")), await !target.isClosed else {
+        let token = request.arguments.string("token")
+        var found = application.sessions.session(for: token)
+        if found == nil, let cluster = application.cluster {
+            do {
+                switch try await cluster.locate(token, application: application) {
+                case .unknown: break
+                case .moved(let address):
+                    attachThrottle.succeeded(keys)
+                    await current.reject(re: request.id, ProtocolError(
+                        .moved, "the session lives on \(address); attach there", address: address), to: number)
+                    return nil
+                case .restored(let session):
+                    let registered = application.sessions.register(session)
+                    if let evicted = registered.evicted { await evicted.close() }
+                    found = registered.accepted ? session : nil
+                }
+            } catch let error as any ProtocolErrorConvertible {
+                await current.reject(re: request.id, error.protocolError, to: number)
+                return nil
+            } catch {
+                await current.reject(re: request.id, ProtocolError(.unavailable, "cannot look the session up: \(error)"), to: number)
+                return nil
+            }
+        }
+        guard let target = found, await !target.isClosed else {
             attachThrottle.failed(keys, now: Date())
             await current.reject(re: request.id, ProtocolError(.badToken, "no session has that token (it may have expired)"), to: number)
             return nil

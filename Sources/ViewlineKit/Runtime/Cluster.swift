@@ -1,0 +1,160 @@
+import Crypto
+import Foundation
+import Logging
+import Synchronization
+
+/// This node's part in a cluster: it keeps a record of every session it runs in the
+/// shared ``SessionDirectory`` (written in batches, a few times a second, off the
+/// command path), announces itself with a heartbeat, and answers an `attach` for a
+/// session it does not hold: `moved` to the owner while the owner is alive, or the
+/// session restored here from its record when the owner's heartbeat stopped.
+public final class Cluster: Sendable {
+    /// The shared records.
+    public let directory: any SessionDirectory
+    /// This node's name, new at every start.
+    public let nodeID: String
+    /// A node whose heartbeat is older than this is gone; its sessions may be restored.
+    public let nodeTimeout: Duration
+    /// How often dirty session records are written.
+    public let recordInterval: Duration
+    private let advertised: Mutex<String?>
+    private let dirty = Mutex<[ObjectIdentifier: Session]>([:])
+    private let loop = Mutex<Task<Void, Never>?>(nil)
+    private let logger: Logger
+
+    /// - Parameters:
+    ///   - address: `host:port` clients should use to reach this node (`moved`); the
+    ///     bound address when `nil`.
+    ///   - nodeTimeout: how long a silent node counts as alive.
+    public init(
+        directory: any SessionDirectory, address: String? = nil, nodeTimeout: Duration = .seconds(5),
+        recordInterval: Duration = .milliseconds(100), logger: Logger = Logger(label: "viewline.cluster")
+    ) {
+        self.directory = directory
+        self.nodeID = "n" + String(UInt64.random(in: .min ... .max), radix: 36)
+        self.advertised = Mutex(address)
+        self.nodeTimeout = nodeTimeout
+        self.recordInterval = recordInterval
+        self.logger = logger
+    }
+
+    /// This node as the directory knows it.
+    public var node: ClusterNode { ClusterNode(id: nodeID, address: advertised.withLock { $0 } ?? "") }
+
+    /// The listening address, known once bound: what `moved` sends unless an address was given.
+    func bound(host: String, port: Int) {
+        advertised.withLock { address in
+            if address == nil { address = host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+        }
+    }
+
+    /// Joins the cluster (first heartbeat) and starts the heartbeat and record loop.
+    func start() async throws {
+        try await directory.heartbeat(node, expiredBefore: Date.distantPast)
+        let task = Task { [self] in
+            var sinceHeartbeat = Duration.zero
+            let heartbeatInterval = nodeTimeout / 5
+            while !Task.isCancelled {
+                try? await Task.sleep(for: recordInterval)
+                await flush()
+                sinceHeartbeat += recordInterval
+                if sinceHeartbeat >= heartbeatInterval {
+                    sinceHeartbeat = .zero
+                    do {
+                        // Records of dead nodes' sessions nobody attached to in a day go.
+                        try await directory.heartbeat(node, expiredBefore: Date().addingTimeInterval(-86_400))
+                    } catch {
+                        logger.warning("cluster heartbeat failed", metadata: ["error": "\(error)"])
+                    }
+                }
+            }
+        }
+        loop.withLock { $0 = task }
+    }
+
+    /// Writes every pending record and leaves the cluster, so the other nodes can
+    /// restore this node's sessions at once (a clean shutdown).
+    func leave() async {
+        loop.withLock { $0 }?.cancel()
+        await flush()
+        try? await directory.leave(node)
+    }
+
+    /// A session's snapshot changed: its record is written with the next batch.
+    func changed(_ session: Session) {
+        dirty.withLock { $0[ObjectIdentifier(session)] = session }
+    }
+
+    /// A session ended for good (`quit`, expiry): its record goes.
+    func ended(_ session: Session) {
+        dirty.withLock { $0[ObjectIdentifier(session)] = nil }
+        let (lookup, _) = SessionRegistry.split(session.token)
+        Task { [directory, logger] in
+            do { try await directory.remove(lookup: lookup) } catch {
+                logger.debug("could not remove a session record", metadata: ["error": "\(error)"])
+            }
+        }
+    }
+
+    /// Writes the records of every session that changed since the last batch.
+    func flush() async {
+        let sessions = dirty.withLock { dirty in
+            defer { dirty = [:] }
+            return Array(dirty.values)
+        }
+        guard !sessions.isEmpty else { return }
+        var records: [SessionRecord] = []
+        for session in sessions where await !session.isClosed {
+            let (lookup, secret) = SessionRegistry.split(session.token)
+            records.append(SessionRecord(
+                lookup: lookup, secretDigest: Self.digest(secret), owner: nodeID, snapshot: await session.record.encoded))
+        }
+        do {
+            try await directory.save(records)
+        } catch {
+            // Try again with the next batch (unless a newer change is already queued).
+            dirty.withLock { dirty in
+                for session in sessions where dirty[ObjectIdentifier(session)] == nil { dirty[ObjectIdentifier(session)] = session }
+            }
+            logger.warning("could not write session records", metadata: ["error": "\(error)", "sessions": "\(sessions.count)"])
+        }
+    }
+
+    /// Where a token's session is, when this node does not hold it.
+    enum Lookup {
+        case unknown
+        case moved(address: String)
+        case restored(Session)
+    }
+
+    /// Looks a token up in the directory: `moved` to a live owner, or the session
+    /// restored here (and owned by this node) when its owner is gone.
+    func locate(_ token: String, application: Application) async throws -> Lookup {
+        let (lookup, secret) = SessionRegistry.split(token)
+        let aliveSince = Date().addingTimeInterval(-nodeTimeout.seconds)
+        guard let location = try await directory.find(lookup: lookup, aliveSince: aliveSince),
+            SessionRegistry.constantTimeEqual(Self.digest(secret), location.record.secretDigest),
+            location.record.owner != nodeID  // ours but not held: it ended
+        else { return .unknown }
+        if location.ownerAlive { return .moved(address: location.ownerAddress) }
+        guard try await directory.claim(lookup: lookup, from: location.record.owner, for: node) else {
+            // Another node restored it first: send the client there.
+            guard let winner = try await directory.find(lookup: lookup, aliveSince: aliveSince), winner.ownerAlive else { return .unknown }
+            return .moved(address: winner.ownerAddress)
+        }
+        let snapshot = (try? JSON.parse(location.record.snapshot)) ?? .null
+        let session = await Session.restore(snapshot, token: token, application: application)
+        logger.info("restored a session from its record", metadata: ["session": "\(session.id)", "previous-owner": "\(location.record.owner)"])
+        changed(session)
+        return .restored(session)
+    }
+
+    /// SHA-256: what a record keeps of a token's secret part.
+    static func digest(_ secret: [UInt8]) -> [UInt8] {
+        Array(SHA256.hash(data: secret))
+    }
+}
+
+extension Duration {
+    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
+}

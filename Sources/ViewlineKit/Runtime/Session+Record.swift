@@ -1,0 +1,79 @@
+import Foundation
+
+/// A session as a cluster record keeps it, and back: what lets another node take
+/// over a session whose node died.
+///
+/// The record holds the session's id, its last `rev`, its user, every view's state
+/// (as the client sees it) and the presented alert. Restoring gives back the user,
+/// every view whose `State` is `Decodable`, and an alert nobody was waiting on (an
+/// error's OK); running work and an alert a flow was waiting on are not in it —
+/// each view-model's ``ViewModel/restored(in:)`` starts again what must go on
+/// (the drafts flow offers the pending draft again).
+extension Session {
+    /// The snapshot a cluster record stores.
+    public var record: JSON {
+        var views = JSONObject()
+        for index in application.views.indices {
+            views[application.views[index].name] = encodedState(index)
+        }
+        var alert: JSON = .null
+        if let presented = presentedAlert {
+            alert = [
+                "id": .string(presented.id), "title": .string(presented.content.title), "message": .string(presented.content.message),
+                "actions": .array(presented.content.actions.map(\.json)), "fields": .array(presented.content.fields.map(\.json)),
+                "awaited": .bool(presented.continuation != nil),
+            ]
+        }
+        return [
+            "id": .string(id), "rev": .int(rev), "user": user.map(JSON.string) ?? .null,
+            "views": .object(views), "alert": alert, "nextAlert": .int(nextAlertNumber),
+        ]
+    }
+
+    /// Rebuilds a session from its record on this node, with the same token. The
+    /// revs go on from the recorded one, so a client that attaches gets a snapshot
+    /// with revs newer than anything it saw.
+    static func restore(_ record: JSON, token: String, application: Application) async -> Session {
+        let session = Session(restoring: record["id"]?.stringValue ?? "s0", token: token, application: application)
+        await session.apply(record)
+        return session
+    }
+
+    private func apply(_ record: JSON) async {
+        rev = record["rev"]?.intValue ?? 0
+        nextAlertNumber = max(1, record["nextAlert"]?.intValue ?? 1)
+        user = record["user"]?.stringValue
+        for index in application.views.indices {
+            let view = application.views[index]
+            if let saved = record["views"]?[view.name], let state = view.decodeState?(saved) { states[index] = state }
+        }
+        if let alert = record["alert"], alert["awaited"] == false, let content = AlertContent(record: alert) {
+            presentedAlert = PendingAlert(id: alert["id"]?.stringValue ?? "a\(nextAlertNumber)", content: content, continuation: nil)
+        }
+        for hook in application.restoredHooks { await hook(self) }
+        restoredFromRecord = true
+    }
+}
+
+extension AlertContent {
+    /// An alert from its wire form (`title`, `message`, `actions`, `fields`).
+    init?(record: JSON) {
+        guard case .array(let actionList)? = record["actions"] else { return nil }
+        let actions = actionList.compactMap { action -> AlertAction? in
+            guard let role = action["role"]?.stringValue.flatMap(AlertAction.Role.init(rawValue:)),
+                let label = action["label"]?.stringValue
+            else { return nil }
+            return AlertAction(role, label)
+        }
+        var fields: [AlertField] = []
+        if case .array(let fieldList)? = record["fields"] {
+            fields = fieldList.compactMap { field in
+                guard let name = field["name"]?.stringValue, let label = field["label"]?.stringValue else { return nil }
+                return AlertField(name: name, label: label, secure: field["secure"] == true)
+            }
+        }
+        guard (1...2).contains(actions.count) else { return nil }
+        self.init(
+            title: record["title"]?.stringValue ?? "", message: record["message"]?.stringValue ?? "", actions: actions, fields: fields)
+    }
+}

@@ -1,0 +1,89 @@
+import Foundation
+import PostgresNIO
+import ViewlineKit
+
+/// The cluster's session records and node heartbeats, in the PostgreSQL database the
+/// nodes share (tables `viewline_sessions` and `viewline_nodes`).
+///
+/// ```swift
+/// let cluster = Cluster(directory: PostgresSessionDirectory(store: store))
+/// let server = try await ViewlineServer(apps: apps, services: services, cluster: cluster, configuration: configuration)
+/// ```
+public struct PostgresSessionDirectory: SessionDirectory {
+    let store: PostgresStore
+
+    public init(store: PostgresStore) {
+        self.store = store
+    }
+
+    public func heartbeat(_ node: ClusterNode, expiredBefore: Date) async throws {
+        let now = Date()
+        try await store.run("""
+            INSERT INTO viewline_nodes (id, address, heartbeat_at) VALUES (\(node.id), \(node.address), \(now))
+            ON CONFLICT (id) DO UPDATE SET address = excluded.address, heartbeat_at = excluded.heartbeat_at
+            """)
+        try await store.run("""
+            DELETE FROM viewline_sessions s WHERE s.updated_at < \(expiredBefore)
+            AND NOT EXISTS (SELECT 1 FROM viewline_nodes n WHERE n.id = s.owner AND n.heartbeat_at > \(now.addingTimeInterval(-60)))
+            """)
+    }
+
+    public func leave(_ node: ClusterNode) async throws {
+        try await store.run("DELETE FROM viewline_nodes WHERE id = \(node.id)")
+    }
+
+    public func save(_ records: [SessionRecord]) async throws {
+        guard !records.isEmpty else { return }
+        let now = Date()
+        // One statement for the whole batch; a record another node claimed meanwhile
+        // is not taken back.
+        try await store.run("""
+            INSERT INTO viewline_sessions (lookup, secret_digest, owner, snapshot, updated_at)
+            SELECT l, decode(d, 'hex'), o, s, \(now)
+            FROM unnest(\(records.map(\.lookup))::text[], \(records.map { Self.hex($0.secretDigest) })::text[],
+                        \(records.map(\.owner))::text[], \(records.map(\.snapshot))::text[]) AS r(l, d, o, s)
+            ON CONFLICT (lookup) DO UPDATE SET snapshot = excluded.snapshot, updated_at = excluded.updated_at
+            WHERE viewline_sessions.owner = excluded.owner
+            """)
+    }
+
+    public func remove(lookup: String) async throws {
+        try await store.run("DELETE FROM viewline_sessions WHERE lookup = \(lookup)")
+    }
+
+    public func find(lookup: String, aliveSince: Date) async throws -> SessionLocation? {
+        try await store.collect("""
+            SELECT s.lookup, encode(s.secret_digest, 'hex'), s.owner, s.snapshot, coalesce(n.address, ''),
+                   coalesce(n.heartbeat_at > \(aliveSince), false)
+            FROM viewline_sessions s LEFT JOIN viewline_nodes n ON n.id = s.owner
+            WHERE s.lookup = \(lookup)
+            """) { row in
+            let (lookup, digest, owner, snapshot, address, alive) = try row.decode((String, String, String, String, String, Bool).self)
+            return SessionLocation(
+                record: SessionRecord(lookup: lookup, secretDigest: Self.bytes(hex: digest), owner: owner, snapshot: snapshot),
+                ownerAddress: address, ownerAlive: alive)
+        }.first
+    }
+
+    public func claim(lookup: String, from previousOwner: String, for node: ClusterNode) async throws -> Bool {
+        let claimed = try await store.collect("""
+            UPDATE viewline_sessions SET owner = \(node.id), updated_at = \(Date())
+            WHERE lookup = \(lookup) AND owner = \(previousOwner) RETURNING lookup
+            """) { try $0.decode(String.self) }
+        return !claimed.isEmpty
+    }
+
+    static func hex(_ bytes: [UInt8]) -> String {
+        bytes.map { String(format: "%02x", $0) }.joined()
+    }
+
+    static func bytes(hex: String) -> [UInt8] {
+        var bytes: [UInt8] = []
+        var index = hex.startIndex
+        while let next = hex.index(index, offsetBy: 2, limitedBy: hex.endIndex), index < hex.endIndex {
+            if let byte = UInt8(hex[index..<next], radix: 16) { bytes.append(byte) }
+            index = next
+        }
+        return bytes
+    }
+}
