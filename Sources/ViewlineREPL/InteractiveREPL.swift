@@ -12,8 +12,10 @@ import Glibc
 /// reachable through a global; there is only ever one per process.
 public final class InteractiveREPL {
     var connection: ServerConnection
-    /// Where to reconnect to when the connection drops.
-    let address: (host: String, port: Int)?
+    /// Where to reconnect to when the connection drops (the node a `moved` sent us to, once followed).
+    var address: (host: String, port: Int)?
+    /// Other nodes of a cluster to try when ``address`` does not answer (`--nodes`).
+    let otherNodes: [(host: String, port: Int)]
     let tls: ServerConnection.TLS?
     /// A session to join at start (`--attach`).
     let attachToken: String?
@@ -29,10 +31,12 @@ public final class InteractiveREPL {
 
     public init(
         connection: ServerConnection, renderer: EventRenderer, raw: Bool, historyPath: String?,
-        address: (host: String, port: Int)? = nil, tls: ServerConnection.TLS? = nil, attachToken: String? = nil
+        address: (host: String, port: Int)? = nil, tls: ServerConnection.TLS? = nil, attachToken: String? = nil,
+        otherNodes: [(host: String, port: Int)] = []
     ) {
         self.connection = connection
         self.address = address
+        self.otherNodes = otherNodes
         self.tls = tls
         self.attachToken = attachToken
         self.renderer = renderer
@@ -48,7 +52,7 @@ public final class InteractiveREPL {
         if let message = try? JSON.parse(welcome) { client.observe(message) }
         show(welcome)
         if let attachToken {
-            guard attach(attachToken, lastRev: nil) else { return 1 }
+            guard attach(attachToken, lastRev: nil) == .attached else { return 1 }
         }
         fetchCommandNames()
 
@@ -128,46 +132,90 @@ public final class InteractiveREPL {
     /// from the last `rev` shown, so nothing is missed (the presented alert shows
     /// again). Returns false when the server cannot be reached.
     func resume() -> Bool {
-        guard let address, let token = client.token else { return false }
+        guard let first = address, let token = client.token else { return false }
         print(renderer.style.dim("connection lost; reconnecting…"))
+        // The same node first, then the cluster's other nodes (one of them restores the
+        // session if its node died).
+        let candidates = [first] + otherNodes.filter { $0 != first }
         var delay: useconds_t = 200_000
-        for _ in 0..<12 {
-            if let fresh = try? ServerConnection(host: address.host, port: address.port, tls: tls),
+        for attempt in 0..<12 {
+            let target = candidates[attempt % candidates.count]
+            if let fresh = try? ServerConnection(host: target.host, port: target.port, tls: tls),
                 let line = fresh.readLine(), let welcome = try? JSON.parse(line), welcome["type"] == "welcome"
             {
                 connection = fresh
-                if attach(token, lastRev: client.rev) { return true }
-                // The session is gone (expired): carry on in the fresh one.
-                client.observe(welcome)
-                print(renderer.style.dim("the session expired; this is a new session, \(client.session ?? "?")"))
-                return true
+                address = target
+                switch attach(token, lastRev: client.rev) {
+                case .attached: return true
+                case .notAttached(code: "unavailable"), .notAttached(code: "moved"):
+                    // The node cannot reach the database yet, or the session's dead node
+                    // still counts as alive (its heartbeat has not expired): try again.
+                    break
+                case .notAttached:
+                    // The session is gone (expired): carry on in the fresh one.
+                    client.observe(welcome)
+                    print(renderer.style.dim("the session expired; this is a new session, \(client.session ?? "?")"))
+                    return true
+                }
             }
-            usleep(delay)
-            delay = min(delay * 2, 5_000_000)
+            if attempt % candidates.count == candidates.count - 1 {
+                usleep(delay)
+                delay = min(delay * 2, 5_000_000)
+            }
         }
-        print(renderer.style.dim("could not reconnect to \(address.host):\(address.port)"))
+        print(renderer.style.dim("could not reconnect to \(first.host):\(first.port)"))
         return false
     }
 
-    /// Sends `attach` and reads its reply; the events after it flow as usual.
-    private func attach(_ token: String, lastRev: Int?) -> Bool {
+    enum AttachOutcome: Equatable {
+        case attached
+        case notAttached(code: String?)
+    }
+
+    /// Sends `attach` and reads its reply; the events after it flow as usual. A
+    /// `moved` reply (the session lives on another node of a cluster) is followed:
+    /// connect there and attach again.
+    @discardableResult
+    private func attach(_ token: String, lastRev: Int?, hops: Int = 0) -> AttachOutcome {
         var args: JSONObject = ["token": .string(token)]
         if let lastRev { args["lastRev"] = .int(lastRev) }
-        guard (try? connection.send(JSON.object(["id": "_attach", "cmd": "attach", "args": .object(args)]).encoded)) != nil else { return false }
+        guard (try? connection.send(JSON.object(["id": "_attach", "cmd": "attach", "args": .object(args)]).encoded)) != nil else {
+            return .notAttached(code: nil)
+        }
         while let line = connection.readLine() {
             guard let reply = try? JSON.parse(line), reply["type"] == "reply", reply["re"] == "_attach" else { continue }
             guard reply["ok"] == true, let result = reply["result"] else {
-                print(renderer.style.red("error \(reply["error"]?["code"]?.stringValue ?? "?"): \(reply["error"]?["message"]?.stringValue ?? "")"))
-                return false
+                let code = reply["error"]?["code"]?.stringValue
+                if code == "moved", hops < 3, let target = reply["error"]?["address"]?.stringValue.flatMap(Self.parseAddress),
+                    let fresh = try? ServerConnection(host: target.host, port: target.port, tls: tls),
+                    let welcome = fresh.readLine(), (try? JSON.parse(welcome))?["type"] == "welcome"
+                {
+                    print(renderer.style.dim("the session lives on \(target.host):\(target.port); following it there"))
+                    connection = fresh
+                    address = target
+                    return attach(token, lastRev: lastRev, hops: hops + 1)
+                }
+                print(renderer.style.red("error \(code ?? "?"): \(reply["error"]?["message"]?.stringValue ?? "")"))
+                return .notAttached(code: code)
             }
             client.token = token
             client.session = result["session"]?.stringValue
             let replayed = result["replayed"]?.intValue ?? 0
             let how = result["snapshot"] == true ? "its current state follows" : "\(replayed) missed event\(replayed == 1 ? "" : "s") follow"
             print(renderer.style.dim("attached to session \(client.session ?? "?"); \(how)"))
-            return true
+            return .attached
         }
-        return false
+        return .notAttached(code: nil)
+    }
+
+    /// `host:port` (or `[v6]:port`), as `moved` and `--nodes` give it.
+    public static func parseAddress(_ text: String) -> (host: String, port: Int)? {
+        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]), (1...65535).contains(port) else {
+            return nil
+        }
+        var host = String(text[..<colon])
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        return host.isEmpty ? nil : (host, port)
     }
 
     /// `y`, `n` or an action's label answer the presented alert; its fields are asked one by one.

@@ -24,9 +24,20 @@ struct ViewlineCommand: ParsableCommand {
     @Flag(help: "Connect over TLS (the server runs with --tls-cert).") var tls = false
     @Option(help: ArgumentHelp("PEM file of the certificate authority to trust (implies --tls; default: the system's).", valueName: "file")) var ca: String?
     @Option(help: ArgumentHelp("Join the session that owns this token (the REPL's `token` command shows it).", valueName: "token")) var attach: String?
+    @Option(help: ArgumentHelp("Other nodes of a cluster, to reconnect to when this one goes away.", valueName: "host:port,…")) var nodes: String?
     @Option(help: ArgumentHelp("History file (default ~/.viewline_history).", valueName: "path")) var history: String?
 
     var tlsOptions: ServerConnection.TLS? { tls || ca != nil ? ServerConnection.TLS(caFile: ca) : nil }
+
+    var otherNodes: [(host: String, port: Int)] {
+        (nodes ?? "").split(separator: ",").compactMap { InteractiveREPL.parseAddress(String($0)) }
+    }
+
+    func validate() throws {
+        for node in (nodes ?? "").split(separator: ",") where InteractiveREPL.parseAddress(String(node)) == nil {
+            throw ValidationError("--nodes takes host:port addresses separated by commas, not \(node)")
+        }
+    }
 
     func run() throws {
         let connection: ServerConnection
@@ -46,7 +57,7 @@ struct ViewlineCommand: ParsableCommand {
             let path = history ?? home.map { "\($0)/.viewline_history" }
             status = InteractiveREPL(
                 connection: connection, renderer: renderer, raw: raw, historyPath: path,
-                address: (host, port), tls: tlsOptions, attachToken: attach
+                address: (host, port), tls: tlsOptions, attachToken: attach, otherNodes: otherNodes
             ).run()
         } else {
             var runner = ScriptRunner(connection: connection, renderer: renderer, raw: raw)

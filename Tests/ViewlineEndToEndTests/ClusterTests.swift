@@ -164,6 +164,30 @@ import ViewlineTestSupport
         #expect(try connect(nodes[1]).command("attach \(token)").errorCode == "bad_token")
     }
 
+    @Test func theREPLFollowsMovedAndCarriesOnOnAnotherNodeWhenItsNodeIsKilled() throws {
+        let (_, nodes) = try startCluster(2, ["--node-timeout", "1"])
+        let (onA, token) = try open(nodes[0])
+        #expect(try onA.command("login alice wonderland").isOK)
+        usleep(300_000)
+        // Started against node B, attaching to a session of node A: redirected there.
+        let terminal = try PseudoTerminal(
+            executable: ServerProcess.productsDirectory.appendingPathComponent("viewline"),
+            arguments: ["--port", String(nodes[1].port), "--attach", token, "--nodes", "127.0.0.1:\(nodes[1].port)",
+                        "--history", temporaryPath("history")],
+            environment: ["TERM": "xterm", "NO_COLOR": "1", "HOME": NSTemporaryDirectory()])
+        try terminal.expect("following it there")
+        try terminal.expect("attached to session")
+        try terminal.expect("viewline> ")
+        terminal.type("search ramen\r")
+        try terminal.expect("\"ramen\": ")
+        usleep(300_000)
+        nodes[0].signal(SIGKILL)  // node A dies: the REPL goes to node B, which restores the session
+        try terminal.expect("connection lost; reconnecting")
+        try terminal.expect("attached to session", timeout: .seconds(20))
+        terminal.type("state session\r")
+        try terminal.expect("alice")
+    }
+
     @Test func aDatabaseRestartGivesClearErrorsThenRecoversWithoutRestartingNodes() throws {
         let server = try PostgresServer()  // its own: this test stops it
         let remote = temporaryPath("contacts.json")
