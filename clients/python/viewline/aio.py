@@ -4,7 +4,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 import json
-from typing import Any, AsyncIterator, Callable, Dict, Optional, Tuple, cast
+from typing import Any, AsyncIterator, Callable, Dict, List, Optional, Sequence, Tuple, cast
 
 from .errors import ConnectionClosed, Timeout, ViewlineError
 from . import request
@@ -41,6 +41,7 @@ class AsyncClient:
         self._reconnect_attempts = 0
         self._ended = False  # closed by us, or the server said bye: never resume
         self._resuming: Optional["asyncio.Future[None]"] = None
+        self._nodes: List[Tuple[str, int]] = []
         #: How many times the connection dropped and the session was resumed.
         self.resumed = 0
 
@@ -48,15 +49,18 @@ class AsyncClient:
     async def connect(cls, host: str = "127.0.0.1", port: int = 7878,
                       on_message: Optional[Callable[[Message], None]] = None,
                       tls: bool = False, ca_file: Optional[str] = None,
-                      reconnect: bool = False, reconnect_attempts: int = 8) -> "AsyncClient":
+                      reconnect: bool = False, reconnect_attempts: int = 8,
+                      nodes: Sequence[Tuple[str, int]] = ()) -> "AsyncClient":
         """Connect and read the welcome; ``tls``/``ca_file`` and ``reconnect`` as for
         ``Client.connect``: with ``reconnect=True`` a dropped connection is reopened
         and the session resumed from the last ``rev`` seen; commands whose replies
-        were lost raise ``ConnectionClosed``."""
+        were lost raise ``ConnectionClosed``. In a cluster, ``attach`` follows
+        ``moved``, and a reconnect also tries the other ``nodes``."""
         context = ssl.create_default_context(cafile=ca_file) if tls or ca_file else None
         reader, writer = await asyncio.open_connection(host, port, limit=1 << 22, ssl=context)
         client = cls(reader, writer, on_message)
         client._tls = context
+        client._nodes = [(host, port)] + [node for node in nodes if node != (host, port)]
         if reconnect:
             client._address = (host, port)
             client._reconnect_attempts = reconnect_attempts
@@ -136,10 +140,32 @@ class AsyncClient:
         args: Dict[str, Any] = {"token": token}
         if last_rev is not None:
             args["lastRev"] = last_rev
-        result = await self._request("attach", args, 10)
-        self.token = token
-        self.session = result["session"]
-        return result
+        for _ in range(3):
+            try:
+                result = await self._request("attach", args, 10)
+            except ViewlineError as error:
+                address = request.moved_address(error)
+                if address is None:
+                    raise
+                await self._hand_over(address)  # the session lives on another node: go there
+                continue
+            self.token = token
+            self.session = result["session"]
+            return result
+        raise ViewlineError("moved", "the session kept moving between nodes")
+
+    async def _hand_over(self, address: Tuple[str, int]) -> None:
+        """Move to a connection to ``address``; the pump goes on reading from it."""
+        reader, writer = await asyncio.open_connection(address[0], address[1], limit=1 << 22, ssl=self._tls)
+        welcome = await reader.readline()
+        if json.loads(welcome or b"{}").get("type") != "welcome":
+            writer.close()
+            raise ConnectionClosed("the node the session moved to refused the connection")
+        old = self._writer
+        self._reader, self._writer = reader, writer
+        if self._address is not None:
+            self._address = address
+        old.close()
 
     async def settle(self, timeout_ms: int = 10000) -> None:
         await self._request("wait", {"timeout": timeout_ms}, timeout_ms / 1000 + 5)
@@ -188,13 +214,42 @@ class AsyncClient:
             self._on_message(message)
         return cast("Optional[Message]", message)
 
+    async def _attach_at(self, target: Tuple[str, int], hops: int = 0) -> str:
+        """Connect to ``target`` and attach this session: ``attached``, ``retry`` (no
+        answer, or a node that cannot take it yet) or ``gone`` (the session ended)."""
+        try:
+            reader, writer = await asyncio.open_connection(target[0], target[1], limit=1 << 22, ssl=self._tls)
+        except OSError:
+            return "retry"
+        self._reader, self._writer = reader, writer
+        welcome = await self._read()  # a fresh session's, dropped by the attach
+        if welcome is None or welcome.get("type") != "welcome":
+            return "retry"
+        writer.write(request.encode("_resume", "attach", {"token": self.token, "lastRev": self.state.rev}))
+        await writer.drain()
+        reply = await self._read()
+        if reply is None:
+            return "retry"
+        if reply.get("ok"):
+            self._address = target
+            return "attached"
+        error = ViewlineError(reply["error"]["code"], reply["error"]["message"], reply)
+        moved = request.moved_address(error)
+        if moved is not None and hops < 3:
+            writer.close()
+            return await self._attach_at(moved, hops + 1)
+        return "retry" if error.code in request.RETRYABLE_ATTACH else "gone"
+
     async def _pump(self) -> None:
         try:
             while True:
+                reading = self._reader
                 try:
                     message = await self._read()
                 except (ConnectionError, OSError):
                     message = None
+                if message is None and reading is not self._reader:
+                    continue  # the old connection, closed by `attach` after following `moved`
                 if message is None:
                     if self._address is None or self._ended or not await self._resume():
                         break
@@ -224,26 +279,20 @@ class AsyncClient:
             if not future.done():
                 future.set_exception(ConnectionClosed())
         self._pending.clear()
+        candidates = [address] + [node for node in self._nodes if node != address]
         delay = 0.05
         try:
-            for _ in range(self._reconnect_attempts):
-                try:
-                    reader, writer = await asyncio.open_connection(address[0], address[1], limit=1 << 22, ssl=self._tls)
-                except OSError:
+            for attempt in range(self._reconnect_attempts * len(candidates)):
+                target = candidates[attempt % len(candidates)]
+                outcome = await self._attach_at(target)
+                if outcome == "attached":
+                    self.resumed += 1
+                    return True
+                if outcome == "gone":
+                    return False
+                if attempt % len(candidates) == len(candidates) - 1:
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, 2.0)
-                    continue
-                self._reader, self._writer = reader, writer
-                welcome = await self._read()  # a fresh session's, dropped by the attach
-                if welcome is None or welcome.get("type") != "welcome":
-                    return False
-                writer.write(request.encode("_resume", "attach", {"token": self.token, "lastRev": self.state.rev}))
-                await writer.drain()
-                reply = await self._read()
-                if reply is None or not reply.get("ok"):
-                    return False
-                self.resumed += 1
-                return True
             return False
         finally:
             self._resuming = None

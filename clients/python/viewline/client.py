@@ -6,7 +6,7 @@ import json
 import socket
 import ssl
 import time
-from typing import Any, Callable, Deque, Dict, Iterator, Optional, Tuple, cast
+from typing import Any, Callable, Deque, Dict, Iterator, List, Optional, Sequence, Tuple, cast
 
 from .errors import ConnectionClosed, Timeout, ViewlineError
 from . import request
@@ -26,8 +26,10 @@ class Client:
 
     def __init__(self, sock: socket.socket, on_message: Optional[Callable[[Message], None]] = None,
                  reconnect: bool = False, address: Optional[Tuple[str, int]] = None,
-                 reconnect_attempts: int = 8, tls: Optional[ssl.SSLContext] = None) -> None:
+                 reconnect_attempts: int = 8, tls: Optional[ssl.SSLContext] = None,
+                 nodes: Sequence[Tuple[str, int]] = ()) -> None:
         self._sock = sock
+        self._nodes: List[Tuple[str, int]] = ([address] if address else []) + [n for n in nodes if n != address]
         self._tls = tls
         self._reconnect = reconnect
         self._address = address
@@ -51,7 +53,8 @@ class Client:
     @classmethod
     def connect(cls, host: str = "127.0.0.1", port: int = 7878, timeout: float = 10,
                 on_message: Optional[Callable[[Message], None]] = None, reconnect: bool = False,
-                reconnect_attempts: int = 8, tls: bool = False, ca_file: Optional[str] = None) -> "Client":
+                reconnect_attempts: int = 8, tls: bool = False, ca_file: Optional[str] = None,
+                nodes: Sequence[Tuple[str, int]] = ()) -> "Client":
         """Connect and read the welcome.
 
         With ``reconnect=True``, a dropped connection is reopened (with backoff) and the
@@ -62,11 +65,15 @@ class Client:
 
         With ``tls=True`` (or a ``ca_file``), the connection is TLS, verified against
         ``ca_file`` (a PEM file) or the system's trusted certificates.
+
+        In a cluster, ``attach`` follows ``moved`` to the node that owns the session,
+        and ``nodes`` lists the other nodes a reconnect tries when this one is gone
+        (one of them restores the session).
         """
         context = ssl.create_default_context(cafile=ca_file) if tls or ca_file else None
         sock = cls._open((host, port), timeout, context)
         return cls(sock, on_message, reconnect=reconnect, address=(host, port),
-                   reconnect_attempts=reconnect_attempts, tls=context)
+                   reconnect_attempts=reconnect_attempts, tls=context, nodes=nodes)
 
     @staticmethod
     def _open(address: Tuple[str, int], timeout: float, tls: Optional[ssl.SSLContext]) -> socket.socket:
@@ -156,10 +163,31 @@ class Client:
         args: Dict[str, Any] = {"token": token}
         if last_rev is not None:
             args["lastRev"] = last_rev
-        result = self._request("attach", args, 10)
-        self.token = token
-        self.session = result["session"]
-        return result
+        for _ in range(3):
+            try:
+                result = self._request("attach", args, 10)
+            except ViewlineError as error:
+                address = request.moved_address(error)
+                if address is None:
+                    raise
+                self._switch_to(address)  # the session lives on another node: go there
+                continue
+            self.token = token
+            self.session = result["session"]
+            return result
+        raise ViewlineError("moved", "the session kept moving between nodes")
+
+    def _switch_to(self, address: Tuple[str, int]) -> None:
+        """Replace the connection with one to ``address`` and read its welcome."""
+        sock = self._open(address, 10, self._tls)
+        try:
+            self._sock.close()
+        except OSError:
+            pass
+        self._sock, self._buffer, self.closed, self._address = sock, bytearray(), False, address
+        welcome = self._read_once(10)
+        if welcome.get("type") != "welcome":
+            raise ConnectionClosed(f"the server refused the connection: {welcome.get('reason', welcome)}")
 
     def settle(self, timeout_ms: int = 10000) -> None:
         """Wait until the session runs no background work (the ``wait`` command)."""
@@ -241,28 +269,38 @@ class Client:
                 self._resume()
 
     def _resume(self) -> None:
-        """Reconnect with backoff and attach to this session from the last rev seen."""
+        """Reconnect with backoff and attach to this session from the last rev seen:
+        the same node first, then the cluster's other ``nodes``; ``moved`` is followed."""
+        assert self._address is not None
+        candidates = [self._address] + [node for node in self._nodes if node != self._address]
         delay = 0.05
-        for _ in range(self._reconnect_attempts):
+        for attempt in range(self._reconnect_attempts * len(candidates)):
+            target = candidates[attempt % len(candidates)]
             try:
-                sock = self._open(self._address, 10, self._tls)  # type: ignore[arg-type]
-            except OSError:
-                time.sleep(delay)
-                delay = min(delay * 2, 2.0)
-                continue
-            try:
-                self._sock.close()
+                self._switch_to(target)
+                for _ in range(3):
+                    self._sock.sendall(request.encode("_resume", "attach", {"token": self.token, "lastRev": self.state.rev}))
+                    reply = self._read_once(10)
+                    try:
+                        request.result_of(reply)
+                    except ViewlineError as error:
+                        moved = request.moved_address(error)
+                        if moved is None:
+                            raise
+                        self._switch_to(moved)
+                        continue
+                    self.resumed += 1
+                    return
             except OSError:
                 pass
-            self._sock, self._buffer, self.closed = sock, bytearray(), False
-            welcome = self._read_once(10)  # a fresh session's, dropped by the attach
-            if welcome.get("type") != "welcome":
-                raise ConnectionClosed(f"the server refused the connection: {welcome.get('reason', welcome)}")
-            self._sock.sendall(request.encode("_resume", "attach", {"token": self.token, "lastRev": self.state.rev}))
-            reply = self._read_once(10)
-            request.result_of(reply)  # raises ViewlineError (bad_token) if the session is gone
-            self.resumed += 1
-            return
+            except ViewlineError as error:
+                # A dead node may still count as alive for a moment, or the node cannot
+                # reach its database yet: try again. Anything else (bad_token) is final.
+                if error.code not in request.RETRYABLE_ATTACH + ("connection_closed",):
+                    raise
+            if attempt % len(candidates) == len(candidates) - 1:
+                time.sleep(delay)
+                delay = min(delay * 2, 2.0)
         raise ConnectionClosed()
 
     def _read_once(self, timeout: Optional[float]) -> Message:

@@ -4,7 +4,7 @@ alert to answer."""
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, Tuple, cast
+from typing import Any, Dict, Optional, Tuple, cast
 
 from .errors import ViewlineError
 from .inline import parse_inline
@@ -33,6 +33,27 @@ def result_of(reply: Message) -> Dict[str, Any]:
     if not reply["ok"]:
         raise ViewlineError(reply["error"]["code"], reply["error"]["message"], reply)
     return cast("Dict[str, Any]", reply["result"])
+
+
+def moved_address(error: ViewlineError) -> Optional[Tuple[str, int]]:
+    """Where a ``moved`` error says the session lives (``host``, ``port``), else None."""
+    if error.code != "moved" or not error.reply:
+        return None
+    return parse_address(str(error.reply.get("error", {}).get("address", "")))
+
+
+def parse_address(text: str) -> Optional[Tuple[str, int]]:
+    """``host:port`` or ``[v6]:port`` as a tuple; None if it is not one."""
+    host, _, port = text.rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        return None
+    return host, int(port)
+
+
+#: Attach failures worth trying again on another node or a little later: the
+#: session's node still counts as alive, or the node cannot reach its database.
+RETRYABLE_ATTACH = ("moved", "unavailable")
 
 
 def presented_alert_id(state: SessionState) -> str:
