@@ -28,11 +28,12 @@ export class Client extends EventEmitter {
   #ended = false;
   #resuming = null;
 
-  constructor(socket, { onMessage, host = '127.0.0.1', port = 7878, reconnect = false, reconnectAttempts = 8, tls: secure = null } = {}) {
+  constructor(socket, { onMessage, host = '127.0.0.1', port = 7878, reconnect = false, reconnectAttempts = 8, tls: secure = null, nodes = [] } = {}) {
     super();
     this.#socket = socket;
     this.#onMessage = onMessage;
-    this.#options = { host, port, reconnect, reconnectAttempts, tls: secure };
+    const others = nodes.map(parseAddress).filter((node) => node && !(node.host === host && node.port === port));
+    this.#options = { host, port, reconnect, reconnectAttempts, tls: secure, nodes: [{ host, port }, ...others] };
     /** The highest `rev` seen: where a resumed session picks up. */
     this.rev = 0;
     /** How many times the connection dropped and the session was resumed. */
@@ -54,11 +55,15 @@ export class Client extends EventEmitter {
    *
    * `tls: true` (or `tls: { ca }` with a PEM string or Buffer to trust) connects over
    * TLS; the server's certificate is verified.
+   *
+   * In a cluster, `attach` follows `moved` to the node that owns the session, and
+   * `nodes` (`['host:port', …]`) lists the other nodes a reconnect tries when this
+   * one is gone (one of them restores the session).
    */
-  static async connect({ host = '127.0.0.1', port = 7878, onMessage, reconnect = false, reconnectAttempts = 8, tls: secure = null } = {}) {
+  static async connect({ host = '127.0.0.1', port = 7878, onMessage, reconnect = false, reconnectAttempts = 8, tls: secure = null, nodes = [] } = {}) {
     const options = secure === true ? {} : secure;
     const socket = await Client.#open(host, port, options);
-    const client = new Client(socket, { onMessage, host, port, reconnect, reconnectAttempts, tls: options });
+    const client = new Client(socket, { onMessage, host, port, reconnect, reconnectAttempts, tls: options, nodes });
     client.welcome = await client.#start(socket);
     client.session = client.welcome.session;
     client.token = client.welcome.token;
@@ -112,26 +117,57 @@ export class Client extends EventEmitter {
     this.emit('close');
   }
 
-  /** Reopens the connection with backoff and attaches to this session from `rev`. */
+  /**
+   * Reopens the connection with backoff and attaches to this session from `rev`:
+   * the same node first, then the cluster's other nodes; `moved` is followed, and a
+   * node that cannot take the session yet (`moved` to a dead node, `unavailable`) is
+   * tried again.
+   */
   async #resume() {
     let delay = 50;
-    for (let attempt = 0; attempt < this.#options.reconnectAttempts && !this.#ended; attempt++) {
+    const current = { host: this.#options.host, port: this.#options.port };
+    const candidates = [current, ...this.#options.nodes.filter((n) => !(n.host === current.host && n.port === current.port))];
+    for (let attempt = 0; attempt < this.#options.reconnectAttempts * candidates.length && !this.#ended; attempt++) {
       try {
-        const socket = await Client.#open(this.#options.host, this.#options.port, this.#options.tls);
-        await this.#start(socket);  // a fresh session's welcome, dropped by the attach
-        await this.#request('attach', { token: this.token, lastRev: this.rev }, true);
+        await this.#moveTo(candidates[attempt % candidates.length]);
+        await this.#attachFollowingMoved({ token: this.token, lastRev: this.rev }, true);
         this.resumed += 1;
         this.#resuming = null;
         this.emit('resumed');
         return;
       } catch (error) {
         if (error.code === 'bad_token') break;
-        await new Promise((resolve) => setTimeout(resolve, delay));
-        delay = Math.min(delay * 2, 2000);
+        if (attempt % candidates.length === candidates.length - 1) {
+          await new Promise((resolve) => setTimeout(resolve, delay));
+          delay = Math.min(delay * 2, 2000);
+        }
       }
     }
     this.#resuming = null;
     this.#end();
+  }
+
+  /** Replaces the connection with one to `address` and reads its welcome. */
+  async #moveTo({ host, port }) {
+    const old = this.#socket;
+    const socket = await Client.#open(host, port, this.#options.tls);
+    await this.#start(socket);
+    if (old !== socket) old.destroy();
+    this.#options.host = host;
+    this.#options.port = port;
+  }
+
+  /** `attach`, going to the node a `moved` reply names (at most three hops). */
+  async #attachFollowingMoved(args, internal = false) {
+    for (let hops = 0; ; hops++) {
+      try {
+        return await this.#request('attach', args, internal);
+      } catch (error) {
+        const address = error.code === 'moved' ? parseAddress(error.reply?.error?.address) : null;
+        if (!address || hops >= 2) throw error;
+        await this.#moveTo(address);
+      }
+    }
   }
 
   #receive(message) {
@@ -215,7 +251,7 @@ export class Client extends EventEmitter {
   async attach(token, lastRev = undefined) {
     const args = { token };
     if (lastRev !== undefined) args.lastRev = lastRev;
-    const result = await this.#request('attach', args);
+    const result = await this.#attachFollowingMoved(args);
     this.token = token;
     this.session = result.session;
     return result;
@@ -286,4 +322,16 @@ export class Client extends EventEmitter {
   drop() {
     this.#socket.destroy();
   }
+}
+
+/** `'host:port'` (or `'[v6]:port'`, or `{host, port}`) as `{host, port}`; null if it is not one. */
+export function parseAddress(address) {
+  if (address && typeof address === 'object' && typeof address.port === 'number') return { host: address.host ?? '127.0.0.1', port: address.port };
+  if (typeof address !== 'string') return null;
+  const colon = address.lastIndexOf(':');
+  let host = address.slice(0, colon);
+  const port = Number(address.slice(colon + 1));
+  if (host.startsWith('[') && host.endsWith(']')) host = host.slice(1, -1);
+  if (colon <= 0 || !host || !Number.isInteger(port) || port < 1 || port > 65535) return null;
+  return { host, port };
 }
