@@ -24,6 +24,7 @@ struct ViewlineBench: ParsableCommand {
     @Flag(help: "Print only: commands/s, p50 µs, p99 µs (for tables).") var brief = false
     @Option(help: "Idle-memory scenario: open this many sessions (one ping each) and report the server's RSS growth.") var idle = 0
     @Option(help: "Fan-out scenario: this many sessions show contacts; one change must reach them all.") var fanout = 0
+    @Option(help: "Fan-out across a cluster: other nodes' ports (comma-separated); sessions are spread over every node, the sync runs on --port.") var otherPorts = ""
     @Option(help: "The server's pid (idle memory, from /proc).") var serverPid = 0
     @Option(help: "The server's --remote-contacts file (fan-out rewrites it).") var contactsFile = ""
     @Option(help: "Extra connections that flood the server meanwhile (not measured).") var flood = 0
@@ -195,8 +196,9 @@ extension ViewlineBench {
         guard !contactsFile.isEmpty else { throw ValidationError("--fanout needs --contacts-file") }
         try #"[{"name":"Ada","phone":"1","address":"London"}]"#.write(toFile: contactsFile, atomically: true, encoding: .utf8)
         var sessions: [(fd: Int32, reader: LineReader)] = []
-        for _ in 0..<fanout {
-            guard let fd = Self.connect(port: port) else { throw ValidationError("connection \(sessions.count + 1) failed") }
+        let ports = [port] + otherPorts.split(separator: ",").compactMap { Int($0) }
+        for number in 0..<fanout {
+            guard let fd = Self.connect(port: ports[number % ports.count]) else { throw ValidationError("connection \(sessions.count + 1) failed") }
             var reader = LineReader(fd: fd)
             guard reader.next() != nil, Self.write(fd, Array("contacts\nwait 60000\n".utf8)) else { throw ValidationError("session failed") }
             sessions.append((fd, reader))
