@@ -5,7 +5,7 @@ import ViewlineKit
 /// typed arguments, an alert with a field, latest-wins work in a slot, a backend
 /// that `fault` can break, and a shared observation.
 enum Counter: ViewModel {
-    struct State: Encodable, Sendable, Equatable {
+    struct State: Codable, Sendable, Equatable {
         var count = 0
         var label = ""
         var busy = false

@@ -98,6 +98,9 @@ export class Client extends EventEmitter {
   #listen(socket) {
     const lines = readline.createInterface({ input: socket, crlfDelay: Infinity });
     lines.on('line', (line) => this.#receive(JSON.parse(line)));
+    // readline re-emits its input's errors (ECONNRESET when a node dies); the socket's
+    // own 'error' handler below reports them, and 'close' resumes or ends.
+    lines.on('error', () => {});
     socket.on('close', () => {
       if (socket !== this.#socket) return;  // an old connection, already replaced
       for (const { reject } of this.#pending.values()) reject(new ViewlineError('connection_closed', 'connection closed'));

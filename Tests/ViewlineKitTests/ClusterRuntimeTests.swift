@@ -1,0 +1,131 @@
+import Foundation
+import Synchronization
+import Testing
+@testable import ViewlineKit
+
+/// Sessions across the nodes of a cluster, with the directory in memory: records,
+/// `moved` while the owner lives, restore when it is gone, one winner when two nodes
+/// race to restore.
+@Suite struct ClusterRuntimeTests {
+    /// The shared records and heartbeats, in memory (what PostgreSQL holds in a real cluster).
+    final class MemoryDirectory: SessionDirectory, @unchecked Sendable {
+        private let lock = NSLock()
+        private var nodes: [String: (address: String, heartbeat: Date)] = [:]
+        private var records: [String: SessionRecord] = [:]
+
+        func heartbeat(_ node: ClusterNode, expiredBefore: Date) async throws {
+            lock.withLock { nodes[node.id] = (node.address, Date()) }
+        }
+        func leave(_ node: ClusterNode) async throws { lock.withLock { nodes[node.id] = nil } }
+        func save(_ saved: [SessionRecord]) async throws {
+            lock.withLock {
+                for record in saved where records[record.lookup].map({ $0.owner == record.owner }) ?? true {
+                    records[record.lookup] = record
+                }
+            }
+        }
+        func remove(lookup: String) async throws { lock.withLock { records[lookup] = nil } }
+        func find(lookup: String, aliveSince: Date) async throws -> SessionLocation? {
+            lock.withLock {
+                guard let record = records[lookup] else { return nil }
+                let owner = nodes[record.owner]
+                return SessionLocation(record: record, ownerAddress: owner?.address ?? "", ownerAlive: (owner?.heartbeat ?? .distantPast) > aliveSince)
+            }
+        }
+        func claim(lookup: String, from previousOwner: String, for node: ClusterNode) async throws -> Bool {
+            lock.withLock {
+                guard records[lookup]?.owner == previousOwner else { return false }
+                records[lookup]?.owner = node.id
+                return true
+            }
+        }
+        /// The node stops answering (killed): its heartbeat is old at once.
+        func kill(_ node: String) { lock.withLock { nodes[node]?.heartbeat = .distantPast } }
+    }
+
+    func node(_ directory: MemoryDirectory, _ address: String) async throws -> Application {
+        let cluster = Cluster(directory: directory, address: address)
+        try await directory.heartbeat(cluster.node, expiredBefore: .distantPast)
+        var services = Services()
+        services.adder = FakeAdder()
+        return Application([Counter.self], services: services, cluster: cluster)
+    }
+
+    @Test func aSessionMovesWhileItsNodeLivesAndIsRestoredWhenItDies() async throws {
+        let directory = MemoryDirectory()
+        let a = try await node(directory, "10.0.0.1:7878")
+        let b = try await node(directory, "10.0.0.2:7878")
+        let session = Session(id: "s1", application: a, output: { _ in })
+        for _ in 0..<3 { _ = await session.handle(Request(id: .null, name: "increment", arguments: Arguments()), from: 0) }
+        await session.showAlert(.error("the adder is down"))
+        await a.cluster!.flush()
+
+        guard case .moved(let address) = try await b.cluster!.locate(session.token, application: b) else {
+            Issue.record("expected moved while node A lives")
+            return
+        }
+        #expect(address == "10.0.0.1:7878")
+
+        directory.kill(a.cluster!.nodeID)
+        guard case .restored(let restored) = try await b.cluster!.locate(session.token, application: b) else {
+            Issue.record("expected a restore once node A is gone")
+            return
+        }
+        #expect(restored.token == session.token && restored.id == "s1")
+        #expect(await restored.state(Counter.self).count == 3)
+        // A client that saw up to rev 9 on node A gets a snapshot numbered after it.
+        let received = Mutex<[ServerMessage]>([])
+        await restored.attach(SessionConnection(send: { message in received.withLock { $0.append(message) } }, close: {}),
+                              as: 1, lastRev: 9, re: .null)
+        let messages = received.withLock { $0 }
+        guard case .reply(_, .success(let result)) = messages.first else {
+            Issue.record("expected the attach reply first")
+            return
+        }
+        #expect(result["snapshot"] == true)
+        let events = messages.dropFirst()
+        #expect(events.count == 2)  // the counter's display, the unanswered error alert
+        if case .display(let rev, _, let state) = events.first { #expect(rev == 10 && state["count"] == 3) } else { Issue.record("no display") }
+        if case .alert(let rev, _, let content) = events.last { #expect(rev == 11 && content.message == "the adder is down") } else { Issue.record("no alert") }
+        // Node B owns it now: another node is sent to B.
+        let c = try await node(directory, "10.0.0.3:7878")
+        await b.cluster!.flush()
+        guard case .moved(let owner) = try await c.cluster!.locate(session.token, application: c) else {
+            Issue.record("expected moved to node B")
+            return
+        }
+        #expect(owner == "10.0.0.2:7878")
+    }
+
+    @Test func whenTwoNodesRaceToRestoreOneWinsAndTheOtherRedirects() async throws {
+        let directory = MemoryDirectory()
+        let a = try await node(directory, "10.0.0.1:7878")
+        let b = try await node(directory, "10.0.0.2:7878")
+        let c = try await node(directory, "10.0.0.3:7878")
+        let session = Session(id: "s1", application: a, output: { _ in })
+        a.cluster!.changed(session)
+        await a.cluster!.flush()
+        directory.kill(a.cluster!.nodeID)
+        async let onB = b.cluster!.locate(session.token, application: b)
+        async let onC = c.cluster!.locate(session.token, application: c)
+        let outcomes = try await [onB, onC]
+        let restored = outcomes.filter { if case .restored = $0 { true } else { false } }
+        let moved = outcomes.compactMap { if case .moved(let address) = $0 { address } else { nil } }
+        #expect(restored.count == 1 && moved.count == 1)
+        #expect(["10.0.0.2:7878", "10.0.0.3:7878"].contains(moved.first ?? ""))
+    }
+
+    @Test func aWrongSecretFindsNothingOnAnyNode() async throws {
+        let directory = MemoryDirectory()
+        let a = try await node(directory, "10.0.0.1:7878")
+        let b = try await node(directory, "10.0.0.2:7878")
+        let session = Session(id: "s1", application: a, output: { _ in })
+        a.cluster!.changed(session)
+        await a.cluster!.flush()
+        let forged = String(session.token.prefix(16)) + String(repeating: "0", count: session.token.count - 16)
+        guard case .unknown = try await b.cluster!.locate(forged, application: b) else {
+            Issue.record("a forged token must not be redirected")
+            return
+        }
+    }
+}
