@@ -19,7 +19,6 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
-        .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
     ],
     targets: [
         // Wire protocol: framing-independent codec, commands, events, error codes. No NIO.
@@ -40,6 +39,9 @@ let package = Package(
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ]
         ),
+        // SHA-256 from the system's libcrypto: what a cluster record keeps of a token
+        // (one function; a second BoringSSL build in every package that uses the kit would cost minutes).
+        .target(name: "CSHA256", linkerSettings: [.linkedLibrary("crypto")]),
         // The runtime as a library: view-model API, sessions, alerts, task slots,
         // shared observations, and the SwiftNIO transport. Knows no app.
         .target(
@@ -50,7 +52,7 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "Crypto", package: "swift-crypto"),
+                "CSHA256",
             ]
         ),
         // Testing view-models without sockets: a test store, a manual clock.

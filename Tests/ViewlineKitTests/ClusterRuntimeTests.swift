@@ -128,4 +128,9 @@ import Testing
             return
         }
     }
+
+    @Test func recordsKeepTheSHA256OfTheSecretNotTheSecret() {
+        let hex = Cluster.digest(Array("abc".utf8)).map { String(format: "%02x", $0) }.joined()
+        #expect(hex == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")  // FIPS 180-2's example
+    }
 }

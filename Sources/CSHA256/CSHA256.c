@@ -1,0 +1,7 @@
+#include "CSHA256.h"
+#include <openssl/evp.h>
+
+int viewline_sha256(const uint8_t *data, size_t length, uint8_t digest[32]) {
+    unsigned int size = 0;
+    return EVP_Digest(data, length, digest, &size, EVP_sha256(), NULL) == 1 && size == 32;
+}

@@ -1,0 +1,7 @@
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+/// SHA-256 of `length` bytes at `data` into `digest` (32 bytes), from the system's
+/// libcrypto (OpenSSL). Returns 1 on success.
+int viewline_sha256(const uint8_t *data, size_t length, uint8_t digest[32]);
