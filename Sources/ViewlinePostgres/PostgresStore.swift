@@ -29,8 +29,10 @@ public final class PostgresStore: AppStore {
     /// The notification channel the contacts trigger signals on.
     static let contactsChannel = "viewline_contacts"
 
-    /// How long one store call may wait for the database before it fails with ``StoreUnavailable``.
+    /// How long one store call may take before it fails with ``StoreUnavailable``
+    /// (a safety net: a database that goes down is noticed at once by ``health``).
     public let operationTimeout: Duration
+    let health = DatabaseHealth()
 
     private init(url: PostgresURL, operationTimeout: Duration, logger: Logger) {
         self.url = url
@@ -52,7 +54,7 @@ public final class PostgresStore: AppStore {
     /// Connects and migrates (idempotent; safe when several nodes start at once).
     /// Fails with a clear error when the database cannot be reached.
     public static func connect(
-        _ url: PostgresURL, operationTimeout: Duration = .seconds(3), logger: Logger = Logger(label: "viewline.postgres")
+        _ url: PostgresURL, operationTimeout: Duration = .seconds(30), logger: Logger = Logger(label: "viewline.postgres")
     ) async throws -> PostgresStore {
         let store = PostgresStore(url: url, operationTimeout: operationTimeout, logger: logger)
         do {
@@ -61,15 +63,20 @@ public final class PostgresStore: AppStore {
             store.close()
             throw StoreUnavailable(url: url, underlying: error)
         }
+        store.health.start(url: url, logger: logger)
         return store
     }
 
     /// Stops the pool; pending queries fail.
     public func close() {
+        health.stop()
         running.cancel()
     }
 
-    deinit { running.cancel() }
+    deinit {
+        health.stop()
+        running.cancel()
+    }
 
     // MARK: - Users
 
@@ -258,11 +265,12 @@ public final class PostgresStore: AppStore {
         }
     }
 
-    /// Turns "cannot reach the database" into ``StoreUnavailable``: a connection
-    /// error, a server shutting down, or no answer within ``operationTimeout`` (the
-    /// pool keeps waiting for a connection while the database is down). Other errors
-    /// (a constraint, a bug) pass through.
+    /// Turns "cannot reach the database" into ``StoreUnavailable``: the database is
+    /// known to be down (at once, without waiting for the pool), goes down while the
+    /// call waits, a connection error, a server shutting down, or no answer within
+    /// ``operationTimeout``. Other errors (a constraint, a bug) pass through.
     func unavailableIfDown<T: Sendable>(timeout: Duration? = nil, _ work: @escaping @Sendable () async throws -> T) async throws -> T {
+        if health.isDown { throw StoreUnavailable(url: url, underlying: ConnectionLost()) }
         do {
             return try await withThrowingTaskGroup(of: T.self) { group in
                 group.addTask { try await work() }
@@ -271,16 +279,27 @@ public final class PostgresStore: AppStore {
                     try await Task.sleep(for: limit)
                     throw TimedOut(limit: limit)
                 }
+                group.addTask { [health] in
+                    await health.waitUntilDown()
+                    try Task.checkCancellation()
+                    throw ConnectionLost()
+                }
                 defer { group.cancelAll() }
                 return try await group.next()!
             }
         } catch let error as TimedOut {
+            throw StoreUnavailable(url: url, underlying: error)
+        } catch let error as ConnectionLost {
             throw StoreUnavailable(url: url, underlying: error)
         } catch let error as PSQLError where error.code != .server {
             throw StoreUnavailable(url: url, underlying: error)
         } catch let error as PSQLError where error.serverInfo?[.sqlState].map(Self.isShutdownState) == true {
             throw StoreUnavailable(url: url, underlying: error)
         }
+    }
+
+    struct ConnectionLost: Error, CustomStringConvertible {
+        var description: String { "the connection to it was lost" }
     }
 
     struct TimedOut: Error, CustomStringConvertible {
