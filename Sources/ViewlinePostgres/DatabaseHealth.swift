@@ -56,28 +56,32 @@ final class DatabaseHealth: Sendable {
         let task = Task { [self] in
             var wasDown = false
             while !Task.isCancelled {
+                var open: PostgresConnection?
                 do {
                     var configuration = try url.connectionConfiguration()
                     configuration.options.connectTimeout = .seconds(2)
                     let connection = try await PostgresConnection.connect(configuration: configuration, id: 1, logger: logger)
+                    open = connection
                     connection.closeFuture.whenComplete { [self] _ in
                         if !Task.isCancelled { set(down: true) }
                     }
                     set(down: false)
                     if wasDown { logger.notice("the database answers again") }
                     wasDown = false
-                    defer { let _: EventLoopFuture<Void> = connection.close() }
                     while !Task.isCancelled && !connection.isClosed {
                         _ = try await connection.query("SELECT 1", logger: logger).collect()
                         try await Task.sleep(for: .seconds(1))
                     }
                 } catch {
-                    if Task.isCancelled { break }
-                    if !wasDown { logger.warning("the database does not answer", metadata: ["error": "\(String(describing: error))"]) }
-                    wasDown = true
-                    set(down: true)
-                    try? await Task.sleep(for: .milliseconds(500))
+                    if !Task.isCancelled {
+                        if !wasDown { logger.warning("the database does not answer", metadata: ["error": "\(String(describing: error))"]) }
+                        wasDown = true
+                        set(down: true)
+                    }
                 }
+                // Closed before it is released (postgres-nio asserts it).
+                try? await open?.close()
+                if !Task.isCancelled { try? await Task.sleep(for: .milliseconds(500)) }
             }
         }
         monitor.withLock { $0 = task }
