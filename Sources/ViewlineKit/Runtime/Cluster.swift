@@ -133,9 +133,13 @@ public final class Cluster: Sendable {
         let (lookup, secret) = SessionRegistry.split(token)
         let aliveSince = Date().addingTimeInterval(-nodeTimeout.seconds)
         guard let location = try await directory.find(lookup: lookup, aliveSince: aliveSince),
-            SessionRegistry.constantTimeEqual(Self.digest(secret), location.record.secretDigest),
-            location.record.owner != nodeID  // ours but not held: it ended
+            SessionRegistry.constantTimeEqual(Self.digest(secret), location.record.secretDigest)
         else { return .unknown }
+        if location.record.owner == nodeID {
+            // Ours but not held: it ended, and a batch in flight wrote its record again.
+            try? await directory.remove(lookup: lookup)
+            return .unknown
+        }
         if location.ownerAlive { return .moved(address: location.ownerAddress) }
         guard try await directory.claim(lookup: lookup, from: location.record.owner, for: node) else {
             // Another node restored it first: send the client there.
