@@ -17,12 +17,12 @@ extension Session {
             views[application.views[index].name] = encodedState(index)
         }
         var alert: JSON = .null
-        if let presented = presentedAlert {
-            alert = [
-                "id": .string(presented.id), "title": .string(presented.content.title), "message": .string(presented.content.message),
-                "actions": .array(presented.content.actions.map(\.json)), "fields": .array(presented.content.fields.map(\.json)),
-                "awaited": .bool(presented.continuation != nil),
-            ]
+        // The alert as the wire shows it, and whether a flow was waiting on its answer.
+        if let presented = presentedAlert,
+            case .object(var object) = ServerMessage.alert(rev: rev, id: presented.id, content: presented.content).json
+        {
+            object["awaited"] = .bool(presented.continuation != nil)
+            alert = .object(object)
         }
         return [
             "id": .string(id), "rev": .int(rev), "user": user.map(JSON.string) ?? .null,
