@@ -44,7 +44,9 @@ import Testing
     }
 
     func node(_ directory: MemoryDirectory, _ address: String) async throws -> Application {
-        let cluster = Cluster(directory: directory, address: address)
+        // A node timeout far beyond any scheduling stall of a loaded test run: "dead"
+        // here means killed by the test, never "slow" (a 5 s stall made both racers claim).
+        let cluster = Cluster(directory: directory, address: address, nodeTimeout: .seconds(600))
         try await directory.heartbeat(cluster.node, expiredBefore: .distantPast)
         var services = Services()
         services.adder = FakeAdder()
