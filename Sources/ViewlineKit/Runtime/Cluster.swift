@@ -20,6 +20,9 @@ public final class Cluster: Sendable {
     private let advertised: Mutex<String?>
     private let dirty = Mutex<[ObjectIdentifier: Session]>([:])
     private let loop = Mutex<Task<Void, Never>?>(nil)
+    /// Lookups in progress, by the token's lookup part: two connections attaching to
+    /// the same orphaned session at once share one restore.
+    private let inFlight = Mutex<[String: Task<Lookup, any Error>]>([:])
     private let logger: Logger
 
     /// - Parameters:
@@ -124,18 +127,40 @@ public final class Cluster: Sendable {
     enum Lookup {
         case unknown
         case moved(address: String)
+        /// Restored here (or a moment ago by another connection), and registered.
         case restored(Session)
     }
 
     /// Looks a token up in the directory: `moved` to a live owner, or the session
-    /// restored here (and owned by this node) when its owner is gone.
+    /// restored here (owned by this node, and in its registry) when its owner is gone.
     func locate(_ token: String, application: Application) async throws -> Lookup {
+        let (lookup, _) = SessionRegistry.split(token)
+        let (task, mine) = inFlight.withLock { running -> (Task<Lookup, any Error>, Bool) in
+            if let task = running[lookup] { return (task, false) }
+            let task = Task { try await self.locateOnce(token, application: application) }
+            running[lookup] = task
+            return (task, true)
+        }
+        if mine {
+            defer { inFlight.withLock { $0[lookup] = nil } }
+            return try await task.value
+        }
+        // Another connection's lookup of the same session: wait for it, then look
+        // again for this token (its secret is checked on its own).
+        _ = try? await task.value
+        if let session = application.sessions.session(for: token) { return .restored(session) }
+        return try await locateOnce(token, application: application)
+    }
+
+    private func locateOnce(_ token: String, application: Application) async throws -> Lookup {
         let (lookup, secret) = SessionRegistry.split(token)
         let aliveSince = Date().addingTimeInterval(-nodeTimeout.seconds)
         guard let location = try await directory.find(lookup: lookup, aliveSince: aliveSince),
             SessionRegistry.constantTimeEqual(Self.digest(secret), location.record.secretDigest)
         else { return .unknown }
         if location.record.owner == nodeID {
+            // Restored here a moment ago by another connection's attach.
+            if let session = application.sessions.session(for: token) { return .restored(session) }
             // Ours but not held: it ended, and a batch in flight wrote its record again.
             try? await directory.remove(lookup: lookup)
             return .unknown
@@ -148,6 +173,9 @@ public final class Cluster: Sendable {
         }
         let snapshot = (try? JSON.parse(location.record.snapshot)) ?? .null
         let session = await Session.restore(snapshot, token: token, application: application)
+        let registered = application.sessions.register(session)
+        if let evicted = registered.evicted { await evicted.close() }
+        guard registered.accepted else { return .unknown }
         logger.info("restored a session from its record", metadata: ["session": "\(session.id)", "previous-owner": "\(location.record.owner)"])
         changed(session)
         return .restored(session)

@@ -247,9 +247,7 @@ public final class ViewlineServer: Sendable {
                         .moved, "the session lives on \(address); attach there", address: address), to: number)
                     return nil
                 case .restored(let session):
-                    let registered = application.sessions.register(session)
-                    if let evicted = registered.evicted { await evicted.close() }
-                    found = registered.accepted ? session : nil
+                    found = session  // registered by the cluster
                 }
             } catch let error as any ProtocolErrorConvertible {
                 await current.reject(re: request.id, error.protocolError, to: number)
