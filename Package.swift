@@ -42,6 +42,7 @@ let package = Package(
         // SHA-256 from the system's libcrypto: what a cluster record keeps of a token
         // (one function; a second BoringSSL build in every package that uses the kit would cost minutes).
         .target(name: "CSHA256", linkerSettings: [.linkedLibrary("crypto")]),
+        .target(name: "CEpoll"),
         // The runtime as a library: view-model API, sessions, alerts, task slots,
         // shared observations, and the SwiftNIO transport. Knows no app.
         .target(
@@ -103,7 +104,7 @@ let package = Package(
         // Load generator for benchmarks (loopback only, bounded in time).
         .executableTarget(
             name: "viewline-bench",
-            dependencies: [.product(name: "ArgumentParser", package: "swift-argument-parser")]
+            dependencies: ["CEpoll", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
         // Fakes, a manual clock and a raw TCP client: test support as a module, not copy-paste.
         .target(name: "CPseudoTerminal"),

@@ -8,7 +8,8 @@ import Glibc
 
 /// `viewline-bench`: load from a second process, on loopback only. Each connection
 /// sends `ping` and waits for its reply (round trips), or keeps `depth` pings in
-/// flight (pipelined), for a bounded time, then prints the rate and latency.
+/// flight (pipelined), for a bounded time, then prints the rate and latency. One
+/// epoll thread drives every measured connection (``EpollLoad``).
 @main
 struct ViewlineBench: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -43,7 +44,7 @@ struct ViewlineBench: ParsableCommand {
         let total = Atomic<Int>(0)
         let latencies = Mutex<[Double]>([])
         let failures = Atomic<Int>(0)
-        let deadline = Date().addingTimeInterval(seconds)
+        let flooding = Atomic<Bool>(true)
         let line = Array((command + "\n").utf8)
         let group = DispatchGroup()
         let flooded = Atomic<Int>(0)
@@ -56,35 +57,18 @@ struct ViewlineBench: ParsableCommand {
                 defer { close(fd) }
                 var reader = LineReader(fd: fd)
                 guard reader.next() != nil else { return }
-                while Date() < deadline, Self.write(fd, floodLine), reader.next() != nil {
+                while flooding.load(ordering: .relaxed), Self.write(fd, floodLine), reader.next() != nil {
                     flooded.add(1, ordering: .relaxed)
                 }
             }
         }
         if flood > 0 { usleep(200_000) }  // the flood is on before measuring starts
-        for _ in 0..<connections {
-            group.enter()
-            Thread.detachNewThread {
-                defer { group.leave() }
-                guard let fd = Self.connect(port: port) else { failures.add(1, ordering: .relaxed); return }
-                defer { close(fd) }
-                var reader = LineReader(fd: fd)
-                if !redis { guard reader.next() != nil else { return } }  // welcome
-                var count = 0
-                var samples: [Double] = []
-                let batch = Array([[UInt8]](repeating: line, count: depth).joined())
-                while Date() < deadline {
-                    let start = DispatchTime.now().uptimeNanoseconds
-                    guard Self.write(fd, batch) else { failures.add(1, ordering: .relaxed); return }
-                    for _ in 0..<depth { guard reader.next() != nil else { failures.add(1, ordering: .relaxed); return } }
-                    count += depth
-                    if samples.count < 100_000 { samples.append(Double(DispatchTime.now().uptimeNanoseconds - start) / 1000) }
-                }
-                total.add(count, ordering: .relaxed)
-                latencies.withLock { $0 += samples }
-            }
-        }
+        let load = EpollLoad(port: port, connections: connections, depth: depth, line: line, welcome: !redis, seconds: seconds).run()
+        flooding.store(false, ordering: .relaxed)
         group.wait()
+        failures.add(load.failedConnections, ordering: .relaxed)
+        total.add(load.commands, ordering: .relaxed)
+        latencies.withLock { $0 = load.latencies }
         let rate = Double(total.load(ordering: .relaxed)) / seconds
         let sorted = latencies.withLock { $0.sorted() }
         func percentile(_ p: Double) -> Double { sorted.isEmpty ? 0 : sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))] }

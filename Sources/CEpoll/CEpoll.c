@@ -1,0 +1,2 @@
+// Header-only target: see include/CEpoll.h.
+#include "CEpoll.h"

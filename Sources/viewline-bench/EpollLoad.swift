@@ -1,0 +1,101 @@
+import CEpoll
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The load generator for the command-rate scenarios: one thread, one `epoll`
+/// set, every connection non-blocking. Each connection keeps `depth` commands in
+/// flight: it sends a batch of `depth` lines, and when the batch's last reply
+/// arrives it records the batch's round trip and sends the next. The same code
+/// drives viewline-server and redis-server, so neither pays for the generator
+/// more than the other (a thread per connection cost more than the servers did).
+struct EpollLoad {
+    struct Result {
+        var commands = 0
+        /// Batch round trips, µs (at most `maximumSamples`).
+        var latencies: [Double] = []
+        var failedConnections = 0
+    }
+
+    let port: Int
+    let connections: Int
+    let depth: Int
+    let line: [UInt8]
+    /// Whether each connection first reads a welcome line (viewline) or not (redis).
+    let welcome: Bool
+    let seconds: Double
+    static let maximumSamples = 1_000_000
+
+    private final class Connection {
+        let fd: Int32
+        var pending = 0
+        var sentAt: UInt64 = 0
+        init(fd: Int32) { self.fd = fd }
+    }
+
+    func run() -> Result {
+        var result = Result()
+        let epoll = epoll_create1(0)
+        defer { close(epoll) }
+        var open: [Int32: Connection] = [:]
+        let batch = Array([[UInt8]](repeating: line, count: depth).joined())
+        for _ in 0..<connections {
+            guard let fd = ViewlineBench.connect(port: port) else { result.failedConnections += 1; continue }
+            if welcome {
+                var reader = LineReader(fd: fd)
+                guard reader.next() != nil else { close(fd); result.failedConnections += 1; continue }
+            }
+            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+            var event = epoll_event(events: EPOLLIN.rawValue, data: epoll_data_t(fd: fd))
+            epoll_ctl(epoll, EPOLL_CTL_ADD, fd, &event)
+            open[fd] = Connection(fd: fd)
+        }
+        defer { for fd in open.keys { close(fd) } }
+        func send(_ connection: Connection) -> Bool {
+            connection.sentAt = DispatchTime.now().uptimeNanoseconds
+            connection.pending = depth
+            // A batch is at most depth × a short line: the socket buffer takes it whole.
+            return batch.withUnsafeBytes { write(connection.fd, $0.baseAddress, $0.count) } == batch.count
+        }
+        for connection in open.values where !send(connection) {
+            result.failedConnections += 1
+        }
+        let deadline = DispatchTime.now().uptimeNanoseconds + UInt64(seconds * 1e9)
+        var events = [epoll_event](repeating: epoll_event(), count: 256)
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        result.latencies.reserveCapacity(min(Self.maximumSamples, 200_000))
+        while DispatchTime.now().uptimeNanoseconds < deadline {
+            let ready = epoll_wait(epoll, &events, Int32(events.count), 50)
+            guard ready > 0 else { continue }
+            for index in 0..<Int(ready) {
+                let fd = events[index].data.fd
+                guard let connection = open[fd] else { continue }
+                let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+                if count <= 0 {
+                    if count < 0 && errno == EAGAIN { continue }
+                    result.failedConnections += 1
+                    var none = epoll_event()
+                    epoll_ctl(epoll, EPOLL_CTL_DEL, fd, &none)
+                    close(fd)
+                    open[fd] = nil
+                    continue
+                }
+                var lines = 0
+                buffer.withUnsafeBytes { bytes in
+                    for byte in bytes[0..<count] where byte == 0x0A { lines += 1 }
+                }
+                connection.pending -= lines
+                result.commands += lines
+                if connection.pending <= 0 {
+                    if result.latencies.count < Self.maximumSamples {
+                        result.latencies.append(Double(DispatchTime.now().uptimeNanoseconds - connection.sentAt) / 1000)
+                    }
+                    if !send(connection) { result.failedConnections += 1 }
+                }
+            }
+        }
+        return result
+    }
+}
