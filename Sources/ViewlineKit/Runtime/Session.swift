@@ -1,4 +1,6 @@
 import Foundation
+import NIOCore
+import NIOPosix
 
 /// One client's view-models: their states, the work they run and the alerts they
 /// ask, behind one actor. Commands come in through ``handle(_:from:)``; replies go
@@ -12,7 +14,15 @@ import Foundation
 ///
 /// View-model code runs isolated to the session (commands, ``run(_:_:)`` bodies,
 /// observation callbacks), so it reads and updates states without `await`.
+///
+/// The actor runs on an event loop: a server's session on its first connection's
+/// loop, so a command read there runs, replies and is written without leaving that
+/// thread.
 public actor Session {
+    /// The event loop this session's code runs on.
+    public nonisolated let eventLoop: any EventLoop
+    /// The actor's executor: ``eventLoop``.
+    public nonisolated let unownedExecutor: UnownedSerialExecutor
     /// The session's name in `welcome` and logs (`s1`).
     public nonisolated let id: String
     /// The secret that identifies this session to its owner; never logged.
@@ -64,17 +74,27 @@ public actor Session {
 
     /// A session with one connection (number 0) that `output` stands for, as a test
     /// or a single client has it.
-    public init(id: String, application: Application, peer: String? = nil, output: @escaping @Sendable (ServerMessage) -> Void) {
-        self.init(id: id, application: application, peer: peer, connections: [0: SessionConnection(send: output, close: {})])
+    public init(
+        id: String, application: Application, peer: String? = nil, eventLoop: (any EventLoop)? = nil,
+        output: @escaping @Sendable (ServerMessage) -> Void
+    ) {
+        self.init(id: id, application: application, peer: peer, eventLoop: eventLoop, connections: [0: SessionConnection(send: output, close: {})])
     }
 
     /// A session with no connection yet: ``connect(_:as:)`` and
-    /// ``attach(_:as:lastRev:re:)`` add them.
-    public init(id: String, application: Application, peer: String? = nil) {
-        self.init(id: id, application: application, peer: peer, connections: [:])
+    /// ``attach(_:as:lastRev:re:)`` add them. It runs on `eventLoop` (by default one
+    /// of NIO's shared loops).
+    public init(id: String, application: Application, peer: String? = nil, eventLoop: (any EventLoop)? = nil) {
+        self.init(id: id, application: application, peer: peer, eventLoop: eventLoop, connections: [:])
     }
 
-    private init(id: String, application: Application, peer: String?, connections: [Int: SessionConnection], token: String = Session.makeSecret()) {
+    private init(
+        id: String, application: Application, peer: String?, eventLoop: (any EventLoop)?,
+        connections: [Int: SessionConnection], token: String = Session.makeSecret()
+    ) {
+        let loop = eventLoop ?? NIOSingletons.posixEventLoopGroup.next()
+        self.eventLoop = loop
+        unownedExecutor = loop.executor.asUnownedSerialExecutor()
         self.id = id
         self.token = token
         self.application = application
@@ -87,7 +107,7 @@ public actor Session {
     /// A session rebuilt from a cluster record (see Session+Record.swift): the same
     /// id and token, no connection yet.
     init(restoring id: String, token: String, application: Application) {
-        self.init(id: id, application: application, peer: nil, connections: [:], token: token)
+        self.init(id: id, application: application, peer: nil, eventLoop: nil, connections: [:], token: token)
     }
 
     /// The backends, database and clock this session's view-models reach.

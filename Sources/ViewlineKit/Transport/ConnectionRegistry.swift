@@ -3,7 +3,7 @@ import Synchronization
 
 /// The open connections, so that shutdown can say `bye` to each one.
 final class ConnectionRegistry: Sendable {
-    private let state = Mutex<(next: Int, connections: [Int: (channel: any Channel, outbound: OutboundLines)])>((1, [:]))
+    private let state = Mutex<(next: Int, connections: [Int: (channel: any Channel, outbound: OutboundLines)], emptyWaiters: [CheckedContinuation<Void, Never>])>((1, [:], []))
 
     /// Reserves the next session number.
     func nextNumber() -> Int {
@@ -23,7 +23,24 @@ final class ConnectionRegistry: Sendable {
     }
 
     func remove(_ id: Int) {
-        _ = state.withLock { $0.connections.removeValue(forKey: id) }
+        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.connections.removeValue(forKey: id)
+            guard state.connections.isEmpty else { return [] }
+            defer { state.emptyWaiters = [] }
+            return state.emptyWaiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    /// Returns once no connection is open.
+    func waitUntilEmpty() async {
+        await withCheckedContinuation { continuation in
+            let empty = state.withLock { state in
+                if !state.connections.isEmpty { state.emptyWaiters.append(continuation) }
+                return state.connections.isEmpty
+            }
+            if empty { continuation.resume() }
+        }
     }
 
     var connections: [(channel: any Channel, outbound: OutboundLines)] { state.withLock { Array($0.connections.values) } }

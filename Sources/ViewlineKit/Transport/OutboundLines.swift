@@ -38,6 +38,14 @@ final class OutboundLines: Sendable {
         }.get()
     }
 
+    /// Writes everything queued so far, then closes the connection.
+    func flushThenClose() {
+        channel.eventLoop.execute {
+            self.flushOnLoop()
+            self.channel.writeAndFlush(ByteBuffer()).whenComplete { _ in self.channel.close(promise: nil) }
+        }
+    }
+
     private func flushOnLoop() {
         let bytes = state.withLock { state -> [UInt8] in
             state.scheduled = false

@@ -6,8 +6,9 @@ import NIOSSL
 import Synchronization
 
 /// Serves view-models over TCP: accepts connections, frames lines, hands each line
-/// to its connection's ``Session`` and writes what the session sends. One client's
-/// error never reaches another: each connection is its own child task.
+/// to its connection's ``Session`` and writes what the session sends. A new
+/// connection's session runs on the connection's event loop (see
+/// ``ClientConnection``). One client's error never reaches another.
 ///
 /// ```swift
 /// let server = try await ViewlineServer(apps: [Todos.self, Search.self], services: services, configuration: configuration)
@@ -21,7 +22,7 @@ public final class ViewlineServer: Sendable {
     private let logger: Logger
     private let group: MultiThreadedEventLoopGroup
     private let registry = ConnectionRegistry()
-    private let serverChannel: NIOAsyncChannel<NIOAsyncChannel<LineFrame, ByteBuffer>, Never>
+    private let serverChannel: Mutex<(any Channel)?> = Mutex(nil)
     /// The event loops may only stop once a shutdown in progress has said its `bye`s.
     private let lifecycle = Mutex<Lifecycle>(.serving)
     private let shutdownFinished = Latch()
@@ -29,13 +30,13 @@ public final class ViewlineServer: Sendable {
     public let maximumClients: Int
     private let rejections = Mutex<(count: Int, lastWarning: ContinuousClock.Instant?)>((0, nil))
     /// Failed `attach`es per address.
-    private let attachThrottle = FailureThrottle()
+    let attachThrottle = FailureThrottle()
 
     private enum Lifecycle { case serving, shuttingDown, stopped }
 
     /// The address actually bound (port 0 picks a free port).
     public var localAddress: (host: String, port: Int) {
-        let address = serverChannel.channel.localAddress
+        let address = listener.localAddress
         return (address?.ipAddress ?? configuration.host, address?.port ?? configuration.port)
     }
 
@@ -67,7 +68,7 @@ public final class ViewlineServer: Sendable {
         let maximumLineBytes = configuration.maximumLineBytes
         let tls = try Self.tlsContext(configuration)
         do {
-            serverChannel = try await ServerBootstrap(group: group)
+            let channel = try await ServerBootstrap(group: group)
                 .serverChannelOption(.backlog, value: 256)
                 .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
                 .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
@@ -75,16 +76,18 @@ public final class ViewlineServer: Sendable {
                     low: configuration.maximumOutputBytes / 2, high: configuration.maximumOutputBytes))
                 // `printf … | nc -N` closes its sending side first: keep answering.
                 .childChannelOption(.allowRemoteHalfClosure, value: true)
-                .bind(host: configuration.host, port: configuration.port) { channel in
+                .childChannelInitializer { [unowned self] channel in
                     channel.eventLoop.makeCompletedFuture {
                         if let tls {
                             try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls))
                         }
-                        try channel.pipeline.syncOperations.addHandler(
-                            ByteToMessageHandler(LineFrameDecoder(maximumLength: maximumLineBytes)))
-                        return try NIOAsyncChannel<LineFrame, ByteBuffer>(wrappingChannelSynchronously: channel)
+                        try channel.pipeline.syncOperations.addHandlers(
+                            ByteToMessageHandler(LineFrameDecoder(maximumLength: maximumLineBytes)),
+                            ConnectionHandler(server: self))
                     }
                 }
+                .bind(host: configuration.host, port: configuration.port).get()
+            serverChannel.withLock { $0 = channel }
         } catch {
             try? await group.shutdownGracefully()
             throw error
@@ -95,7 +98,7 @@ public final class ViewlineServer: Sendable {
             do {
                 try await cluster.start()
             } catch {
-                try? await serverChannel.channel.close()
+                try? await listener.close()
                 try? await group.shutdownGracefully()
                 throw error
             }
@@ -105,13 +108,8 @@ public final class ViewlineServer: Sendable {
     /// Serves until ``shutdown(reason:)`` closes the listening socket, then waits
     /// for every connection to finish.
     public func run() async throws {
-        try await withThrowingDiscardingTaskGroup { group in
-            try await serverChannel.executeThenClose { inbound in
-                for try await connection in inbound {
-                    group.addTask { await self.serve(connection) }
-                }
-            }
-        }
+        try await listener.closeFuture.get()
+        await registry.waitUntilEmpty()
         let shuttingDown = lifecycle.withLock { state in
             defer { state = .stopped }
             return state == .shuttingDown
@@ -133,7 +131,7 @@ public final class ViewlineServer: Sendable {
         case .serving: break
         }
         defer { shutdownFinished.open() }
-        try? await serverChannel.channel.close()
+        try? await listener.close()
         // Records written and the node gone from the cluster before the `bye`s: a
         // client that attaches to another node right away finds its session there.
         await application.cluster?.leave()
@@ -149,8 +147,12 @@ public final class ViewlineServer: Sendable {
     /// Connections open now.
     public var connectionCount: Int { registry.count }
 
-    private func serve(_ connection: NIOAsyncChannel<LineFrame, ByteBuffer>) async {
-        let channel = connection.channel
+    /// The listening socket.
+    private var listener: any Channel { serverChannel.withLock { $0! } }
+
+    /// A new connection, on its event loop: its session (on the same loop) and
+    /// `welcome`, or `bye` when the server is full.
+    func accept(_ channel: any Channel) -> ClientConnection? {
         let number = registry.nextNumber()
         let outbound = OutboundLines(channel: channel) { [logger] in
             // The client is not reading and its backlog passed the limit: a `bye` would
@@ -160,76 +162,35 @@ public final class ViewlineServer: Sendable {
             channel.close(promise: nil)
         }
         guard registry.add(number, channel: channel, outbound: outbound, limit: maximumClients) else {
-            await refuse(connection, outbound, reason: "max clients reached")
-            return
+            refuse(outbound, reason: "max clients reached")
+            return nil
         }
-        defer { registry.remove(number) }
-        let peer = channel.remoteAddress?.ipAddress
-        var session = Session(id: "s\(number)", application: application, peer: peer)
+        let session = Session(id: "s\(number)", application: application, peer: channel.remoteAddress?.ipAddress, eventLoop: channel.eventLoop)
         let registered = application.sessions.register(session)
-        if let evicted = registered.evicted { await evicted.close() }
+        if let evicted = registered.evicted { Task { await evicted.close() } }
         guard registered.accepted else {
-            await refuse(connection, outbound, reason: "max sessions reached")
-            return
+            registry.remove(number)
+            refuse(outbound, reason: "max sessions reached")
+            return nil
         }
         application.cluster?.changed(session)  // its record, so another node can take it over
-        let link = SessionConnection(send: { outbound.send($0.line) }, close: { channel.close(promise: nil) })
-        await session.connect(link, as: number)
+        let connection = ClientConnection(number: number, channel: channel, outbound: outbound, session: session, server: self, logger: logger)
+        session.assumeIsolated { $0.connect(connection.link, as: number) }
         application.sessions.attached(session)
-        var logger = self.logger
-        logger[metadataKey: "session"] = "\(session.id)"
-        logger.info("connected", metadata: ["peer": "\(channel.remoteAddress?.description ?? "?")"])
+        logger.info("connected", metadata: ["session": "\(session.id)", "peer": "\(channel.remoteAddress?.description ?? "?")"])
         outbound.send(session.welcome.line)
-        do {
-            try await connection.executeThenClose { inbound, _ in
-                for try await frame in inbound {
-                    switch frame {
-                    case .tooLong:
-                        await session.reject(re: .null, ProtocolError(
-                            .lineTooLong, "line longer than \(configuration.maximumLineBytes) bytes; the rest of it was discarded"), to: number)
-                    case .line(let buffer):
-                        guard let decoded = RequestDecoder.decode(line: buffer.readableBytesView, commands: application.commands) else { continue }
-                        switch decoded {
-                        case .success(let request) where request.name == "attach":
-                            logger.debug("command", metadata: ["cmd": "attach"])
-                            if let target = await attach(request, from: session, as: number, link: link, peer: peer) {
-                                session = target
-                                logger[metadataKey: "session"] = "\(session.id)"
-                            }
-                        case .success(let request):
-                            logger.debug("command", metadata: ["cmd": "\(request.name)"])
-                            if await session.handle(request, from: number) == .close {
-                                // `quit` ends the session for good, on every connection.
-                                application.sessions.remove(session)
-                                await session.close(reason: "session ended", except: number)
-                                outbound.send(ServerMessage.bye(reason: "client quit").line)
-                                try await outbound.drain()
-                                return
-                            }
-                        case .failure(let failure):
-                            logger.debug("rejected", metadata: ["code": "\(failure.error.code.rawValue)"])
-                            await session.reject(re: failure.re, failure.error, to: number)
-                        }
-                    }
-                }
-                // The client finished sending (half-close): let running work finish so
-                // its events reach a piped script, then make sure they are written.
-                await session.finishWork(timeout: .seconds(10))
-                try await outbound.drain()
-            }
-        } catch {
-            logger.debug("connection error", metadata: ["error": "\(error)"])
-        }
-        // The session outlives its connection: it expires if nobody attaches in time.
-        await session.detach(number)
-        application.sessions.detached(session)
-        logger.info("disconnected")
+        return connection
+    }
+
+    /// A connection ended and left its session.
+    func connectionEnded(_ number: Int) {
+        registry.remove(number)
     }
 
     /// `attach <token> [last-rev]`: moves this connection to the session that owns
     /// the token. Returns that session, or `nil` (after an error reply) when the
     /// token is not a live session's or the address is throttled.
-    private func attach(_ request: Request, from current: Session, as number: Int, link: SessionConnection, peer: String?) async -> Session? {
+    func attach(_ request: Request, from current: Session, as number: Int, link: SessionConnection, peer: String?) async -> Session? {
         let keys = FailureThrottle.key("attach", peer: peer)
         if let seconds = attachThrottle.wait(for: keys, now: Date()) {
             await current.reject(re: request.id, ProtocolError(.attachThrottled, "too many failed attach attempts; try again in \(seconds) s"), to: number)
@@ -281,10 +242,9 @@ public final class ViewlineServer: Sendable {
 
     /// One connection too many: `bye` and close, with a warning at most once a
     /// second for the whole burst.
-    private func refuse(_ connection: NIOAsyncChannel<LineFrame, ByteBuffer>, _ outbound: OutboundLines, reason: String) async {
+    private func refuse(_ outbound: OutboundLines, reason: String) {
         outbound.send(ServerMessage.bye(reason: reason).line)
-        try? await outbound.drain()
-        try? await connection.channel.close()
+        outbound.flushThenClose()
         let now = ContinuousClock.now
         let refused = rejections.withLock { state -> Int? in
             state.count += 1

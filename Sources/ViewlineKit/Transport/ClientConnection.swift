@@ -1,0 +1,184 @@
+import Foundation
+import Logging
+import NIOCore
+import Synchronization
+
+/// One client connection's way to its session. The event loop queues what it
+/// reads (lines, the end of input, the disconnect) in order; one pump at a time
+/// runs them on the session, isolated to it. The session lives on this
+/// connection's event loop, so a command costs no thread hop: read, run, reply and
+/// write happen on one thread, and a pipelined burst runs in one pump.
+///
+/// `attach` may move the connection to a session on another loop: the pump then
+/// goes on there (a hop per command for that connection, and no other cost).
+final class ClientConnection: Sendable {
+    enum Input: Sendable {
+        case frame(LineFrame)
+        /// The client closed its sending side (`nc -N`): finish work, flush, close.
+        case inputEnded
+        /// The connection is gone: detach from the session.
+        case disconnected
+    }
+
+    private struct State {
+        var inbox = CircularBuffer<Input>(initialCapacity: 4)
+        var pumping = false
+        var session: Session
+        var finished = false
+        var logger: Logger
+    }
+
+    let number: Int
+    let channel: any Channel
+    let outbound: OutboundLines
+    let link: SessionConnection
+    let peer: String?
+    private unowned let server: ViewlineServer
+    private let state: Mutex<State>
+    /// Whether each command is logged (debug level): checked once, not per command.
+    private let logsCommands: Bool
+
+    init(number: Int, channel: any Channel, outbound: OutboundLines, session: Session, server: ViewlineServer, logger: Logger) {
+        self.number = number
+        self.channel = channel
+        self.outbound = outbound
+        self.server = server
+        peer = channel.remoteAddress?.ipAddress
+        link = SessionConnection(send: { outbound.send($0.line) }, close: { channel.close(promise: nil) })
+        logsCommands = logger.logLevel <= .debug
+        var logger = logger
+        logger[metadataKey: "session"] = "\(session.id)"
+        state = Mutex(State(session: session, logger: logger))
+    }
+
+    /// Queues what the event loop read, and starts the pump when none runs.
+    func receive(_ input: Input) {
+        let idle = state.withLock { state -> Session? in
+            guard !state.finished else { return nil }
+            state.inbox.append(input)
+            guard !state.pumping else { return nil }
+            state.pumping = true
+            return state.session
+        }
+        if let idle { startPump(on: idle) }
+    }
+
+    /// Runs the queue on `session`'s executor: straight onto it when this thread is
+    /// that executor (the common case), otherwise through one task.
+    private func startPump(on session: Session) {
+        if session.eventLoop.inEventLoop {
+            session.assumeIsolated { $0.startPump(self) }
+        } else {
+            Task { await session.startPump(self) }
+        }
+    }
+
+    /// Takes the next input, or ends the pump when there is none.
+    private func next() -> Input? {
+        state.withLock { state in
+            if let input = state.inbox.popFirst() { return input }
+            state.pumping = false
+            return nil
+        }
+    }
+
+    /// Runs every queued input on `session`, in order, until the queue is empty, the
+    /// connection moves to another session, or it ends.
+    func pump(_ session: isolated Session) async {
+        while let input = next() {
+            switch input {
+            case .frame(let frame):
+                switch await process(frame, on: session) {
+                case .next:
+                    continue
+                case .moved(let target):
+                    state.withLock { $0.session = target }
+                    // The rest of the queue runs on the new session, which may live on
+                    // another loop; this pump ends.
+                    startPump(on: target)
+                    return
+                case .ended:
+                    finish(session)
+                    return
+                }
+            case .inputEnded:
+                // The client finished sending: let running work finish so its events
+                // reach a piped script, then make sure they are written.
+                await session.finishWork(timeout: .seconds(10))
+                try? await outbound.drain()
+                try? await channel.close()
+            case .disconnected:
+                finish(session)
+                return
+            }
+        }
+    }
+
+    /// The connection is done: it leaves its session (which lives on, to be
+    /// attached again until it expires) and the server.
+    private func finish(_ session: isolated Session) {
+        let logger = state.withLock { state in
+            state.finished = true
+            state.inbox.removeAll()
+            return state.logger
+        }
+        session.detach(number)
+        server.application.sessions.detached(session)
+        server.connectionEnded(number)
+        logger.info("disconnected")
+    }
+
+    private func log(_ decoded: Result<Request, RequestDecoder.Failure>) {
+        let logger = state.withLock { $0.logger }
+        switch decoded {
+        case .success(let request): logger.debug("command", metadata: ["cmd": "\(request.name)"])
+        case .failure(let failure): logger.debug("rejected", metadata: ["code": "\(failure.error.code.rawValue)"])
+        }
+    }
+
+    private enum Step { case next, moved(Session), ended }
+
+    private func process(_ frame: LineFrame, on session: isolated Session) async -> Step {
+        let application = server.application
+        switch frame {
+        case .tooLong:
+            session.reject(re: .null, ProtocolError(
+                .lineTooLong, "line longer than \(server.configuration.maximumLineBytes) bytes; the rest of it was discarded"), to: number)
+            return .next
+        case .line(let buffer):
+            guard let decoded = RequestDecoder.decode(line: buffer.readableBytesView, commands: application.commands) else { return .next }
+            if logsCommands { log(decoded) }
+            switch decoded {
+            case .success(let request) where request.name == "attach":
+                guard let target = await server.attach(request, from: session, as: number, link: link, peer: peer) else { return .next }
+                let logger = state.withLock { state in
+                    state.logger[metadataKey: "session"] = "\(target.id)"
+                    return state.logger
+                }
+                logger.debug("attached")
+                return target === session ? .next : .moved(target)
+            case .success(let request):
+                if await session.handle(request, from: number) == .close {
+                    // `quit` ends the session for good, on every connection.
+                    application.sessions.remove(session)
+                    session.close(reason: "session ended", except: number)
+                    outbound.send(ServerMessage.bye(reason: "client quit").line)
+                    try? await outbound.drain()
+                    channel.close(promise: nil)
+                    return .ended
+                }
+                return .next
+            case .failure(let failure):
+                session.reject(re: failure.re, failure.error, to: number)
+                return .next
+            }
+        }
+    }
+}
+
+extension Session {
+    /// Starts a connection's pump as a task on this session's executor.
+    func startPump(_ connection: ClientConnection) {
+        Task { await connection.pump(self) }
+    }
+}

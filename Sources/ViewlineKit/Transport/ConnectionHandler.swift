@@ -1,0 +1,45 @@
+import NIOCore
+
+/// The last handler of a connection's pipeline, on its event loop: on activation it
+/// gives the connection a session on this loop and says `welcome` (or refuses it
+/// when the server is full); then it hands every framed line, the end of input and
+/// the disconnect to the connection's ``ClientConnection`` in order. No task and no
+/// stream per connection: an idle client costs its channel, its buffers and its
+/// session.
+final class ConnectionHandler: ChannelInboundHandler {
+    typealias InboundIn = LineFrame
+
+    private unowned let server: ViewlineServer
+    private var connection: ClientConnection?
+
+    init(server: ViewlineServer) {
+        self.server = server
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        connection = server.accept(context.channel)
+        context.fireChannelActive()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        connection?.receive(.frame(unwrapInboundIn(data)))
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let event = event as? ChannelEvent, event == .inputClosed {
+            connection?.receive(.inputEnded)
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        connection?.receive(.disconnected)
+        connection = nil
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        // A reset, a TLS failure, a framing error: the connection is over.
+        context.close(promise: nil)
+    }
+}
