@@ -40,9 +40,32 @@ public enum ServerMessage: Sendable, Equatable {
     public var line: [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(160)
-        json.write(into: &out)
+        write(into: &out)
         out.append(0x0A)
         return out
+    }
+
+    /// Writes ``json``'s encoding; replies and displays, the lines sent most, are
+    /// written straight from their parts, without building the object first.
+    public func write(into out: inout [UInt8]) {
+        switch self {
+        case .reply(let re, .success(let result)):
+            out.append(contentsOf: #"{"type":"reply","re":"#.utf8)
+            re.write(into: &out)
+            out.append(contentsOf: #","ok":true,"result":"#.utf8)
+            result.write(into: &out)
+            out.append(UInt8(ascii: "}"))
+        case .display(let rev, let view, let state):
+            out.append(contentsOf: #"{"type":"display","rev":"#.utf8)
+            JSON.int(rev).write(into: &out)
+            out.append(contentsOf: #","view":"#.utf8)
+            JSON.writeString(view, into: &out)
+            out.append(contentsOf: #","state":"#.utf8)
+            state.write(into: &out)
+            out.append(UInt8(ascii: "}"))
+        default:
+            json.write(into: &out)
+        }
     }
 
     public var rev: Int? {

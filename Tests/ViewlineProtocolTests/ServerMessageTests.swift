@@ -30,6 +30,20 @@ import ViewlineKit
             == #"{"type":"alert","rev":13,"id":"a4","title":"Log in","message":"m","actions":[{"role":"confirm","label":"Log in"},{"role":"cancel","label":"Cancel"}],"fields":[{"name":"password","label":"Password","secure":true}]}"#)
     }
 
+    @Test func linesWrittenFromTheirPartsMatchTheObject() {
+        let tricky = "quote\" backslash\\ newline\n tab\t bell\u{7} del\u{7F} ラーメン"
+        let messages: [ServerMessage] = [
+            .reply(re: .string(tricky), result: .success(["text": .string(tricky), "list": [1, 2.5, .null]])),
+            .reply(re: 3, result: .success("pong")),
+            .display(rev: 42, view: tricky, state: ["query": .string(tricky), "results": []]),
+        ]
+        for message in messages {
+            #expect(message.line == Array((message.json.encoded + "\n").utf8))
+        }
+        #expect(String(decoding: ServerMessage.display(rev: 2, view: "search", state: ["q": "a\"b"]).line, as: UTF8.self)
+            == #"{"type":"display","rev":2,"view":"search","state":{"q":"a\"b"}}"# + "\n")
+    }
+
     @Test func stringsAreEscaped() throws {
         let tricky = "quote\" backslash\\ newline\n tab\t bell\u{7} ラーメン"
         let encoded = JSON.string(tricky).encoded

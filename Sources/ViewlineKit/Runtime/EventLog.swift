@@ -15,8 +15,8 @@ struct EventLog {
 
     var count: Int { events.count - start }
 
-    mutating func append(_ message: ServerMessage, rev: Int) {
-        let size = message.line.count
+    /// Keeps `message` (`size` bytes on the wire).
+    mutating func append(_ message: ServerMessage, rev: Int, size: Int) {
         events.append((rev, message, size))
         bytes += size
         while count > maximumEvents || (bytes > maximumBytes && count > 1) {

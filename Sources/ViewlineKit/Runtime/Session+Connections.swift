@@ -5,11 +5,22 @@ public struct SessionConnection: Sendable {
     public let send: @Sendable (ServerMessage) -> Void
     /// Hangs up on this connection.
     public let close: @Sendable () -> Void
+    /// Sends a message whose line is already encoded: a session encodes each event
+    /// once, however many connections and logs it goes to.
+    let sendEncoded: @Sendable (ServerMessage, [UInt8]) -> Void
 
     /// A connection from how to send to it and how to close it.
     public init(send: @escaping @Sendable (ServerMessage) -> Void, close: @escaping @Sendable () -> Void) {
         self.send = send
         self.close = close
+        sendEncoded = { message, _ in send(message) }
+    }
+
+    /// A connection that takes encoded lines (each ending in `\n`).
+    init(lines: @escaping @Sendable ([UInt8]) -> Void, close: @escaping @Sendable () -> Void) {
+        send = { lines($0.line) }
+        self.close = close
+        sendEncoded = { _, line in lines(line) }
     }
 }
 

@@ -43,7 +43,7 @@ public actor Session {
     // Event ordering.
     var rev = 0
     private var holdingEvents = false
-    private var heldEvents: [ServerMessage] = []
+    private var heldEvents: [(message: ServerMessage, line: [UInt8])] = []
     var closed = false
 
     // Views: one state per view-model, in the application's order.
@@ -151,7 +151,7 @@ public actor Session {
         holdingEvents = false
         let held = heldEvents
         heldEvents = []
-        for event in held { broadcast(event) }
+        for event in held { broadcast(event.message, line: event.line) }
         return request.name == "quit" ? .close : .keepOpen
     }
 
@@ -197,9 +197,9 @@ public actor Session {
         connections[connection]?.send(message)
     }
 
-    private func broadcast(_ event: ServerMessage) {
+    private func broadcast(_ event: ServerMessage, line: [UInt8]) {
         guard !closed else { return }
-        for connection in connections.values { connection.send(event) }
+        for connection in connections.values { connection.sendEncoded(event, line) }
     }
 
     /// Sends (or holds, while a command runs) an event, giving it the next `rev`;
@@ -208,9 +208,10 @@ public actor Session {
         guard !closed else { return }
         rev += 1
         let event = make(rev)
-        log.append(event, rev: rev)
+        let line = event.line
+        log.append(event, rev: rev, size: line.count)
         application.cluster?.changed(self)
-        if holdingEvents { heldEvents.append(event) } else { broadcast(event) }
+        if holdingEvents { heldEvents.append((event, line)) } else { broadcast(event, line: line) }
     }
 
 

@@ -44,7 +44,7 @@ final class ClientConnection: Sendable {
         self.outbound = outbound
         self.server = server
         peer = channel.remoteAddress?.ipAddress
-        link = SessionConnection(send: { outbound.send($0.line) }, close: { channel.close(promise: nil) })
+        link = SessionConnection(lines: { outbound.send($0) }, close: { channel.close(promise: nil) })
         logsCommands = logger.logLevel <= .debug
         var logger = logger
         logger[metadataKey: "session"] = "\(session.id)"
