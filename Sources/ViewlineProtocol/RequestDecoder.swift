@@ -12,24 +12,64 @@ public enum RequestDecoder {
     }
 
     public static func decode(line bytes: some Collection<UInt8>, commands: CommandTable) -> Result<Request, Failure>? {
-        var slice = Array(bytes)[...]
-        if slice.last == UInt8(ascii: "\r") { slice.removeLast() }
-        while let first = slice.first, first == 0x20 || first == 0x09 { slice.removeFirst() }
-        while let last = slice.last, last == 0x20 || last == 0x09 { slice.removeLast() }
-        if slice.isEmpty { return nil }
-        guard let text = String(validating: slice, as: UTF8.self) else {
+        if let decoded = bytes.withContiguousStorageIfAvailable({ decode(buffer: $0, commands: commands) }) {
+            return decoded
+        }
+        return Array(bytes).withUnsafeBufferPointer { decode(buffer: $0, commands: commands) }
+    }
+
+    private static func decode(buffer: UnsafeBufferPointer<UInt8>, commands: CommandTable) -> Result<Request, Failure>? {
+        var start = buffer.startIndex
+        var end = buffer.endIndex
+        if end > start && buffer[end - 1] == UInt8(ascii: "\r") { end -= 1 }
+        while start < end && (buffer[start] == 0x20 || buffer[start] == 0x09) { start += 1 }
+        while end > start && (buffer[end - 1] == 0x20 || buffer[end - 1] == 0x09) { end -= 1 }
+        if start == end { return nil }
+        let line = UnsafeBufferPointer(rebasing: buffer[start..<end])
+        var ascii = true
+        var quoted = false
+        for byte in line {
+            if byte >= 0x80 { ascii = false }
+            if byte == UInt8(ascii: "\"") { quoted = true }
+        }
+        if !ascii && String(validating: line, as: UTF8.self) == nil {
             return .failure(Failure(re: .null, error: ProtocolError(.badEncoding, "the line is not valid UTF-8")))
         }
-        if slice.first == UInt8(ascii: "{") {
-            return decodeJSON(slice, commands: commands)
+        if line.first == UInt8(ascii: "{") {
+            return decodeJSON(Array(line)[...], commands: commands)
         }
         do {
-            let words = try InlineTokenizer.split(text)
+            // Without quotes a word is a run of bytes between blanks (the common case,
+            // split without building characters); with them, the full tokenizer.
+            let words = quoted ? try InlineTokenizer.split(String(decoding: line, as: UTF8.self)) : splitBare(line)
             if words.isEmpty { return nil }
             return .success(try commands.request(words: words))
         } catch {
             return .failure(Failure(re: .null, error: error))
         }
+    }
+
+    /// Words separated by spaces, tabs, `\r` or `\n`, for a line without quotes:
+    /// what ``InlineTokenizer/split(_:)`` gives for it.
+    private static func splitBare(_ line: UnsafeBufferPointer<UInt8>) -> [String] {
+        var words: [String] = []
+        var wordStart: Int? = nil
+        for index in line.indices {
+            let byte = line[index]
+            let blank = byte == 0x20 || byte == 0x09 || byte == 0x0D || byte == 0x0A
+            if blank {
+                if let begin = wordStart {
+                    words.append(String(decoding: UnsafeBufferPointer(rebasing: line[begin..<index]), as: UTF8.self))
+                    wordStart = nil
+                }
+            } else if wordStart == nil {
+                wordStart = index
+            }
+        }
+        if let begin = wordStart {
+            words.append(String(decoding: UnsafeBufferPointer(rebasing: line[begin...]), as: UTF8.self))
+        }
+        return words
     }
 
     public static func decode(line: String, commands: CommandTable) -> Result<Request, Failure>? {

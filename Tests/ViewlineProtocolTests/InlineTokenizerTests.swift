@@ -35,6 +35,16 @@ import ViewlineKit
         }
     }
 
+    @Test(arguments: ["search  ラーメン\tbar", "search back\\slash it's", "\t search a\u{7}b ", "search \"quoted words\" x"])
+    func linesDecodeAsTheTokenizerSplitsThem(_ line: String) throws {
+        let expected = try Vectors.commands.request(words: InlineTokenizer.split(line))
+        guard case .success(let request)? = RequestDecoder.decode(line: line, commands: Vectors.commands) else {
+            Issue.record("\(line) should parse")
+            return
+        }
+        #expect(request == expected)
+    }
+
     @Test func blankLinesAreIgnored() {
         #expect(RequestDecoder.decode(line: "", commands: Vectors.commands) == nil)
         #expect(RequestDecoder.decode(line: "   \t ", commands: Vectors.commands) == nil)
