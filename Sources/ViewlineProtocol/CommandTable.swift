@@ -12,7 +12,11 @@ public struct CommandTable: Sendable {
         }
     }
 
-    public func spec(named name: String) -> CommandSpec? { byName[name.lowercased()] }
+    public func spec(named name: String) -> CommandSpec? {
+        // Names are lowercase ASCII: a name already in that form skips Unicode lowercasing.
+        if name.utf8.allSatisfy({ $0 < 0x80 && !(UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) }) { return byName[name] }
+        return byName[name.lowercased()]
+    }
 
     func lookup(_ name: String) throws(ProtocolError) -> CommandSpec {
         guard let spec = spec(named: name) else {
