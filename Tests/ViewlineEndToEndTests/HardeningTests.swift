@@ -23,6 +23,25 @@ import ViewlineTestSupport
         #expect(try fourth?.command("ping").isOK == true)
     }
 
+    @Test func aPipelinedFloodBehindASlowCommandIsAnsweredInOrder() throws {
+        // The login hashes a password while 3,000 commands arrive: the connection's
+        // queue fills, reading pauses (TCP pushes back) and resumes; nothing is lost.
+        let server = try startServer()
+        let client = try connect(server)
+        let flood = (1...3000).map { #"{"id":\#($0),"cmd":"ping"}"# + "\n" }.joined()
+        try client.sendRaw(Array(("login alice wonderland\n" + flood).utf8))
+        #expect(try client.next(timeout: .seconds(30))["ok"] == true)
+        for id in 1...3000 {
+            var reply = try client.next(timeout: .seconds(30))
+            while reply.type != "reply" { reply = try client.next(timeout: .seconds(30)) }  // the login's displays
+            guard reply["re"] == .int(id), reply["ok"] == true else {
+                Issue.record("reply \(id) was \(reply)")
+                return
+            }
+        }
+        #expect(try client.command("state search").isOK)
+    }
+
     @Test func noPasswordTokenOrSecureFieldReachesTheLogEvenAtTrace() throws {
         let log = temporaryPath("trace.log")
         let server = try ServerProcess(["--db", ":memory:", "--admin"], logFile: log, logLevel: "trace")

@@ -21,7 +21,11 @@ final class ClientConnection: Sendable {
     }
 
     private struct State {
-        var inbox = CircularBuffer<Input>(initialCapacity: 4)
+        /// Queued inputs from `head` on; empty (no storage) while idle.
+        var inbox: [Input] = []
+        var head = 0
+        /// Reading stopped because the queue is full (see ``maximumQueued``).
+        var paused = false
         var pumping = false
         var session: Session
         var finished = false
@@ -51,15 +55,25 @@ final class ClientConnection: Sendable {
         state = Mutex(State(session: session, logger: logger))
     }
 
-    /// Queues what the event loop read, and starts the pump when none runs.
+    /// Lines queued before the connection stops reading: a client that pipelines
+    /// faster than its commands run waits in its own socket buffer (TCP pushes back),
+    /// not in the server's memory.
+    static let maximumQueued = 256
+
+    /// Queues what the event loop read, and starts the pump when none runs. Stops
+    /// reading the socket while the queue is full; the pump resumes it once the
+    /// queue is empty.
     func receive(_ input: Input) {
-        let idle = state.withLock { state -> Session? in
-            guard !state.finished else { return nil }
+        let (idle, pause) = state.withLock { state -> (Session?, Bool) in
+            guard !state.finished else { return (nil, false) }
             state.inbox.append(input)
-            guard !state.pumping else { return nil }
+            let pause = !state.paused && state.inbox.count - state.head >= Self.maximumQueued
+            if pause { state.paused = true }
+            guard !state.pumping else { return (nil, pause) }
             state.pumping = true
-            return state.session
+            return (state.session, pause)
         }
+        if pause { channel.setOption(ChannelOptions.autoRead, value: false).whenFailure { _ in } }
         if let idle { startPump(on: idle) }
     }
 
@@ -75,11 +89,19 @@ final class ClientConnection: Sendable {
 
     /// Takes the next input, or ends the pump when there is none.
     private func next() -> Input? {
-        state.withLock { state in
-            if let input = state.inbox.popFirst() { return input }
-            state.pumping = false
-            return nil
+        let (input, resume) = state.withLock { state -> (Input?, Bool) in
+            guard state.head < state.inbox.count else {
+                state.inbox = []
+                state.head = 0
+                state.pumping = false
+                defer { state.paused = false }
+                return (nil, state.paused)
+            }
+            defer { state.head += 1 }
+            return (state.inbox[state.head], false)
         }
+        if resume { channel.setOption(ChannelOptions.autoRead, value: true).whenFailure { _ in } }
+        return input
     }
 
     /// Runs every queued input on `session`, in order, until the queue is empty, the
@@ -119,7 +141,8 @@ final class ClientConnection: Sendable {
     private func finish(_ session: isolated Session) {
         let logger = state.withLock { state in
             state.finished = true
-            state.inbox.removeAll()
+            state.inbox = []
+            state.head = 0
             return state.logger
         }
         session.detach(number)

@@ -11,7 +11,9 @@ import Synchronization
 /// without limit.
 final class OutboundLines: Sendable {
     private let channel: any Channel
-    private let state = Mutex<(pending: [UInt8], scheduled: Bool)>(([], false))
+    /// What waits for the next flush; `nil` between flushes, so an idle connection
+    /// holds no buffer.
+    private let state = Mutex<(pending: ByteBuffer?, scheduled: Bool)>((nil, false))
     private let onOverflow: @Sendable () -> Void
 
     init(channel: any Channel, onOverflow: @escaping @Sendable () -> Void) {
@@ -22,7 +24,8 @@ final class OutboundLines: Sendable {
     /// Queues one line (already ending in `\n`); safe from any thread, order kept.
     func send(_ line: [UInt8]) {
         let schedule = state.withLock { state -> Bool in
-            state.pending.append(contentsOf: line)
+            if state.pending == nil { state.pending = channel.allocator.buffer(capacity: max(line.count, 256)) }
+            state.pending!.writeBytes(line)
             if state.scheduled { return false }
             state.scheduled = true
             return true
@@ -47,13 +50,13 @@ final class OutboundLines: Sendable {
     }
 
     private func flushOnLoop() {
-        let bytes = state.withLock { state -> [UInt8] in
+        let pending = state.withLock { state -> ByteBuffer? in
             state.scheduled = false
-            defer { state.pending.removeAll(keepingCapacity: true) }
+            defer { state.pending = nil }
             return state.pending
         }
-        guard !bytes.isEmpty, channel.isActive else { return }
-        channel.writeAndFlush(ByteBuffer(bytes: bytes), promise: nil)
+        guard let pending, channel.isActive else { return }
+        channel.writeAndFlush(pending, promise: nil)
         if !channel.isWritable { onOverflow() }
     }
 }
