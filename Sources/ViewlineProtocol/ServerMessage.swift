@@ -56,16 +56,31 @@ public enum ServerMessage: Sendable, Equatable {
             result.write(into: &out)
             out.append(UInt8(ascii: "}"))
         case .display(let rev, let view, let state):
-            out.append(contentsOf: #"{"type":"display","rev":"#.utf8)
-            JSON.int(rev).write(into: &out)
-            out.append(contentsOf: #","view":"#.utf8)
-            JSON.writeString(view, into: &out)
-            out.append(contentsOf: #","state":"#.utf8)
+            Self.writeDisplayHead(rev: rev, view: view, into: &out)
             state.write(into: &out)
             out.append(UInt8(ascii: "}"))
         default:
             json.write(into: &out)
         }
+    }
+
+    /// The line of `.display(rev:view:state:)` from the state's encoding, already
+    /// made: one encoding serves every session that shows an equal state.
+    public static func displayLine(rev: Int, view: String, encodedState: [UInt8]) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(encodedState.count + view.utf8.count + 40)
+        writeDisplayHead(rev: rev, view: view, into: &out)
+        out.append(contentsOf: encodedState)
+        out.append(contentsOf: [UInt8(ascii: "}"), 0x0A])
+        return out
+    }
+
+    private static func writeDisplayHead(rev: Int, view: String, into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"type":"display","rev":"#.utf8)
+        JSON.int(rev).write(into: &out)
+        out.append(contentsOf: #","view":"#.utf8)
+        JSON.writeString(view, into: &out)
+        out.append(contentsOf: #","state":"#.utf8)
     }
 
     public var rev: Int? {

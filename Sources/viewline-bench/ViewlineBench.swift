@@ -1,4 +1,5 @@
 import ArgumentParser
+import CEpoll
 import Foundation
 import Synchronization
 
@@ -198,15 +199,7 @@ extension ViewlineBench {
         _ = triggerReader.next()
         let start = DispatchTime.now().uptimeNanoseconds
         _ = Self.write(trigger, Array("sync\n".utf8))
-        // Sequential reads: a session's time is when its display was read (an upper bound).
-        var times: [Double] = []
-        for index in sessions.indices {
-            while let line = sessions[index].reader.nextLine() {
-                if line.contains("\"view\":\"contacts\"") && line.contains(marker) { break }
-            }
-            times.append(Double(DispatchTime.now().uptimeNanoseconds - start) / 1_000_000)
-        }
-        times.sort()
+        let times = Self.timesUntil(marker, on: sessions, since: start)
         let p50 = times[times.count / 2], p99 = times[min(times.count - 1, times.count * 99 / 100)], max = times.last ?? 0
         if brief {
             print(String(format: "%.1f %.1f %.1f", p50, p99, max))
@@ -215,6 +208,53 @@ extension ViewlineBench {
         }
         for session in sessions { close(session.fd) }
         close(trigger)
+    }
+
+    /// For each socket, milliseconds from `start` until a line holding `marker`
+    /// arrived: one epoll set over all of them, each read as soon as it is readable.
+    static func timesUntil(_ marker: String, on sessions: [(fd: Int32, reader: LineReader)], since start: UInt64) -> [Double] {
+        let needle = Array(marker.utf8)
+        let epoll = epoll_create1(0)
+        defer { close(epoll) }
+        var received: [Int32: [UInt8]] = [:]
+        var times: [Double] = []
+        func arrived(_ fd: Int32) -> Bool {
+            guard let bytes = received[fd], bytes.count >= needle.count else { return false }
+            return bytes.withUnsafeBufferPointer { haystack in
+                (0...(haystack.count - needle.count)).contains { offset in
+                    haystack[offset] == needle[0] && Array(haystack[offset..<(offset + needle.count)]) == needle
+                }
+            }
+        }
+        for session in sessions {
+            // Whatever the reader had already buffered counts as arrived before `start`.
+            received[session.fd] = Array(session.reader.buffer[session.reader.start..<session.reader.end])
+            if arrived(session.fd) { times.append(0); received[session.fd] = nil; continue }
+            _ = fcntl(session.fd, F_SETFL, fcntl(session.fd, F_GETFL) | O_NONBLOCK)
+            var event = epoll_event(events: EPOLLIN.rawValue, data: epoll_data_t(fd: session.fd))
+            epoll_ctl(epoll, EPOLL_CTL_ADD, session.fd, &event)
+        }
+        var events = [epoll_event](repeating: epoll_event(), count: 512)
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        let deadline = start + 60_000_000_000
+        while !received.isEmpty && DispatchTime.now().uptimeNanoseconds < deadline {
+            let ready = epoll_wait(epoll, &events, Int32(events.count), 100)
+            for index in 0..<Int(max(ready, 0)) {
+                let fd = events[index].data.fd
+                let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+                guard count > 0 else { continue }
+                received[fd, default: []].append(contentsOf: buffer[0..<count])
+                if arrived(fd) {
+                    times.append(Double(DispatchTime.now().uptimeNanoseconds - start) / 1_000_000)
+                    received[fd] = nil
+                    var none = epoll_event()
+                    epoll_ctl(epoll, EPOLL_CTL_DEL, fd, &none)
+                }
+            }
+        }
+        // A session that never showed the change counts as the whole wait.
+        times += Array(repeating: Double(DispatchTime.now().uptimeNanoseconds - start) / 1_000_000, count: received.count)
+        return times.sorted()
     }
 
     /// VmRSS of `pid` in KiB, from /proc.

@@ -39,6 +39,11 @@ import ViewlineKit
         ]
         for message in messages {
             #expect(message.line == Array((message.json.encoded + "\n").utf8))
+            if case .display(let rev, let view, let state) = message {
+                var encodedState: [UInt8] = []
+                state.write(into: &encodedState)
+                #expect(ServerMessage.displayLine(rev: rev, view: view, encodedState: encodedState) == message.line)
+            }
         }
         #expect(String(decoding: ServerMessage.display(rev: 2, view: "search", state: ["q": "a\"b"]).line, as: UTF8.self)
             == #"{"type":"display","rev":2,"view":"search","state":{"q":"a\"b"}}"# + "\n")

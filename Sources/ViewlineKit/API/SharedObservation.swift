@@ -1,3 +1,4 @@
+import NIOCore
 import Synchronization
 
 /// One observation of a source of truth (a database query, a feed), shared by every
@@ -12,10 +13,16 @@ public final class SharedObservation<Value: Sendable>: Sendable {
     private let state = Mutex(State())
 
     private struct State {
-        var watchers: [Int: AsyncStream<Value>.Continuation] = [:]
+        var watchers: [Int: Watcher] = [:]
         var nextID = 0
         var upstream: Task<Void, Never>?
         var latest: Value?
+    }
+
+    /// A watcher: its event loop and what to call there with each value.
+    private struct Watcher {
+        let loop: any EventLoop
+        let deliver: @Sendable (Value) -> Void
     }
 
     /// - Parameter makeUpstream: starts observing; called again if every watcher left and a new one comes.
@@ -26,23 +33,24 @@ public final class SharedObservation<Value: Sendable>: Sendable {
     /// How many watchers follow it right now.
     public var watcherCount: Int { state.withLock { $0.watchers.count } }
 
-    /// The values from now on, newest first when a watcher falls behind (only the
-    /// latest value is kept for it: a state observation needs no history).
-    func watch() -> (id: Int, values: AsyncStream<Value>) {
-        let (values, continuation) = AsyncStream.makeStream(of: Value.self, bufferingPolicy: .bufferingNewest(1))
-        let id = state.withLock { state -> Int in
+    /// Calls `deliver` on `loop` with the latest value (if there is one yet) and then
+    /// with every new one, in order, until ``leave(_:)`` with the returned id. A
+    /// change reaches the watchers of one loop in one task on that loop: no task,
+    /// stream or thread hop per watcher.
+    func watch(on loop: any EventLoop, _ deliver: @escaping @Sendable (Value) -> Void) -> Int {
+        let (id, latest) = state.withLock { state -> (Int, Value?) in
             let id = state.nextID
             state.nextID += 1
-            state.watchers[id] = continuation
-            if let latest = state.latest { continuation.yield(latest) }
+            state.watchers[id] = Watcher(loop: loop, deliver: deliver)
             if state.upstream == nil { state.upstream = Task { await self.pump() } }
-            return id
+            return (id, state.latest)
         }
-        continuation.onTermination = { [weak self] _ in self?.leave(id) }
-        return (id, values)
+        if let latest { loop.execute { deliver(latest) } }
+        return id
     }
 
-    private func leave(_ id: Int) {
+    /// Stops calling the watcher `id`; the upstream stops after the last one leaves.
+    func leave(_ id: Int) {
         let upstream = state.withLock { state -> Task<Void, Never>? in
             state.watchers[id] = nil
             guard state.watchers.isEmpty else { return nil }
@@ -57,9 +65,15 @@ public final class SharedObservation<Value: Sendable>: Sendable {
             for try await value in makeUpstream() {
                 let watchers = state.withLock { state in
                     state.latest = value
-                    return Array(state.watchers.values)
+                    return state.watchers.values
                 }
-                for watcher in watchers { watcher.yield(value) }
+                var byLoop: [ObjectIdentifier: (loop: any EventLoop, deliveries: [@Sendable (Value) -> Void])] = [:]
+                for watcher in watchers {
+                    byLoop[ObjectIdentifier(watcher.loop), default: (watcher.loop, [])].deliveries.append(watcher.deliver)
+                }
+                for (loop, deliveries) in byLoop.values {
+                    loop.execute { for deliver in deliveries { deliver(value) } }
+                }
             }
         } catch {
             // The upstream failed or was cancelled: watchers keep the last value they got.

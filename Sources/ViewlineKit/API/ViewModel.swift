@@ -23,6 +23,8 @@
 public protocol ViewModel: SendableMetatype {
     /// What the client is shown. Its `Encodable` form is the `display` event's `state`
     /// (keys in the order it encodes them); fields it does not encode stay on the server.
+    /// An `Equatable` state must encode equal values alike: the runtime then encodes a
+    /// state shown by many sessions (one database snapshot) once and shares the bytes.
     associatedtype State: Encodable & Sendable
 
     /// The view's name on the wire: `display`'s `view` and `state <view>`.

@@ -100,7 +100,7 @@ public struct ViewDescription: Sendable {
     /// The state's shape in one line, for `help`.
     public let summary: String
     let makeState: @Sendable (Services) -> any Sendable
-    let encodeState: @Sendable (any Sendable) -> JSON
+    let encodeState: @Sendable (any Sendable) -> EncodedState
     /// Reads a state back from its wire form, when the state is `Decodable` (a
     /// session restored on another node of a cluster).
     let decodeState: (@Sendable (JSON) -> (any Sendable)?)?
@@ -109,12 +109,17 @@ public struct ViewDescription: Sendable {
         name = model.view
         summary = model.stateSummary
         makeState = { model.initialState($0) }
-        encodeState = { state in
+        let encodeTree: @Sendable (Model.State) -> JSON = { state in
             do {
-                return try JSON(encoding: state as! Model.State)
+                return try JSON(encoding: state)
             } catch {
                 preconditionFailure("the \(model.view) state failed to encode: \(error)")
             }
+        }
+        if let equatable = Model.State.self as? any (Encodable & Equatable & Sendable).Type {
+            encodeState = Self.cachingEncoder(equatable, encodeTree)
+        } else {
+            encodeState = { EncodedState(encodeTree($0 as! Model.State)) }
         }
         if let decodable = Model.State.self as? any Decodable.Type {
             decodeState = { json in
@@ -126,6 +131,16 @@ public struct ViewDescription: Sendable {
         } else {
             decodeState = nil
         }
+    }
+}
+
+extension ViewDescription {
+    /// An encoder that reuses the last encoding of an equal state.
+    private static func cachingEncoder<Equatable: Encodable & Swift.Equatable & Sendable, State>(
+        _ type: Equatable.Type, _ encodeTree: @escaping @Sendable (State) -> JSON
+    ) -> @Sendable (any Sendable) -> EncodedState {
+        let cache = EncodedStateCache<Equatable>()
+        return { state in cache.encode(state as! Equatable) { encodeTree($0 as! State) } }
     }
 }
 

@@ -10,18 +10,16 @@ extension Session {
     ) {
         let key = ObjectIdentifier(observation)
         guard !closed, observations[key] == nil else { return }
-        let (_, values) = observation.watch()
-        observations[key] = Task { [weak self] in
-            for await value in values {
-                guard let self else { return }
-                await self.deliver(value, onChange)
-            }
+        // Values arrive on this session's event loop, which is its executor.
+        let id = observation.watch(on: eventLoop) { [weak self] value in
+            self?.assumeIsolated { $0.deliver(value, onChange) }
         }
+        observations[key] = { observation.leave(id) }
     }
 
     /// Stops following an observation.
     public func stopObserving<Value>(_ observation: SharedObservation<Value>) {
-        observations.removeValue(forKey: ObjectIdentifier(observation))?.cancel()
+        observations.removeValue(forKey: ObjectIdentifier(observation))?()
     }
 
     private func deliver<Value>(_ value: Value, _ onChange: @Sendable (isolated Session, Value) -> Void) {

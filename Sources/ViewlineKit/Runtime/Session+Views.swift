@@ -30,11 +30,13 @@ extension Session {
     func display(_ index: Int) {
         let view = application.views[index]
         let state = view.encodeState(states[index])
-        emit { .display(rev: $0, view: view.name, state: state) }
+        emit(line: { ServerMessage.displayLine(rev: $0, view: view.name, encodedState: state.bytes) }) {
+            .display(rev: $0, view: view.name, state: state.json)
+        }
     }
 
     /// A view's state as the client sees it.
     func encodedState(_ index: Int) -> JSON {
-        application.views[index].encodeState(states[index])
+        application.views[index].encodeState(states[index]).json
     }
 }

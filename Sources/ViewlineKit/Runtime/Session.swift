@@ -60,7 +60,8 @@ public actor Session {
     var runningWork = 0
     var settleWaiters: [Int: CheckedContinuation<Bool, Never>] = [:]
     var nextWaiterID = 0
-    var observations: [ObjectIdentifier: Task<Void, Never>] = [:]
+    /// How to stop each followed observation.
+    var observations: [ObjectIdentifier: @Sendable () -> Void] = [:]
 
     /// Who is logged in (see Session+User.swift).
     public internal(set) var user: String?
@@ -102,6 +103,11 @@ public actor Session {
         self.connections = connections
         log = EventLog(maximumEvents: application.sessions.limits.eventLogEvents, maximumBytes: application.sessions.limits.eventLogBytes)
         states = application.views.map { $0.makeState(application.services) }
+    }
+
+    deinit {
+        // A session dropped without `close()` stops following its observations.
+        for (_, stop) in observations { stop() }
     }
 
     /// A session rebuilt from a cluster record (see Session+Record.swift): the same
@@ -180,7 +186,7 @@ public actor Session {
         closed = true
         for (_, entry) in tasks { entry.task.cancel() }
         tasks = [:]
-        for (_, observation) in observations { observation.cancel() }
+        for (_, stop) in observations { stop() }
         observations = [:]
         let alerts = (presentedAlert.map { [$0] } ?? []) + queuedAlerts
         presentedAlert = nil
@@ -204,11 +210,11 @@ public actor Session {
 
     /// Sends (or holds, while a command runs) an event, giving it the next `rev`;
     /// keeps it in the event log for clients that reconnect.
-    func emit(_ make: (Int) -> ServerMessage) {
+    func emit(line encode: ((Int) -> [UInt8])? = nil, _ make: (Int) -> ServerMessage) {
         guard !closed else { return }
         rev += 1
         let event = make(rev)
-        let line = event.line
+        let line = encode?(rev) ?? event.line
         log.append(event, rev: rev, size: line.count)
         application.cluster?.changed(self)
         if holdingEvents { heldEvents.append((event, line)) } else { broadcast(event, line: line) }
