@@ -6,6 +6,8 @@ import GRDB
 /// nodes share a `PostgresStore`.
 public struct SQLiteStore: AppStore {
     public let writer: any DatabaseWriter
+    /// Draft writes from every session, committed together (see ``GroupCommit``).
+    private let draftWrites: GroupCommit
 
     /// Opens (creating and migrating) the database at `path`; `:memory:` gives a
     /// private in-memory database. Files use a `DatabasePool` in WAL mode.
@@ -24,11 +26,14 @@ public struct SQLiteStore: AppStore {
     private static var configuration: Configuration {
         var config = Configuration()
         config.busyMode = .timeout(5)
+        // Every commit reaches the disk before it returns (WAL: the log is synced).
+        config.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
         return config
     }
 
     public init(_ writer: any DatabaseWriter) throws {
         self.writer = writer
+        draftWrites = GroupCommit(writer)
         try migrator.migrate(writer)
     }
 
@@ -101,9 +106,10 @@ extension SQLiteStore {
 // MARK: - Drafts
 
 extension SQLiteStore {
-    /// Writes the user's pending draft; it is durable when this returns.
+    /// Writes the user's pending draft; it is durable when this returns. Concurrent
+    /// calls share one transaction (group commit).
     public func setDraft(user: String, text: String, at date: Date) async throws {
-        try await writer.write { db in try Draft(user: user, text: text, updatedAt: date).upsert(db) }
+        try await draftWrites.write { db in try Draft(user: user, text: text, updatedAt: date).upsert(db) }
     }
 
     public func pendingDraft(user: String) async throws -> Draft? {

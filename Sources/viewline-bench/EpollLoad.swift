@@ -24,7 +24,10 @@ struct EpollLoad {
     let depth: Int
     let line: [UInt8]
     /// Whether each connection first reads a welcome line (viewline) or not (redis).
+    /// With a welcome, only reply lines count (a command's events are not replies).
     let welcome: Bool
+    /// A line each connection sends first, waiting for its reply (`login …`).
+    var setup: String? = nil
     let seconds: Double
     static let maximumSamples = 1_000_000
 
@@ -32,6 +35,9 @@ struct EpollLoad {
         let fd: Int32
         var pending = 0
         var sentAt: UInt64 = 0
+        /// Bytes since the last newline, and whether this line is a reply.
+        var column = 0
+        var isReply = false
         init(fd: Int32) { self.fd = fd }
     }
 
@@ -46,6 +52,10 @@ struct EpollLoad {
             if welcome {
                 var reader = LineReader(fd: fd)
                 guard reader.next() != nil else { close(fd); result.failedConnections += 1; continue }
+                if let setup {
+                    guard ViewlineBench.write(fd, Array((setup + "\n").utf8)) else { close(fd); result.failedConnections += 1; continue }
+                    while let line = reader.nextLine(), !line.hasPrefix(#"{"type":"reply""#) {}
+                }
             }
             _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
             var event = epoll_event(events: EPOLLIN.rawValue, data: epoll_data_t(fd: fd))
@@ -84,7 +94,21 @@ struct EpollLoad {
                 }
                 var lines = 0
                 buffer.withUnsafeBytes { bytes in
-                    for byte in bytes[0..<count] where byte == 0x0A { lines += 1 }
+                    if !welcome {
+                        for byte in bytes[0..<count] where byte == 0x0A { lines += 1 }
+                        return
+                    }
+                    // `{"type":"reply"…`: the byte at column 9 tells a reply from an event.
+                    for byte in bytes[0..<count] {
+                        if byte == 0x0A {
+                            if connection.isReply { lines += 1 }
+                            connection.column = 0
+                            connection.isReply = false
+                        } else {
+                            if connection.column == 9 { connection.isReply = byte == UInt8(ascii: "r") }
+                            connection.column += 1
+                        }
+                    }
                 }
                 connection.pending -= lines
                 result.commands += lines

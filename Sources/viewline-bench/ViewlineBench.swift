@@ -22,6 +22,7 @@ struct ViewlineBench: ParsableCommand {
     @Option(help: "Seconds to run (at most 60).") var seconds = 5.0
     @Option(help: "Commands in flight per connection (1 = ping-pong).") var depth = 1
     @Option(help: "The command line to send.") var command = "ping"
+    @Option(help: "A line each connection sends first, waiting for its reply (e.g. \"login alice wonderland\").") var setup: String?
     @Flag(help: "The server is redis-server: no welcome line (send an inline command such as PING).") var redis = false
     @Flag(help: "Print only: commands/s, p50 µs, p99 µs (for tables).") var brief = false
     @Option(help: "Idle-memory scenario: open this many sessions (one ping each) and report the server's RSS growth.") var idle = 0
@@ -64,7 +65,7 @@ struct ViewlineBench: ParsableCommand {
             }
         }
         if flood > 0 { usleep(200_000) }  // the flood is on before measuring starts
-        let load = EpollLoad(port: port, connections: connections, depth: depth, line: line, welcome: !redis, seconds: seconds).run()
+        let load = EpollLoad(port: port, connections: connections, depth: depth, line: line, welcome: !redis, setup: setup, seconds: seconds).run()
         flooding.store(false, ordering: .relaxed)
         group.wait()
         failures.add(load.failedConnections, ordering: .relaxed)

@@ -15,6 +15,24 @@ import ViewlinePersistence
         #expect(try await reopened.pendingDraft(user: "bob") == nil)
     }
 
+    @Test(arguments: StoreEngine.allCases) func concurrentDraftsAreAllDurable(_ engine: StoreEngine) async throws {
+        // Many sessions writing at once (SQLite commits them in groups): every write
+        // that returned is there after reopening, and the last text of a user wins.
+        let (store, reopen, _) = try await engine.makeStore()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for user in 0..<200 {
+                group.addTask { try await store.setDraft(user: "user\(user)", text: "draft \(user)", at: Date()) }
+            }
+            try await group.waitForAll()
+        }
+        for round in 1...3 { try await store.setDraft(user: "user7", text: "round \(round)", at: Date()) }
+        let reopened = try await reopen()
+        for user in 0..<200 where user != 7 {
+            #expect(try await reopened.pendingDraft(user: "user\(user)")?.text == "draft \(user)")
+        }
+        #expect(try await reopened.pendingDraft(user: "user7")?.text == "round 3")
+    }
+
     @Test(arguments: StoreEngine.allCases) func aNewDraftReplacesTheOld(_ engine: StoreEngine) async throws {
         let (store, _, _) = try await engine.makeStore()
         try await store.setDraft(user: "alice", text: "one", at: Date())
