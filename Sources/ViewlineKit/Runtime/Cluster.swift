@@ -59,6 +59,7 @@ public final class Cluster: Sendable {
             let heartbeatInterval = nodeTimeout / 5
             while !Task.isCancelled {
                 try? await Task.sleep(for: recordInterval)
+                if Task.isCancelled { break }  // leaving: `leave()` writes what is left
                 await flush()
                 sinceHeartbeat += recordInterval
                 if sinceHeartbeat >= heartbeatInterval {
@@ -78,7 +79,11 @@ public final class Cluster: Sendable {
     /// Writes every pending record and leaves the cluster, so the other nodes can
     /// restore this node's sessions at once (a clean shutdown).
     func leave() async {
-        loop.withLock { $0 }?.cancel()
+        let task = loop.withLock { $0 }
+        task?.cancel()
+        // A batch the loop has in flight finishes first (written, or queued again if
+        // its write was cancelled); then everything left is written here.
+        await task?.value
         await flush()
         try? await directory.leave(node)
     }
