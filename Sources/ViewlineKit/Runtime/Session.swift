@@ -46,8 +46,25 @@ public actor Session {
     private var heldEvents: [(message: ServerMessage, line: [UInt8])] = []
     var closed = false
 
-    // Views: one state per view-model, in the application's order.
-    var states: [any Sendable]
+    // Views: one state per view-model, in the application's order, made on first
+    // use (an idle session holds none).
+    private var madeStates: [any Sendable] = []
+    var states: [any Sendable] {
+        _read {
+            makeStatesIfNeeded()
+            yield madeStates
+        }
+        _modify {
+            makeStatesIfNeeded()
+            yield &madeStates
+        }
+    }
+
+    private func makeStatesIfNeeded() {
+        if madeStates.count != application.views.count {
+            madeStates = application.views.map { $0.makeState(application.services) }
+        }
+    }
 
     // Alerts (see Session+Alerts.swift).
     var nextAlertNumber = 1
@@ -102,7 +119,6 @@ public actor Session {
         self.peer = peer
         self.connections = connections
         log = EventLog(maximumEvents: application.sessions.limits.eventLogEvents, maximumBytes: application.sessions.limits.eventLogBytes)
-        states = application.views.map { $0.makeState(application.services) }
     }
 
     deinit {

@@ -29,7 +29,6 @@ final class ClientConnection: Sendable {
         var pumping = false
         var session: Session
         var finished = false
-        var logger: Logger
     }
 
     let number: Int
@@ -41,6 +40,9 @@ final class ClientConnection: Sendable {
     private let state: Mutex<State>
     /// Whether each command is logged (debug level): checked once, not per command.
     private let logsCommands: Bool
+    /// The server's logger; lines name the session (not kept per connection: an
+    /// idle connection holds no metadata).
+    private let logger: Logger
 
     init(number: Int, channel: any Channel, outbound: OutboundLines, session: Session, server: ViewlineServer, logger: Logger) {
         self.number = number
@@ -50,9 +52,8 @@ final class ClientConnection: Sendable {
         peer = channel.remoteAddress?.ipAddress
         link = SessionConnection(lines: { outbound.send($0) }, close: { channel.close(promise: nil) })
         logsCommands = logger.logLevel <= .debug
-        var logger = logger
-        logger[metadataKey: "session"] = "\(session.id)"
-        state = Mutex(State(session: session, logger: logger))
+        self.logger = logger
+        state = Mutex(State(session: session))
     }
 
     /// Lines queued before the connection stops reading: a client that pipelines
@@ -139,23 +140,22 @@ final class ClientConnection: Sendable {
     /// The connection is done: it leaves its session (which lives on, to be
     /// attached again until it expires) and the server.
     private func finish(_ session: isolated Session) {
-        let logger = state.withLock { state in
+        state.withLock { state in
             state.finished = true
             state.inbox = []
             state.head = 0
-            return state.logger
         }
         session.detach(number)
         server.application.sessions.detached(session)
         server.connectionEnded(number)
-        logger.info("disconnected")
+        logger.info("disconnected", metadata: ["session": "\(session.id)"])
     }
 
     private func log(_ decoded: Result<Request, RequestDecoder.Failure>) {
-        let logger = state.withLock { $0.logger }
+        let session = state.withLock { $0.session.id }
         switch decoded {
-        case .success(let request): logger.debug("command", metadata: ["cmd": "\(request.name)"])
-        case .failure(let failure): logger.debug("rejected", metadata: ["code": "\(failure.error.code.rawValue)"])
+        case .success(let request): logger.debug("command", metadata: ["session": "\(session)", "cmd": "\(request.name)"])
+        case .failure(let failure): logger.debug("rejected", metadata: ["session": "\(session)", "code": "\(failure.error.code.rawValue)"])
         }
     }
 
@@ -174,11 +174,7 @@ final class ClientConnection: Sendable {
             switch decoded {
             case .success(let request) where request.name == "attach":
                 guard let target = await server.attach(request, from: session, as: number, link: link, peer: peer) else { return .next }
-                let logger = state.withLock { state in
-                    state.logger[metadataKey: "session"] = "\(target.id)"
-                    return state.logger
-                }
-                logger.debug("attached")
+                logger.debug("attached", metadata: ["session": "\(target.id)"])
                 return target === session ? .next : .moved(target)
             case .success(let request):
                 if await session.handle(request, from: number) == .close {
