@@ -1,27 +1,57 @@
 /// One connection attached to a session: how to send it a message and how to
 /// hang up on it.
 public struct SessionConnection: Sendable {
-    /// Sends one message to this connection.
-    public let send: @Sendable (ServerMessage) -> Void
-    /// Hangs up on this connection.
-    public let close: @Sendable () -> Void
-    /// Sends a message whose line is already encoded: a session encodes each event
-    /// once, however many connections and logs it goes to.
-    let sendEncoded: @Sendable (ServerMessage, [UInt8]) -> Void
+    private enum Output: Sendable {
+        case closures(send: @Sendable (ServerMessage) -> Void, close: @Sendable () -> Void)
+        /// A network connection: takes encoded lines, and is one reference (an idle
+        /// session keeps no closures for it).
+        case lines(any LineOutput)
+    }
+
+    private let output: Output
 
     /// A connection from how to send to it and how to close it.
     public init(send: @escaping @Sendable (ServerMessage) -> Void, close: @escaping @Sendable () -> Void) {
-        self.send = send
-        self.close = close
-        sendEncoded = { message, _ in send(message) }
+        output = .closures(send: send, close: close)
     }
 
     /// A connection that takes encoded lines (each ending in `\n`).
-    init(lines: @escaping @Sendable ([UInt8]) -> Void, close: @escaping @Sendable () -> Void) {
-        send = { lines($0.line) }
-        self.close = close
-        sendEncoded = { _, line in lines(line) }
+    init(_ lines: any LineOutput) {
+        output = .lines(lines)
     }
+
+    /// Sends one message to this connection.
+    public func send(_ message: ServerMessage) {
+        switch output {
+        case .closures(let send, _): send(message)
+        case .lines(let lines): lines.send(line: message.line)
+        }
+    }
+
+    /// Sends a message whose line is already encoded: a session encodes each event
+    /// once, however many connections and logs it goes to.
+    func send(_ message: ServerMessage, line: [UInt8]) {
+        switch output {
+        case .closures(let send, _): send(message)
+        case .lines(let lines): lines.send(line: line)
+        }
+    }
+
+    /// Hangs up on this connection.
+    public func close() {
+        switch output {
+        case .closures(_, let close): close()
+        case .lines(let lines): lines.hangUp()
+        }
+    }
+}
+
+/// Where a network connection's lines go.
+protocol LineOutput: AnyObject, Sendable {
+    /// Queues one encoded line (ending in `\n`).
+    func send(line: [UInt8])
+    /// Closes the connection.
+    func hangUp()
 }
 
 /// Connections coming and going: a session outlives them.

@@ -221,7 +221,7 @@ public actor Session {
 
     private func broadcast(_ event: ServerMessage, line: [UInt8]) {
         guard !closed else { return }
-        for connection in connections.values { connection.sendEncoded(event, line) }
+        for connection in connections.values { connection.send(event, line: line) }
     }
 
     /// Sends (or holds, while a command runs) an event, giving it the next `rev`;

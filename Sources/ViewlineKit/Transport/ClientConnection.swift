@@ -34,7 +34,8 @@ final class ClientConnection: Sendable {
     let number: Int
     let channel: any Channel
     let outbound: OutboundLines
-    let link: SessionConnection
+    /// This connection as its session sees it.
+    var link: SessionConnection { SessionConnection(self) }
     let peer: String?
     private unowned let server: ViewlineServer
     private let state: Mutex<State>
@@ -50,7 +51,6 @@ final class ClientConnection: Sendable {
         self.outbound = outbound
         self.server = server
         peer = channel.remoteAddress?.ipAddress
-        link = SessionConnection(lines: { outbound.send($0) }, close: { channel.close(promise: nil) })
         logsCommands = logger.logLevel <= .debug
         self.logger = logger
         state = Mutex(State(session: session))
@@ -193,6 +193,11 @@ final class ClientConnection: Sendable {
             }
         }
     }
+}
+
+extension ClientConnection: LineOutput {
+    func send(line: [UInt8]) { outbound.send(line) }
+    func hangUp() { channel.close(promise: nil) }
 }
 
 extension Session {

@@ -1,3 +1,4 @@
+import Logging
 import NIOCore
 import Synchronization
 
@@ -14,11 +15,11 @@ final class OutboundLines: Sendable {
     /// What waits for the next flush; `nil` between flushes, so an idle connection
     /// holds no buffer.
     private let state = Mutex<(pending: ByteBuffer?, scheduled: Bool)>((nil, false))
-    private let onOverflow: @Sendable () -> Void
+    private let logger: Logger
 
-    init(channel: any Channel, onOverflow: @escaping @Sendable () -> Void) {
+    init(channel: any Channel, logger: Logger) {
         self.channel = channel
-        self.onOverflow = onOverflow
+        self.logger = logger
     }
 
     /// Queues one line (already ending in `\n`); safe from any thread, order kept.
@@ -57,6 +58,12 @@ final class OutboundLines: Sendable {
         }
         guard let pending, channel.isActive else { return }
         channel.writeAndFlush(pending, promise: nil)
-        if !channel.isWritable { onOverflow() }
+        if !channel.isWritable {
+            // The client is not reading and its backlog passed the limit: a `bye` would
+            // sit behind that backlog, so just let go of the connection (its session
+            // lives on for the client to attach again).
+            logger.warning("closing a connection whose client stopped reading")
+            channel.close(promise: nil)
+        }
     }
 }

@@ -157,13 +157,7 @@ public final class ViewlineServer: Sendable {
     /// `welcome`, or `bye` when the server is full.
     func accept(_ channel: any Channel) -> ClientConnection? {
         let number = registry.nextNumber()
-        let outbound = OutboundLines(channel: channel) { [logger] in
-            // The client is not reading and its backlog passed the limit: a `bye` would
-            // sit behind that backlog, so just let go of the connection (its session
-            // lives on for the client to attach again).
-            logger.warning("closing a connection whose client stopped reading")
-            channel.close(promise: nil)
-        }
+        let outbound = OutboundLines(channel: channel, logger: logger)
         guard registry.add(number, channel: channel, outbound: outbound, limit: maximumClients) else {
             refuse(outbound, reason: "max clients reached")
             return nil
