@@ -74,7 +74,7 @@ public final class ViewlineServer: Sendable {
                 .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
                 // Commands are short lines: start each connection's receive buffer small
                 // (an idle connection keeps it) and let bursts grow it.
-                .childChannelOption(.recvAllocator, value: AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 256, maximum: 65536))
+                .childChannelOption(.recvAllocator, value: AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 64, maximum: 65536))
                 .childChannelOption(.writeBufferWaterMark, value: .init(
                     low: configuration.maximumOutputBytes / 2, high: configuration.maximumOutputBytes))
                 // `printf … | nc -N` closes its sending side first: keep answering.
