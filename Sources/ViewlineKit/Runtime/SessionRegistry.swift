@@ -9,15 +9,16 @@ import Synchronization
 /// guess learns nothing from timing.
 public final class SessionRegistry: Sendable {
     private struct Entry {
+        /// The session; its token holds the secret that `session(for:)` compares.
         var session: Session
-        var secret: [UInt8]
         var attached = 0
         var since: Int
         var expiry: Task<Void, Never>?
     }
 
     private struct State {
-        var entries: [String: Entry] = [:]
+        /// By the token's lookup part, as a number (16 hex digits): no string per entry.
+        var entries: [UInt64: Entry] = [:]
         var tick = 0
     }
 
@@ -44,7 +45,7 @@ public final class SessionRegistry: Sendable {
     /// Adds a new session. When the registry is full, the oldest detached session
     /// makes room (it is returned, to be closed); `false` when none can.
     func register(_ session: Session) -> (accepted: Bool, evicted: Session?) {
-        let (lookup, secret) = Self.split(session.token)
+        guard let lookup = Self.key(of: session.token) else { preconditionFailure("a session token starts with 16 hex digits") }
         return state.withLock { state in
             var evicted: Session?
             if state.entries.count >= limits.maximumSessions {
@@ -57,24 +58,23 @@ public final class SessionRegistry: Sendable {
                 cluster?.ended(oldest.value.session)
             }
             state.tick += 1
-            state.entries[lookup] = Entry(session: session, secret: secret, since: state.tick)
+            state.entries[lookup] = Entry(session: session, since: state.tick)
             return (true, evicted)
         }
     }
 
     /// The session `token` belongs to, or `nil` — in the same time either way.
     func session(for token: String) -> Session? {
-        let (lookup, secret) = Self.split(token)
-        return state.withLock { state in
-            let entry = state.entries[lookup]
-            let matches = Self.constantTimeEqual(secret, entry?.secret ?? decoy)
-            return matches ? entry?.session : nil
-        }
+        let (_, secret) = Self.split(token)
+        let lookup = Self.key(of: token)
+        let entry = state.withLock { state in lookup.flatMap { state.entries[$0] } }
+        let stored = entry.map { Array($0.session.token.utf8.dropFirst(Self.lookupLength)) } ?? decoy
+        return Self.constantTimeEqual(secret, stored) ? entry?.session : nil
     }
 
     /// A connection attached to `session`: it no longer expires.
     func attached(_ session: Session) {
-        let (lookup, _) = Self.split(session.token)
+        guard let lookup = Self.key(of: session.token) else { return }
         state.withLock { state in
             guard var entry = state.entries[lookup] else { return }
             entry.attached += 1
@@ -86,7 +86,7 @@ public final class SessionRegistry: Sendable {
 
     /// A connection left `session`; with none left it expires after the time to live.
     func detached(_ session: Session) {
-        let (lookup, _) = Self.split(session.token)
+        guard let lookup = Self.key(of: session.token) else { return }
         state.withLock { state in
             guard var entry = state.entries[lookup] else { return }
             entry.attached = max(0, entry.attached - 1)
@@ -106,7 +106,7 @@ public final class SessionRegistry: Sendable {
 
     /// Removes a session for good (`quit`, expiry).
     func remove(_ session: Session) {
-        let (lookup, _) = Self.split(session.token)
+        guard let lookup = Self.key(of: session.token) else { return }
         let removed = state.withLock { state -> Bool in
             guard state.entries[lookup]?.session === session else { return false }
             state.entries[lookup]?.expiry?.cancel()
@@ -127,8 +127,7 @@ public final class SessionRegistry: Sendable {
 
     private func expire(_ session: Session) async {
         let expired = state.withLock { state -> Bool in
-            let (lookup, _) = Self.split(session.token)
-            guard let entry = state.entries[lookup], entry.session === session, entry.attached == 0 else { return false }
+            guard let lookup = Self.key(of: session.token), let entry = state.entries[lookup], entry.session === session, entry.attached == 0 else { return false }
             state.entries[lookup] = nil
             return true
         }
@@ -142,6 +141,24 @@ public final class SessionRegistry: Sendable {
         let bytes = Array(token.utf8)
         let lookup = String(decoding: bytes.prefix(lookupLength), as: UTF8.self)
         return (lookup, Array(bytes.dropFirst(lookupLength)))
+    }
+
+    /// The registry key of a token: its lookup part read as a hexadecimal number,
+    /// or `nil` when it is not one (no session has such a token).
+    static func key(of token: String) -> UInt64? {
+        var utf8 = token.utf8.prefix(lookupLength)
+        guard utf8.count == lookupLength else { return nil }
+        var value: UInt64 = 0
+        while let byte = utf8.popFirst() {
+            let digit: UInt8
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = byte - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = byte - UInt8(ascii: "a") + 10
+            default: return nil
+            }
+            value = value << 4 | UInt64(digit)
+        }
+        return value
     }
 
     static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
