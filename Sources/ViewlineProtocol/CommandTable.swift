@@ -41,7 +41,9 @@ public struct CommandTable: Sendable {
 
     /// Builds a request from inline words (the first is the command name).
     public func request(words: [String]) throws(ProtocolError) -> Request {
-        let (name, args) = try inlineArguments(words: words)
-        return try request(name: name, args: args)
+        guard let name = words.first else { throw ProtocolError(.unknownCommand, "empty command") }
+        let spec = try lookup(name)  // once: the same spec maps the words and checks them
+        let args = try spec.inlineArguments(Array(words.dropFirst()))
+        return Request(id: .null, name: spec.name, arguments: try spec.check(args))
     }
 }

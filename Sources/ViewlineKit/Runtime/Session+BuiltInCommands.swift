@@ -4,6 +4,9 @@ extension Session {
     /// The built-ins `help` lists before the view-models' commands.
     static let leadingBuiltIns: Set<String> = ["help", "ping", "state", "wait", "quit", "attach"]
 
+    /// `ping`'s result, built once.
+    private static let pong: JSON = ["pong": true]
+
     static let builtInCommands: [AnyCommand] = [
         AnyCommand(spec: CommandSpec(
             "help", summary: "List every command with its usage, or show one command with an example.",
@@ -16,7 +19,7 @@ extension Session {
             return ["command": spec.json]
         },
         AnyCommand(spec: CommandSpec("ping", summary: "Check the connection; replies {\"pong\":true}.")) { _, _ in
-            ["pong": true]
+            pong
         },
         AnyCommand(spec: CommandSpec(
             "state", summary: "Show the current state of one view, or of all views.",
