@@ -98,8 +98,15 @@ final class ClientConnection: Sendable {
                 defer { state.paused = false }
                 return (nil, state.paused)
             }
-            defer { state.head += 1 }
-            return (state.inbox[state.head], false)
+            let input = state.inbox[state.head]
+            state.head += 1
+            if state.head >= 64 && state.head * 2 >= state.inbox.count {
+                // A queue that never empties (a client pipelining slow commands) drops
+                // what it ran, so it stays bounded by what waits.
+                state.inbox.removeFirst(state.head)
+                state.head = 0
+            }
+            return (input, false)
         }
         if resume { channel.setOption(ChannelOptions.autoRead, value: true).whenFailure { _ in } }
         return input
