@@ -34,16 +34,19 @@ public struct CommandTable: Sendable {
     /// Maps inline words to the command's name and JSON `args`, without checking
     /// the values: what the shared test vectors record for each line.
     public func inlineArguments(words: [String]) throws(ProtocolError) -> (name: String, args: JSONObject) {
-        guard let name = words.first else { throw ProtocolError(.unknownCommand, "empty command") }
-        let spec = try lookup(name)
-        return (spec.name, try spec.inlineArguments(Array(words.dropFirst())))
+        let (spec, args) = try inlineParts(words)
+        return (spec.name, args)
     }
 
     /// Builds a request from inline words (the first is the command name).
     public func request(words: [String]) throws(ProtocolError) -> Request {
-        guard let name = words.first else { throw ProtocolError(.unknownCommand, "empty command") }
-        let spec = try lookup(name)  // once: the same spec maps the words and checks them
-        let args = try spec.inlineArguments(Array(words.dropFirst()))
+        let (spec, args) = try inlineParts(words)  // one lookup: the same spec maps and checks
         return Request(id: .null, name: spec.name, arguments: try spec.check(args))
+    }
+
+    private func inlineParts(_ words: [String]) throws(ProtocolError) -> (spec: CommandSpec, args: JSONObject) {
+        guard let name = words.first else { throw ProtocolError(.unknownCommand, "empty command") }
+        let spec = try lookup(name)
+        return (spec, try spec.inlineArguments(Array(words.dropFirst())))
     }
 }

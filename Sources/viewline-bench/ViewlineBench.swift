@@ -43,9 +43,6 @@ struct ViewlineBench: ParsableCommand {
     func run() throws {
         if idle > 0 { return try idleMemory() }
         if fanout > 0 { return try fanOut() }
-        let total = Atomic<Int>(0)
-        let latencies = Mutex<[Double]>([])
-        let failures = Atomic<Int>(0)
         let flooding = Atomic<Bool>(true)
         let line = Array((command + "\n").utf8)
         let group = DispatchGroup()
@@ -68,18 +65,15 @@ struct ViewlineBench: ParsableCommand {
         let load = EpollLoad(port: port, connections: connections, depth: depth, line: line, welcome: !redis, setup: setup, seconds: seconds).run()
         flooding.store(false, ordering: .relaxed)
         group.wait()
-        failures.add(load.failedConnections, ordering: .relaxed)
-        total.add(load.commands, ordering: .relaxed)
-        latencies.withLock { $0 = load.latencies }
-        let rate = Double(total.load(ordering: .relaxed)) / seconds
-        let sorted = latencies.withLock { $0.sorted() }
+        let rate = Double(load.commands) / seconds
+        let sorted = load.latencies.sorted()
         func percentile(_ p: Double) -> Double { sorted.isEmpty ? 0 : sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))] }
         if brief {
             print(String(format: "%.0f %.0f %.0f", rate, percentile(0.5), percentile(0.99)))
             return
         }
         print(String(format: "%@ x%d connections, depth %d, %.1fs: %.0f commands/s; batch latency p50 %.0f µs, p99 %.0f µs; %d failed connections",
-                     command, connections, depth, seconds, rate, percentile(0.5), percentile(0.99), failures.load(ordering: .relaxed)))
+                     command, connections, depth, seconds, rate, percentile(0.5), percentile(0.99), load.failedConnections))
         if flood > 0 {
             print(String(format: "  meanwhile %d connections sent \"%@\": %.0f/s", flood, floodCommand, Double(flooded.load(ordering: .relaxed)) / seconds))
         }

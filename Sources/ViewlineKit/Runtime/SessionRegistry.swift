@@ -25,7 +25,7 @@ public final class SessionRegistry: Sendable {
     private let state = Mutex(State())
     /// Time to live, session count and event log size.
     public let limits: SessionLimits
-    private let decoy = Array(Session.makeSecret().utf8.dropFirst(SessionRegistry.lookupLength))
+    private let decoy = SessionRegistry.secret(of: Session.makeSecret())
 
     static let lookupLength = 16
 
@@ -65,11 +65,10 @@ public final class SessionRegistry: Sendable {
 
     /// The session `token` belongs to, or `nil` — in the same time either way.
     func session(for token: String) -> Session? {
-        let (_, secret) = Self.split(token)
         let lookup = Self.key(of: token)
         let entry = state.withLock { state in lookup.flatMap { state.entries[$0] } }
-        let stored = entry.map { Array($0.session.token.utf8.dropFirst(Self.lookupLength)) } ?? decoy
-        return Self.constantTimeEqual(secret, stored) ? entry?.session : nil
+        let stored = entry.map { Self.secret(of: $0.session.token) } ?? decoy
+        return Self.constantTimeEqual(Self.secret(of: token), stored) ? entry?.session : nil
     }
 
     /// A connection attached to `session`: it no longer expires.
@@ -138,9 +137,12 @@ public final class SessionRegistry: Sendable {
     }
 
     static func split(_ token: String) -> (lookup: String, secret: [UInt8]) {
-        let bytes = Array(token.utf8)
-        let lookup = String(decoding: bytes.prefix(lookupLength), as: UTF8.self)
-        return (lookup, Array(bytes.dropFirst(lookupLength)))
+        (String(decoding: token.utf8.prefix(lookupLength), as: UTF8.self), secret(of: token))
+    }
+
+    /// A token's secret part: everything after the lookup part.
+    static func secret(of token: String) -> [UInt8] {
+        Array(token.utf8.dropFirst(lookupLength))
     }
 
     /// The registry key of a token: its lookup part read as a hexadecimal number,
