@@ -33,7 +33,7 @@ public enum Account: ViewModel {
     public static let view = "session"
     public static let stateSummary = "{user, loggedIn}"
     public static func initialState(_ services: Services) -> State { State() }
-    public static let errors: [ErrorCode] = [.loginRequired, .loginFailed, .loginThrottled, .serverBusy]
+    public static let errors: [ErrorCode] = [.loginRequired, .loginFailed, .loginThrottled]
 
     public static let commands: [Command<Account>] = [
         Command(
@@ -155,5 +155,4 @@ extension ErrorCode {
     public static let loginRequired = ErrorCode("login_required", meaning: "The command needs a logged-in session.")
     public static let loginFailed = ErrorCode("login_failed", meaning: "The user name or password is wrong (which one is not said).")
     public static let loginThrottled = ErrorCode("login_throttled", meaning: "Too many failed log-ins for this user or from this address; the message says how long to wait.")
-    public static let serverBusy = ErrorCode("server_busy", meaning: "Too much of the same slow work is queued (log-ins being checked); try again in a moment.")
 }

@@ -41,6 +41,7 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConve
     public static let busy = ErrorCode("busy", meaning: "The same work is already running for this session.")
     public static let moved = ErrorCode("moved", meaning: "`attach`: the session lives on another node, alive; `address` says where to attach instead.")
     public static let unavailable = ErrorCode("unavailable", meaning: "The database the command needs cannot be reached right now; the session keeps its state; try again.")
+    public static let serverBusy = ErrorCode("server_busy", meaning: "The server is too loaded for this right now (log-ins being checked, or the node holds all the sessions it may); try again in a moment.")
     public static let internalError = ErrorCode("internal_error", meaning: "The server failed unexpectedly; the session goes on.")
 
     /// The codes of the protocol and the runtime, in the order `help` lists them
@@ -48,7 +49,7 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConve
     public static let builtIn: [ErrorCode] = [
         .unknownCommand, .badArguments, .badSyntax, .badJSON, .badEncoding, .lineTooLong, .noAlert, .staleAlert,
         .noCancelAction, .adminDisabled, .unknownView, .unknownService, .timeout, .badToken, .attachThrottled, .busy,
-        .moved, .unavailable,
+        .moved, .unavailable, .serverBusy,
     ]
 }
 

@@ -100,6 +100,7 @@ import ViewlineTestSupport
         try client.send("confirm a1")
         let reply = try client.next()
         #expect(reply.type == "reply" && reply.isOK)  // the reply comes before the next alert
+        #expect(try client.next().type == "dismiss")  // answered: taken down on every connection
         let next = try client.next()
         #expect(next.type == "alert" && next["id"] == "a2")
         // JSON form with the alert id.

@@ -9,7 +9,7 @@ import Testing
 @Suite struct ClusterRuntimeTests {
     /// The shared records and heartbeats, in memory (what PostgreSQL holds in a real cluster).
     final class MemoryDirectory: SessionDirectory, @unchecked Sendable {
-        private let lock = NSLock()
+        let lock = NSLock()
         private var nodes: [String: (address: String, heartbeat: Date)] = [:]
         private var records: [String: SessionRecord] = [:]
 
@@ -24,7 +24,18 @@ import Testing
                 }
             }
         }
-        func remove(lookup: String) async throws { lock.withLock { records[lookup] = nil } }
+        /// How many of the next removes fail (the database went away for a moment).
+        var failingRemoves = 0
+        struct Unreachable: Error {}
+        func remove(lookup: String) async throws {
+            try lock.withLock {
+                if failingRemoves > 0 {
+                    failingRemoves -= 1
+                    throw Unreachable()
+                }
+                records[lookup] = nil
+            }
+        }
         func find(lookup: String, aliveSince: Date) async throws -> SessionLocation? {
             lock.withLock {
                 guard let record = records[lookup] else { return nil }
@@ -43,14 +54,16 @@ import Testing
         func kill(_ node: String) { lock.withLock { nodes[node]?.heartbeat = .distantPast } }
     }
 
-    func node(_ directory: MemoryDirectory, _ address: String) async throws -> Application {
+    func node(_ directory: MemoryDirectory, _ address: String, maximumSessions: Int = 10_000) async throws -> Application {
         // A node timeout far beyond any scheduling stall of a loaded test run: "dead"
         // here means killed by the test, never "slow" (a 5 s stall made both racers claim).
         let cluster = Cluster(directory: directory, address: address, nodeTimeout: .seconds(600))
         try await directory.heartbeat(cluster.node, expiredBefore: .distantPast)
         var services = Services()
         services.adder = FakeAdder()
-        return Application([Counter.self], services: services, cluster: cluster)
+        var limits = SessionLimits()
+        limits.maximumSessions = maximumSessions
+        return Application([Counter.self], services: services, limits: limits, cluster: cluster)
     }
 
     @Test func aSessionMovesWhileItsNodeLivesAndIsRestoredWhenItDies() async throws {
@@ -77,8 +90,14 @@ import Testing
         #expect(await restored.state(Counter.self).count == 3)
         // A client that saw up to rev 9 on node A gets a snapshot numbered after it.
         let received = Mutex<[ServerMessage]>([])
-        await restored.attach(SessionConnection(send: { message in received.withLock { $0.append(message) } }, close: {}),
-                              as: 1, lastRev: 9, re: .null)
+        let link = SessionConnection(send: { message in received.withLock { $0.append(message) } }, close: {})
+        // A last-rev no node could have sent is refused, never adopted (it would
+        // overflow the session's rev and trap).
+        await #expect(throws: ProtocolError.self) {
+            try await restored.attach(link, as: 1, lastRev: Int.max, re: .null)
+        }
+        #expect(received.withLock { $0 }.isEmpty)
+        try await restored.attach(link, as: 1, lastRev: 9, re: .null)
         let messages = received.withLock { $0 }
         guard case .reply(_, .success(let result)) = messages.first else {
             Issue.record("expected the attach reply first")
@@ -118,6 +137,53 @@ import Testing
         let moved = outcomes.compactMap { if case .moved(let address) = $0 { address } else { nil } }
         #expect(restored.count == 1 && moved.count == 1, "outcomes: \(outcomes)")
         #expect(["10.0.0.2:7878", "10.0.0.3:7878"].contains(moved.first ?? ""))
+    }
+
+    @Test func aFullNodeAnswersServerBusyAndLeavesTheRecordForANodeWithRoom() async throws {
+        let directory = MemoryDirectory()
+        let a = try await node(directory, "10.0.0.1:7878")
+        let full = try await node(directory, "10.0.0.2:7878", maximumSessions: 1)
+        let c = try await node(directory, "10.0.0.3:7878")
+        // The full node's one session has a connection: nothing it could evict.
+        let resident = Session(id: "s9", application: full, output: { _ in })
+        #expect(full.sessions.register(resident).accepted)
+        full.sessions.attached(resident)
+        let session = Session(id: "s1", application: a, output: { _ in })
+        for _ in 0..<2 { _ = await session.handle(Request(id: .null, name: "increment", arguments: Arguments()), from: 0) }
+        await a.cluster!.flush()
+        directory.kill(a.cluster!.nodeID)
+
+        await #expect(throws: ProtocolError(.serverBusy, Cluster.full.message)) {
+            try await full.cluster!.locate(session.token, application: full)
+        }
+        // Asked again, it still says busy: the record was neither claimed nor deleted.
+        await #expect(throws: ProtocolError.self) { try await full.cluster!.locate(session.token, application: full) }
+        guard case .restored(let restored) = try await c.cluster!.locate(session.token, application: c) else {
+            Issue.record("a node with room must still restore the session")
+            return
+        }
+        #expect(await restored.state(Counter.self).count == 2)
+    }
+
+    @Test func aQuitSessionsRecordIsDeletedAgainUntilTheDeleteSucceeds() async throws {
+        let directory = MemoryDirectory()
+        let a = try await node(directory, "10.0.0.1:7878")
+        let b = try await node(directory, "10.0.0.2:7878")
+        let session = Session(id: "s1", application: a, output: { _ in })
+        #expect(a.sessions.register(session).accepted)
+        _ = await session.handle(Request(id: .null, name: "increment", arguments: Arguments()), from: 0)
+        await a.cluster!.flush()
+        // The session quits while the database refuses the delete once.
+        directory.lock.withLock { directory.failingRemoves = 1 }
+        a.sessions.remove(session)
+        await session.close()
+        await a.cluster!.flush()  // the delete fails
+        await a.cluster!.flush()  // and is tried again
+        directory.kill(a.cluster!.nodeID)
+        guard case .unknown = try await b.cluster!.locate(session.token, application: b) else {
+            Issue.record("a session that quit must never come back on another node")
+            return
+        }
     }
 
     @Test func aWrongSecretFindsNothingOnAnyNode() async throws {

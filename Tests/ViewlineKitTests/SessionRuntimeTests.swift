@@ -64,6 +64,7 @@ import ViewlineTesting
         let id = await store.receiveAlert(Counter.resetAlert)
         await store.send("confirm", fails: .badArguments)  // the note field is missing
         await store.send("confirm note=fresh", reply: ["alert": .string(id ?? ""), "answer": "confirm", "action": "Reset"])
+        await store.receiveDismiss(id ?? "")  // answered: every connection takes it down
         await store.receive(Counter.self) {
             $0.count = 0
             $0.label = "fresh"
@@ -95,6 +96,7 @@ import ViewlineTesting
         // The superseded call answers late: nothing of it may show.
         services.adder.release(1, total: 1)
         await store.send("cancel", reply: ["alert": "a2", "answer": "cancel", "action": "Keep"])
+        await store.receiveDismiss("a2")
         await store.finish()
     }
 

@@ -19,6 +19,8 @@ public final class Cluster: Sendable {
     public let recordInterval: Duration
     private let advertised: Mutex<String?>
     private let dirty = Mutex<[ObjectIdentifier: Session]>([:])
+    /// Lookup parts of sessions that ended, whose records are still to be deleted.
+    private let endedLookups = Mutex<Set<String>>([])
     private let loop = Mutex<Task<Void, Never>?>(nil)
     /// Lookups in progress, by the token's lookup part: two connections attaching to
     /// the same orphaned session at once share one restore.
@@ -93,19 +95,33 @@ public final class Cluster: Sendable {
         dirty.withLock { $0[ObjectIdentifier(session)] = session }
     }
 
-    /// A session ended for good (`quit`, expiry): its record goes.
+    /// A session ended for good (`quit`, expiry): its record goes with the next
+    /// batch, after any batch in flight (which may still hold it), and is deleted
+    /// again until the delete succeeds: an ended session never comes back on
+    /// another node.
     func ended(_ session: Session) {
-        dirty.withLock { $0[ObjectIdentifier(session)] = nil }
         let (lookup, _) = SessionRegistry.split(session.token)
-        Task { [directory, logger] in
+        dirty.withLock { $0[ObjectIdentifier(session)] = nil }
+        endedLookups.withLock { _ = $0.insert(lookup) }
+    }
+
+    /// Writes the records of every session that changed since the last batch, then
+    /// deletes those of sessions that ended.
+    func flush() async {
+        await writeChanged()
+        let ended = endedLookups.withLock { ended in
+            defer { ended = [] }
+            return ended
+        }
+        for lookup in ended {
             do { try await directory.remove(lookup: lookup) } catch {
-                logger.debug("could not remove a session record", metadata: ["error": "\(error)"])
+                endedLookups.withLock { _ = $0.insert(lookup) }
+                logger.debug("could not remove a session record; trying again with the next batch", metadata: ["error": "\(error)"])
             }
         }
     }
 
-    /// Writes the records of every session that changed since the last batch.
-    func flush() async {
+    private func writeChanged() async {
         let sessions = dirty.withLock { dirty in
             defer { dirty = [:] }
             return Array(dirty.values)
@@ -171,6 +187,9 @@ public final class Cluster: Sendable {
             return .unknown
         }
         if location.ownerAlive { return .moved(address: location.ownerAddress) }
+        // A full node does not take the record it could not hold: the session stays
+        // claimable by a node with room.
+        guard application.sessions.hasRoom else { throw Self.full }
         guard try await directory.claim(lookup: lookup, from: location.record.owner, for: node) else {
             // Another node restored it first: send the client there.
             guard let winner = try await directory.find(lookup: lookup, aliveSince: aliveSince), winner.ownerAlive else { return .unknown }
@@ -179,12 +198,22 @@ public final class Cluster: Sendable {
         let snapshot = (try? JSON.parse(location.record.snapshot)) ?? .null
         let session = await Session.restore(snapshot, token: token, application: application)
         let registered = application.sessions.register(session)
-        if let evicted = registered.evicted { await evicted.close() }
-        guard registered.accepted else { return .unknown }
+        if let evicted = registered.evicted { await evicted.close(reason: "session evicted") }
+        guard registered.accepted else {
+            // Filled up since the check: stop what the restore started and hand the
+            // record back to its previous owner, so another node can still claim it.
+            await session.close()
+            let previous = ClusterNode(id: location.record.owner, address: location.ownerAddress)
+            _ = try? await directory.claim(lookup: lookup, from: nodeID, for: previous)
+            throw Self.full
+        }
         logger.info("restored a session from its record", metadata: ["session": "\(session.id)", "previous-owner": "\(location.record.owner)"])
         changed(session)
         return .restored(session)
     }
+
+    /// What a full node answers for a session it would have to restore.
+    static let full = ProtocolError(.serverBusy, "this node holds all the sessions it may; try again in a moment or attach to another node")
 
     /// SHA-256: what a record keeps of a token's secret part.
     static func digest(_ secret: [UInt8]) -> [UInt8] {

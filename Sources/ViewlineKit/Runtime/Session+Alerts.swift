@@ -111,10 +111,10 @@ extension Session {
             answer = .confirmed(fields: fields)
         }
         presentedAlert = nil
-        if connections.count > 1 {
-            // Answered on one connection, answered for all: the others take it down.
-            emit { .dismiss(rev: $0, id: alert.id) }
-        }
+        // Answered on one connection, answered for all: every connection takes it
+        // down, and the log keeps the trace, so a client that replays from a `rev`
+        // before the answer (its reply lost with its connection) learns it too.
+        emit { .dismiss(rev: $0, id: alert.id) }
         resolve(alert, answer)
         presentNext()
         let action = alert.content.actions.first { $0.role == (confirm ? .confirm : .cancel) }

@@ -69,18 +69,33 @@ extension Session {
     /// Otherwise (or without `lastRev`) the client gets a snapshot: one `display`
     /// per view and the presented alert again, as new events. The reply
     /// (`{session, rev, replayed, snapshot}`, echoing `re`) comes first.
-    public func attach(_ connection: SessionConnection, as number: Int, lastRev: Int?, re: JSON) {
-        guard !closed else { return }
-        connections[number] = connection
+    ///
+    /// A `lastRev` after the session's own `rev` gets a snapshot; it is never
+    /// adopted, except by a session just restored from its cluster record, whose
+    /// record may trail what the client saw on the node that died by at most
+    /// ``maximumRecordLag`` events (a `lastRev` further ahead is refused).
+    ///
+    /// Returns `false`, sending nothing, when the session already ended (a race
+    /// with `quit`, eviction or expiry): the caller answers `bad_token`.
+    @discardableResult
+    public func attach(_ connection: SessionConnection, as number: Int, lastRev: Int?, re: JSON) throws(ProtocolError) -> Bool {
+        guard !closed else { return false }
+        if let lastRev, lastRev < 0 {
+            throw ProtocolError(.badArguments, "last-rev must be 0 or more (got \(lastRev))")
+        }
         var missed = lastRev.flatMap { log.events(after: $0, current: rev) }
         if restoredFromRecord {
             // The record may be older than what the client saw on the node that died:
             // no replay, and the snapshot's revs come after anything it has.
+            if let lastRev, lastRev > rev, lastRev - rev > Self.maximumRecordLag {
+                throw ProtocolError(.badArguments, "last-rev \(lastRev) is ahead of anything this session sent (rev \(rev))")
+            }
             restoredFromRecord = false
             rev = max(rev, lastRev ?? 0)
             log = EventLog(maximumEvents: application.sessions.limits.eventLogEvents, maximumBytes: application.sessions.limits.eventLogBytes)
             missed = nil
         }
+        connections[number] = connection
         let result: JSON = [
             "session": .string(id), "rev": .int(rev), "replayed": .int(missed?.count ?? 0), "snapshot": .bool(missed == nil),
         ]
@@ -90,11 +105,17 @@ extension Session {
         } else {
             sendSnapshot()
         }
+        return true
     }
+
+    /// How many events a restored session's record may trail the client: far more
+    /// than a node emits between two record batches, far less than `rev` can hold.
+    static let maximumRecordLag = 1 << 32
 
     /// Detaches a connection; the session goes on without it.
     public func detach(_ number: Int) {
         connections[number] = nil
+        held[number] = nil
     }
 
     /// Every view's state and the presented alert, as new events to every connection.

@@ -40,7 +40,8 @@ extension Session {
     }
 
     private func apply(_ record: JSON) async {
-        rev = record["rev"]?.intValue ?? 0
+        // A record is trusted as far as it is sane: never a rev that could overflow.
+        rev = min(max(0, record["rev"]?.intValue ?? 0), Int.max / 4)
         nextAlertNumber = max(1, record["nextAlert"]?.intValue ?? 1)
         user = record["user"]?.stringValue
         for index in application.views.indices {

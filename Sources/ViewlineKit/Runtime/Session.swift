@@ -9,8 +9,9 @@ import NIOPosix
 /// gets what it missed from the session's bounded event log.
 ///
 /// Ordering rules kept here: every command's reply precedes the events the command
-/// causes (events raised while a command runs are held until its reply is out), and
-/// `rev` grows by one for every display, alert or dismiss, in the order they are sent.
+/// causes (events raised while a command runs are held for the connection that sent
+/// it until its reply is out; other connections get them at once), and `rev` grows
+/// by one for every display, alert or dismiss, in the order they are sent.
 ///
 /// View-model code runs isolated to the session (commands, ``run(_:_:)`` bodies,
 /// observation callbacks), so it reads and updates states without `await`.
@@ -42,8 +43,9 @@ public actor Session {
 
     // Event ordering.
     var rev = 0
-    private var holdingEvents = false
-    private var heldEvents: [(message: ServerMessage, line: [UInt8])] = []
+    /// Events held for each connection whose command is running, until its reply is
+    /// out: one entry per such connection (a connection runs one command at a time).
+    var held: [Int: [(message: ServerMessage, line: [UInt8])]] = [:]
     var closed = false
 
     // Views: one state per view-model, in the application's order, made on first
@@ -152,7 +154,7 @@ public actor Session {
                 : .failure(ProtocolError(.timeout, "background work still running after \(timeout) ms"))))
             return .keepOpen
         }
-        holdingEvents = true
+        held[connection] = []
         let result: Result<JSON, ProtocolError>
         do {
             guard let command = application.handlers[request.name] else {
@@ -170,10 +172,9 @@ public actor Session {
             result = .failure(ProtocolError(.internalError, "\(request.name) failed: \(error)"))
         }
         reply(to: connection, .reply(re: request.id, result: result))
-        holdingEvents = false
-        let held = heldEvents
-        heldEvents = []
-        for event in held { broadcast(event.message, line: event.line) }
+        if let events = held.removeValue(forKey: connection), !closed, let output = connections[connection] {
+            for event in events { output.send(event.message, line: event.line) }
+        }
         return request.name == "quit" ? .close : .keepOpen
     }
 
@@ -188,17 +189,17 @@ public actor Session {
         _ = await waitUntilSettled(timeout: timeout)
     }
 
-    /// Stops all work; nothing more is sent. The session's other connections are
-    /// told `bye` with `reason` and closed.
-    public func close(reason: String? = nil, except kept: Int? = nil) {
+    /// Stops all work; nothing more is sent. Every connection still attached
+    /// (but `kept`) is told `bye` with `reason` and closed: a connection is never
+    /// left on a session that no longer answers.
+    public func close(reason: String = "session ended", except kept: Int? = nil) {
         guard !closed else { return }
-        if let reason {
-            for (number, connection) in connections where number != kept {
-                connection.send(.bye(reason: reason))
-                connection.close()
-            }
+        for (number, connection) in connections where number != kept {
+            connection.send(.bye(reason: reason))
+            connection.close()
         }
         connections = [:]
+        held = [:]
         closed = true
         for (_, entry) in tasks { entry.task.cancel() }
         tasks = [:]
@@ -221,7 +222,17 @@ public actor Session {
 
     private func broadcast(_ event: ServerMessage, line: [UInt8]) {
         guard !closed else { return }
-        for connection in connections.values { connection.send(event, line: line) }
+        if held.isEmpty {
+            for connection in connections.values { connection.send(event, line: line) }
+            return
+        }
+        for (number, connection) in connections {
+            if held[number] != nil {
+                held[number]!.append((event, line))
+            } else {
+                connection.send(event, line: line)
+            }
+        }
     }
 
     /// Sends (or holds, while a command runs) an event, giving it the next `rev`;
@@ -233,7 +244,7 @@ public actor Session {
         let line = encode?(rev) ?? event.line
         log.append(event, rev: rev, size: line.count)
         application.cluster?.changed(self)
-        if holdingEvents { heldEvents.append((event, line)) } else { broadcast(event, line: line) }
+        broadcast(event, line: line)
     }
 
 

@@ -71,6 +71,14 @@ public final class SessionRegistry: Sendable {
         return Self.constantTimeEqual(Self.secret(of: token), stored) ? entry?.session : nil
     }
 
+    /// Whether ``register(_:)`` would take one more session now (there is room, or a
+    /// detached session to make room).
+    var hasRoom: Bool {
+        state.withLock { state in
+            state.entries.count < limits.maximumSessions || state.entries.values.contains { $0.attached == 0 }
+        }
+    }
+
     /// A connection attached to `session`: it no longer expires.
     func attached(_ session: Session) {
         guard let lookup = Self.key(of: session.token) else { return }
@@ -132,7 +140,7 @@ public final class SessionRegistry: Sendable {
         }
         if expired {
             cluster?.ended(session)
-            await session.close()
+            await session.close(reason: "session expired")
         }
     }
 

@@ -28,6 +28,8 @@ final class ClientConnection: Sendable {
         var paused = false
         var pumping = false
         var session: Session
+        /// The session given at `welcome`, until the connection leaves it.
+        var own: Session?
         var finished = false
     }
 
@@ -53,7 +55,7 @@ final class ClientConnection: Sendable {
         peer = channel.remoteAddress?.ipAddress
         logsCommands = logger.logLevel <= .debug
         self.logger = logger
-        state = Mutex(State(session: session))
+        state = Mutex(State(session: session, own: session))
     }
 
     /// Lines queued before the connection stops reading: a client that pipelines
@@ -122,7 +124,10 @@ final class ClientConnection: Sendable {
                 case .next:
                     continue
                 case .moved(let target):
-                    state.withLock { $0.session = target }
+                    state.withLock { state in
+                        state.session = target
+                        state.own = nil
+                    }
                     // The rest of the queue runs on the new session, which may live on
                     // another loop; this pump ends.
                     startPump(on: target)
@@ -170,6 +175,13 @@ final class ClientConnection: Sendable {
 
     private func process(_ frame: LineFrame, on session: isolated Session) async -> Step {
         let application = server.application
+        if session.isClosed {
+            // The session ended under this connection (quit elsewhere, eviction,
+            // expiry racing an attach): say so rather than go silent.
+            outbound.send(ServerMessage.bye(reason: "session ended").line)
+            outbound.flushThenClose()
+            return .ended
+        }
         switch frame {
         case .tooLong:
             session.reject(re: .null, ProtocolError(
@@ -180,7 +192,10 @@ final class ClientConnection: Sendable {
             if logsCommands { log(decoded) }
             switch decoded {
             case .success(let request) where request.name == "attach":
-                guard let target = await server.attach(request, from: session, as: number, link: link, peer: peer) else { return .next }
+                let own = state.withLock { $0.own }
+                guard let target = await server.attach(request, from: session, own: own, as: number, link: link, peer: peer) else {
+                    return .next
+                }
                 logger.debug("attached", metadata: ["session": "\(target.id)"])
                 return target === session ? .next : .moved(target)
             case .success(let request):

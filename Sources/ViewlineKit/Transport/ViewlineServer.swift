@@ -144,7 +144,7 @@ public final class ViewlineServer: Sendable {
             try? await outbound.drain()
             try? await channel.close()
         }
-        for session in application.sessions.removeAll() { await session.close() }
+        for session in application.sessions.removeAll() { await session.close(reason: reason) }
     }
 
     /// Connections open now.
@@ -164,7 +164,7 @@ public final class ViewlineServer: Sendable {
         }
         let session = Session(id: "s\(number)", application: application, peer: channel.remoteAddress?.ipAddress, eventLoop: channel.eventLoop)
         let registered = application.sessions.register(session)
-        if let evicted = registered.evicted { Task { await evicted.close() } }
+        if let evicted = registered.evicted { Task { await evicted.close(reason: "session evicted") } }
         guard registered.accepted else {
             registry.remove(number)
             refuse(outbound, reason: "max sessions reached")
@@ -185,9 +185,16 @@ public final class ViewlineServer: Sendable {
     }
 
     /// `attach <token> [last-rev]`: moves this connection to the session that owns
-    /// the token. Returns that session, or `nil` (after an error reply) when the
-    /// token is not a live session's or the address is throttled.
-    func attach(_ request: Request, from current: Session, as number: Int, link: SessionConnection, peer: String?) async -> Session? {
+    /// the token. Returns that session, or `nil` (after an error reply, the
+    /// connection still on `current`) when the token is not a live session's, the
+    /// address is throttled or the node is full.
+    ///
+    /// `own` is the session the connection was given at `welcome`, while it still
+    /// has it: leaving it with no connection ends it (nobody else knows it). Any
+    /// other session it leaves lives on, detached, until it expires.
+    func attach(
+        _ request: Request, from current: Session, own: Session?, as number: Int, link: SessionConnection, peer: String?
+    ) async -> Session? {
         let keys = FailureThrottle.key("attach", peer: peer)
         if let seconds = attachThrottle.wait(for: keys, now: Date()) {
             await current.reject(re: request.id, ProtocolError(.attachThrottled, "too many failed attach attempts; try again in \(seconds) s"), to: number)
@@ -215,25 +222,50 @@ public final class ViewlineServer: Sendable {
                 return nil
             }
         }
-        guard let target = found, await !target.isClosed else {
+        let badToken = ProtocolError(.badToken, "no session has that token (it may have expired)")
+        guard let target = found else {
             attachThrottle.failed(keys, now: Date())
-            await current.reject(re: request.id, ProtocolError(.badToken, "no session has that token (it may have expired)"), to: number)
+            await current.reject(re: request.id, badToken, to: number)
             return nil
         }
         attachThrottle.succeeded(keys)
-        if target !== current {
+        let lastRev = request.arguments.int("lastRev")
+        if target === current {
             await current.detach(number)
-            application.sessions.detached(current)
-            if await current.connectionCount == 0 {
-                // The connection's own session goes: nobody else uses it.
-                application.sessions.remove(current)
-                await current.close()
+            do {
+                if try await target.attach(link, as: number, lastRev: lastRev, re: request.id) { return target }
+            } catch {
+                await current.connect(link, as: number)
+                await current.reject(re: request.id, error, to: number)
+                return nil
             }
-            application.sessions.attached(target)
-        } else {
-            await current.detach(number)
+            // Ended meanwhile: its connections were told `bye`; this one goes too.
+            return nil
         }
-        await target.attach(link, as: number, lastRev: request.arguments.int("lastRev"), re: request.id)
+        // Counted as attached before it is joined, so it cannot expire in between;
+        // the connection leaves `current` only once `target` took it.
+        application.sessions.attached(target)
+        let joined: Bool
+        do {
+            joined = try await target.attach(link, as: number, lastRev: lastRev, re: request.id)
+        } catch {
+            application.sessions.detached(target)
+            await current.reject(re: request.id, error, to: number)
+            return nil
+        }
+        guard joined else {
+            // It ended (quit, eviction, expiry) between the lookup and the join.
+            application.sessions.detached(target)
+            await current.reject(re: request.id, badToken, to: number)
+            return nil
+        }
+        await current.detach(number)
+        application.sessions.detached(current)
+        if current === own, await current.connectionCount == 0 {
+            // The connection's own session goes: nobody else uses it.
+            application.sessions.remove(current)
+            await current.close()
+        }
         return target
     }
 
