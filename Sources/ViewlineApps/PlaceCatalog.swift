@@ -80,6 +80,7 @@ public struct PlaceCatalog: Sendable {
     /// alphabetically. A query of only filler words (`food`) lists
     /// the best-rated places.
     public func search(_ query: String) -> [Place] {
+        let query = query.utf8.count > Self.maximumQueryBytes ? String(decoding: query.utf8.prefix(Self.maximumQueryBytes), as: UTF8.self) : query
         let all = Self.words(in: query)
         guard !all.isEmpty else { return [] }
         let meaningful = all.filter { !Self.stopWords.contains($0) }
@@ -87,7 +88,9 @@ public struct PlaceCatalog: Sendable {
         if meaningful.isEmpty {
             scores = places.map { _ in 1 }
         } else {
-            for word in meaningful {
+            for word in meaningful.prefix(Self.maximumQueryWords) {
+                // A newer search replaced this one: its ranking is of no use.
+                if Task.isCancelled { return [] }
                 let stem = Self.singular(word)
                 var matchedExactly = false
                 for index in places.indices {
@@ -115,6 +118,11 @@ public struct PlaceCatalog: Sendable {
         }
         return ranked.prefix(Self.maximumResults).map { places[$0] }
     }
+
+    /// What a query is cut to before ranking, so its cost is bounded whoever calls:
+    /// its first 256 bytes and, of those, the first 16 meaningful words.
+    public static let maximumQueryBytes = 256
+    public static let maximumQueryWords = 16
 
     // MARK: - Matching
 

@@ -26,6 +26,9 @@ public enum Search: ViewModel {
             arguments: [.text("query")], example: "search thai food"
         ) { session, args in
             let query = args.string("query")
+            guard query.utf8.count <= maximumQueryBytes else {
+                throw ProtocolError(.badArguments, "a query is at most \(maximumQueryBytes) bytes (got \(query.utf8.count))")
+            }
             session.update(Search.self) {
                 $0.query = query
                 $0.loading = true
@@ -34,6 +37,10 @@ public enum Search: ViewModel {
             return ["accepted": true, "query": .string(query)]
         },
     ]
+
+    /// The longest query `search` takes: longer than any real search, short enough
+    /// that ranking it costs well under a millisecond (PROTOCOL §8).
+    public static let maximumQueryBytes = 256
 
     /// Restored on another node: a search that was loading runs again (its answer was lost with the node).
     public static func restored(in session: isolated Session) async {

@@ -28,6 +28,7 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConve
     public static let badSyntax = ErrorCode("bad_syntax", meaning: "The inline line could not be split: an unbalanced quote or a dangling backslash.")
     public static let badJSON = ErrorCode("bad_json", meaning: "A line starting with `{` is not a JSON object with a string `cmd`.")
     public static let badEncoding = ErrorCode("bad_encoding", meaning: "The line is not valid UTF-8.")
+    public static let badRequest = ErrorCode("bad_request", meaning: "The command is too complex: JSON nested deeper than 32, an object with more than 256 keys, more than 4,096 values, or more words, fields or characters than a limit allows (PROTOCOL §8).")
     public static let lineTooLong = ErrorCode("line_too_long", meaning: "The line exceeded the server's limit; the rest of it was discarded.")
     public static let noAlert = ErrorCode("no_alert", meaning: "`confirm`/`cancel` while no alert is presented.")
     public static let staleAlert = ErrorCode("stale_alert", meaning: "The alert id named is not the presented alert.")
@@ -47,7 +48,7 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConve
     /// The codes of the protocol and the runtime, in the order `help` lists them
     /// (an app's own codes come before `internal_error`).
     public static let builtIn: [ErrorCode] = [
-        .unknownCommand, .badArguments, .badSyntax, .badJSON, .badEncoding, .lineTooLong, .noAlert, .staleAlert,
+        .unknownCommand, .badArguments, .badSyntax, .badJSON, .badEncoding, .badRequest, .lineTooLong, .noAlert, .staleAlert,
         .noCancelAction, .adminDisabled, .unknownView, .unknownService, .timeout, .badToken, .attachThrottled, .busy,
         .moved, .unavailable, .serverBusy,
     ]

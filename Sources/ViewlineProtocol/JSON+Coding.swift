@@ -1,7 +1,8 @@
 import Foundation
 
-/// Decoding goes through Foundation's `JSONDecoder` (no hand-rolled parser);
-/// encoding writes the ordered value directly, which is both faster and stable.
+/// `Decodable`, for JSON inside other `Codable` values; lines and records are read by
+/// ``JSONParser`` (one pass, bounded). Encoding writes the ordered value directly,
+/// which is both faster and stable.
 extension JSON: Decodable {
     private struct AnyKey: CodingKey {
         var stringValue: String
@@ -39,9 +40,14 @@ extension JSON: Decodable {
         }
     }
 
-    /// Parses one JSON document.
-    public static func parse(_ bytes: some Collection<UInt8>) throws -> JSON {
-        try JSONDecoder().decode(JSON.self, from: Data(bytes))
+    /// Parses one JSON document in one pass (``JSONParser``), within `limits`.
+    public static func parse(_ bytes: some Collection<UInt8>, limits: JSONParser.Limits = .trusted) throws -> JSON {
+        if let parsed = try bytes.withContiguousStorageIfAvailable({ buffer throws(JSONParser.Failure) in
+            try JSONParser.parse(buffer, limits: limits)
+        }) {
+            return parsed
+        }
+        return try Array(bytes).withUnsafeBufferPointer { buffer throws(JSONParser.Failure) in try JSONParser.parse(buffer, limits: limits) }
     }
 
     public static func parse(_ text: String) throws -> JSON {

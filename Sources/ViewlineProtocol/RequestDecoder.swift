@@ -11,6 +11,9 @@ public enum RequestDecoder {
         public var error: ProtocolError
     }
 
+    /// Most words in an inline command (its name included).
+    public static let maximumWords = 1024
+
     public static func decode(line bytes: some Collection<UInt8>, commands: CommandTable) -> Result<Request, Failure>? {
         if let decoded = bytes.withContiguousStorageIfAvailable({ decode(buffer: $0, commands: commands) }) {
             return decoded
@@ -36,13 +39,17 @@ public enum RequestDecoder {
             return .failure(Failure(re: .null, error: ProtocolError(.badEncoding, "the line is not valid UTF-8")))
         }
         if line.first == UInt8(ascii: "{") {
-            return decodeJSON(Array(line)[...], commands: commands)
+            return decodeJSON(line, commands: commands)
         }
         do {
             // Without quotes a word is a run of bytes between blanks (the common case,
             // split without building characters); with them, the full tokenizer.
             let words = quoted ? try InlineTokenizer.split(String(decoding: line, as: UTF8.self)) : splitBare(line)
             if words.isEmpty { return nil }
+            guard words.count <= maximumWords else {
+                return .failure(Failure(re: .null, error: ProtocolError(
+                    .badRequest, "the command is too complex: more than \(maximumWords) words (PROTOCOL §8)")))
+            }
             return .success(try commands.request(words: words))
         } catch {
             return .failure(Failure(re: .null, error: error))
@@ -76,10 +83,12 @@ public enum RequestDecoder {
         decode(line: Array(line.utf8), commands: commands)
     }
 
-    private static func decodeJSON(_ bytes: ArraySlice<UInt8>, commands: CommandTable) -> Result<Request, Failure> {
+    private static func decodeJSON(_ bytes: UnsafeBufferPointer<UInt8>, commands: CommandTable) -> Result<Request, Failure> {
         let value: JSON
         do {
-            value = try JSON.parse(bytes)
+            value = try JSONParser.parse(bytes, limits: .request)
+        } catch .tooComplex(let what) {
+            return .failure(Failure(re: .null, error: ProtocolError(.badRequest, "the command is too complex: \(what) (PROTOCOL §8)")))
         } catch {
             return .failure(Failure(re: .null, error: ProtocolError(.badJSON, "malformed JSON")))
         }

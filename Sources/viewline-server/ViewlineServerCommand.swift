@@ -35,6 +35,7 @@ struct ViewlineServerCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("JSON array of {\"user\",\"password\"} objects to add to the demo users.", valueName: "file")) var users: String?
     @Option(help: ArgumentHelp("Lifetime of an access token issued at login.", valueName: "seconds")) var tokenTtl = 3600
     @Option(help: ArgumentHelp("JSON array of {\"name\",\"phone\",\"address\"} read at every contacts sync.", valueName: "file")) var remoteContacts: String?
+    @Option(help: ArgumentHelp("Close a connection whose line stays incomplete this long (its session lives on); 0 for never.", valueName: "seconds")) var lineTimeout = 30
     @Option(help: ArgumentHelp("trace, debug, info, notice, warning, error or critical.", valueName: "level")) var logLevel = "info"
 
     func validate() throws {
@@ -47,6 +48,7 @@ struct ViewlineServerCommand: AsyncParsableCommand {
         guard maxOutputBytes >= 4096 else { throw ValidationError("--max-output-bytes must be at least 4096") }
         guard maxClients > 0 else { throw ValidationError("--max-clients must be positive") }
         guard nodeTimeout > 0 else { throw ValidationError("--node-timeout must be positive") }
+        guard lineTimeout >= 0 else { throw ValidationError("--line-timeout must not be negative") }
         guard tokenTtl > 0 else { throw ValidationError("--token-ttl must be positive") }
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("unknown --log-level \(logLevel)") }
     }
@@ -77,6 +79,7 @@ struct ViewlineServerCommand: AsyncParsableCommand {
             logger.warning("listening beyond loopback without TLS: session tokens and passwords cross the network in clear text; use --tls-cert and --tls-key", metadata: ["host": "\(host)"])
         }
         configuration.maximumOutputBytes = maxOutputBytes
+        configuration.incompleteLineTimeout = lineTimeout > 0 ? .seconds(lineTimeout) : nil
         configuration.sessions.timeToLive = .seconds(sessionTtl)
         configuration.sessions.maximumSessions = maxSessions
 

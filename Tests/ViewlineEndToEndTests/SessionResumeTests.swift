@@ -112,9 +112,12 @@ import ViewlineTestSupport
     @Test func aSlowReaderIsCutOffButItsSessionLivesOn() throws {
         let server = try startServer(["--max-output-bytes", "65536"])
         let (slow, token) = try open(server)
-        try slow.sendRaw(Array(String(repeating: "help\n", count: 2000).utf8))
+        // 20,000 `help` replies: far more than the kernel's socket buffers hold, so
+        // the backlog passes the limit however large they are; it reads nothing meanwhile.
+        try slow.sendRaw(Array(String(repeating: "help\n", count: 20_000).utf8))
         let other = try connect(server)
         #expect(try other.command("ping").isOK)
+        usleep(1_000_000)
         #expect(try slow.isClosedByPeer(timeout: .seconds(60)))
         try other.send("attach \(token)")
         #expect(try other.next()["result"]?["session"] == "s1")

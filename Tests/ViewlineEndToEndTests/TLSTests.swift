@@ -41,6 +41,35 @@ import ViewlineTestSupport
         return (output, process.terminationStatus)
     }
 
+    /// `openssl s_client` forced to one TLS version, sending `ping`: what it printed.
+    static func openssl(version: String, port: Int) throws -> String {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+        // SECLEVEL=0 lets the client offer the old versions at all (Debian's default refuses them).
+        process.arguments = ["s_client", "-connect", "127.0.0.1:\(port)", "-\(version)", "-cipher", "DEFAULT:@SECLEVEL=0", "-quiet"]
+        let stdin = Pipe(), stdout = Pipe()
+        process.standardInput = stdin
+        process.standardOutput = stdout
+        process.standardError = stdout
+        try process.run()
+        // `quit` makes the server close the connection, which ends s_client.
+        stdin.fileHandleForWriting.write(Data("ping\nquit\n".utf8))
+        try stdin.fileHandleForWriting.close()
+        let output = String(decoding: stdout.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        return output
+    }
+
+    @Test func tls12IsTheOldestVersionAccepted() throws {
+        let (certificate, key) = try Self.makeCertificate()
+        let server = try startServer(["--tls-cert", certificate, "--tls-key", key])
+        for old in ["tls1", "tls1_1"] {
+            let output = try Self.openssl(version: old, port: server.port)
+            #expect(!output.contains("welcome") && output.contains("protocol version"), "\(old): \(output)")
+        }
+        #expect(try Self.openssl(version: "tls1_2", port: server.port).contains("\"pong\":true"))
+    }
+
     @Test func aFlowRunsOverTLSAndUntrustedCertificatesAreRefused() throws {
         let (certificate, key) = try Self.makeCertificate()
         let server = try startServer(["--tls-cert", certificate, "--tls-key", key])

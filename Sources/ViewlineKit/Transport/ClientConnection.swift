@@ -24,6 +24,8 @@ final class ClientConnection: Sendable {
         /// Queued inputs from `head` on; empty (no storage) while idle.
         var inbox: [Input] = []
         var head = 0
+        /// Bytes of the lines waiting in the inbox.
+        var queuedBytes = 0
         /// Reading stopped because the queue is full (see ``maximumQueued``).
         var paused = false
         var pumping = false
@@ -62,6 +64,11 @@ final class ClientConnection: Sendable {
     /// faster than its commands run waits in its own socket buffer (TCP pushes back),
     /// not in the server's memory.
     static let maximumQueued = 256
+    /// Bytes of queued lines before the connection stops reading, whatever their
+    /// number: long lines behind a slow command cost at most this.
+    static let maximumQueuedBytes = 256 * 1024
+    /// What a queued line costs beyond its bytes (its slot and buffer header).
+    static let lineOverhead = 48
 
     /// Queues what the event loop read, and starts the pump when none runs. Stops
     /// reading the socket while the queue is full; the pump resumes it once the
@@ -69,8 +76,10 @@ final class ClientConnection: Sendable {
     func receive(_ input: Input) {
         let (idle, pause) = state.withLock { state -> (Session?, Bool) in
             guard !state.finished else { return (nil, false) }
+            if case .frame(.line(let line)) = input { state.queuedBytes += line.readableBytes + Self.lineOverhead }
             state.inbox.append(input)
-            let pause = !state.paused && state.inbox.count - state.head >= Self.maximumQueued
+            let pause = !state.paused
+                && (state.inbox.count - state.head >= Self.maximumQueued || state.queuedBytes >= Self.maximumQueuedBytes)
             if pause { state.paused = true }
             guard !state.pumping else { return (nil, pause) }
             state.pumping = true
@@ -96,12 +105,15 @@ final class ClientConnection: Sendable {
             guard state.head < state.inbox.count else {
                 state.inbox = []
                 state.head = 0
+                state.queuedBytes = 0
                 state.pumping = false
                 defer { state.paused = false }
                 return (nil, state.paused)
             }
             let input = state.inbox[state.head]
+            state.inbox[state.head] = .inputEnded  // the slot lets go of the line's bytes
             state.head += 1
+            if case .frame(.line(let line)) = input { state.queuedBytes -= line.readableBytes + Self.lineOverhead }
             if state.head >= 64 && state.head * 2 >= state.inbox.count {
                 // A queue that never empties (a client pipelining slow commands) drops
                 // what it ran, so it stays bounded by what waits.
@@ -120,6 +132,9 @@ final class ClientConnection: Sendable {
         while let input = next() {
             switch input {
             case .frame(let frame):
+                // Cut off (its backlog passed the limit, or it hung up): the rest of
+                // what it sent is not run; the disconnect follows.
+                guard outbound.isOpen else { continue }
                 switch await process(frame, on: session) {
                 case .next:
                     continue

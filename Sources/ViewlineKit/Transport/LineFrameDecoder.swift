@@ -18,17 +18,37 @@ public struct LineFrameDecoder: ByteToMessageDecoder {
 
     /// The longest accepted line, in bytes, without its line ending.
     public let maximumLength: Int
+    /// How long a line may stay incomplete before the connection is closed (a
+    /// client that opens a line and never ends it holds buffers for nothing); its
+    /// session lives on. `nil`: no limit.
+    public let incompleteLineTimeout: TimeAmount?
     private var discarding = false
     /// How far the current buffer was already searched for a newline.
     private var searched = 0
+    /// Closes the connection when an incomplete line outlives its time.
+    private let timer = IncompleteLineTimer()
 
-    /// A decoder that caps lines at `maximumLength` bytes.
-    public init(maximumLength: Int) {
+    /// A decoder that caps lines at `maximumLength` bytes and closes a connection
+    /// whose line stays incomplete for `incompleteLineTimeout`.
+    public init(maximumLength: Int, incompleteLineTimeout: TimeAmount? = nil) {
         self.maximumLength = maximumLength
+        self.incompleteLineTimeout = incompleteLineTimeout
     }
 
     /// Emits every complete line in `buffer`.
     public mutating func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
+        let state = try decodeOne(context: context, buffer: &buffer)
+        if state == .needMoreData, let incompleteLineTimeout {
+            if buffer.readableBytes > 0 || discarding {
+                timer.start(after: incompleteLineTimeout, context: context)
+            } else {
+                timer.cancel()
+            }
+        }
+        return state
+    }
+
+    private mutating func decodeOne(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
         let view = buffer.readableBytesView
         let start = view.startIndex + searched
         guard let newline = view[start...].firstIndex(of: UInt8(ascii: "\n")) else {
@@ -45,6 +65,7 @@ public struct LineFrameDecoder: ByteToMessageDecoder {
         }
         let length = newline - view.startIndex
         searched = 0
+        timer.cancel()  // a line ended: the next one gets its own time
         if discarding {
             discarding = false
             buffer.moveReaderIndex(forwardBy: length + 1)
@@ -65,7 +86,8 @@ public struct LineFrameDecoder: ByteToMessageDecoder {
 
     /// At the end of input, a last line without `\n` still counts.
     public mutating func decodeLast(context: ChannelHandlerContext, buffer: inout ByteBuffer, seenEOF: Bool) throws -> DecodingState {
-        while try decode(context: context, buffer: &buffer) == .continue {}
+        timer.cancel()
+        while try decodeOne(context: context, buffer: &buffer) == .continue {}
         // A last line without a newline still counts, as with `nc -N`.
         if buffer.readableBytes > 0 {
             if !discarding {
@@ -76,4 +98,27 @@ public struct LineFrameDecoder: ByteToMessageDecoder {
         }
         return .needMoreData
     }
+}
+
+/// The clock of one connection's incomplete line: started when a line begins,
+/// cancelled when it ends; when it fires, the connection is closed. Used on the
+/// connection's event loop only.
+final class IncompleteLineTimer {
+    private var task: Scheduled<Void>?
+
+    /// Starts the clock unless it already runs for this line.
+    func start(after timeout: TimeAmount, context: ChannelHandlerContext) {
+        guard task == nil else { return }
+        let channel = context.channel
+        task = context.eventLoop.scheduleTask(in: timeout) {
+            channel.close(promise: nil)
+        }
+    }
+
+    func cancel() {
+        task?.cancel()
+        task = nil
+    }
+
+    deinit { task?.cancel() }
 }

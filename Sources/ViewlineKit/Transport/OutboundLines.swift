@@ -22,17 +22,33 @@ final class OutboundLines: Sendable {
         self.logger = logger
     }
 
+    /// Bytes gathered before they are handed to NIO at once, even mid-burst: what
+    /// waits here is counted against the backlog limit as it is queued, not after
+    /// a whole pipelined read ran.
+    static let flushThreshold = 64 * 1024
+
     /// Queues one line (already ending in `\n`); safe from any thread, order kept.
     func send(_ line: [UInt8]) {
-        let schedule = state.withLock { state -> Bool in
+        let (schedule, flushNow) = state.withLock { state -> (Bool, Bool) in
             if state.pending == nil { state.pending = channel.allocator.buffer(capacity: max(line.count, 256)) }
             state.pending!.writeBytes(line)
-            if state.scheduled { return false }
+            let full = state.pending!.readableBytes >= Self.flushThreshold
+            if state.scheduled { return (false, full) }
             state.scheduled = true
-            return true
+            return (true, full)
         }
-        if schedule { channel.eventLoop.execute { self.flushOnLoop() } }
+        if flushNow && channel.eventLoop.inEventLoop {
+            // A burst on the connection's own loop: hand it over now, so NIO's
+            // watermark sees it and a client that does not read is cut off in time.
+            flushOnLoop()
+        } else if schedule {
+            channel.eventLoop.execute { self.flushOnLoop() }
+        }
     }
+
+    /// Whether the connection can still take output: open, and its backlog under
+    /// the limit. A pump stops running a connection's lines once this is false.
+    var isOpen: Bool { channel.isActive }
 
     /// Writes everything queued so far and waits until it is handed to the socket.
     func drain() async throws {

@@ -14,6 +14,9 @@ public struct ServerConfiguration: Sendable {
     /// A client that stops reading is cut off once this much output waits for it;
     /// its session lives on for it to attach again.
     public var maximumOutputBytes = 1 << 20
+    /// A connection whose line stays incomplete this long is closed (its session
+    /// lives on); `nil` for no limit.
+    public var incompleteLineTimeout: Duration? = .seconds(30)
     /// Session time to live, session count, event log size.
     public var sessions = SessionLimits()
     /// PEM certificate chain and private key: with both, clients connect over TLS.

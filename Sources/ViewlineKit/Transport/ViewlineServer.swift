@@ -66,6 +66,7 @@ public final class ViewlineServer: Sendable {
         maximumClients = Self.clientLimit(configuration.maximumClients, logger: logger)
         self.group = MultiThreadedEventLoopGroup(numberOfThreads: System.coreCount)
         let maximumLineBytes = configuration.maximumLineBytes
+        let lineTimeout = configuration.incompleteLineTimeout.map { TimeAmount.nanoseconds(Int64($0.seconds * 1e9)) }
         let tls = try Self.tlsContext(configuration)
         do {
             let channel = try await ServerBootstrap(group: group)
@@ -85,7 +86,7 @@ public final class ViewlineServer: Sendable {
                             try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls))
                         }
                         try channel.pipeline.syncOperations.addHandlers(
-                            ByteToMessageHandler(LineFrameDecoder(maximumLength: maximumLineBytes)),
+                            ByteToMessageHandler(LineFrameDecoder(maximumLength: maximumLineBytes, incompleteLineTimeout: lineTimeout)),
                             ConnectionHandler(server: self))
                     }
                 }
@@ -310,7 +311,8 @@ public final class ViewlineServer: Sendable {
         case (let certificate?, let key?):
             let chain = try NIOSSLCertificate.fromPEMFile(certificate).map { NIOSSLCertificateSource.certificate($0) }
             let privateKey = try NIOSSLPrivateKey(file: key, format: .pem)
-            let tls = TLSConfiguration.makeServerConfiguration(certificateChain: chain, privateKey: .privateKey(privateKey))
+            var tls = TLSConfiguration.makeServerConfiguration(certificateChain: chain, privateKey: .privateKey(privateKey))
+            tls.minimumTLSVersion = .tlsv12  // PROTOCOL §1: TLS 1.2 or newer
             return try NIOSSLContext(configuration: tls)
         default:
             throw ConfigurationError(description: "TLS needs both a certificate and a key")

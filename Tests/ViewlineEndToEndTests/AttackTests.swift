@@ -1,0 +1,109 @@
+import Foundation
+import Synchronization
+import Testing
+import ViewlineProtocol
+import ViewlineTestSupport
+
+/// One hostile client against the real server (PROTOCOL §8): each attack gets a
+/// clear error or a cut-off connection, and costs bounded memory and CPU, while
+/// another client's `ping` goes on being answered.
+@Suite struct AttackTests {
+    /// The server's resident memory in bytes, from /proc.
+    static func residentBytes(_ pid: Int32) -> Int {
+        let status = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""
+        let line = status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") } ?? ""
+        return (Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0) * 1024
+    }
+
+    /// The slowest of `count` pings on `client`, in milliseconds.
+    func slowestPing(_ client: LineClient, count: Int) throws -> Double {
+        var slowest = 0.0
+        for _ in 0..<count {
+            let start = ContinuousClock.now
+            #expect(try client.command("ping")["result"]?["pong"] == true)
+            let elapsed = ContinuousClock.now - start
+            slowest = max(slowest, Double(elapsed.components.attoseconds) / 1e15 + Double(elapsed.components.seconds) * 1000)
+        }
+        return slowest
+    }
+
+    @Test func deeplyNestedAndWideJSONGetsBadRequestWithoutStallingOthers() throws {
+        let server = try startServer()
+        let attacker = try connect(server)
+        let victim = try connect(server)
+        // 30 KB of nesting, 4,097 values, 257 keys: each refused in one pass.
+        let nested = "{\"cmd\":\"ping\",\"args\":" + String(repeating: "{\"a\":", count: 6000) + "1" + String(repeating: "}", count: 6001)
+        let wide = "{\"cmd\":\"ping\",\"args\":{\"a\":[" + Array(repeating: "0", count: 5000).joined(separator: ",") + "]}}"
+        let keys = "{\"cmd\":\"ping\",\"args\":{" + (0..<300).map { "\"k\($0)\":0" }.joined(separator: ",") + "}}"
+        let burst = Array(repeating: nested, count: 20) + Array(repeating: wide, count: 20) + Array(repeating: keys, count: 20)
+        try attacker.sendRaw(Array((burst.joined(separator: "\n") + "\n").utf8))
+        let slowest = try slowestPing(victim, count: 50)
+        for _ in burst {
+            #expect(try attacker.next(timeout: .seconds(10)).errorCode == "bad_request")
+        }
+        #expect(slowest < 500, "a victim's ping took \(slowest) ms during the attack")
+        #expect(try attacker.command("ping").isOK)
+    }
+
+    @Test func anOverlongSearchQueryIsRefused() throws {
+        let server = try startServer()
+        let client = try connect(server)
+        let reply = try client.command("search " + String(repeating: "pizza ", count: 300))
+        #expect(reply.errorCode == "bad_arguments")
+        #expect(try client.command("search " + String(repeating: "x", count: 256)).isOK)
+    }
+
+    @Test func aClientThatPipelinesHugeRepliesAndNeverReadsIsCutOffWithinItsBudget() throws {
+        let limit = 256 * 1024
+        let server = try startServer(["--max-output-bytes", "\(limit)"])
+        let (attacker, token) = try { () throws -> (LineClient, String) in
+            let client = try LineClient(port: server.port)
+            return (client, try #require(try client.next()["token"]?.stringValue))
+        }()
+        #expect(try attacker.command("search golden").isOK)  // a large state: 20 results
+        _ = try attacker.read(until: { $0["state"]?["loading"] == false })
+        let pid = server.process.processIdentifier
+        let before = Self.residentBytes(pid)
+        // The peak, sampled while the attack runs (VmHWM would report start-up's).
+        let peak = Mutex(before)
+        let sampling = Mutex(true)
+        let sampler = Thread {
+            while sampling.withLock({ $0 }) {
+                let now = Self.residentBytes(pid)
+                peak.withLock { $0 = max($0, now) }
+                usleep(1000)
+            }
+        }
+        sampler.start()
+        // 262 KB of `state` lines: each reply is every view's state (3.4 KB); it never reads.
+        try attacker.sendRaw(Array(String(repeating: "state\n", count: 43_700).utf8))
+        #expect(try attacker.isClosedByPeer(timeout: .seconds(30)))
+        usleep(200_000)
+        sampling.withLock { $0 = false }
+        let growth = peak.withLock { $0 } - before
+        // Under 2 × the backlog limit + 1 MiB (the bound), plus 2 MiB of slack
+        // for a debug build's allocator; the old pump grew ~10 MB here.
+        #expect(growth < 2 * limit + 3 << 20, "RSS grew \(growth) bytes")
+        // The session lives on.
+        let other = try connect(server)
+        #expect(try other.command("attach \(token)")["result"]?["session"] == "s1")
+    }
+
+    @Test func aLineLeftIncompleteIsCutOffAndItsSessionLivesOn() throws {
+        let server = try startServer(["--line-timeout", "1"])
+        let client = try LineClient(port: server.port)
+        let token = try #require(try client.next()["token"]?.stringValue)
+        try client.sendRaw(Array(String(repeating: "x", count: 50_000).utf8))  // no newline, ever
+        #expect(try client.isClosedByPeer(timeout: .seconds(10)))
+        let other = try connect(server)
+        #expect(try other.command("attach \(token)")["result"]?["session"] == "s1")
+        // A client that finishes its lines is never cut off, however slowly it types.
+        let typist = try connect(server)
+        try typist.sendRaw(Array("pi".utf8))
+        usleep(600_000)
+        try typist.sendRaw(Array("ng\n".utf8))
+        #expect(try typist.next()["result"]?["pong"] == true)
+        usleep(700_000)
+        #expect(try typist.command("ping").isOK)
+    }
+}

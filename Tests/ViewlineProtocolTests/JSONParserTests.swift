@@ -1,0 +1,56 @@
+import Testing
+import ViewlineKit
+
+/// The one-pass JSON reader: RFC 8259 values, ordered keys, and the limits that
+/// keep a hostile line's cost proportional to its length (PROTOCOL §8).
+@Suite struct JSONParserTests {
+    func parse(_ text: String, limits: JSONParser.Limits = .trusted) throws -> JSON {
+        try JSON.parse(Array(text.utf8), limits: limits)
+    }
+
+    @Test func valuesOfEveryKind() throws {
+        let value = try parse(#" {"a": [1, -2.5, 1e3, true, false, null], "b": "x\"\\\/\n\u00e9\ud83d\ude00", "c": {}} "#)
+        #expect(value == ["a": [1, -2.5, 1000.0, true, false, nil], "b": "x\"\\/\né😀", "c": [:]])
+        #expect(value.objectValue?.keys == ["a", "b", "c"])
+        #expect(try parse("9223372036854775807") == .int(Int.max))
+        #expect(try parse("92233720368547758070") == .double(92233720368547758070))
+    }
+
+    @Test(arguments: ["", "{", "[1,]", "{\"a\" 1}", "{\"a\":1,}", "01", "1.", "-", "\"\u{01}\"", "\"\\ud800\"", "\"\\x\"",
+                      "tru", "nul", "[1] 2", "{\"a\":1,\"a\":2}", "\"unterminated", "1e999"])
+    func malformedDocumentsAreRefused(_ text: String) {
+        #expect(throws: (any Error).self, "\(text)") { try parse(text) }
+    }
+
+    @Test func aDeepDocumentIsRefusedAtTheDepthLimit() throws {
+        let deep = String(repeating: "[", count: 33) + String(repeating: "]", count: 33)
+        #expect(throws: JSONParser.Failure.tooComplex("nested deeper than 32")) { try parse(deep, limits: .request) }
+        let ok = String(repeating: "[", count: 32) + String(repeating: "]", count: 32)
+        #expect(try parse(ok, limits: .request).arrayValue != nil)
+    }
+
+    @Test func wideDocumentsAreRefusedAtTheKeyAndValueLimits() throws {
+        let keys = "{" + (0...256).map { "\"k\($0)\":0" }.joined(separator: ",") + "}"
+        #expect(throws: JSONParser.Failure.tooComplex("an object with more than 256 keys")) { try parse(keys, limits: .request) }
+        let values = "[" + Array(repeating: "0", count: 4096).joined(separator: ",") + "]"
+        #expect(throws: JSONParser.Failure.tooComplex("more than 4096 values")) { try parse(values, limits: .request) }
+        // Duplicate keys are found in a wide object too (by a set, not by scanning).
+        let duplicate = "{" + (0..<200).map { "\"k\($0)\":0" }.joined(separator: ",") + ",\"k150\":1}"
+        #expect(throws: (any Error).self) { try parse(duplicate) }
+    }
+
+    @Test func aHostileCommandLineGetsBadRequestNotBadJSON() {
+        let nested = "{\"cmd\":\"ping\",\"args\":" + String(repeating: "{\"a\":", count: 40) + "1" + String(repeating: "}", count: 40) + "}"
+        guard case .failure(let failure)? = RequestDecoder.decode(line: nested, commands: Vectors.commands) else {
+            Issue.record("a 40-deep command must fail")
+            return
+        }
+        #expect(failure.error.code == .badRequest)
+        let words = "search " + Array(repeating: "x", count: RequestDecoder.maximumWords).joined(separator: " ")
+        guard case .failure(let tooMany)? = RequestDecoder.decode(line: words, commands: Vectors.commands) else {
+            Issue.record("too many words must fail")
+            return
+        }
+        #expect(tooMany.error.code == .badRequest)
+    }
+}
