@@ -77,6 +77,9 @@ public enum Account: ViewModel {
         }
     }
 
+    /// The longest user name there is (PROTOCOL §8).
+    public static let maximumUserNameBytes = 64
+
     /// How a log-in attempt ended.
     public enum LoginOutcome: Sendable, Equatable {
         case success
@@ -110,6 +113,11 @@ public enum Account: ViewModel {
         let throttle = services.loginThrottle
         let keys = FailureThrottle.keys(user: user, peer: session.peer)
         if let seconds = throttle.wait(for: keys, now: services.clock.now()) { return .throttled(seconds: seconds) }
+        // No user has a longer name: refused like a wrong password, without hashing.
+        guard user.utf8.count <= maximumUserNameBytes else {
+            throttle.failed(keys, now: services.clock.now())
+            return .wrongPassword
+        }
         let users = services.users
         let ok: Bool
         do {
@@ -121,7 +129,7 @@ public enum Account: ViewModel {
             throttle.failed(keys, now: services.clock.now())
             return .wrongPassword
         }
-        throttle.succeeded(keys)
+        throttle.succeeded(FailureThrottle.successKey(user: user, peer: session.peer))
         if let current = session.user, current != user { await session.signOut() }
         let token = AccessToken(value: Session.makeSecret(), user: user, expiresAt: services.clock.now() + services.tokenLifetime)
         session.update(Account.self, display: false) { $0.accessToken = token }

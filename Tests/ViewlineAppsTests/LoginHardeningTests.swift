@@ -27,28 +27,56 @@ import ViewlineTesting
         #expect(throttle.wait(for: keys, now: start + 10) == nil)
     }
 
-    @Test func theUserAndTheAddressAreEachThrottled() {
+    @Test func anAddressIsThrottledAcrossUsersButCannotLockAUserOutElsewhere() {
         let throttle = FailureThrottle(freeFailures: 1)
-        throttle.failed(FailureThrottle.keys(user: "alice", peer: "10.0.0.1"), now: start)
+        // Bob's password guessed from one address: that address waits for bob…
         throttle.failed(FailureThrottle.keys(user: "bob", peer: "10.0.0.1"), now: start)
-        // Another user from the same address waits; the same user from elsewhere too.
-        #expect(throttle.wait(for: FailureThrottle.keys(user: "carol", peer: "10.0.0.1"), now: start) == 1)
-        #expect(throttle.wait(for: FailureThrottle.keys(user: "carol", peer: "10.0.0.2"), now: start) == nil)
-        throttle.succeeded(FailureThrottle.keys(user: "bob", peer: "10.0.0.1"))
-        #expect(throttle.wait(for: FailureThrottle.keys(user: "carol", peer: "10.0.0.1"), now: start) == nil)
+        throttle.failed(FailureThrottle.keys(user: "bob", peer: "10.0.0.1"), now: start)
+        #expect(throttle.wait(for: FailureThrottle.keys(user: "bob", peer: "10.0.0.1"), now: start) == 1)
+        // …while bob from his own address is not locked out.
+        #expect(throttle.wait(for: FailureThrottle.keys(user: "bob", peer: "10.0.0.2"), now: start) == nil)
+        // A sweep over many users from one address is throttled at 4× the allowance.
+        for user in ["carol", "dave"] { throttle.failed(FailureThrottle.keys(user: user, peer: "10.0.0.1"), now: start) }
+        throttle.failed(FailureThrottle.keys(user: "erin", peer: "10.0.0.1"), now: start)
+        #expect(throttle.wait(for: FailureThrottle.keys(user: "frank", peer: "10.0.0.1"), now: start) == 1)
+        // A good log-in from that address clears only its own (user, address) count.
+        throttle.succeeded(FailureThrottle.successKey(user: "grace", peer: "10.0.0.1"))
+        #expect(throttle.wait(for: FailureThrottle.keys(user: "frank", peer: "10.0.0.1"), now: start) == 1)
+    }
+
+    @Test func aUserIsThrottledEverywhereOnlyWhenGuessedFromManyAddresses() {
+        let throttle = FailureThrottle(freeFailures: 1)
+        for n in 0..<10 { throttle.failed(FailureThrottle.keys(user: "bob", peer: "10.0.1.\(n)"), now: start) }
+        #expect(throttle.wait(for: FailureThrottle.keys(user: "bob", peer: "10.0.2.1"), now: start) == nil)
+        throttle.failed(FailureThrottle.keys(user: "bob", peer: "10.0.1.10"), now: start)  // the 11th address
+        #expect(throttle.wait(for: FailureThrottle.keys(user: "bob", peer: "10.0.2.1"), now: start) == 1)
+    }
+
+    @Test func failuresAreForgottenAfterAQuietQuarterOfAnHour() {
+        let throttle = FailureThrottle(freeFailures: 2, baseDelay: 1, maximumDelay: 8)
+        let keys = FailureThrottle.keys(user: "alice", peer: "10.0.0.1")
+        for _ in 0..<2 { throttle.failed(keys, now: start) }
+        throttle.failed(keys, now: start + 1000)
+        #expect(throttle.wait(for: keys, now: start + 1000) == nil, "the old failures no longer count")
+    }
+
+    @Test func aLongUserNameCostsWhatAShortOneDoes() {
+        let throttle = FailureThrottle(capacity: 100)
+        let long = FailureThrottle.keys(user: String(repeating: "x", count: 65_536), peer: "10.0.0.1")
+        let short = FailureThrottle.keys(user: "x", peer: "10.0.0.1")
+        #expect(zip(long, short).allSatisfy { "\($0.0)".count == "\($0.1)".count })
     }
 
     @Test func itsMemoryIsBounded() {
         let throttle = FailureThrottle(capacity: 100)
-        for n in 0..<1000 { throttle.failed(["user:u\(n)"], now: start + Double(n)) }
+        for n in 0..<1000 { throttle.failed([FailureThrottle.Key("user", "u\(n)")], now: start + Double(n)) }
         #expect(throttle.count <= 100)
     }
 
     @Test func aLoginFloodIsThrottledWithTheWaitInTheMessage() async throws {
         let harness = try await TestHarness()
         let (session, recorder) = harness.makeSession(peer: "192.0.2.7")
-        for attempt in 1...5 { await session.send("login alice wrong\(attempt)") }
-        await session.send("login nobody wrong")  // unknown users count like wrong passwords
+        for attempt in 1...6 { await session.send("login alice wrong\(attempt)") }
         await session.send("login alice wonderland")
         let errors = recorder.replies.compactMap { result -> ProtocolError? in
             if case .failure(let error) = result { return error }

@@ -2,12 +2,47 @@ import Foundation
 import Synchronization
 
 /// Slows down guessing (passwords, session tokens): after a few failed attempts
-/// under a key — a user, an address — each further attempt must wait, twice as long
-/// after every failure (up to a ceiling). A success clears the keys' records.
+/// under a key — a user at an address, an address — each further attempt must
+/// wait, twice as long after every failure (up to a ceiling). Each key has its own
+/// allowance, a multiple of `freeFailures`, so a wide key (a user from anywhere)
+/// blocks only far later than a narrow one (that user from one address): one
+/// address cannot lock a user out for everyone. Failures are forgotten after a
+/// quiet quarter of an hour, or when a success clears the narrow key it was
+/// counted under.
 ///
-/// Its memory is bounded: past `capacity` records, expired ones go first, then the
-/// least recently seen.
+/// Its memory is bounded: keys are fixed-size digests (a 64 KiB user name costs
+/// what a short one does), and past `capacity` records, expired ones go first,
+/// then the least recently seen.
 public final class FailureThrottle: Sendable {
+    /// What failures are counted under, and how many of them are free.
+    public struct Key: Hashable, Sendable {
+        /// A digest of what is counted (fixed size whatever the input).
+        let name: String
+        /// Free failures under this key, as a multiple of the throttle's `freeFailures`.
+        let allowance: Int
+
+        /// A key for `parts` (hashed together) with `allowance` times the free failures.
+        public init(_ parts: String..., allowance: Int = 1) {
+            name = Self.digest(parts)
+            self.allowance = allowance
+        }
+
+        private static func digest(_ parts: [String]) -> String {
+            var bytes: [UInt8] = []
+            for part in parts {
+                bytes.append(contentsOf: part.utf8)
+                bytes.append(0)  // "ab","c" and "a","bc" differ
+            }
+            let hex = Array("0123456789abcdef".utf8)
+            var name: [UInt8] = []
+            for byte in Cluster.digest(bytes).prefix(16) {
+                name.append(hex[Int(byte >> 4)])
+                name.append(hex[Int(byte & 0xF)])
+            }
+            return String(decoding: name, as: UTF8.self)
+        }
+    }
+
     private struct Record {
         var failures = 0
         var blockedUntil: Date = .distantPast
@@ -18,10 +53,12 @@ public final class FailureThrottle: Sendable {
     private let baseDelay: TimeInterval
     private let maximumDelay: TimeInterval
     private let capacity: Int
-    private let records = Mutex<[String: Record]>([:])
+    private let records = Mutex<[Key: Record]>([:])
+    /// Failures this long ago, with no wait pending, are forgotten.
+    static let forgetAfter: TimeInterval = 900
 
     /// - Parameters:
-    ///   - freeFailures: failures allowed before any waiting.
+    ///   - freeFailures: failures allowed under a narrow key before any waiting.
     ///   - baseDelay: the first wait; each further failure doubles it.
     ///   - maximumDelay: the longest wait.
     ///   - capacity: the most records kept.
@@ -32,33 +69,50 @@ public final class FailureThrottle: Sendable {
         self.capacity = capacity
     }
 
-    /// The keys a log-in attempt is counted under: the user, and the address it came from.
-    public static func keys(user: String, peer: String?) -> [String] {
-        ["user:" + user] + (peer.map { ["peer:" + $0] } ?? [])
+    /// The keys a log-in attempt is counted under: the user at this address (the
+    /// narrow key a success clears), the address whatever the user (4× the
+    /// allowance: a sweep over many users), and the user whatever the address (10×:
+    /// only a guess spread over many addresses).
+    public static func keys(user: String, peer: String?) -> [Key] {
+        let address = peer ?? "local"
+        return [
+            Key("login-pair", user, address),
+            Key("login-peer", address, allowance: 4),
+            Key("login-user", user, allowance: 10),
+        ]
+    }
+
+    /// The key a log-in success clears: only the user at that address (a good
+    /// log-in of one's own never clears the address's or the user's count).
+    public static func successKey(user: String, peer: String?) -> [Key] {
+        [Key("login-pair", user, peer ?? "local")]
     }
 
     /// The key an attempt from an address is counted under for `purpose` (`attach`).
-    public static func key(_ purpose: String, peer: String?) -> [String] {
-        ["\(purpose):" + (peer ?? "local")]
+    public static func key(_ purpose: String, peer: String?) -> [Key] {
+        [Key(purpose, peer ?? "local")]
     }
 
     /// How long any of `keys` must still wait before trying again, in whole seconds
     /// (rounded up), or `nil` when the attempt may go ahead.
-    public func wait(for keys: [String], now: Date) -> Int? {
+    public func wait(for keys: [Key], now: Date) -> Int? {
         let until = records.withLock { records in keys.compactMap { records[$0]?.blockedUntil }.max() }
         guard let until, until > now else { return nil }
         return Int(until.timeIntervalSince(now).rounded(.up))
     }
 
     /// Counts a failed attempt under every key.
-    public func failed(_ keys: [String], now: Date) {
+    public func failed(_ keys: [Key], now: Date) {
         records.withLock { records in
             for key in keys {
                 if records[key] == nil { makeRoom(in: &records, now: now) }
                 var record = records[key] ?? Record(lastSeen: now)
+                if record.blockedUntil < now && now.timeIntervalSince(record.lastSeen) > Self.forgetAfter {
+                    record.failures = 0  // quiet for long enough: a fresh start
+                }
                 record.failures += 1
                 record.lastSeen = now
-                let over = record.failures - freeFailures
+                let over = record.failures - freeFailures * key.allowance
                 if over > 0 {
                     let delay = min(maximumDelay, baseDelay * pow(2, Double(min(over - 1, 30))))
                     record.blockedUntil = now + delay
@@ -68,8 +122,9 @@ public final class FailureThrottle: Sendable {
         }
     }
 
-    /// A successful log-in: forget the failures under every key.
-    public func succeeded(_ keys: [String]) {
+    /// A success: forget the failures under `keys` (only the narrow ones: see
+    /// ``successKey(user:peer:)``).
+    public func succeeded(_ keys: [Key]) {
         records.withLock { records in
             for key in keys { records[key] = nil }
         }
@@ -78,7 +133,7 @@ public final class FailureThrottle: Sendable {
     /// How many records are kept now.
     public var count: Int { records.withLock { $0.count } }
 
-    private func makeRoom(in records: inout [String: Record], now: Date) {
+    private func makeRoom(in records: inout [Key: Record], now: Date) {
         guard records.count >= capacity else { return }
         // Records whose wait is over and that were quiet for a while are stale.
         let stale = now - maximumDelay

@@ -203,12 +203,16 @@ public final class ViewlineServer: Sendable {
         }
         let token = request.arguments.string("token")
         var found = application.sessions.session(for: token)
+        var counted = false
         if found == nil, let cluster = application.cluster {
+            // A database lookup is what a guess costs the cluster: it is counted before
+            // it is made, so a burst of concurrent guesses cannot all get through.
+            attachThrottle.failed(keys, now: Date())
+            counted = true
             do {
                 switch try await cluster.locate(token, application: application) {
                 case .unknown: break
                 case .moved(let address):
-                    attachThrottle.succeeded(keys)
                     await current.reject(re: request.id, ProtocolError(
                         .moved, "the session lives on \(address); attach there", address: address), to: number)
                     return nil
@@ -225,11 +229,12 @@ public final class ViewlineServer: Sendable {
         }
         let badToken = ProtocolError(.badToken, "no session has that token (it may have expired)")
         guard let target = found else {
-            attachThrottle.failed(keys, now: Date())
+            if !counted { attachThrottle.failed(keys, now: Date()) }
             await current.reject(re: request.id, badToken, to: number)
             return nil
         }
-        attachThrottle.succeeded(keys)
+        // A success clears nothing: attaching to one's own session must not buy
+        // more guesses at others' (failures are forgotten after a quiet while).
         let lastRev = request.arguments.int("lastRev")
         if target === current {
             await current.detach(number)
