@@ -17,8 +17,22 @@ public final class LineClient {
         public var description: String
     }
 
-    public init(port: Int, host: String = "127.0.0.1") throws {
+    /// Connects to `host:port`; with `source`, from that local address (any of
+    /// 127.0.0.0/8 works on loopback: a test's stand-in for another client host).
+    public init(port: Int, host: String = "127.0.0.1", from source: String? = nil) throws {
         fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        if let source {
+            var local = sockaddr_in()
+            local.sin_family = sa_family_t(AF_INET)
+            inet_pton(AF_INET, source, &local.sin_addr)
+            let bound = withUnsafePointer(to: &local) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            guard bound == 0 else {
+                close(fd)
+                throw Failure(description: "bind to \(source) failed: \(String(cString: strerror(errno)))")
+            }
+        }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)

@@ -106,4 +106,54 @@ import ViewlineTestSupport
         usleep(700_000)
         #expect(try typist.command("ping").isOK)
     }
+
+    @Test func oneAddressChurningConnectionsEvictsOnlyItsOwnSessions() throws {
+        let server = try startServer(["--max-sessions", "50"])
+        // The victim (from 127.0.0.2) leaves a detached session: the oldest of all.
+        var (victim, token): (LineClient?, String) = try {
+            let client = try LineClient(port: server.port, from: "127.0.0.2")
+            return (client, try #require(try client.next()["token"]?.stringValue))
+        }()
+        #expect(try victim?.command("search pizza").isOK == true)
+        victim = nil
+        usleep(100_000)
+        // The attacker (127.0.0.3) opens and drops 500 connections, 10× the cap.
+        for _ in 0..<500 {
+            let client = try LineClient(port: server.port, from: "127.0.0.3")
+            _ = try client.next()
+        }
+        usleep(200_000)
+        // Plain LRU would have evicted the victim first; the attacker evicted its own.
+        let back = try LineClient(port: server.port, from: "127.0.0.2")
+        _ = try back.next()
+        let reply = try back.command("attach \(token)")
+        #expect(reply["result"]?["session"] == "s1", "\(reply.encoded)")
+    }
+
+    @Test func oneAddressCannotHoldEveryClientSlot() throws {
+        let server = try startServer(["--max-clients-per-address", "3"])
+        let held = try (0..<3).map { _ in try connect(server) }
+        let refused = try LineClient(port: server.port)
+        let bye = try refused.next()
+        #expect(bye.type == "bye" && bye["reason"] == "max clients per address reached")
+        #expect(try held[0].command("ping").isOK)
+    }
+
+    @Test func churningPastTheSessionCapLeaksNothing() throws {
+        let server = try startServer(["--max-sessions", "1000", "--max-sessions-per-address", "0"])
+        func churn(_ count: Int) throws {
+            for _ in 0..<count {
+                let client = try LineClient(port: server.port)
+                _ = try client.next()
+            }
+        }
+        try churn(3000)  // full, and warm
+        usleep(300_000)
+        let before = Self.residentBytes(server.process.processIdentifier)
+        try churn(20_000)
+        usleep(300_000)
+        let perSession = Double(Self.residentBytes(server.process.processIdentifier) - before) / 20_000
+        // Evicted sessions leave nothing behind (it was ~750 bytes each).
+        #expect(perSession < 50, "RSS grew \(perSession) bytes per evicted session")
+    }
 }

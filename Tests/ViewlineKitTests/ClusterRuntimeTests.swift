@@ -146,7 +146,7 @@ import Testing
         let c = try await node(directory, "10.0.0.3:7878")
         // The full node's one session has a connection: nothing it could evict.
         let resident = Session(id: "s9", application: full, output: { _ in })
-        #expect(full.sessions.register(resident).accepted)
+        #expect(throws: Never.self) { try full.sessions.register(resident).get() }
         full.sessions.attached(resident)
         let session = Session(id: "s1", application: a, output: { _ in })
         for _ in 0..<2 { _ = await session.handle(Request(id: .null, name: "increment", arguments: Arguments()), from: 0) }
@@ -170,7 +170,7 @@ import Testing
         let a = try await node(directory, "10.0.0.1:7878")
         let b = try await node(directory, "10.0.0.2:7878")
         let session = Session(id: "s1", application: a, output: { _ in })
-        #expect(a.sessions.register(session).accepted)
+        #expect(throws: Never.self) { try a.sessions.register(session).get() }
         _ = await session.handle(Request(id: .null, name: "increment", arguments: Arguments()), from: 0)
         await a.cluster!.flush()
         // The session quits while the database refuses the delete once.

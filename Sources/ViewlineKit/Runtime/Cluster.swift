@@ -198,8 +198,8 @@ public final class Cluster: Sendable {
         let snapshot = (try? JSON.parse(location.record.snapshot)) ?? .null
         let session = await Session.restore(snapshot, token: token, application: application)
         let registered = application.sessions.register(session)
-        if let evicted = registered.evicted { await evicted.close(reason: "session evicted") }
-        guard registered.accepted else {
+        if case .success(let evicted?) = registered { await evicted.close(reason: "session evicted") }
+        guard case .success = registered else {
             // Filled up since the check: stop what the restore started and hand the
             // record back to its previous owner, so another node can still claim it.
             await session.close()

@@ -3,8 +3,15 @@
 public struct SessionLimits: Sendable {
     /// How long a session with no connection lives on before it expires.
     public var timeToLive: Duration = .seconds(300)
-    /// Most sessions at once, attached or not; when full, the oldest detached one expires first.
+    /// Most sessions at once, attached or not; when full, the oldest detached one
+    /// of the address holding the most sessions makes room first, then that of the
+    /// new session's own address, then the oldest of all.
     public var maximumSessions = 10_000
+    /// Most sessions one client address may hold, attached or not (0: no cap); past
+    /// it, that address's oldest detached session makes room, and with none, its
+    /// new connection is refused. Sessions restored from a cluster record have no
+    /// address of their own and count together.
+    public var maximumSessionsPerAddress = 1_000
     /// Events kept for replay after `attach <token> <last-rev>`…
     public var eventLogEvents = 256
     /// …and at most this many bytes of them.

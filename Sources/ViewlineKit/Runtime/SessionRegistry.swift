@@ -12,14 +12,36 @@ public final class SessionRegistry: Sendable {
         /// The session; its token holds the secret that `session(for:)` compares.
         var session: Session
         var attached = 0
-        var since: Int
-        var expiry: Task<Void, Never>?
+        /// When the last connection left (while detached): expiry counts from here.
+        var detachedAt: ContinuousClock.Instant?
+        /// Neighbours in the list of detached sessions, oldest first, and in the
+        /// same list of its address: eviction and expiry take the head, in O(1).
+        var older: UInt64?, newer: UInt64?
+        var olderOfAddress: UInt64?, newerOfAddress: UInt64?
+    }
+
+    /// A list of detached sessions, oldest first, threaded through the entries.
+    private struct DetachedList {
+        var oldest: UInt64?
+        var newest: UInt64?
+        var count = 0
+    }
+
+    private struct Address {
+        var sessions = 0
+        var detached = DetachedList()
     }
 
     private struct State {
         /// By the token's lookup part, as a number (16 hex digits): no string per entry.
         var entries: [UInt64: Entry] = [:]
-        var tick = 0
+        var detached = DetachedList()
+        var addresses: [String: Address] = [:]
+        var attachedCount = 0
+        /// The address holding the most sessions (kept up as sessions register; it
+        /// may trail removals): whom a full registry takes from next.
+        var largest: String?
+        var sweeper: Task<Void, Never>?
     }
 
     private let state = Mutex(State())
@@ -37,30 +59,65 @@ public final class SessionRegistry: Sendable {
         self.cluster = cluster
     }
 
-    /// Sessions alive now, and how many of them have a connection.
-    public var counts: (sessions: Int, attached: Int) {
-        state.withLock { state in (state.entries.count, state.entries.values.filter { $0.attached > 0 }.count) }
+    deinit {
+        state.withLock { $0.sweeper?.cancel() }
     }
 
-    /// Adds a new session. When the registry is full, the oldest detached session
-    /// makes room (it is returned, to be closed); `false` when none can.
-    func register(_ session: Session) -> (accepted: Bool, evicted: Session?) {
+    /// Sessions alive now, and how many of them have a connection.
+    public var counts: (sessions: Int, attached: Int) {
+        state.withLock { state in (state.entries.count, state.attachedCount) }
+    }
+
+    /// Why a session could not be registered.
+    enum Refusal: Error, Equatable {
+        /// Every session has a connection: none can make room.
+        case full
+        /// Its address holds all the sessions one address may, each with a connection.
+        case addressFull
+    }
+
+    /// Adds a new session. When its address holds ``SessionLimits/maximumSessionsPerAddress``
+    /// sessions, that address's oldest detached session makes room; when the
+    /// registry is full, the address holding the most sessions gives up its oldest
+    /// detached one first, then the new session's own address, then the oldest
+    /// detached session of all. The one that made room is returned, to be closed.
+    func register(_ session: Session) -> Result<Session?, Refusal> {
         guard let lookup = Self.key(of: session.token) else { preconditionFailure("a session token starts with 16 hex digits") }
-        return state.withLock { state in
+        let address = session.peer ?? ""
+        let (result, start) = state.withLock { state -> (Result<Session?, Refusal>, Bool) in
             var evicted: Session?
-            if state.entries.count >= limits.maximumSessions {
-                guard let oldest = state.entries.filter({ $0.value.attached == 0 }).min(by: { $0.value.since < $1.value.since }) else {
-                    return (false, nil)
+            let perAddress = limits.maximumSessionsPerAddress
+            if perAddress > 0, let count = state.addresses[address]?.sessions, count >= perAddress {
+                guard let victim = state.addresses[address]?.detached.oldest else { return (.failure(.addressFull), false) }
+                evicted = Self.take(victim, from: &state)
+            } else if state.entries.count >= limits.maximumSessions {
+                // The address that holds the most pays first (an address churning
+                // connections evicts its own), then the newcomer's own; only then the
+                // oldest of all. A client reconnecting to attach again does not evict
+                // the very session it comes back for.
+                guard let victim = state.largest.flatMap({ state.addresses[$0]?.detached.oldest })
+                    ?? state.addresses[address]?.detached.oldest
+                    ?? state.detached.oldest
+                else {
+                    return (.failure(.full), false)
                 }
-                oldest.value.expiry?.cancel()
-                state.entries[oldest.key] = nil
-                evicted = oldest.value.session
-                cluster?.ended(oldest.value.session)
+                evicted = Self.take(victim, from: &state)
             }
-            state.tick += 1
-            state.entries[lookup] = Entry(session: session, since: state.tick)
-            return (true, evicted)
+            state.entries[lookup] = Entry(session: session)
+            state.addresses[address, default: Address()].sessions += 1
+            let count = state.addresses[address]!.sessions
+            if state.largest.flatMap({ state.addresses[$0]?.sessions }).map({ count > $0 }) ?? true { state.largest = address }
+            return (.success(evicted), state.sweeper == nil)
         }
+        if case .success(let evicted?) = result { cluster?.ended(evicted) }
+        if start { startSweeper() }
+        return result
+    }
+
+    /// Whether ``register(_:)`` would take one more session from nowhere in
+    /// particular now (there is room, or a detached session to make room).
+    var hasRoom: Bool {
+        state.withLock { state in state.entries.count < limits.maximumSessions || state.detached.oldest != nil }
     }
 
     /// The session `token` belongs to, or `nil` — in the same time either way.
@@ -71,22 +128,18 @@ public final class SessionRegistry: Sendable {
         return Self.constantTimeEqual(Self.secret(of: token), stored) ? entry?.session : nil
     }
 
-    /// Whether ``register(_:)`` would take one more session now (there is room, or a
-    /// detached session to make room).
-    var hasRoom: Bool {
-        state.withLock { state in
-            state.entries.count < limits.maximumSessions || state.entries.values.contains { $0.attached == 0 }
-        }
-    }
-
     /// A connection attached to `session`: it no longer expires.
     func attached(_ session: Session) {
         guard let lookup = Self.key(of: session.token) else { return }
         state.withLock { state in
-            guard var entry = state.entries[lookup] else { return }
+            guard var entry = state.entries[lookup], entry.session === session else { return }
+            if entry.attached == 0 {
+                Self.unlink(lookup, from: &state)
+                entry = state.entries[lookup]!
+                entry.detachedAt = nil
+                state.attachedCount += 1
+            }
             entry.attached += 1
-            entry.expiry?.cancel()
-            entry.expiry = nil
             state.entries[lookup] = entry
         }
     }
@@ -95,19 +148,13 @@ public final class SessionRegistry: Sendable {
     func detached(_ session: Session) {
         guard let lookup = Self.key(of: session.token) else { return }
         state.withLock { state in
-            guard var entry = state.entries[lookup] else { return }
-            entry.attached = max(0, entry.attached - 1)
-            if entry.attached == 0 {
-                state.tick += 1
-                entry.since = state.tick
-                let ttl = limits.timeToLive
-                entry.expiry = Task { [weak self] in
-                    try? await Task.sleep(for: ttl)
-                    guard !Task.isCancelled else { return }
-                    await self?.expire(session)
-                }
-            }
+            guard var entry = state.entries[lookup], entry.session === session, entry.attached > 0 else { return }
+            entry.attached -= 1
             state.entries[lookup] = entry
+            if entry.attached == 0 {
+                state.attachedCount -= 1
+                Self.link(lookup, at: .now, into: &state)
+            }
         }
     }
 
@@ -116,8 +163,7 @@ public final class SessionRegistry: Sendable {
         guard let lookup = Self.key(of: session.token) else { return }
         let removed = state.withLock { state -> Bool in
             guard state.entries[lookup]?.session === session else { return false }
-            state.entries[lookup]?.expiry?.cancel()
-            state.entries[lookup] = nil
+            _ = Self.take(lookup, from: &state)
             return true
         }
         if removed { cluster?.ended(session) }
@@ -126,22 +172,110 @@ public final class SessionRegistry: Sendable {
     /// Every session, removed (shutdown).
     func removeAll() -> [Session] {
         state.withLock { state in
-            defer { state.entries = [:] }
-            state.entries.values.forEach { $0.expiry?.cancel() }
+            defer { state = State() }
+            state.sweeper?.cancel()
             return state.entries.values.map(\.session)
         }
     }
 
-    private func expire(_ session: Session) async {
-        let expired = state.withLock { state -> Bool in
-            guard let lookup = Self.key(of: session.token), let entry = state.entries[lookup], entry.session === session, entry.attached == 0 else { return false }
-            state.entries[lookup] = nil
-            return true
+    // MARK: - Expiry
+
+    /// One task expires every session whose time ran out, oldest first (the list
+    /// is in detach order and every session has the same time to live): no task
+    /// or timer per session, and an expiry costs O(1).
+    private func startSweeper() {
+        let tick = min(limits.timeToLive / 4, .seconds(1))
+        let task = Task { [weak self] in
+            while !Task.isCancelled {
+                try? await Task.sleep(for: tick)
+                guard let self else { return }
+                await self.expireDue(now: .now)
+            }
         }
-        if expired {
-            cluster?.ended(session)
-            await session.close(reason: "session expired")
+        state.withLock { state in
+            if state.sweeper == nil { state.sweeper = task } else { task.cancel() }
         }
+    }
+
+    /// Ends every detached session older than the time to live at `now`, in
+    /// batches, so the lock is never held for long.
+    func expireDue(now: ContinuousClock.Instant) async {
+        while true {
+            let due = state.withLock { state -> [Session] in
+                var due: [Session] = []
+                while due.count < 256, let oldest = state.detached.oldest,
+                    let since = state.entries[oldest]?.detachedAt, now - since >= limits.timeToLive
+                {
+                    if let session = Self.take(oldest, from: &state) { due.append(session) }
+                }
+                return due
+            }
+            for session in due {
+                cluster?.ended(session)
+                await session.close(reason: "session expired")
+            }
+            if due.count < 256 { return }
+        }
+    }
+
+    // MARK: - The detached lists
+
+    /// Removes an entry from the registry and from its lists; returns its session.
+    private static func take(_ lookup: UInt64, from state: inout State) -> Session? {
+        guard let entry = state.entries[lookup] else { return nil }
+        if entry.attached == 0 { unlink(lookup, from: &state) } else { state.attachedCount -= 1 }
+        state.entries[lookup] = nil
+        let address = entry.session.peer ?? ""
+        state.addresses[address]?.sessions -= 1
+        if state.addresses[address]?.sessions == 0 { state.addresses[address] = nil }
+        return entry.session
+    }
+
+    /// Appends a detached entry as the newest of both its lists.
+    private static func link(_ lookup: UInt64, at time: ContinuousClock.Instant, into state: inout State) {
+        guard var entry = state.entries[lookup] else { return }
+        let address = entry.session.peer ?? ""
+        entry.detachedAt = time
+        entry.older = state.detached.newest
+        entry.newer = nil
+        entry.olderOfAddress = state.addresses[address]?.detached.newest
+        entry.newerOfAddress = nil
+        state.entries[lookup] = entry
+        if let newest = state.detached.newest { state.entries[newest]?.newer = lookup } else { state.detached.oldest = lookup }
+        state.detached.newest = lookup
+        state.detached.count += 1
+        if let newest = entry.olderOfAddress {
+            state.entries[newest]?.newerOfAddress = lookup
+        } else {
+            state.addresses[address, default: Address()].detached.oldest = lookup
+        }
+        state.addresses[address, default: Address()].detached.newest = lookup
+        state.addresses[address]?.detached.count += 1
+    }
+
+    /// Takes a detached entry out of both its lists.
+    private static func unlink(_ lookup: UInt64, from state: inout State) {
+        guard let entry = state.entries[lookup], entry.detachedAt != nil else { return }
+        let address = entry.session.peer ?? ""
+        if let older = entry.older { state.entries[older]?.newer = entry.newer } else { state.detached.oldest = entry.newer }
+        if let newer = entry.newer { state.entries[newer]?.older = entry.older } else { state.detached.newest = entry.older }
+        state.detached.count -= 1
+        if let older = entry.olderOfAddress {
+            state.entries[older]?.newerOfAddress = entry.newerOfAddress
+        } else {
+            state.addresses[address]?.detached.oldest = entry.newerOfAddress
+        }
+        if let newer = entry.newerOfAddress {
+            state.entries[newer]?.olderOfAddress = entry.olderOfAddress
+        } else {
+            state.addresses[address]?.detached.newest = entry.olderOfAddress
+        }
+        state.addresses[address]?.detached.count -= 1
+        state.entries[lookup]?.detachedAt = nil
+        state.entries[lookup]?.older = nil
+        state.entries[lookup]?.newer = nil
+        state.entries[lookup]?.olderOfAddress = nil
+        state.entries[lookup]?.newerOfAddress = nil
     }
 
     static func split(_ token: String) -> (lookup: String, secret: [UInt8]) {

@@ -3,7 +3,20 @@ import Synchronization
 
 /// The open connections, so that shutdown can say `bye` to each one.
 final class ConnectionRegistry: Sendable {
-    private let state = Mutex<(next: Int, connections: [Int: (channel: any Channel, outbound: OutboundLines)], emptyWaiters: [CheckedContinuation<Void, Never>])>((1, [:], []))
+    private struct State {
+        var next = 1
+        var connections: [Int: (channel: any Channel, outbound: OutboundLines, address: String)] = [:]
+        /// Open connections per client address.
+        var perAddress: [String: Int] = [:]
+        var emptyWaiters: [CheckedContinuation<Void, Never>] = []
+    }
+
+    private let state = Mutex(State())
+
+    /// Why a connection was not added.
+    enum Refusal: Error {
+        case full, addressFull
+    }
 
     /// Reserves the next session number.
     func nextNumber() -> Int {
@@ -13,18 +26,26 @@ final class ConnectionRegistry: Sendable {
         }
     }
 
-    /// Adds the connection unless `limit` connections are already open.
-    func add(_ number: Int, channel: any Channel, outbound: OutboundLines, limit: Int) -> Bool {
-        state.withLock { state in
-            guard state.connections.count < limit else { return false }
-            state.connections[number] = (channel, outbound)
-            return true
+    /// Adds the connection unless `limit` connections are already open, or
+    /// `perAddress` from its address (0: no cap per address).
+    func add(_ number: Int, channel: any Channel, outbound: OutboundLines, limit: Int, perAddress: Int) -> Refusal? {
+        let address = channel.remoteAddress?.ipAddress ?? ""
+        return state.withLock { state in
+            guard state.connections.count < limit else { return .full }
+            let fromAddress = state.perAddress[address] ?? 0
+            guard perAddress == 0 || fromAddress < perAddress else { return .addressFull }
+            state.connections[number] = (channel, outbound, address)
+            state.perAddress[address] = fromAddress + 1
+            return nil
         }
     }
 
     func remove(_ id: Int) {
         let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
-            state.connections.removeValue(forKey: id)
+            if let removed = state.connections.removeValue(forKey: id) {
+                let left = (state.perAddress[removed.address] ?? 1) - 1
+                state.perAddress[removed.address] = left > 0 ? left : nil
+            }
             guard state.connections.isEmpty else { return [] }
             defer { state.emptyWaiters = [] }
             return state.emptyWaiters
@@ -43,6 +64,8 @@ final class ConnectionRegistry: Sendable {
         }
     }
 
-    var connections: [(channel: any Channel, outbound: OutboundLines)] { state.withLock { Array($0.connections.values) } }
+    var connections: [(channel: any Channel, outbound: OutboundLines)] {
+        state.withLock { $0.connections.values.map { ($0.channel, $0.outbound) } }
+    }
     var count: Int { state.withLock { $0.connections.count } }
 }

@@ -11,6 +11,9 @@ public struct ServerConfiguration: Sendable {
     /// Most connections open at once; one more is told `bye` ("max clients
     /// reached") and closed. Lowered at start to what the file limit allows.
     public var maximumClients = 10_000
+    /// Most connections open at once from one client address (0: no cap); one more
+    /// is told `bye` ("max clients per address reached") and closed.
+    public var maximumClientsPerAddress = 1_000
     /// A client that stops reading is cut off once this much output waits for it;
     /// its session lives on for it to attach again.
     public var maximumOutputBytes = 1 << 20

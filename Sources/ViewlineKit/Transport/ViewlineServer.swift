@@ -159,16 +159,19 @@ public final class ViewlineServer: Sendable {
     func accept(_ channel: any Channel) -> ClientConnection? {
         let number = registry.nextNumber()
         let outbound = OutboundLines(channel: channel, logger: logger)
-        guard registry.add(number, channel: channel, outbound: outbound, limit: maximumClients) else {
-            refuse(outbound, reason: "max clients reached")
+        if let refusal = registry.add(
+            number, channel: channel, outbound: outbound, limit: maximumClients, perAddress: configuration.maximumClientsPerAddress)
+        {
+            refuse(outbound, reason: refusal == .full ? "max clients reached" : "max clients per address reached")
             return nil
         }
         let session = Session(id: "s\(number)", application: application, peer: channel.remoteAddress?.ipAddress, eventLoop: channel.eventLoop)
-        let registered = application.sessions.register(session)
-        if let evicted = registered.evicted { Task { await evicted.close(reason: "session evicted") } }
-        guard registered.accepted else {
+        switch application.sessions.register(session) {
+        case .success(let evicted):
+            if let evicted { Task { await evicted.close(reason: "session evicted") } }
+        case .failure(let refusal):
             registry.remove(number)
-            refuse(outbound, reason: "max sessions reached")
+            refuse(outbound, reason: refusal == .full ? "max sessions reached" : "max sessions per address reached")
             return nil
         }
         application.cluster?.changed(session)  // its record, so another node can take it over
@@ -206,23 +209,33 @@ public final class ViewlineServer: Sendable {
         var counted = false
         if found == nil, let cluster = application.cluster {
             // A database lookup is what a guess costs the cluster: it is counted before
-            // it is made, so a burst of concurrent guesses cannot all get through.
+            // it is made, so a burst of concurrent guesses cannot all get through, and
+            // given back when it finds the session (a client following its session
+            // across nodes during a failover retries many times).
             attachThrottle.failed(keys, now: Date())
             counted = true
             do {
                 switch try await cluster.locate(token, application: application) {
                 case .unknown: break
                 case .moved(let address):
+                    attachThrottle.refund(keys)
                     await current.reject(re: request.id, ProtocolError(
                         .moved, "the session lives on \(address); attach there", address: address), to: number)
                     return nil
                 case .restored(let session):
+                    attachThrottle.refund(keys)
                     found = session  // registered by the cluster
                 }
+            } catch let error as ProtocolError {
+                attachThrottle.refund(keys)  // the node (full), not the token, failed
+                await current.reject(re: request.id, error, to: number)
+                return nil
             } catch let error as any ProtocolErrorConvertible {
+                attachThrottle.refund(keys)  // the database, not the token, failed
                 await current.reject(re: request.id, error.protocolError, to: number)
                 return nil
             } catch {
+                attachThrottle.refund(keys)
                 await current.reject(re: request.id, ProtocolError(.unavailable, "cannot look the session up: \(error)"), to: number)
                 return nil
             }
