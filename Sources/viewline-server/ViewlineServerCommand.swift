@@ -26,6 +26,7 @@ struct ViewlineServerCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Most clients connected at once (lowered to what the file limit allows).", valueName: "n")) var maxClients = 10_000
     @Option(help: ArgumentHelp("Most clients connected at once from one address; 0 for no cap (a benchmark from one address).", valueName: "n")) var maxClientsPerAddress = 1_000
     @Option(help: ArgumentHelp("Most sessions one address may hold, attached or not (its oldest detached one makes room); 0 for no cap.", valueName: "n")) var maxSessionsPerAddress = 1_000
+    @Option(help: ArgumentHelp("Bytes every session's replay log may hold together (each log holds at most 256 events, 256 KiB).", valueName: "bytes")) var eventLogBudget = 256 << 20
     @Option(help: ArgumentHelp("How long a session with no connection lives on, for its client to attach again.", valueName: "seconds")) var sessionTtl = 300
     @Option(help: ArgumentHelp("Most sessions, attached or not; when full the oldest detached one expires first.", valueName: "n")) var maxSessions = 10_000
     @Option(help: ArgumentHelp("Output that may wait for a client that stops reading before it is cut off (its session lives on).", valueName: "bytes")) var maxOutputBytes = 1 << 20
@@ -48,6 +49,7 @@ struct ViewlineServerCommand: AsyncParsableCommand {
         guard sessionTtl > 0 else { throw ValidationError("--session-ttl must be positive") }
         guard maxSessions > 0 else { throw ValidationError("--max-sessions must be positive") }
         guard maxOutputBytes >= 4096 else { throw ValidationError("--max-output-bytes must be at least 4096") }
+        guard eventLogBudget >= 0 else { throw ValidationError("--event-log-budget must not be negative") }
         guard maxClients > 0 else { throw ValidationError("--max-clients must be positive") }
         guard maxClientsPerAddress >= 0, maxSessionsPerAddress >= 0 else { throw ValidationError("per-address caps must not be negative") }
         guard nodeTimeout > 0 else { throw ValidationError("--node-timeout must be positive") }
@@ -86,6 +88,7 @@ struct ViewlineServerCommand: AsyncParsableCommand {
         configuration.sessions.timeToLive = .seconds(sessionTtl)
         configuration.sessions.maximumSessions = maxSessions
         configuration.sessions.maximumSessionsPerAddress = maxSessionsPerAddress
+        configuration.sessions.eventLogBudgetBytes = eventLogBudget
         configuration.maximumClientsPerAddress = maxClientsPerAddress
 
         var apps = SeedApps.Configuration()

@@ -22,6 +22,8 @@ public final class Application: Sendable {
     public let faults: FaultInjector
     /// Every live session by token: attach, expiry, the session limit.
     public let sessions: SessionRegistry
+    /// What every session's event log may hold together.
+    let eventLogBudget: EventLogBudget
 
     let handlers: [String: AnyCommand]
     let viewIndex: [ObjectIdentifier: Int]
@@ -70,6 +72,7 @@ public final class Application: Sendable {
         self.services = services
         self.faults = faults
         sessions = SessionRegistry(limits: limits, cluster: cluster)
+        eventLogBudget = EventLogBudget(limit: limits.eventLogBudgetBytes)
         self.admin = admin
         self.serverName = serverName
         self.viewIndex = viewIndex
@@ -155,5 +158,12 @@ extension ViewModel {
 
     static var erasedRestored: @Sendable (isolated Session) async -> Void {
         { session in await restored(in: session) }
+    }
+}
+
+extension Application {
+    /// A new, empty event log within this application's limits and budget.
+    func makeEventLog() -> EventLog {
+        EventLog(maximumEvents: sessions.limits.eventLogEvents, maximumBytes: sessions.limits.eventLogBytes, budget: eventLogBudget)
     }
 }

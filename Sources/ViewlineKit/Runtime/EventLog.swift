@@ -1,41 +1,89 @@
-/// The last events of a session, by `rev`, bounded in count and in bytes: what a
+import Synchronization
+
+/// The last events of a session, by `rev`, as the lines that were sent: what a
 /// client that lost its connection gets again when it attaches with the last `rev`
 /// it saw.
+///
+/// Bounded by what it really holds: at most `maximumEvents` lines and
+/// `maximumBytes` bytes of them (each line counted with a fixed overhead), and all
+/// logs of a server together within their shared ``EventLogBudget``; past it, the
+/// log that grows drops its own oldest events first. A client asking for a dropped
+/// event gets a snapshot instead.
 struct EventLog {
-    private var events: [(rev: Int, message: ServerMessage, size: Int)] = []
+    private var events: [(rev: Int, line: [UInt8])] = []
     private var start = 0
-    private var bytes = 0
+    private(set) var bytes = 0
     let maximumEvents: Int
     let maximumBytes: Int
+    let budget: EventLogBudget?
 
-    init(maximumEvents: Int = 256, maximumBytes: Int = 1 << 20) {
+    /// What one kept line costs beyond its bytes (its array and slot).
+    static let overhead = 48
+
+    init(maximumEvents: Int = 256, maximumBytes: Int = 1 << 20, budget: EventLogBudget? = nil) {
         self.maximumEvents = maximumEvents
         self.maximumBytes = maximumBytes
+        self.budget = budget
     }
 
     var count: Int { events.count - start }
 
-    /// Keeps `message` (`size` bytes on the wire).
-    mutating func append(_ message: ServerMessage, rev: Int, size: Int) {
-        events.append((rev, message, size))
+    /// Keeps one sent event's line.
+    mutating func append(_ line: [UInt8], rev: Int) {
+        let size = line.count + Self.overhead
+        events.append((rev, line))
         bytes += size
-        while count > maximumEvents || (bytes > maximumBytes && count > 1) {
-            bytes -= events[start].size
-            start += 1
+        budget?.add(size)
+        while count > maximumEvents || (bytes > maximumBytes && count > 1) || (budget?.isOver == true && count > 1) {
+            dropOldest()
         }
-        // Drop the dead prefix now and then, not on every append.
-        if start > 64 && start * 2 > events.count {
+        if start > 16 && start * 2 > events.count {
             events.removeFirst(start)
             start = 0
         }
     }
 
-    /// Every event after `rev`, in order, or `nil` when the log no longer reaches
-    /// back that far (or `rev` is from the future).
-    func events(after rev: Int, current: Int) -> [ServerMessage]? {
+    private mutating func dropOldest() {
+        let size = events[start].line.count + Self.overhead
+        events[start].line = []  // let go of the bytes now, not at the next compaction
+        bytes -= size
+        budget?.add(-size)
+        start += 1
+    }
+
+    /// Forgets everything (the session ended, or starts over from a record).
+    mutating func removeAll() {
+        budget?.add(-bytes)
+        events = []
+        start = 0
+        bytes = 0
+    }
+
+    /// The lines of every event after `rev`, in order, or `nil` when the log no
+    /// longer reaches back that far (or `rev` is from the future).
+    func lines(after rev: Int, current: Int) -> [[UInt8]]? {
         guard rev >= 0, rev <= current else { return nil }
         if rev == current { return [] }
         guard let first = events.dropFirst(start).first, first.rev <= rev + 1 else { return nil }
-        return events.dropFirst(start).filter { $0.rev > rev }.map(\.message)
+        return events.dropFirst(start).filter { $0.rev > rev }.map(\.line)
     }
+}
+
+/// The bytes all event logs of a server may hold together.
+final class EventLogBudget: Sendable {
+    let limit: Int
+    private let used = Atomic<Int>(0)
+
+    init(limit: Int) {
+        self.limit = limit
+    }
+
+    func add(_ bytes: Int) {
+        used.add(bytes, ordering: .relaxed)
+    }
+
+    var isOver: Bool { used.load(ordering: .relaxed) > limit }
+
+    /// Bytes held by every log now.
+    var bytes: Int { used.load(ordering: .relaxed) }
 }

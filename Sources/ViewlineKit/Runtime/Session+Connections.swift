@@ -28,6 +28,16 @@ public struct SessionConnection: Sendable {
         }
     }
 
+    /// Sends an encoded line (a replayed event): a test's connection gets it
+    /// decoded back into a message.
+    func send(line: [UInt8]) {
+        switch output {
+        case .closures(let send, _):
+            if let message = try? ServerMessage(line: line) { send(message) }
+        case .lines(let lines): lines.send(line: line)
+        }
+    }
+
     /// Sends a message whose line is already encoded: a session encodes each event
     /// once, however many connections and logs it goes to.
     func send(_ message: ServerMessage, line: [UInt8]) {
@@ -83,7 +93,7 @@ extension Session {
         if let lastRev, lastRev < 0 {
             throw ProtocolError(.badArguments, "last-rev must be 0 or more (got \(lastRev))")
         }
-        var missed = lastRev.flatMap { log.events(after: $0, current: rev) }
+        var missed = lastRev.flatMap { log.lines(after: $0, current: rev) }
         if restoredFromRecord {
             // The record may be older than what the client saw on the node that died:
             // no replay, and the snapshot's revs come after anything it has.
@@ -92,7 +102,7 @@ extension Session {
             }
             restoredFromRecord = false
             rev = max(rev, lastRev ?? 0)
-            log = EventLog(maximumEvents: application.sessions.limits.eventLogEvents, maximumBytes: application.sessions.limits.eventLogBytes)
+            log.removeAll()
             missed = nil
         }
         connections[number] = connection
@@ -101,7 +111,7 @@ extension Session {
         ]
         connection.send(.reply(re: re, result: .success(result)))
         if let missed {
-            for event in missed { connection.send(event) }
+            for line in missed { connection.send(line: line) }
         } else {
             sendSnapshot()
         }
@@ -132,5 +142,25 @@ extension Session {
     public func connect(_ connection: SessionConnection, as number: Int) {
         guard !closed else { return }
         connections[number] = connection
+    }
+}
+
+extension ServerMessage {
+    struct NotAnEvent: Error {}
+
+    /// An event back from its line (a replay to a connection that takes messages).
+    init(line: [UInt8]) throws {
+        let json = try JSON.parse(line.last == 0x0A ? Array(line.dropLast()) : line)
+        switch (json["type"]?.stringValue, json["rev"]?.intValue) {
+        case ("display", let rev?):
+            self = .display(rev: rev, view: json["view"]?.stringValue ?? "", state: json["state"] ?? .null)
+        case ("alert", let rev?):
+            guard let content = AlertContent(record: json) else { throw NotAnEvent() }
+            self = .alert(rev: rev, id: json["id"]?.stringValue ?? "", content: content)
+        case ("dismiss", let rev?):
+            self = .dismiss(rev: rev, id: json["id"]?.stringValue ?? "")
+        default:
+            throw NotAnEvent()
+        }
     }
 }

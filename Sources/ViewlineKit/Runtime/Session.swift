@@ -120,7 +120,7 @@ public actor Session {
         self.application = application
         self.peer = peer
         self.connections = connections
-        log = EventLog(maximumEvents: application.sessions.limits.eventLogEvents, maximumBytes: application.sessions.limits.eventLogBytes)
+        log = application.makeEventLog()
     }
 
     deinit {
@@ -200,6 +200,7 @@ public actor Session {
         }
         connections = [:]
         held = [:]
+        log.removeAll()
         closed = true
         for (_, entry) in tasks { entry.task.cancel() }
         tasks = [:]
@@ -242,7 +243,7 @@ public actor Session {
         rev += 1
         let event = make(rev)
         let line = encode?(rev) ?? event.line
-        log.append(event, rev: rev, size: line.count)
+        log.append(line, rev: rev)
         application.cluster?.changed(self)
         broadcast(event, line: line)
     }

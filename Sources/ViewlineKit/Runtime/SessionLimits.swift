@@ -14,8 +14,12 @@ public struct SessionLimits: Sendable {
     public var maximumSessionsPerAddress = 1_000
     /// Events kept for replay after `attach <token> <last-rev>`…
     public var eventLogEvents = 256
-    /// …and at most this many bytes of them.
-    public var eventLogBytes = 1 << 20
+    /// …and at most this many bytes of them (each event counted as its line plus
+    /// 48 bytes).
+    public var eventLogBytes = 256 << 10
+    /// The bytes every session's event log may hold together; past it, a log that
+    /// grows drops its own oldest events first.
+    public var eventLogBudgetBytes = 256 << 20
 
     public init() {}
 }

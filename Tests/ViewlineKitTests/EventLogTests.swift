@@ -1,0 +1,35 @@
+import Testing
+@testable import ViewlineKit
+
+/// The replay log holds lines, bounded by what they really cost, and every log of a
+/// server together stays within one budget.
+@Suite struct EventLogTests {
+    func line(_ rev: Int, bytes: Int) -> [UInt8] {
+        Array("{\"type\":\"display\",\"rev\":\(rev),\"view\":\"v\",\"state\":\"".utf8) + Array(repeating: 0x61, count: bytes) + Array("\"}\n".utf8)
+    }
+
+    @Test func aLogKeepsItsNewestEventsWithinItsByteBound() {
+        var log = EventLog(maximumEvents: 256, maximumBytes: 64 * 1024)
+        for rev in 1...1000 { log.append(line(rev, bytes: 10_000), rev: rev) }
+        #expect(log.bytes <= 64 * 1024)
+        #expect(log.count == 6)
+        #expect(log.lines(after: 994, current: 1000)?.count == 6)
+        #expect(log.lines(after: 10, current: 1000) == nil, "dropped: a snapshot instead")
+    }
+
+    @Test func allLogsTogetherStayWithinTheBudgetTheGrowingOneGivingWayFirst() {
+        let budget = EventLogBudget(limit: 100_000)
+        var quiet = EventLog(maximumEvents: 256, maximumBytes: 64 * 1024, budget: budget)
+        for rev in 1...5 { quiet.append(line(rev, bytes: 10_000), rev: rev) }
+        var logs = (0..<10).map { _ in EventLog(maximumEvents: 256, maximumBytes: 64 * 1024, budget: budget) }
+        for rev in 1...50 {
+            for index in logs.indices { logs[index].append(line(rev, bytes: 10_000), rev: rev) }
+        }
+        // Within the budget, give or take the one event each log always keeps.
+        #expect(budget.bytes <= 100_000 + 10 * 10_100)
+        #expect(quiet.count == 5, "a log that does not grow keeps its events")
+        for index in logs.indices { logs[index].removeAll() }
+        quiet.removeAll()
+        #expect(budget.bytes == 0)
+    }
+}
