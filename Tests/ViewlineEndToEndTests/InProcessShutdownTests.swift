@@ -9,9 +9,10 @@ import ViewlineTestSupport
 /// leaving while the server shuts down, and shutdown asked for twice at once. A
 /// debug build traps if the event loops stop while a `bye` is still being written.
 @Suite struct InProcessShutdownTests {
-    func startServer() async throws -> (ViewlineServer, Task<Void, any Error>) {
+    func startServer(maximumOutputBytes: Int = 1 << 20) async throws -> (ViewlineServer, Task<Void, any Error>) {
         var configuration = ServerConfiguration()
         configuration.port = 0
+        configuration.maximumOutputBytes = maximumOutputBytes
         let apps = SeedApps.Configuration()
         let faults = FaultInjector()
         let server = try await ViewlineServer(
@@ -39,5 +40,19 @@ import ViewlineTestSupport
             #expect(try staying.isClosedByPeer())
             await server.shutdown()  // after the end: nothing left to do
         }
+    }
+
+    @Test(.timeLimit(.minutes(1))) func aClientThatStoppedReadingCannotHoldShutdownUp() async throws {
+        let (server, running) = try await startServer(maximumOutputBytes: 256 << 20)
+        let stalled = try LineClient(port: server.localAddress.port)
+        _ = try stalled.next()
+        // 15 MB of `help` replies it never reads: under the cut-off (256 MiB here),
+        // over what the socket buffers take.
+        try stalled.sendRaw(Array(String(repeating: "help\n", count: 3000).utf8))
+        try await Task.sleep(for: .milliseconds(500))
+        let started = ContinuousClock.now
+        await server.shutdown()
+        try await running.value
+        #expect(ContinuousClock.now - started < .seconds(10))
     }
 }

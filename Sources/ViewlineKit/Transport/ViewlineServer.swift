@@ -140,13 +140,24 @@ public final class ViewlineServer: Sendable {
         // client that attaches to another node right away finds its session there.
         await application.cluster?.leave()
         let bye = ServerMessage.bye(reason: reason).line
-        for (channel, outbound) in registry.connections where channel.isActive {
-            outbound.send(bye)
-            try? await outbound.drain()
-            try? await channel.close()
+        // Every connection at once, each given a moment to take its `bye`: a client
+        // that stopped reading cannot hold the shutdown up.
+        await withTaskGroup(of: Void.self) { group in
+            for (channel, outbound) in registry.connections where channel.isActive {
+                group.addTask {
+                    let deadline = channel.eventLoop.scheduleTask(in: Self.byeTimeout) { channel.close(promise: nil) }
+                    outbound.send(bye)
+                    try? await outbound.drain()
+                    deadline.cancel()
+                    try? await channel.close()
+                }
+            }
         }
         for session in application.sessions.removeAll() { await session.close(reason: reason) }
     }
+
+    /// How long a connection has to take its `bye` at shutdown before it is closed anyway.
+    static let byeTimeout = TimeAmount.seconds(2)
 
     /// Connections open now.
     public var connectionCount: Int { registry.count }
