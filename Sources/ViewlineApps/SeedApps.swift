@@ -23,6 +23,9 @@ public enum SeedApps {
         /// Log-ins waiting for or in password hashing at once; more fail with `server_busy`.
         public var loginQueueLimit = 32
 
+        /// Whether the demo users (alice/wonderland, bob/builder) can log in: for
+        /// demos, the tutorial and tests (`--demo`), never by default.
+        public var demoUsers = false
         public init() {}
     }
 
@@ -31,7 +34,8 @@ public enum SeedApps {
     public static func liveServices(_ configuration: Configuration, store: any AppStore, faults: FaultInjector) async throws -> Services {
         let clock = SystemWallClock()
         let users = UserDirectory(store: store)
-        var accounts = UserDirectory.demoUsers
+        // The demo users only where asked for (`--demo`): never on a real deployment.
+        var accounts = configuration.demoUsers ? UserDirectory.demoUsers : []
         if let file = configuration.usersFile {
             accounts += try UserDirectory.parseUsersFile(Data(contentsOf: URL(fileURLWithPath: file)))
         }

@@ -5,7 +5,7 @@ import ViewlinePersistence
 
 /// The users who can log in, kept only as salted hashes, in memory and in the database.
 public final class UserDirectory: Sendable {
-    /// The demo users every server knows (documented in the README).
+    /// The demo users a server started with `--demo` knows (documented in the README).
     public static let demoUsers: [(user: String, password: String)] = [("alice", "wonderland"), ("bob", "builder")]
 
     private let hashes = Mutex<[String: String]>([:])

@@ -18,6 +18,7 @@ struct ViewlineServerCommand: AsyncParsableCommand {
     @Option(help: "Address to listen on.") var host = "127.0.0.1"
     @Option(help: "Port to listen on; 0 picks a free one (printed as `listening on HOST:PORT`).") var port = 7878
     @Flag(help: "Enable admin commands (`fault`).") var admin = false
+    @Flag(help: "Add the demo users alice/wonderland and bob/builder (demos, the tutorial, tests; never a real deployment).") var demo = false
     @Flag(help: "Print the JSON Schema of the commands (derived from the view-models' declarations) and exit.") var printSchema = false
     @Option(help: ArgumentHelp("PEM certificate chain: serve over TLS (with --tls-key).", valueName: "file")) var tlsCert: String?
     @Option(help: ArgumentHelp("PEM private key of the certificate.", valueName: "file")) var tlsKey: String?
@@ -35,7 +36,7 @@ struct ViewlineServerCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("PostgreSQL instead of SQLite, for several nodes over one database (also VIEWLINE_POSTGRES).", valueName: "postgres://user@host/db")) var postgres: String?
     @Option(help: ArgumentHelp("With --postgres: the address other nodes send clients to for this node's sessions (`moved`); the listening address by default.", valueName: "host:port")) var advertise: String?
     @Option(help: ArgumentHelp("With --postgres: a node silent this long is gone, and its sessions are restored where clients attach.", valueName: "seconds")) var nodeTimeout = 5
-    @Option(help: ArgumentHelp("JSON array of {\"user\",\"password\"} objects to add to the demo users.", valueName: "file")) var users: String?
+    @Option(help: ArgumentHelp("JSON array of {\"user\",\"password\"} objects: the users who can log in.", valueName: "file")) var users: String?
     @Option(help: ArgumentHelp("Lifetime of an access token issued at login.", valueName: "seconds")) var tokenTtl = 3600
     @Option(help: ArgumentHelp("JSON array of {\"name\",\"phone\",\"address\"} read at every contacts sync.", valueName: "file")) var remoteContacts: String?
     @Option(help: ArgumentHelp("Close a connection whose line stays incomplete this long (its session lives on); 0 for never.", valueName: "seconds")) var lineTimeout = 30
@@ -94,6 +95,7 @@ struct ViewlineServerCommand: AsyncParsableCommand {
         var apps = SeedApps.Configuration()
         apps.backendLatency = .milliseconds(backendLatency)
         apps.usersFile = users
+        apps.demoUsers = demo
         apps.tokenLifetime = TimeInterval(tokenTtl)
         apps.remoteContactsFile = remoteContacts
         apps.loginFailuresBeforeThrottling = loginAttemptsBeforeThrottle

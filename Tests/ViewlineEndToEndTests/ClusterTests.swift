@@ -10,7 +10,7 @@ import ViewlineTestSupport
     func startCluster(_ count: Int, _ arguments: [String] = [], server: PostgresServer = .shared) throws -> (database: String, nodes: [ServerProcess]) {
         let database = try server.createDatabase()
         let nodes = try (0..<count).map { _ in
-            try ServerProcess(["--postgres", server.url(database: database), "--admin"] + arguments)
+            try ServerProcess(["--postgres", server.url(database: database), "--admin", "--demo"] + arguments)
         }
         return (database, nodes)
     }

@@ -44,7 +44,7 @@ import ViewlineTestSupport
 
     @Test func noPasswordTokenOrSecureFieldReachesTheLogEvenAtTrace() throws {
         let log = temporaryPath("trace.log")
-        let server = try ServerProcess(["--db", ":memory:", "--admin"], logFile: log, logLevel: "trace")
+        let server = try ServerProcess(["--db", ":memory:", "--admin", "--demo"], logFile: log, logLevel: "trace")
         let client = try LineClient(port: server.port)
         let welcome = try client.next()
         let token = try #require(welcome["token"]?.stringValue)
@@ -67,5 +67,15 @@ import ViewlineTestSupport
         for secret in ["wonderland", "builder-typo", token] {
             #expect(!text.contains(secret), "\(secret) is in the log")
         }
+    }
+}
+
+/// The demo users exist only where asked for.
+@Suite struct DemoUsersTests {
+    @Test func withoutDemoTheDemoPasswordsLogNobodyIn() throws {
+        let server = try ServerProcess(["--db", ":memory:"])
+        let client = try connect(server)
+        #expect(try client.command("login alice wonderland").errorCode == "login_failed")
+        #expect(try client.command("login bob builder").errorCode == "login_failed")
     }
 }

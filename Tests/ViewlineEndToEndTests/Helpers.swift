@@ -4,7 +4,7 @@ import ViewlineTestSupport
 
 /// A fresh server process with an in-memory database unless told otherwise.
 func startServer(_ arguments: [String] = [], admin: Bool = true, database: String = ":memory:") throws -> ServerProcess {
-    try ServerProcess(["--db", database] + (admin ? ["--admin"] : []) + arguments)
+    try ServerProcess(["--db", database, "--demo"] + (admin ? ["--admin"] : []) + arguments)
 }
 
 /// A connected client whose welcome has been read.

@@ -13,7 +13,8 @@ import ViewlineTestSupport
         var configuration = ServerConfiguration()
         configuration.port = 0
         configuration.maximumOutputBytes = maximumOutputBytes
-        let apps = SeedApps.Configuration()
+        var apps = SeedApps.Configuration()
+        apps.demoUsers = true
         let faults = FaultInjector()
         let server = try await ViewlineServer(
             apps: SeedApps.all, services: try await SeedApps.liveServices(apps, store: SQLiteStore.inMemory(), faults: faults), faults: faults,

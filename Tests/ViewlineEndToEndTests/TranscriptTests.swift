@@ -32,7 +32,7 @@ import ViewlineTestSupport
     func replay(_ name: String) throws {
         let document = try JSON.parse(Array(Data(contentsOf: Self.directory.appendingPathComponent(name))))
         let arguments = document["server_args"]?.arrayValue?.compactMap(\.stringValue) ?? []
-        let server = try ServerProcess(["--db", ":memory:"] + arguments)
+        let server = try ServerProcess(["--db", ":memory:", "--demo"] + arguments)
         let client = try LineClient(port: server.port)
         for step in document["steps"]?.arrayValue ?? [] {
             if let line = step["send"]?.stringValue { try client.send(line) }

@@ -11,7 +11,7 @@ const SERVER = process.env.VIEWLINE_SERVER ?? path.join(ROOT, '.build/debug/view
 
 /** Starts a real viewline-server on port 0; resolves with `{port, stop}`. */
 export async function startServer(args = ['--admin']) {
-  const child = spawn(SERVER, ['--port', '0', '--db', ':memory:', '--log-level', 'error', ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(SERVER, ['--port', '0', '--db', ':memory:', '--log-level', 'error', '--demo', ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
   const lines = readline.createInterface({ input: child.stdout });
   const [first] = await once(lines, 'line');
   if (!first.startsWith('listening on ')) throw new Error(`server did not start: ${first}`);

@@ -43,7 +43,7 @@ def validate(message: dict) -> None:
 class Server:
     def __init__(self, *args: str) -> None:
         self.proc = subprocess.Popen(
-            [SERVER, "--port", "0", "--db", ":memory:", "--log-level", "error", *args],
+            [SERVER, "--port", "0", "--db", ":memory:", "--log-level", "error", "--demo", *args],
             stdout=subprocess.PIPE)
         line = self.proc.stdout.readline().decode()
         assert line.startswith("listening on "), line

@@ -43,7 +43,7 @@ SCENARIOS = {
 
 
 def start():
-    proc = subprocess.Popen([SERVER, "--port", "0", "--db", ":memory:", "--admin", "--log-level", "error"], stdout=subprocess.PIPE)
+    proc = subprocess.Popen([SERVER, "--port", "0", "--db", ":memory:", "--admin", "--demo", "--log-level", "error"], stdout=subprocess.PIPE)
     line = proc.stdout.readline().decode()
     return proc, int(line.rsplit(":", 1)[1])
 
