@@ -121,7 +121,7 @@ public enum Account: ViewModel {
         let users = services.users
         let ok: Bool
         do {
-            ok = try await services.passwordPool.run { users.verify(user: user, password: password) }
+            ok = try await services.passwordPool.run(key: session.peer) { users.verify(user: user, password: password) }
         } catch {
             return .overloaded
         }

@@ -22,6 +22,9 @@ public enum SeedApps {
         public var loginFailuresBeforeThrottling = 5
         /// Log-ins waiting for or in password hashing at once; more fail with `server_busy`.
         public var loginQueueLimit = 32
+        /// Log-ins from one address waiting for or in hashing at once; more fail with
+        /// `server_busy` for that address only.
+        public var loginQueueLimitPerAddress = 4
 
         /// Whether the demo users (alice/wonderland, bob/builder) can log in: for
         /// demos, the tutorial and tests (`--demo`), never by default.
@@ -46,7 +49,8 @@ public enum SeedApps {
         services.store = store
         services.users = users
         services.tokenLifetime = configuration.tokenLifetime
-        services.passwordPool = BlockingPool(threads: 1, queueLimit: configuration.loginQueueLimit)
+        services.passwordPool = BlockingPool(
+            threads: 1, queueLimit: configuration.loginQueueLimit, perKeyLimit: configuration.loginQueueLimitPerAddress)
         services.loginThrottle = FailureThrottle(freeFailures: configuration.loginFailuresBeforeThrottling)
         services.places = PlacesServiceLive(latency: latency)
         services.remoteStore = RemoteDraftStoreLive(store: store, latency: latency, clock: clock)

@@ -28,6 +28,7 @@ struct ViewlineServerCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Most clients connected at once from one address; 0 for no cap (a benchmark from one address).", valueName: "n")) var maxClientsPerAddress = 1_000
     @Option(help: ArgumentHelp("Most sessions one address may hold, attached or not (its oldest detached one makes room); 0 for no cap.", valueName: "n")) var maxSessionsPerAddress = 1_000
     @Option(help: ArgumentHelp("Bytes every session's replay log may hold together (each log holds at most 256 events, 256 KiB).", valueName: "bytes")) var eventLogBudget = 256 << 20
+    @Option(help: ArgumentHelp("Log-ins from one address being checked at once (more get server_busy); 0 for no cap.", valueName: "n")) var maxLoginsPerAddress = 4
     @Option(help: ArgumentHelp("How long a session with no connection lives on, for its client to attach again.", valueName: "seconds")) var sessionTtl = 300
     @Option(help: ArgumentHelp("Most sessions, attached or not; when full the oldest detached one expires first.", valueName: "n")) var maxSessions = 10_000
     @Option(help: ArgumentHelp("Output that may wait for a client that stops reading before it is cut off (its session lives on).", valueName: "bytes")) var maxOutputBytes = 1 << 20
@@ -50,6 +51,7 @@ struct ViewlineServerCommand: AsyncParsableCommand {
         guard sessionTtl > 0 else { throw ValidationError("--session-ttl must be positive") }
         guard maxSessions > 0 else { throw ValidationError("--max-sessions must be positive") }
         guard maxOutputBytes >= 4096 else { throw ValidationError("--max-output-bytes must be at least 4096") }
+        guard maxLoginsPerAddress >= 0 else { throw ValidationError("--max-logins-per-address must not be negative") }
         guard eventLogBudget >= 0 else { throw ValidationError("--event-log-budget must not be negative") }
         guard maxClients > 0 else { throw ValidationError("--max-clients must be positive") }
         guard maxClientsPerAddress >= 0, maxSessionsPerAddress >= 0 else { throw ValidationError("per-address caps must not be negative") }
@@ -96,6 +98,7 @@ struct ViewlineServerCommand: AsyncParsableCommand {
         apps.backendLatency = .milliseconds(backendLatency)
         apps.usersFile = users
         apps.demoUsers = demo
+        apps.loginQueueLimitPerAddress = maxLoginsPerAddress > 0 ? maxLoginsPerAddress : .max
         apps.tokenLifetime = TimeInterval(tokenTtl)
         apps.remoteContactsFile = remoteContacts
         apps.loginFailuresBeforeThrottling = loginAttemptsBeforeThrottle

@@ -118,3 +118,20 @@ final class Gate: Sendable {
         for _ in 0..<5000 where !opened.load(ordering: .acquiring) { usleep(1000) }
     }
 }
+
+/// One address's log-ins cannot fill the hashing queue for everybody.
+@Suite struct LoginQueuePerAddressTests {
+    @Test func anAddressPastItsShareGetsServerBusyWhileOthersStillHash() async throws {
+        let pool = BlockingPool(threads: 1, queueLimit: 32, perKeyLimit: 2)
+        let gate = Gate()
+        let held = (0..<2).map { _ in Task { try await pool.run(key: "10.0.0.9") { gate.wait() } } }
+        for _ in 0..<1000 where pool.load < 2 { try await Task.sleep(for: .milliseconds(1)) }
+        await #expect(throws: BlockingPool.Full.self) { try await pool.run(key: "10.0.0.9") { () } }
+        let other = Task { try await pool.run(key: "10.0.0.1") { 42 } }
+        gate.open()
+        for task in held { try await task.value }
+        #expect(try await other.value == 42)
+        // Its share is free again once its jobs are done.
+        #expect(try await pool.run(key: "10.0.0.9") { 7 } == 7)
+    }
+}
