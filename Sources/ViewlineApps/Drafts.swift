@@ -30,6 +30,9 @@ public enum Drafts: ViewModel {
         ) { session, args in
             let user = try Account.requireUser(for: "draft", in: session)
             let text = args.string("text")
+            guard text.utf8.count <= SavedDraft.maximumTextBytes else {
+                throw ProtocolError(.badArguments, "a draft is at most \(SavedDraft.maximumTextBytes) bytes (got \(text.utf8.count))")
+            }
             // Durable before the reply: a client or server that dies now loses nothing.
             try await session.services.store.setDraft(user: user, text: text, at: session.services.clock.now())
             session.update(Drafts.self) {
@@ -53,10 +56,19 @@ public enum Drafts: ViewModel {
             session.run(.save) { session in await saveLoop(user: user, in: session) }
             return ["accepted": true]
         },
-        Command("saved", summary: "List your saved drafts, newest first.") { session, _ in
+        Command(
+            "saved", summary: "List your saved drafts, newest first, 20 a page (the newest 100 are kept).",
+            arguments: [.optionalInteger("page")], example: "saved 2"
+        ) { session, args in
             let user = try Account.requireUser(for: "saved", in: session)
+            let page = args.int("page") ?? 1
+            guard page >= 1 else { throw ProtocolError(.badArguments, "page must be 1 or more (got \(page))") }
             let saved = try await session.services.remoteStore.saved(user: user)
-            return ["drafts": .array(saved.map { ["text": .string($0.text), "savedAt": .string($0.savedAt.formatted(.iso8601))] })]
+            let shown = saved.dropFirst((page - 1) * savedPageSize).prefix(savedPageSize)
+            return [
+                "drafts": .array(shown.map { ["text": .string($0.text), "savedAt": .string($0.savedAt.formatted(.iso8601))] }),
+                "page": .int(page), "pages": .int(max(1, (saved.count + savedPageSize - 1) / savedPageSize)),
+            ]
         },
     ]
 
@@ -87,6 +99,9 @@ public enum Drafts: ViewModel {
         session.update(Drafts.self, display: false) { $0.saving = false }
         await userChanged(in: session, from: session.user)
     }
+
+    /// Saved drafts a `saved` page lists.
+    static let savedPageSize = 20
 
     static func saveFailedAlert(_ reason: String) -> AlertContent {
         AlertContent(title: "Error", message: "Saving failed: \(reason). Save again?", actions: [.confirm("Save"), .cancel("Discard")])

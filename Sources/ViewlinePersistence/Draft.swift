@@ -37,6 +37,11 @@ public struct SavedDraft: Codable, Sendable, Equatable, FetchableRecord, Mutable
 
     public static let databaseTableName = "remoteSavedDraft"
 
+    /// Saved drafts kept per user: saving one more drops the oldest (PROTOCOL §8).
+    public static let maximumPerUser = 100
+    /// The longest draft text, in bytes.
+    public static let maximumTextBytes = 4096
+
     public enum Columns {
         public static let id = Column(CodingKeys.id)
         public static let user = Column(CodingKeys.user)

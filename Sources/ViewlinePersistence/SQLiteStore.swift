@@ -132,6 +132,12 @@ extension SQLiteStore {
         try await writer.write { db in
             var saved = SavedDraft(user: user, text: text, savedAt: date)
             try saved.insert(db)
+            // Bounded per user: the oldest beyond the newest `maximumPerUser` go.
+            try db.execute(
+                sql: """
+                    DELETE FROM remoteSavedDraft WHERE user = ? AND id NOT IN (
+                        SELECT id FROM remoteSavedDraft WHERE user = ? ORDER BY savedAt DESC, id DESC LIMIT ?)
+                    """, arguments: [user, user, SavedDraft.maximumPerUser])
             return saved
         }
     }

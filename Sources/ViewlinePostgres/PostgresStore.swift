@@ -133,6 +133,11 @@ public final class PostgresStore: AppStore {
         let id = try await collect("""
             INSERT INTO viewline_saved_drafts (user_name, text, saved_at) VALUES (\(user), \(text), \(date)) RETURNING id
             """) { try $0.decode(Int64.self) }.first
+        // Bounded per user: the oldest beyond the newest `maximumPerUser` go.
+        try await run("""
+            DELETE FROM viewline_saved_drafts WHERE user_name = \(user) AND id NOT IN (
+                SELECT id FROM viewline_saved_drafts WHERE user_name = \(user) ORDER BY saved_at DESC, id DESC LIMIT \(SavedDraft.maximumPerUser))
+            """)
         return SavedDraft(id: id, user: user, text: text, savedAt: date)
     }
 

@@ -61,6 +61,19 @@ import ViewlinePersistence
         #expect(saved.last?.savedAt == start)
     }
 
+    @Test(arguments: StoreEngine.allCases) func aUserKeepsOnlyTheNewestHundredSavedDrafts(_ engine: StoreEngine) async throws {
+        let (store, _, _) = try await engine.makeStore()
+        let start = Date(timeIntervalSince1970: 1_700_000_000)
+        for n in 0..<(SavedDraft.maximumPerUser + 5) {
+            _ = try await store.insertSavedDraft(user: "alice", text: "d\(n)", at: start.addingTimeInterval(Double(n)))
+        }
+        _ = try await store.insertSavedDraft(user: "bob", text: "bob's", at: start)
+        let saved = try await store.savedDrafts(user: "alice")
+        #expect(saved.count == SavedDraft.maximumPerUser)
+        #expect(saved.first?.text == "d104" && saved.last?.text == "d5")
+        #expect(try await store.savedDrafts(user: "bob").count == 1, "another user's drafts are not touched")
+    }
+
     @Test(arguments: StoreEngine.allCases) func usersKeepTheirLatestHash(_ engine: StoreEngine) async throws {
         let (store, reopen, _) = try await engine.makeStore()
         try await store.storeUser("alice", passwordHash: "$y$old")

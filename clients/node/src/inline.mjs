@@ -51,7 +51,7 @@ export const COMMANDS = {
   help: 'help [command]', ping: 'ping', state: 'state [view]', wait: 'wait [timeout-ms]', quit: 'quit',
   attach: 'attach <token> [last-rev]', sessions: 'sessions',
   search: 'search <query>', confirm: 'confirm [alert-id] [name=value ...]', cancel: 'cancel [alert-id]',
-  login: 'login <user> <password>', logout: 'logout', draft: 'draft <text>', save: 'save', saved: 'saved',
+  login: 'login <user> <password>', logout: 'logout', draft: 'draft <text>', save: 'save', saved: 'saved [page]',
   contacts: 'contacts', sync: 'sync', playlist: 'playlist', more: 'more', fault: 'fault <service> [count] [message]',
 };
 
@@ -93,6 +93,12 @@ export function parseInline(line) {
       if (rest.length === 0) return { cmd, args: {} };
       if (!/^\d+$/.test(rest[0])) throw bad(`timeout must be a number of milliseconds; usage: ${usage}`);
       return { cmd, args: { timeout: Number(rest[0]) } };
+    }
+    case 'saved': {
+      if (rest.length > 1) throw bad(`usage: ${usage}`);
+      if (rest.length === 0) return { cmd, args: {} };
+      if (!/^-?\d+$/.test(rest[0])) throw bad(`page must be a number; usage: ${usage}`);
+      return { cmd, args: { page: Number(rest[0]) } };
     }
     case 'confirm': {
       const args = {};

@@ -103,6 +103,17 @@ def _wait(words: List[str]) -> Dict[str, Any]:
     return {"timeout": int(words[0])}
 
 
+def _page(words: List[str]) -> Dict[str, Any]:
+    usage = COMMANDS["saved"]
+    if len(words) > 1:
+        raise ViewlineError("bad_arguments", f"usage: {usage}")
+    if not words:
+        return {}
+    if not re.fullmatch(r"-?\d+", words[0]):
+        raise ViewlineError("bad_arguments", f"page must be a number; usage: {usage}")
+    return {"page": int(words[0])}
+
+
 def _confirm(words: List[str]) -> Dict[str, Any]:
     args: Dict[str, Any] = {}
     fields: Dict[str, str] = {}
@@ -156,7 +167,7 @@ COMMANDS: Dict[str, str] = {
     "logout": "logout",
     "draft": "draft <text>",
     "save": "save",
-    "saved": "saved",
+    "saved": "saved [page]",
     "contacts": "contacts",
     "sync": "sync",
     "playlist": "playlist",
@@ -186,6 +197,8 @@ def parse_inline(line: str) -> Tuple[str, Dict[str, Any]]:
         return name, _wait(rest)
     if name == "attach":
         return name, _attach(rest)
+    if name == "saved":
+        return name, _page(rest)
     if name == "confirm":
         return name, _confirm(rest)
     if name == "login":
