@@ -156,4 +156,22 @@ import ViewlineTestSupport
         // Evicted sessions leave nothing behind (it was ~750 bytes each).
         #expect(perSession < 50, "RSS grew \(perSession) bytes per evicted session")
     }
+
+    @Test func aFloodOfWorstCaseSearchesDoesNotStallOthers() throws {
+        let server = try startServer()
+        // 256 bytes of long misspelt words: each one tried against the whole vocabulary.
+        let query = (0..<21).map { "qwertyzx\($0 % 10)" }.joined(separator: " ").prefix(256)
+        let attackers = try (0..<20).map { _ in try connect(server) }
+        for attacker in attackers {
+            try attacker.sendRaw(Array(String(repeating: "search \(query)\n", count: 20).utf8))
+        }
+        let victim = try connect(server)
+        let slowest = try slowestPing(victim, count: 50)
+        #expect(slowest < 500, "a victim's ping took \(slowest) ms during the search flood")
+        let attach = try LineClient(port: server.port)
+        let token = try #require(try attach.next()["token"]?.stringValue)
+        let start = ContinuousClock.now
+        #expect(try victim.command("attach \(token)")["result"]?["session"] != nil)
+        #expect(ContinuousClock.now - start < .seconds(1))
+    }
 }

@@ -1,17 +1,23 @@
 import ViewlineKit
 
 /// The built-in places backend: the shipped catalog behind an artificial latency.
+/// Ranking is CPU work: it runs on its own bounded pool, never on the threads that
+/// run sessions and `attach` (a flood of searches gets "busy" errors, and every
+/// other command keeps its speed).
 public struct PlacesServiceLive: PlacesService {
     let catalog: PlaceCatalog
     let latency: Duration
+    let pool: BlockingPool
 
-    public init(catalog: PlaceCatalog = .standard, latency: Duration) {
+    public init(catalog: PlaceCatalog = .standard, latency: Duration, pool: BlockingPool = BlockingPool(threads: 1, queueLimit: 256)) {
         self.catalog = catalog
         self.latency = latency
+        self.pool = pool
     }
 
     public func search(_ query: String) async throws -> [Place] {
         if latency > .zero { try await Task.sleep(for: latency) }
-        return catalog.search(query)
+        let catalog = catalog
+        return try await pool.run { catalog.search(query) }
     }
 }
