@@ -17,8 +17,11 @@ import Testing
             lock.withLock { nodes[node.id] = (node.address, Date()) }
         }
         func leave(_ node: ClusterNode) async throws { lock.withLock { nodes[node.id] = nil } }
+        /// Records written so far, by lookup.
+        var writes: [String: Int] = [:]
         func save(_ saved: [SessionRecord]) async throws {
             lock.withLock {
+                for record in saved { writes[record.lookup, default: 0] += 1 }
                 for record in saved where records[record.lookup].map({ $0.owner == record.owner }) ?? true {
                     records[record.lookup] = record
                 }
@@ -184,6 +187,29 @@ import Testing
             Issue.record("a session that quit must never come back on another node")
             return
         }
+    }
+
+    @Test func aBusySessionsRecordIsWrittenAtMostOnceASecond() async throws {
+        let directory = MemoryDirectory()
+        let a = try await node(directory, "10.0.0.1:7878")
+        let session = Session(id: "s1", application: a, output: { _ in })
+        for _ in 0..<10 {
+            for _ in 0..<10 { _ = await session.handle(Request(id: .null, name: "increment", arguments: Arguments()), from: 0) }
+            await a.cluster!.flush()  // ten batches within a second
+        }
+        let lookup = String(session.token.prefix(16))
+        #expect(directory.lock.withLock { directory.writes[lookup] } == 1)
+        // The last change is not lost: it goes with a batch once the second is over.
+        try await Task.sleep(for: .milliseconds(1100))
+        await a.cluster!.flush()
+        #expect(directory.lock.withLock { directory.writes[lookup] } == 2)
+        directory.kill(a.cluster!.nodeID)
+        let b = try await node(directory, "10.0.0.2:7878")
+        guard case .restored(let restored) = try await b.cluster!.locate(session.token, application: b) else {
+            Issue.record("expected a restore")
+            return
+        }
+        #expect(await restored.state(Counter.self).count == 100)
     }
 
     @Test func aWrongSecretFindsNothingOnAnyNode() async throws {

@@ -128,11 +128,29 @@ public final class Cluster: Sendable {
         }
         guard !sessions.isEmpty else { return }
         var records: [SessionRecord] = []
-        for session in sessions where await !session.isClosed {
-            let (lookup, secret) = SessionRegistry.split(session.token)
-            records.append(SessionRecord(
-                lookup: lookup, secretDigest: Self.digest(secret), owner: nodeID, snapshot: await session.record.encoded))
+        var later: [Session] = []
+        let now = ContinuousClock.now
+        for session in sessions {
+            switch await session.recordIfDue(now: now, every: Self.minimumRecordInterval, maximumBytes: Self.maximumRecordBytes) {
+            case .closed:
+                continue
+            case .notYet:
+                later.append(session)  // written with a later batch: at most once a second each
+            case .tooLarge(let bytes):
+                logger.warning("a session record is too large to write; the previous one stays", metadata: [
+                    "session": "\(session.id)", "bytes": "\(bytes)", "limit": "\(Self.maximumRecordBytes)",
+                ])
+            case .due(let snapshot):
+                let (lookup, secret) = SessionRegistry.split(session.token)
+                records.append(SessionRecord(lookup: lookup, secretDigest: Self.digest(secret), owner: nodeID, snapshot: snapshot))
+            }
         }
+        if !later.isEmpty {
+            dirty.withLock { dirty in
+                for session in later where dirty[ObjectIdentifier(session)] == nil { dirty[ObjectIdentifier(session)] = session }
+            }
+        }
+        guard !records.isEmpty else { return }
         do {
             try await directory.save(records)
         } catch {
@@ -211,6 +229,11 @@ public final class Cluster: Sendable {
         changed(session)
         return .restored(session)
     }
+
+    /// A session's record is written at most this often, however many events it sends.
+    static let minimumRecordInterval = Duration.seconds(1)
+    /// A record larger than this is not written (the previous one stays).
+    static let maximumRecordBytes = 256 * 1024
 
     /// What a full node answers for a session it would have to restore.
     static let full = ProtocolError(.serverBusy, "this node holds all the sessions it may; try again in a moment or attach to another node")

@@ -30,6 +30,26 @@ extension Session {
         ]
     }
 
+    /// What a record batch should do with this session now.
+    enum RecordDecision {
+        case closed
+        /// Written less than a record interval ago: later.
+        case notYet
+        case tooLarge(Int)
+        case due(String)
+    }
+
+    /// The record to write now, unless the session ended, its last record is too
+    /// recent (`every`) or it is larger than `maximumBytes`.
+    func recordIfDue(now: ContinuousClock.Instant, every interval: Duration, maximumBytes: Int) -> RecordDecision {
+        if closed { return .closed }
+        if let last = recordWrittenAt, now - last < interval { return .notYet }
+        let snapshot = record.encoded
+        guard snapshot.utf8.count <= maximumBytes else { return .tooLarge(snapshot.utf8.count) }
+        recordWrittenAt = now
+        return .due(snapshot)
+    }
+
     /// Rebuilds a session from its record on this node, with the same token. The
     /// revs go on from the recorded one, so a client that attaches gets a snapshot
     /// with revs newer than anything it saw.
