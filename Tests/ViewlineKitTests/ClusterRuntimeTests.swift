@@ -193,15 +193,15 @@ import Testing
         let directory = MemoryDirectory()
         let a = try await node(directory, "10.0.0.1:7878")
         let session = Session(id: "s1", application: a, output: { _ in })
-        for _ in 0..<10 {
+        let start = ContinuousClock.now
+        for batch in 0..<10 {
             for _ in 0..<10 { _ = await session.handle(Request(id: .null, name: "increment", arguments: Arguments()), from: 0) }
-            await a.cluster!.flush()  // ten batches within a second
+            await a.cluster!.flush(now: start + .milliseconds(90 * batch))  // ten batches within a second
         }
         let lookup = String(session.token.prefix(16))
         #expect(directory.lock.withLock { directory.writes[lookup] } == 1)
         // The last change is not lost: it goes with a batch once the second is over.
-        try await Task.sleep(for: .milliseconds(1100))
-        await a.cluster!.flush()
+        await a.cluster!.flush(now: start + .milliseconds(1100))
         #expect(directory.lock.withLock { directory.writes[lookup] } == 2)
         directory.kill(a.cluster!.nodeID)
         let b = try await node(directory, "10.0.0.2:7878")

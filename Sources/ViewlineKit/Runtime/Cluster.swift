@@ -107,8 +107,9 @@ public final class Cluster: Sendable {
 
     /// Writes the records of every session that changed since the last batch, then
     /// deletes those of sessions that ended.
-    func flush() async {
-        await writeChanged()
+    /// `now` decides which records are due (tests pass their own).
+    func flush(now: ContinuousClock.Instant = .now) async {
+        await writeChanged(now: now)
         let ended = endedLookups.withLock { ended in
             defer { ended = [] }
             return ended
@@ -121,7 +122,7 @@ public final class Cluster: Sendable {
         }
     }
 
-    private func writeChanged() async {
+    private func writeChanged(now: ContinuousClock.Instant) async {
         let sessions = dirty.withLock { dirty in
             defer { dirty = [:] }
             return Array(dirty.values)
@@ -129,7 +130,6 @@ public final class Cluster: Sendable {
         guard !sessions.isEmpty else { return }
         var records: [SessionRecord] = []
         var later: [Session] = []
-        let now = ContinuousClock.now
         for session in sessions {
             switch await session.recordIfDue(now: now, every: Self.minimumRecordInterval, maximumBytes: Self.maximumRecordBytes) {
             case .closed:
