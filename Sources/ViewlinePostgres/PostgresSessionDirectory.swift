@@ -16,15 +16,16 @@ public struct PostgresSessionDirectory: SessionDirectory {
         self.store = store
     }
 
-    public func heartbeat(_ node: ClusterNode, expiredBefore: Date) async throws {
-        let now = Date()
+    // Every time below is PostgreSQL's (`clock_timestamp()`), never a node's.
+
+    public func renewLease(_ node: ClusterNode, recordsExpireAfter: Duration) async throws {
         try await store.run("""
-            INSERT INTO viewline_nodes (id, address, heartbeat_at) VALUES (\(node.id), \(node.address), \(now))
+            INSERT INTO viewline_nodes (id, address, heartbeat_at) VALUES (\(node.id), \(node.address), clock_timestamp())
             ON CONFLICT (id) DO UPDATE SET address = excluded.address, heartbeat_at = excluded.heartbeat_at
             """)
         try await store.run("""
-            DELETE FROM viewline_sessions s WHERE s.updated_at < \(expiredBefore)
-            AND NOT EXISTS (SELECT 1 FROM viewline_nodes n WHERE n.id = s.owner AND n.heartbeat_at > \(now.addingTimeInterval(-60)))
+            DELETE FROM viewline_sessions s WHERE s.updated_at < clock_timestamp() - make_interval(secs => \(recordsExpireAfter.inSeconds))
+            AND NOT EXISTS (SELECT 1 FROM viewline_nodes n WHERE n.id = s.owner AND n.heartbeat_at > clock_timestamp() - interval '60 seconds')
             """)
     }
 
@@ -34,12 +35,11 @@ public struct PostgresSessionDirectory: SessionDirectory {
 
     public func save(_ records: [SessionRecord]) async throws {
         guard !records.isEmpty else { return }
-        let now = Date()
         // One statement for the whole batch; a record another node claimed meanwhile
-        // is not taken back.
+        // is not taken back (the owner fences the write: a node id is never reused).
         try await store.run("""
             INSERT INTO viewline_sessions (lookup, secret_digest, owner, snapshot, updated_at)
-            SELECT l, decode(d, 'hex'), o, s, \(now)
+            SELECT l, decode(d, 'hex'), o, s, clock_timestamp()
             FROM unnest(\(records.map(\.lookup))::text[], \(records.map { Self.hex($0.secretDigest) })::text[],
                         \(records.map(\.owner))::text[], \(records.map(\.snapshot))::text[]) AS r(l, d, o, s)
             ON CONFLICT (lookup) DO UPDATE SET snapshot = excluded.snapshot, updated_at = excluded.updated_at
@@ -51,10 +51,10 @@ public struct PostgresSessionDirectory: SessionDirectory {
         try await store.run("DELETE FROM viewline_sessions WHERE lookup = \(lookup)")
     }
 
-    public func find(lookup: String, aliveSince: Date) async throws -> SessionLocation? {
+    public func find(lookup: String, nodeTimeout: Duration) async throws -> SessionLocation? {
         try await store.collect("""
             SELECT s.lookup, encode(s.secret_digest, 'hex'), s.owner, s.snapshot, coalesce(n.address, ''),
-                   coalesce(n.heartbeat_at > \(aliveSince), false)
+                   coalesce(n.heartbeat_at > clock_timestamp() - make_interval(secs => \(nodeTimeout.inSeconds)), false)
             FROM viewline_sessions s LEFT JOIN viewline_nodes n ON n.id = s.owner
             WHERE s.lookup = \(lookup)
             """) { row in
@@ -65,12 +65,31 @@ public struct PostgresSessionDirectory: SessionDirectory {
         }.first
     }
 
-    public func claim(lookup: String, from previousOwner: String, for node: ClusterNode) async throws -> Bool {
+    public func claim(lookup: String, from previousOwner: String, for node: ClusterNode, nodeTimeout: Duration) async throws -> Bool {
+        // One statement: the owner is still the one seen, and its lease has expired by
+        // the database's clock at this very moment (a node that came back is not robbed).
         let claimed = try await store.collect("""
-            UPDATE viewline_sessions SET owner = \(node.id), updated_at = \(Date())
-            WHERE lookup = \(lookup) AND owner = \(previousOwner) RETURNING lookup
+            UPDATE viewline_sessions SET owner = \(node.id), updated_at = clock_timestamp()
+            WHERE lookup = \(lookup) AND owner = \(previousOwner)
+            AND NOT EXISTS (SELECT 1 FROM viewline_nodes n WHERE n.id = \(previousOwner)
+                            AND n.heartbeat_at > clock_timestamp() - make_interval(secs => \(nodeTimeout.inSeconds)))
+            RETURNING lookup
             """) { try $0.decode(String.self) }
         return !claimed.isEmpty
+    }
+
+    public func release(lookup: String, by node: ClusterNode, to previousOwner: String) async throws {
+        try await store.run("""
+            UPDATE viewline_sessions SET owner = \(previousOwner) WHERE lookup = \(lookup) AND owner = \(node.id)
+            """)
+    }
+
+    public func lost(_ lookups: [String], by node: ClusterNode) async throws -> [String] {
+        guard !lookups.isEmpty else { return [] }
+        // A session with no record yet was never seen by another node: not lost.
+        return try await store.collect("""
+            SELECT lookup FROM viewline_sessions WHERE lookup = ANY(\(lookups)::text[]) AND owner <> \(node.id)
+            """) { try $0.decode(String.self) }
     }
 
     static func hex(_ bytes: [UInt8]) -> String {
@@ -86,4 +105,9 @@ public struct PostgresSessionDirectory: SessionDirectory {
         }
         return bytes
     }
+}
+
+extension Duration {
+    /// The duration in seconds, as PostgreSQL's `make_interval(secs => …)` takes it.
+    fileprivate var inSeconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
 }

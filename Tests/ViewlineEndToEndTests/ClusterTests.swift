@@ -106,6 +106,37 @@ import ViewlineTestSupport
         #expect(try onB.command("attach \(forged)").errorCode == "bad_token")
     }
 
+    @Test func aNodePausedPastItsLeaseStopsServingTheSessionAnotherNodeRestored() throws {
+        let (_, nodes) = try startCluster(2, ["--node-timeout", "2"])
+        let (onA, token) = try open(nodes[0])
+        #expect(try onA.command("login alice wonderland").isOK)
+        usleep(300_000)  // the record is written in the next batch
+        // A is paused (a stopped VM, a swapped host) past its lease…
+        nodes[0].signal(SIGSTOP)
+        usleep(2_500_000)
+        // …so B restores the session where its client attaches.
+        let onB = try connect(nodes[1])
+        #expect(try onB.command("attach \(token)")["result"]?["snapshot"] == true)
+        #expect(try onB.command("logout").isOK)
+        // A wakes up: its lease ran out by its own clock, so it answers `unavailable`
+        // until it renewed, then tells the client the session moved. Never a reply
+        // from A's stale copy of the session.
+        nodes[0].signal(SIGCONT)
+        try onA.send("state session")
+        var seen: [JSON] = []
+        do {
+            seen = try onA.read(until: { $0.type == "bye" || ($0.type == "reply" && $0.isOK) }, timeout: .seconds(10))
+        } catch {
+            Issue.record("\(error)")
+        }
+        usleep(500_000)
+        #expect(nodes[0].process.isRunning, "node A must survive its pause")
+        #expect(seen.last?.type == "bye" && seen.last?["reason"] == "session moved", "\(seen.map(\.encoded))")
+        #expect(seen.filter { $0.type == "reply" }.allSatisfy { $0.errorCode == "unavailable" })
+        // The session goes on, on B only.
+        #expect(try onB.command("state session")["result"]?["state"]?["user"] == .null)
+    }
+
     @Test func aSessionWhoseNodeWasKilledIsRestoredFromItsRecordWhereTheClientAttaches() throws {
         let (_, nodes) = try startCluster(2, ["--node-timeout", "1"])
         let (onA, token) = try open(nodes[0])

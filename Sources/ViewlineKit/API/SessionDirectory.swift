@@ -7,11 +7,15 @@ import Foundation
 ///
 /// Implement it over the database the nodes share (`PostgresSessionDirectory`). The
 /// runtime calls it off the command path: records are written in batches, and a
-/// heartbeat keeps the node alive.
+/// lease renewed every fifth of the node timeout keeps the node alive.
+///
+/// Every time is the directory's own clock (the database's `now()`), never a
+/// node's: a node whose clock is wrong behaves like any other. A node is alive
+/// while its last renewal is younger than the node timeout by that clock.
 public protocol SessionDirectory: Sendable {
-    /// Records that `node` is alive now and reachable at its address; clears records
-    /// older than `expiredBefore` whose owner is not alive.
-    func heartbeat(_ node: ClusterNode, expiredBefore: Date) async throws
+    /// Renews `node`'s lease now (by the directory's clock) and records its address;
+    /// clears records older than `recordsExpireAfter` whose owner is not alive.
+    func renewLease(_ node: ClusterNode, recordsExpireAfter: Duration) async throws
     /// Says `node` is gone (a clean shutdown): its sessions can be restored at once.
     func leave(_ node: ClusterNode) async throws
     /// Inserts or replaces records (one transaction).
@@ -19,11 +23,18 @@ public protocol SessionDirectory: Sendable {
     /// Deletes the record of a session that ended.
     func remove(lookup: String) async throws
     /// The record for a token's lookup part, with where its owner is and whether its
-    /// heartbeat is newer than `aliveSince`.
-    func find(lookup: String, aliveSince: Date) async throws -> SessionLocation?
-    /// Makes `node` the owner if `previousOwner` still is. Returns whether it did
-    /// (another node may have claimed it first).
-    func claim(lookup: String, from previousOwner: String, for node: ClusterNode) async throws -> Bool
+    /// lease is younger than `nodeTimeout`.
+    func find(lookup: String, nodeTimeout: Duration) async throws -> SessionLocation?
+    /// Makes `node` the owner if `previousOwner` still is and its lease expired
+    /// (older than `nodeTimeout`, or it left), in one step. Returns whether it did
+    /// (another node may have claimed it first, or the owner came back).
+    func claim(lookup: String, from previousOwner: String, for node: ClusterNode, nodeTimeout: Duration) async throws -> Bool
+    /// Gives a record back to `previousOwner` (a node that claimed it but cannot hold it).
+    func release(lookup: String, by node: ClusterNode, to previousOwner: String) async throws
+    /// Of `lookups`, those whose record another node owns now (claimed while `node`
+    /// could not renew its lease). A lookup with no record is not lost: no other
+    /// node could have restored it.
+    func lost(_ lookups: [String], by node: ClusterNode) async throws -> [String]
 }
 
 /// A node of a cluster: a name unique to this process's life, and the address
@@ -58,12 +69,12 @@ public struct SessionRecord: Sendable, Equatable {
     }
 }
 
-/// A record found by ``SessionDirectory/find(lookup:aliveSince:)``.
+/// A record found by ``SessionDirectory/find(lookup:nodeTimeout:)``.
 public struct SessionLocation: Sendable, Equatable {
     public var record: SessionRecord
     /// The owner's address, as it last announced it.
     public var ownerAddress: String
-    /// Whether the owner's heartbeat is recent.
+    /// Whether the owner's lease is valid (by the directory's clock).
     public var ownerAlive: Bool
 
     public init(record: SessionRecord, ownerAddress: String, ownerAlive: Bool) {

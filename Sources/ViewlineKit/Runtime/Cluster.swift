@@ -5,9 +5,18 @@ import Synchronization
 
 /// This node's part in a cluster: it keeps a record of every session it runs in the
 /// shared ``SessionDirectory`` (written in batches, a few times a second, off the
-/// command path), announces itself with a heartbeat, and answers an `attach` for a
-/// session it does not hold: `moved` to the owner while the owner is alive, or the
-/// session restored here from its record when the owner's heartbeat stopped.
+/// command path), holds a lease it renews every fifth of the node timeout, and
+/// answers an `attach` for a session it does not hold: `moved` to the owner while
+/// the owner's lease is valid, or the session restored here once it expired.
+///
+/// One owner per session: lease times are the directory's clock (the database's),
+/// never a node's. A node serves commands only while its own lease is valid by its
+/// own monotonic clock — renewed less than `nodeTimeout − margin` ago, counted from
+/// before the renewal was sent — so by the time another node may claim one of its
+/// sessions (the lease expired by the database's clock) it has stopped serving.
+/// When it renews again after a lapse (the database was unreachable, or the process
+/// was paused), it serves nothing until it has closed the sessions another node
+/// claimed meanwhile (`bye "session moved"`).
 public final class Cluster: Sendable {
     /// The shared records.
     public let directory: any SessionDirectory
@@ -22,6 +31,24 @@ public final class Cluster: Sendable {
     /// Lookup parts of sessions that ended, whose records are still to be deleted.
     private let endedLookups = Mutex<Set<String>>([])
     private let loop = Mutex<Task<Void, Never>?>(nil)
+    private let leaseLoop = Mutex<Task<Void, Never>?>(nil)
+    /// The lease as this node knows it, by its monotonic clock.
+    private let lease = Mutex(LeaseState())
+    /// The sessions this node holds (set at start): what a lapse is reconciled against.
+    private let registry = Mutex(WeakRegistry())
+
+    private struct LeaseState {
+        /// When the last successful renewal was sent (monotonic).
+        var renewedAt: ContinuousClock.Instant?
+        /// Set after a lapse until the sessions lost meanwhile are closed.
+        var reconciling = false
+        /// Left the cluster: never serves again.
+        var left = false
+    }
+
+    private struct WeakRegistry {
+        weak var sessions: SessionRegistry?
+    }
     /// Lookups in progress, by the token's lookup part: two connections attaching to
     /// the same orphaned session at once share one restore.
     private let inFlight = Mutex<[String: Task<Lookup, any Error>]>([:])
@@ -53,40 +80,100 @@ public final class Cluster: Sendable {
         }
     }
 
-    /// Joins the cluster (first heartbeat) and starts the heartbeat and record loop.
-    func start() async throws {
-        try await directory.heartbeat(node, expiredBefore: Date.distantPast)
-        let task = Task { [self] in
-            var sinceHeartbeat = Duration.zero
-            let heartbeatInterval = nodeTimeout / 5
+    /// How long before its lease runs out (by the database's clock) a node stops
+    /// serving: covers the renewal's round trip and clock rate differences.
+    public var leaseMargin: Duration { nodeTimeout / 5 }
+
+    /// Whether this node may serve its sessions' commands now: its lease is valid by
+    /// its own monotonic clock and no lapse is being reconciled.
+    public func isServing(now: ContinuousClock.Instant = .now) -> Bool {
+        lease.withLock { lease in
+            guard !lease.left, !lease.reconciling, let renewed = lease.renewedAt else { return false }
+            return now - renewed < nodeTimeout - leaseMargin
+        }
+    }
+
+    /// Joins the cluster (first lease) and starts the lease and record loops.
+    func start(sessions: SessionRegistry) async throws {
+        hold(sessions)
+        try await renew()
+        let records = Task { [self] in
             while !Task.isCancelled {
                 try? await Task.sleep(for: recordInterval)
                 if Task.isCancelled { break }  // leaving: `leave()` writes what is left
-                await flush()
-                sinceHeartbeat += recordInterval
-                if sinceHeartbeat >= heartbeatInterval {
-                    sinceHeartbeat = .zero
-                    do {
-                        // Records of dead nodes' sessions nobody attached to in a day go.
-                        try await directory.heartbeat(node, expiredBefore: Date().addingTimeInterval(-86_400))
-                    } catch {
-                        logger.warning("cluster heartbeat failed", metadata: ["error": "\(error)"])
-                    }
+                // A node without a valid lease writes nothing (the database refuses a
+                // zombie's writes anyway: another node owns what it claimed).
+                if isServing() { await flush() }
+            }
+        }
+        let leases = Task { [self] in
+            while !Task.isCancelled {
+                try? await Task.sleep(for: nodeTimeout / 5)
+                if Task.isCancelled { break }
+                do {
+                    try await renew()
+                } catch {
+                    logger.warning("could not renew this node's lease", metadata: ["error": "\(error)"])
                 }
             }
         }
-        loop.withLock { $0 = task }
+        loop.withLock { $0 = records }
+        leaseLoop.withLock { $0 = leases }
+    }
+
+    /// The sessions this node holds: what a lapse is reconciled against.
+    func hold(_ sessions: SessionRegistry) {
+        registry.withLock { $0.sessions = sessions }
+    }
+
+    /// Renews the lease; after a lapse, closes the sessions other nodes claimed
+    /// meanwhile before serving again.
+    func renew(now: @Sendable () -> ContinuousClock.Instant = { .now }) async throws {
+        let sent = now()
+        let lapsed = lease.withLock { lease in
+            guard let renewed = lease.renewedAt else { return false }
+            return sent - renewed >= nodeTimeout - leaseMargin
+        }
+        if lapsed { lease.withLock { $0.reconciling = true } }
+        // Records of dead nodes' sessions nobody attached to in a day go.
+        try await directory.renewLease(node, recordsExpireAfter: .seconds(86_400))
+        if lapsed || lease.withLock({ $0.reconciling }) {
+            try await closeLostSessions()
+        }
+        lease.withLock { lease in
+            lease.renewedAt = sent
+            lease.reconciling = false
+        }
+    }
+
+    /// Closes every held session whose record another node claimed while this node
+    /// had no valid lease: its clients are told `bye "session moved"` and attach again
+    /// (another node sends them on with `moved`).
+    private func closeLostSessions() async throws {
+        guard let sessions = registry.withLock({ $0.sessions }) else { return }
+        let held = sessions.all
+        let lookups = held.map { SessionRegistry.split($0.token).lookup }
+        let lost = Set(try await directory.lost(lookups, by: node))
+        for session in held where lost.contains(SessionRegistry.split(session.token).lookup) {
+            sessions.drop(session)
+            dirty.withLock { $0[ObjectIdentifier(session)] = nil }
+            logger.info("a session moved to another node while this one had no lease", metadata: ["session": "\(session.id)"])
+            await session.close(reason: "session moved")
+        }
     }
 
     /// Writes every pending record and leaves the cluster, so the other nodes can
-    /// restore this node's sessions at once (a clean shutdown).
+    /// restore this node's sessions at once (a clean shutdown). From then on this
+    /// node serves nothing.
     func leave() async {
         let task = loop.withLock { $0 }
         task?.cancel()
+        leaseLoop.withLock { $0 }?.cancel()
         // A batch the loop has in flight finishes first (written, or queued again if
         // its write was cancelled); then everything left is written here.
         await task?.value
         await flush()
+        lease.withLock { $0.left = true }
         try? await directory.leave(node)
     }
 
@@ -131,11 +218,13 @@ public final class Cluster: Sendable {
         var records: [SessionRecord] = []
         var later: [Session] = []
         for session in sessions {
-            switch await session.recordIfDue(now: now, every: Self.minimumRecordInterval, maximumBytes: Self.maximumRecordBytes) {
+            switch await session.recordIfDue(
+                now: now, window: Self.recordWindow, burst: Self.recordsPerWindow, maximumBytes: Self.maximumRecordBytes)
+            {
             case .closed:
                 continue
             case .notYet:
-                later.append(session)  // written with a later batch: at most once a second each
+                later.append(session)  // written with a later batch: at most 5 a second each
             case .tooLarge(let bytes):
                 logger.warning("a session record is too large to write; the previous one stays", metadata: [
                     "session": "\(session.id)", "bytes": "\(bytes)", "limit": "\(Self.maximumRecordBytes)",
@@ -173,6 +262,7 @@ public final class Cluster: Sendable {
     /// Looks a token up in the directory: `moved` to a live owner, or the session
     /// restored here (owned by this node, and in its registry) when its owner is gone.
     func locate(_ token: String, application: Application) async throws -> Lookup {
+        guard isServing() else { throw Self.noLease }
         let (lookup, _) = SessionRegistry.split(token)
         let (task, mine) = inFlight.withLock { running -> (Task<Lookup, any Error>, Bool) in
             if let task = running[lookup] { return (task, false) }
@@ -193,8 +283,7 @@ public final class Cluster: Sendable {
 
     private func locateOnce(_ token: String, application: Application) async throws -> Lookup {
         let (lookup, secret) = SessionRegistry.split(token)
-        let aliveSince = Date().addingTimeInterval(-nodeTimeout.seconds)
-        guard let location = try await directory.find(lookup: lookup, aliveSince: aliveSince),
+        guard let location = try await directory.find(lookup: lookup, nodeTimeout: nodeTimeout),
             SessionRegistry.constantTimeEqual(Self.digest(secret), location.record.secretDigest)
         else { return .unknown }
         if location.record.owner == nodeID {
@@ -208,9 +297,9 @@ public final class Cluster: Sendable {
         // A full node does not take the record it could not hold: the session stays
         // claimable by a node with room.
         guard application.sessions.hasRoom else { throw Self.full }
-        guard try await directory.claim(lookup: lookup, from: location.record.owner, for: node) else {
-            // Another node restored it first: send the client there.
-            guard let winner = try await directory.find(lookup: lookup, aliveSince: aliveSince), winner.ownerAlive else { return .unknown }
+        guard try await directory.claim(lookup: lookup, from: location.record.owner, for: node, nodeTimeout: nodeTimeout) else {
+            // Another node restored it first (or its owner came back): send the client there.
+            guard let winner = try await directory.find(lookup: lookup, nodeTimeout: nodeTimeout), winner.ownerAlive else { return .unknown }
             return .moved(address: winner.ownerAddress)
         }
         let snapshot = (try? JSON.parse(location.record.snapshot)) ?? .null
@@ -221,8 +310,7 @@ public final class Cluster: Sendable {
             // Filled up since the check: stop what the restore started and hand the
             // record back to its previous owner, so another node can still claim it.
             await session.close()
-            let previous = ClusterNode(id: location.record.owner, address: location.ownerAddress)
-            _ = try? await directory.claim(lookup: lookup, from: nodeID, for: previous)
+            try? await directory.release(lookup: lookup, by: node, to: location.record.owner)
             throw Self.full
         }
         logger.info("restored a session from its record", metadata: ["session": "\(session.id)", "previous-owner": "\(location.record.owner)"])
@@ -230,10 +318,16 @@ public final class Cluster: Sendable {
         return .restored(session)
     }
 
-    /// A session's record is written at most this often, however many events it sends.
-    static let minimumRecordInterval = Duration.seconds(1)
+    /// A session's record is written at most `recordsPerWindow` times a window,
+    /// however many events it sends.
+    static let recordWindow = Duration.seconds(1)
+    static let recordsPerWindow = 5
     /// A record larger than this is not written (the previous one stays).
     static let maximumRecordBytes = 256 * 1024
+
+    /// What a node without a valid lease answers.
+    static let noLease = ProtocolError(
+        .unavailable, "this node cannot reach the cluster's database right now; try again, or attach to another node")
 
     /// What a full node answers for a session it would have to restore.
     static let full = ProtocolError(.serverBusy, "this node holds all the sessions it may; try again in a moment or attach to another node")

@@ -39,14 +39,21 @@ extension Session {
         case due(String)
     }
 
-    /// The record to write now, unless the session ended, its last record is too
-    /// recent (`every`) or it is larger than `maximumBytes`.
-    func recordIfDue(now: ContinuousClock.Instant, every interval: Duration, maximumBytes: Int) -> RecordDecision {
+    /// The record to write now, unless the session ended, it already had `burst`
+    /// records written in the current `window`, or it is larger than `maximumBytes`.
+    /// A flow's few changes are written at once; a flood of events, `burst` times a
+    /// window.
+    func recordIfDue(now: ContinuousClock.Instant, window: Duration, burst: Int, maximumBytes: Int) -> RecordDecision {
         if closed { return .closed }
-        if let last = recordWrittenAt, now - last < interval { return .notYet }
+        if let start = recordWindowStart, now - start < window {
+            guard recordsInWindow < burst else { return .notYet }
+        } else {
+            recordWindowStart = now
+            recordsInWindow = 0
+        }
         let snapshot = record.encoded
         guard snapshot.utf8.count <= maximumBytes else { return .tooLarge(snapshot.utf8.count) }
-        recordWrittenAt = now
+        recordsInWindow += 1
         return .due(snapshot)
     }
 

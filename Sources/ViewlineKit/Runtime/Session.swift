@@ -40,8 +40,10 @@ public actor Session {
     /// Set on a session restored from a cluster record until its first attach: the
     /// client's revs came from another node, so it gets a snapshot numbered after them.
     var restoredFromRecord = false
-    /// When this node last took the session's record for writing (cluster only).
-    var recordWrittenAt: ContinuousClock.Instant?
+    /// Records taken for writing in the current window (cluster only): see
+    /// ``recordIfDue(now:window:burst:maximumBytes:)``.
+    var recordWindowStart: ContinuousClock.Instant?
+    var recordsInWindow: UInt8 = 0
 
     // Event ordering.
     var rev = 0

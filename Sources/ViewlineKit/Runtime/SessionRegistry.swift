@@ -169,6 +169,20 @@ public final class SessionRegistry: Sendable {
         if removed { cluster?.ended(session) }
     }
 
+    /// Every session held now.
+    var all: [Session] {
+        state.withLock { state in state.entries.values.map(\.session) }
+    }
+
+    /// Takes a session out without ending its record: another node owns it now.
+    func drop(_ session: Session) {
+        guard let lookup = Self.key(of: session.token) else { return }
+        state.withLock { state in
+            guard state.entries[lookup]?.session === session else { return }
+            _ = Self.take(lookup, from: &state)
+        }
+    }
+
     /// Every session, removed (shutdown).
     func removeAll() -> [Session] {
         state.withLock { state in

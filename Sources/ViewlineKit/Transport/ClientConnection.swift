@@ -197,6 +197,20 @@ final class ClientConnection: Sendable {
             outbound.flushThenClose()
             return .ended
         }
+        if let cluster = application.cluster, !cluster.isServing() {
+            // No valid lease: another node may own this session by now. Nothing runs
+            // here until the lease is renewed (and lost sessions are closed).
+            if case .line(let buffer) = frame,
+                let decoded = RequestDecoder.decode(line: buffer.readableBytesView, commands: application.commands)
+            {
+                let re: JSON = switch decoded {
+                case .success(let request): request.id
+                case .failure(let failure): failure.re
+                }
+                session.reject(re: re, Cluster.noLease, to: number)
+            }
+            return .next
+        }
         switch frame {
         case .tooLong:
             session.reject(re: .null, ProtocolError(
@@ -234,7 +248,8 @@ final class ClientConnection: Sendable {
 
 extension ClientConnection: LineOutput {
     func send(line: [UInt8]) { outbound.send(line) }
-    func hangUp() { channel.close(promise: nil) }
+    /// Closes the connection once what was sent to it (a `bye`) is written.
+    func hangUp() { outbound.flushThenClose() }
 }
 
 extension Session {

@@ -100,7 +100,7 @@ public final class ViewlineServer: Sendable {
             let address = localAddress
             cluster.bound(host: address.host, port: address.port)
             do {
-                try await cluster.start()
+                try await cluster.start(sessions: application.sessions)
             } catch {
                 try? await listener.close()
                 try? await group.shutdownGracefully()
