@@ -125,7 +125,7 @@ extension Session {
     /// Detaches a connection; the session goes on without it.
     public func detach(_ number: Int) {
         connections[number] = nil
-        held[number] = nil
+        _ = held.end(number)
     }
 
     /// Every view's state and the presented alert, as new events to every connection.

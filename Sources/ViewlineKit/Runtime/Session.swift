@@ -47,9 +47,8 @@ public actor Session {
 
     // Event ordering.
     var rev = 0
-    /// Events held for each connection whose command is running, until its reply is
-    /// out: one entry per such connection (a connection runs one command at a time).
-    var held: [Int: [(message: ServerMessage, line: [UInt8])]] = [:]
+    /// Events held for each connection whose command is running, until its reply is out.
+    var held = HeldEvents()
     var closed = false
 
     // Views: one state per view-model, in the application's order, made on first
@@ -158,7 +157,7 @@ public actor Session {
                 : .failure(ProtocolError(.timeout, "background work still running after \(timeout) ms"))))
             return .keepOpen
         }
-        held[connection] = []
+        held.begin(connection)
         let result: Result<JSON, ProtocolError>
         do {
             guard let command = application.handlers[request.name] else {
@@ -176,7 +175,8 @@ public actor Session {
             result = .failure(ProtocolError(.internalError, "\(request.name) failed: \(error)"))
         }
         reply(to: connection, .reply(re: request.id, result: result))
-        if let events = held.removeValue(forKey: connection), !closed, let output = connections[connection] {
+        let events = held.end(connection)
+        if !events.isEmpty, !closed, let output = connections[connection] {
             for event in events { output.send(event.message, line: event.line) }
         }
         return request.name == "quit" ? .close : .keepOpen
@@ -203,7 +203,7 @@ public actor Session {
             connection.close()
         }
         connections = [:]
-        held = [:]
+        held.removeAll()
         log.removeAll()
         closed = true
         for (_, entry) in tasks { entry.task.cancel() }
@@ -232,8 +232,8 @@ public actor Session {
             return
         }
         for (number, connection) in connections {
-            if held[number] != nil {
-                held[number]!.append((event, line))
+            if held.holds(number) {
+                held.append((event, line), for: number)
             } else {
                 connection.send(event, line: line)
             }

@@ -74,6 +74,7 @@ final class FakeTodoStore: TodoStore {
         await test.receive(Todos.self) { $0.saving = false }
 
         await test.send("confirm", reply: ["alert": "a1", "answer": "confirm", "action": "Undo"])
+        await test.receiveDismiss("a1")  // answered: taken down on every connection
         await test.receive(Todos.self) { $0.items = [milk] }
         await test.receive(Todos.self) { $0.saving = true }
         try await store.release()
