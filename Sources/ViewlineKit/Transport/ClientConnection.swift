@@ -67,6 +67,8 @@ final class ClientConnection: Sendable {
     /// Bytes of queued lines before the connection stops reading, whatever their
     /// number: long lines behind a slow command cost at most this.
     static let maximumQueuedBytes = 256 * 1024
+    /// Lines one pump runs before it lets the event loop serve other connections.
+    static let linesPerTurn = 32
     /// What a queued line costs beyond its bytes (its slot and buffer header).
     static let lineOverhead = 48
 
@@ -129,12 +131,22 @@ final class ClientConnection: Sendable {
     /// Runs every queued input on `session`, in order, until the queue is empty, the
     /// connection moves to another session, or it ends.
     func pump(_ session: isolated Session) async {
+        var sinceYield = 0
         while let input = next() {
             switch input {
             case .frame(let frame):
                 // Cut off (its backlog passed the limit, or it hung up): the rest of
                 // what it sent is not run; the disconnect follows.
                 guard outbound.isOpen else { continue }
+                // Fair to the loop's other connections: a long pipelined burst gives
+                // the loop back every so often (as redis bounds what one client's
+                // pipeline runs per event loop turn), so their commands and I/O wait
+                // for at most a slice of it, not the whole burst.
+                sinceYield += 1
+                if sinceYield >= Self.linesPerTurn {
+                    sinceYield = 0
+                    await Task.yield()
+                }
                 switch await process(frame, on: session) {
                 case .next:
                     continue
