@@ -20,29 +20,26 @@ public final class LineClient {
     /// Connects to `host:port`; with `source`, from that local address (any of
     /// 127.0.0.0/8 works on loopback: a test's stand-in for another client host).
     public init(port: Int, host: String = "127.0.0.1", from source: String? = nil) throws {
-        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        if let source {
-            var local = sockaddr_in()
-            local.sin_family = sa_family_t(AF_INET)
-            inet_pton(AF_INET, source, &local.sin_addr)
-            let bound = withUnsafePointer(to: &local) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-            }
-            guard bound == 0 else {
-                close(fd)
-                throw Failure(description: "bind to \(source) failed: \(String(cString: strerror(errno)))")
-            }
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        self.fd = fd
+        if let source, Self.withAddress(source, port: 0, { bind(fd, $0, $1) }) != 0 {
+            close(fd)
+            throw Failure(description: "bind to \(source) failed: \(String(cString: strerror(errno)))")
         }
+        guard Self.withAddress(host, port: port, { connect(fd, $0, $1) }) == 0 else {
+            close(fd)
+            throw Failure(description: "connect to \(port) failed: \(String(cString: strerror(errno)))")
+        }
+    }
+
+    /// Calls `body` with the IPv4 socket address of `host:port`.
+    private static func withAddress(_ host: String, port: Int, _ body: (UnsafePointer<sockaddr>, socklen_t) -> Int32) -> Int32 {
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)
         inet_pton(AF_INET, host, &address.sin_addr)
-        let status = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard status == 0 else {
-            close(fd)
-            throw Failure(description: "connect to \(port) failed: \(String(cString: strerror(errno)))")
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
     }
 

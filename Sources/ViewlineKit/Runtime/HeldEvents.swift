@@ -8,7 +8,7 @@
 struct HeldEvents {
     typealias Event = (message: ServerMessage, line: [UInt8])
 
-    /// The connection whose command runs, when only one does.
+    /// The connection whose command runs, when only one does (`nil`: none).
     private var first: Int?
     private var firstEvents: [Event] = []
     /// Other connections running a command at the same time.

@@ -8,16 +8,52 @@ import Synchronization
 /// constant time, and an unknown lookup part costs the same comparison, so a
 /// guess learns nothing from timing.
 public final class SessionRegistry: Sendable {
+    /// One session's entry, kept small (56 bytes: a million sessions hold a million
+    /// of them): optional values are stored with sentinels rather than as optionals.
     private struct Entry {
         /// The session; its token holds the secret that `session(for:)` compares.
         var session: Session
-        var attached = 0
+        var attached: Int32 = 0
+        /// Nanoseconds after ``Entry/epoch`` when the last connection left; `.min`
+        /// while attached.
+        private var detachedNanos = Int64.min
+        /// Neighbours in the list of detached sessions, oldest first, and in the same
+        /// list of its address (eviction and expiry take the head, in O(1));
+        /// `UInt64.max` for none (a lookup part is 64 random bits: never that one).
+        private var links: (older: UInt64, newer: UInt64, olderOfAddress: UInt64, newerOfAddress: UInt64) = (.max, .max, .max, .max)
+
+        init(session: Session) {
+            self.session = session
+        }
+
+        /// What detach times count from.
+        static let epoch = ContinuousClock.now
+
         /// When the last connection left (while detached): expiry counts from here.
-        var detachedAt: ContinuousClock.Instant?
-        /// Neighbours in the list of detached sessions, oldest first, and in the
-        /// same list of its address: eviction and expiry take the head, in O(1).
-        var older: UInt64?, newer: UInt64?
-        var olderOfAddress: UInt64?, newerOfAddress: UInt64?
+        var detachedAt: ContinuousClock.Instant? {
+            get { detachedNanos == .min ? nil : Self.epoch + .nanoseconds(detachedNanos) }
+            set {
+                guard let newValue else { detachedNanos = .min; return }
+                let (seconds, attoseconds) = (newValue - Self.epoch).components
+                detachedNanos = seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+            }
+        }
+        var older: UInt64? {
+            get { links.older == .max ? nil : links.older }
+            set { links.older = newValue ?? .max }
+        }
+        var newer: UInt64? {
+            get { links.newer == .max ? nil : links.newer }
+            set { links.newer = newValue ?? .max }
+        }
+        var olderOfAddress: UInt64? {
+            get { links.olderOfAddress == .max ? nil : links.olderOfAddress }
+            set { links.olderOfAddress = newValue ?? .max }
+        }
+        var newerOfAddress: UInt64? {
+            get { links.newerOfAddress == .max ? nil : links.newerOfAddress }
+            set { links.newerOfAddress = newValue ?? .max }
+        }
     }
 
     /// A list of detached sessions, oldest first, threaded through the entries.
