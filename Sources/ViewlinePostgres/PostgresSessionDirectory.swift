@@ -11,22 +11,29 @@ import ViewlineKit
 /// ```
 public struct PostgresSessionDirectory: SessionDirectory {
     let store: PostgresStore
+    /// Renewals go over a connection of their own, never queued behind the pool.
+    let lease: LeaseConnection
 
     public init(store: PostgresStore) {
         self.store = store
+        lease = LeaseConnection(url: store.url, logger: store.logger)
     }
 
     // Every time below is PostgreSQL's (`clock_timestamp()`), never a node's.
 
     public func renewLease(_ node: ClusterNode, recordsExpireAfter: Duration) async throws {
-        try await store.run("""
+        try await lease.run("""
             INSERT INTO viewline_nodes (id, address, heartbeat_at) VALUES (\(node.id), \(node.address), clock_timestamp())
             ON CONFLICT (id) DO UPDATE SET address = excluded.address, heartbeat_at = excluded.heartbeat_at
-            """)
-        try await store.run("""
-            DELETE FROM viewline_sessions s WHERE s.updated_at < clock_timestamp() - make_interval(secs => \(recordsExpireAfter.inSeconds))
-            AND NOT EXISTS (SELECT 1 FROM viewline_nodes n WHERE n.id = s.owner AND n.heartbeat_at > clock_timestamp() - interval '60 seconds')
-            """)
+            """, timeout: .seconds(2))
+        // Housekeeping, off the renewal's path: records of sessions whose node is long
+        // gone and that nobody attached to.
+        Task { [store] in
+            try? await store.run("""
+                DELETE FROM viewline_sessions s WHERE s.updated_at < clock_timestamp() - make_interval(secs => \(recordsExpireAfter.inSeconds))
+                AND NOT EXISTS (SELECT 1 FROM viewline_nodes n WHERE n.id = s.owner AND n.heartbeat_at > clock_timestamp() - interval '60 seconds')
+                """)
+        }
     }
 
     public func leave(_ node: ClusterNode) async throws {
