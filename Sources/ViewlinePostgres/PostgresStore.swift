@@ -133,10 +133,12 @@ public final class PostgresStore: AppStore {
         let id = try await collect("""
             INSERT INTO viewline_saved_drafts (user_name, text, saved_at) VALUES (\(user), \(text), \(date)) RETURNING id
             """) { try $0.decode(Int64.self) }.first
-        // Bounded per user: the oldest beyond the newest `maximumPerUser` go.
+        // Bounded per user: the oldest beyond the newest `maximumPerUser` go. "Newest" is
+        // the database's insertion order, never `saved_at` (a node's clock: a node whose
+        // clock runs ahead would otherwise keep its drafts over everyone's newer ones).
         try await run("""
             DELETE FROM viewline_saved_drafts WHERE user_name = \(user) AND id NOT IN (
-                SELECT id FROM viewline_saved_drafts WHERE user_name = \(user) ORDER BY saved_at DESC, id DESC LIMIT \(SavedDraft.maximumPerUser))
+                SELECT id FROM viewline_saved_drafts WHERE user_name = \(user) ORDER BY id DESC LIMIT \(SavedDraft.maximumPerUser))
             """)
         return SavedDraft(id: id, user: user, text: text, savedAt: date)
     }
@@ -144,7 +146,7 @@ public final class PostgresStore: AppStore {
     public func savedDrafts(user: String) async throws -> [SavedDraft] {
         try await collect("""
             SELECT id, user_name, text, saved_at FROM viewline_saved_drafts WHERE user_name = \(user)
-            ORDER BY saved_at DESC, id DESC
+            ORDER BY id DESC
             """) { row in
             let (id, user, text, date) = try row.decode((Int64, String, String, Date).self)
             return SavedDraft(id: id, user: user, text: text, savedAt: date)

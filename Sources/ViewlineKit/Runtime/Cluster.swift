@@ -302,6 +302,7 @@ public final class Cluster: Sendable {
             guard let winner = try await directory.find(lookup: lookup, nodeTimeout: nodeTimeout), winner.ownerAlive else { return .unknown }
             return .moved(address: winner.ownerAddress)
         }
+        logger.debug("claimed", metadata: ["record": "\(lookup)", "previous-owner": "\(location.record.owner)"])
         let snapshot = (try? JSON.parse(location.record.snapshot)) ?? .null
         let session = await Session.restore(snapshot, token: token, application: application)
         let registered = application.sessions.register(session)

@@ -191,10 +191,19 @@ final class ClientConnection: Sendable {
     }
 
     private func log(_ decoded: Result<Request, RequestDecoder.Failure>) {
-        let session = state.withLock { $0.session.id }
+        let session = state.withLock { $0.session }
+        var metadata: Logger.Metadata = ["session": "\(session.id)"]
+        // In a cluster, the record the command is served for (a token's lookup part,
+        // never its secret): `./dev chaos` checks from it that one node serves a
+        // session at a time.
+        if server.application.cluster != nil { metadata["record"] = "\(SessionRegistry.split(session.token).lookup)" }
         switch decoded {
-        case .success(let request): logger.debug("command", metadata: ["session": "\(session)", "cmd": "\(request.name)"])
-        case .failure(let failure): logger.debug("rejected", metadata: ["session": "\(session)", "code": "\(failure.error.code.rawValue)"])
+        case .success(let request):
+            metadata["cmd"] = "\(request.name)"
+            logger.debug("command", metadata: metadata)
+        case .failure(let failure):
+            metadata["code"] = "\(failure.error.code.rawValue)"
+            logger.debug("rejected", metadata: metadata)
         }
     }
 

@@ -1,0 +1,775 @@
+#!/usr/bin/env python3
+"""./dev chaos: a cluster under faults, checked like Jepsen would.
+
+Three viewline-server nodes share one throwaway PostgreSQL. Client threads drive
+every seed flow (search, drafts with saves and failing saves, contacts with syncs,
+log-in-gated playlist paging, attach/reattach) through raw TCP, recording every
+acknowledged effect. Meanwhile faults are injected one at a time, at random, every
+kind at least once: SIGKILL a node (and restart it), SIGSTOP a node past the node
+timeout (and SIGCONT it), cut a node off from PostgreSQL (each node reaches the
+database through a TCP proxy this script controls: the link is blackholed, then
+healed), restart PostgreSQL. One node runs with its clock minutes ahead (faketime).
+
+At the end it checks, and writes a markdown report:
+- every acknowledged draft is saved or still pending in the database (0 lost);
+- per connection, event revs strictly increase, and an attach delivers a replay or a
+  snapshot, never both, and nothing twice;
+- no node served a command for a session after another node claimed it (from the
+  nodes' debug logs: `command record=…` and `claimed record=…`, time-stamped here as
+  they are read);
+- time from each fault to its clients working again, `unavailable` replies;
+- each node's RSS at the start and the end.
+Exits 1 on any violation.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import re
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+NODE_TIMEOUT = 2.0          # seconds: --node-timeout of every node
+COMMAND_TIMEOUT = 6.0       # a command unanswered this long: the connection is dropped
+USER_GENERATIONS = 6         # users per client, taking turns
+TOLERANCE = 0.2             # log lines are time-stamped as read: scheduling slack
+
+
+def now() -> float:
+    return time.monotonic()
+
+
+def free_port() -> int:
+    """A free port below Linux's ephemeral range: a client retrying a dead node's
+    port must never be handed that port as its own (a TCP self-connect would then
+    hold it, and the node could not start again)."""
+    while True:
+        port = random.randint(20000, 32000)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+                return port
+            except OSError:
+                continue
+
+
+def libfaketime() -> str:
+    """libfaketime's multithreaded library, from Debian's faketime package."""
+    listing = subprocess.run(["dpkg", "-L", "libfaketime"], capture_output=True, text=True).stdout.split()
+    for path in listing:
+        if path.endswith("libfaketimeMT.so.1"):
+            return path
+    raise SystemExit("libfaketime is missing: apt-get install faketime")
+
+
+# --------------------------------------------------------------------------- proxy
+
+class Link:
+    """A node's path to PostgreSQL: a TCP proxy that can be cut (blackholed: bytes
+    are swallowed, new connections hang) and healed (what was open during the cut is
+    reset, as a real partition's timeouts would)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, upstream: Tuple[str, int]):
+        self.loop = loop
+        self.upstream = upstream
+        self.cut = False
+        self.port = 0
+        self.pairs: List[Tuple[asyncio.StreamWriter, Optional[asyncio.StreamWriter], bool]] = []
+        self.tainted: set = set()
+
+    async def start(self) -> None:
+        server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
+        self.port = server.sockets[0].getsockname()[1]
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        key = id(writer)
+        while self.cut:                     # a SYN into the void: wait for the heal
+            self.tainted.add(key)
+            await asyncio.sleep(0.05)
+        if key in self.tainted:
+            writer.close()
+            return
+        try:
+            up_reader, up_writer = await asyncio.open_connection(*self.upstream)
+        except OSError:
+            writer.close()
+            return
+        conn = [writer, up_writer]
+        self.pairs.append(conn)
+
+        async def pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            try:
+                while True:
+                    data = await src.read(65536)
+                    if not data:
+                        break
+                    if self.cut:
+                        self.tainted.add(id(conn))
+                        continue            # swallowed
+                    if id(conn) in self.tainted:
+                        break
+                    dst.write(data)
+                    await dst.drain()
+            except (OSError, ConnectionError):
+                pass
+            finally:
+                for w in conn:
+                    try:
+                        w.transport.abort()
+                    except Exception:
+                        pass
+        await asyncio.gather(pump(reader, up_writer), pump(up_reader, writer))
+        if conn in self.pairs:
+            self.pairs.remove(conn)
+
+    def set_cut(self, cut: bool) -> None:
+        def apply() -> None:
+            self.cut = cut
+            if cut:
+                for conn in self.pairs:
+                    self.tainted.add(id(conn))
+            else:
+                for conn in list(self.pairs):
+                    if id(conn) in self.tainted:
+                        for w in conn:
+                            w.transport.abort()
+        self.loop.call_soon_threadsafe(apply)
+
+
+# --------------------------------------------------------------------------- nodes
+
+@dataclass
+class Incarnation:
+    pid: int
+    label: str
+    started: float
+    rss_start: Optional[int] = None
+
+
+class Node:
+    def __init__(self, index: int, args, link: Link, log_dir: str, skewed: bool, events: "ServeLog"):
+        self.index = index
+        self.args = args
+        self.link = link
+        self.port = free_port()
+        self.skewed = skewed
+        self.log_dir = log_dir
+        self.events = events
+        self.process: Optional[subprocess.Popen] = None
+        self.incarnations: List[Incarnation] = []
+        self.stopped = False
+
+    @property
+    def address(self) -> Tuple[str, int]:
+        return ("127.0.0.1", self.port)
+
+    def start(self) -> None:
+        url = f"postgres://postgres@127.0.0.1:{self.link.port}/viewline?sslmode=disable"
+        command = [
+            os.path.join(self.args.bin, "viewline-server"), "--port", str(self.port), "--postgres", url,
+            "--node-timeout", str(int(NODE_TIMEOUT)), "--admin", "--users", self.args.users,
+            "--remote-contacts", self.args.contacts, "--log-level", "debug",
+            "--max-clients-per-address", "0", "--max-sessions-per-address", "0", "--max-logins-per-address", "0",
+        ]
+        env = dict(os.environ)
+        if self.skewed:
+            # libfaketime preloaded into the node itself (the `faketime` wrapper forks:
+            # signals sent to it would miss the node).
+            env["LD_PRELOAD"] = libfaketime()
+            env["FAKETIME"] = f"+{self.args.skew_minutes}m"
+            env["FAKETIME_DONT_FAKE_MONOTONIC"] = "1"
+        label = f"node{self.index}.{len(self.incarnations)}"
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        self.incarnations.append(Incarnation(self.process.pid, label, now()))
+        self.stopped = False
+        log = open(os.path.join(self.log_dir, label + ".log"), "w")
+        threading.Thread(target=self.events.read, args=(self.process.stderr, label, log), daemon=True).start()
+        line = self.process.stdout.readline().decode()
+        if not line.startswith("listening on"):
+            raise SystemExit(f"{label} did not start: {line!r}; see {log.name}")
+        threading.Thread(target=self.process.stdout.read, daemon=True).start()
+
+    def rss(self) -> Optional[int]:
+        try:
+            with open(f"/proc/{self.process.pid}/status") as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        return int(line.split()[1]) * 1024
+        except OSError:
+            return None
+        return None
+
+    def kill(self) -> None:
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait()
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            if self.stopped:
+                self.process.send_signal(signal.SIGCONT)
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+
+
+class ServeLog:
+    """Which node served or claimed which session record, time-stamped as read."""
+    PATTERN = re.compile(r"record=(\w+)")
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.entries: List[Tuple[float, str, str, str]] = []   # (time, record, label, kind)
+
+    def read(self, stream, label: str, log) -> None:
+        for raw in iter(stream.readline, b""):
+            t = now()
+            line = raw.decode(errors="replace")
+            log.write(f"{t:.3f} {line}")
+            if "record=" not in line:
+                continue
+            match = self.PATTERN.search(line)
+            if not match:
+                continue
+            kind = "claim" if line.rstrip().endswith(" claimed") else ("serve" if line.rstrip().endswith(" command") else None)
+            if kind:
+                with self.lock:
+                    self.entries.append((t, match.group(1), label, kind))
+        log.close()
+
+    def violations(self) -> Tuple[List[str], int]:
+        """Commands served by a node after another node claimed the session."""
+        by_record: Dict[str, List[Tuple[float, str, str]]] = {}
+        with self.lock:
+            for t, record, label, kind in self.entries:
+                by_record.setdefault(record, []).append((t, label, kind))
+        found: List[str] = []
+        near = 0
+        for record, entries in by_record.items():
+            entries.sort()
+            owner: Optional[str] = None
+            claimed_at = 0.0
+            for t, label, kind in entries:
+                if kind == "claim":
+                    owner, claimed_at = label, t
+                elif owner is None:
+                    owner = label
+                elif label != owner:
+                    if t - claimed_at > TOLERANCE:
+                        found.append(f"{label} served record {record[:6]}… {t - claimed_at:.3f} s after {owner} claimed it")
+                    else:
+                        near += 1
+        return found, near
+
+
+# --------------------------------------------------------------------------- clients
+
+class Dropped(Exception):
+    pass
+
+
+class Connection:
+    def __init__(self, address: Tuple[str, int], record):
+        self.sock = socket.create_connection(address, timeout=2)
+        self.sock.settimeout(COMMAND_TIMEOUT)
+        self.address = address
+        self.buffer = b""
+        self.record = record
+        self.last_rev = 0
+        self.alert: Optional[dict] = None
+        self.views: Dict[str, dict] = {}
+        self.closed_by_server: Optional[str] = None
+        self.welcome = self.read_message()
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    def read_message(self, deadline: Optional[float] = None) -> dict:
+        while b"\n" not in self.buffer:
+            if deadline is not None:
+                left = deadline - now()
+                if left <= 0:
+                    raise Dropped("timeout")
+                self.sock.settimeout(left)
+            try:
+                data = self.sock.recv(65536)
+            except (socket.timeout, OSError) as error:
+                raise Dropped(str(error))
+            if not data:
+                raise Dropped("closed")
+            self.buffer += data
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        message = json.loads(line)
+        self.observe(message)
+        return message
+
+    def observe(self, message: dict) -> None:
+        kind = message.get("type")
+        if "rev" in message and kind != "reply":
+            rev = message["rev"]
+            if rev <= self.last_rev:
+                self.record.violation(f"rev {rev} after {self.last_rev} on one connection ({kind})")
+            self.last_rev = max(self.last_rev, rev)
+            self.record.rev = max(self.record.rev, rev)
+        if kind == "display":
+            self.views[message["view"]] = message["state"]
+        elif kind == "alert":
+            self.alert = message
+        elif kind == "dismiss" and self.alert and self.alert.get("id") == message.get("id"):
+            self.alert = None
+        elif kind == "bye":
+            self.closed_by_server = message.get("reason")
+
+    def command(self, line: str) -> dict:
+        """Sends an inline command and returns its reply (events seen meanwhile are
+        observed)."""
+        try:
+            self.sock.sendall(line.encode() + b"\n")
+        except OSError as error:
+            raise Dropped(str(error))
+        deadline = now() + COMMAND_TIMEOUT
+        while True:
+            message = self.read_message(deadline)
+            if message.get("type") == "reply":
+                return message
+            if message.get("type") == "bye":
+                raise Dropped(f"bye {message.get('reason')}")
+
+    def events_until(self, predicate, seconds: float) -> bool:
+        deadline = now() + seconds
+        while not predicate():
+            try:
+                self.read_message(deadline)
+            except Dropped as error:
+                if str(error) == "timeout":
+                    return False
+                raise
+            if self.closed_by_server:
+                raise Dropped(f"bye {self.closed_by_server}")
+        return True
+
+
+class Client(threading.Thread):
+    def __init__(self, index: int, nodes: List[Node], run: "Run"):
+        super().__init__(daemon=True)
+        self.index = index
+        self.nodes = nodes
+        self.run_state = run
+        self.random = random.Random(run.seed * 1000 + index)
+        self.generation = 0
+        self.user = ""
+        self.token: Optional[str] = None
+        self.rev = 0
+        self.connection: Optional[Connection] = None
+        self.acknowledged: Dict[str, List[str]] = {}    # user → acknowledged draft texts, in order
+        self.drafts_for_user = 0
+        self.unsaved = False         # a draft was acknowledged and not yet seen saved
+        self.counter = 0
+        self.failing_since: Optional[float] = None
+        self.session_started = 0.0
+
+    # recording
+    def violation(self, text: str) -> None:
+        self.run_state.violation(f"client {self.index}: {text}")
+
+    def success(self) -> None:
+        self.run_state.successes += 1
+        if self.failing_since is not None:
+            self.run_state.recovered(self.index, self.failing_since, now())
+            self.failing_since = None
+
+    def failure(self) -> None:
+        if self.failing_since is None:
+            self.failing_since = now()
+
+    # connecting
+    def connect(self) -> Connection:
+        """A connection on this client's session, on whichever node holds it now."""
+        while not self.run_state.done.is_set():
+            node = self.random.choice(self.nodes)
+            address = node.address
+            try:
+                for _ in range(3):
+                    connection = Connection(address, self)
+                    if self.token is None:
+                        self.token = connection.welcome["token"]
+                        self.session_started = now()
+                        self.login(connection)
+                        return connection
+                    reply = connection.command(f"attach {self.token} {self.rev}")
+                    if reply["ok"]:
+                        self.check_attach(connection, reply["result"])
+                        return connection
+                    code = reply["error"]["code"]
+                    connection.close()
+                    if code == "moved":
+                        host, port = reply["error"]["address"].rsplit(":", 1)
+                        address = (host, int(port))
+                        continue
+                    if code == "bad_token":
+                        if now() - self.session_started > 5:
+                            self.run_state.lost_sessions += 1
+                            self.violation(f"session of {now() - self.session_started:.1f} s lost (bad_token on attach)")
+                        self.token = None
+                        break
+                    if code == "unavailable":
+                        self.run_state.unavailable += 1
+                    break
+            except (Dropped, OSError):
+                pass
+            self.failure()
+            time.sleep(0.1 + self.random.random() * 0.2)
+        raise Dropped("run over")
+
+    def check_attach(self, connection: Connection, result: dict) -> None:
+        """Replay or snapshot, never both; replayed events come after the last rev."""
+        replayed, snapshot, rev = result.get("replayed", 0), result.get("snapshot", False), result.get("rev", 0)
+        if replayed and snapshot:
+            self.violation("an attach both replayed and sent a snapshot")
+        # Replayed or snapshot events alike come after the last rev this client saw
+        # (a restored session whose record trails it continues after it).
+        if rev < self.rev:
+            self.violation(f"attach answered rev {rev} below last-rev {self.rev}")
+        connection.last_rev = self.rev
+
+    def login(self, connection: Connection) -> None:
+        if not self.user or self.drafts_for_user >= 80:
+            # Users take turns (the server hashes every user's password at start): a
+            # user keeps its newest 100 saved drafts, the check looks at the last 80.
+            self.user = f"u{self.index}g{self.generation % USER_GENERATIONS}"
+            self.generation += 1
+            self.drafts_for_user = 0
+            self.run_state.users.add(self.user)
+        reply = connection.command(f"login {self.user} pw-{self.user}")
+        if not reply["ok"]:
+            raise Dropped(f"login failed: {reply['error']['code']}")
+
+    # flows
+    def step(self) -> None:
+        if self.unsaved:
+            self.save_until_done()   # never overwrite an acknowledged draft
+        c = self.connection
+        choice = self.random.random()
+        if choice < 0.25:
+            self.expect_ok(c.command(f"search {self.random.choice(['pizza', 'thai', 'ramen', 'tacos', 'sushi', 'curry'])}"))
+        elif choice < 0.5:
+            self.draft_flow(c)
+        elif choice < 0.6:
+            self.expect_ok(c.command("contacts"))
+            self.expect_ok(c.command("sync"), allowed=("busy",))
+        elif choice < 0.7:
+            reply = c.command("playlist")
+            self.expect_ok(reply, allowed=("busy",))
+            for _ in range(self.random.randint(0, 2)):
+                self.answer_alerts(c)
+                self.expect_ok(c.command("more"), allowed=("busy", "nothing_pending"))
+        elif choice < 0.85:
+            self.expect_ok(c.command("state"))
+        else:
+            # Reattach: drop the connection on purpose and attach again from a random node.
+            c.close()
+            self.connection = self.connect()
+        self.answer_alerts(self.connection)
+
+    def expect_ok(self, reply: dict, allowed: Tuple[str, ...] = ()) -> dict:
+        if reply["ok"]:
+            self.success()
+            return reply
+        code = reply["error"]["code"]
+        if code == "unavailable":
+            self.run_state.unavailable += 1
+            self.failure()
+            raise Dropped("unavailable")
+        if code in allowed:
+            self.success()
+            return reply
+        self.run_state.errors[code] = self.run_state.errors.get(code, 0) + 1
+        return reply
+
+    def answer_alerts(self, c: Connection) -> None:
+        for _ in range(5):
+            alert = c.alert
+            if not alert:
+                return
+            fields = alert.get("fields") or []
+            values = " ".join(f"{f['name']}={self.user if f['name'] == 'user' else 'pw-' + self.user}" for f in fields)
+            reply = c.command(f"confirm {alert['id']} {values}".strip())
+            if not reply["ok"] and reply["error"]["code"] not in ("no_alert",):
+                self.expect_ok(reply)
+            if c.alert is alert:
+                c.alert = None
+
+    def draft_flow(self, c: Connection) -> None:
+        self.counter += 1
+        text = f"d{self.index}-{self.counter}"
+        if self.random.random() < 0.3:
+            self.expect_ok(c.command("fault save 1 chaos"))      # this save fails once: "save again?"
+        reply = c.command(f"draft {text}")
+        if not reply["ok"]:
+            self.expect_ok(reply)
+            return
+        self.acknowledged.setdefault(self.user, []).append(text)
+        self.unsaved = True
+        self.drafts_for_user += 1
+        self.success()
+        self.save_until_done()
+
+    def save_until_done(self) -> None:
+        """`save` until the database holds no pending draft for this user."""
+        for _ in range(40):
+            c = self.connection
+            reply = c.command("save")
+            if reply["ok"]:
+                self.success()
+                c.events_until(lambda: (c.alert is not None) or not c.views.get("draft", {}).get("pending", True), 3)
+                self.answer_alerts(c)
+                continue
+            code = reply["error"]["code"]
+            if code == "nothing_to_save":
+                self.success()
+                self.unsaved = False
+                return
+            if code == "busy":
+                c.events_until(lambda: False, 0.3)
+                continue
+            self.expect_ok(reply)
+            time.sleep(0.1)
+        self.violation("a draft could not be saved in 40 attempts")
+
+    def run(self) -> None:
+        while not self.run_state.done.is_set():
+            try:
+                if self.connection is None:
+                    self.connection = self.connect()
+                self.step()
+            except Dropped:
+                self.failure()
+                if self.connection:
+                    self.connection.close()
+                self.connection = None
+            except Exception as error:       # a bug in this script, or a broken reply
+                self.violation(f"unexpected {type(error).__name__}: {error}")
+                if self.connection:
+                    self.connection.close()
+                self.connection = None
+                time.sleep(0.2)
+        # Finish what was acknowledged: the last draft is saved or stays pending.
+        if self.connection:
+            self.connection.close()
+
+
+# --------------------------------------------------------------------------- run
+
+class Run:
+    def __init__(self, seed: int):
+        self.seed = seed
+        self.done = threading.Event()
+        self.lock = threading.Lock()
+        self.violations: List[str] = []
+        self.successes = 0
+        self.unavailable = 0
+        self.lost_sessions = 0
+        self.errors: Dict[str, int] = {}
+        self.users: set = set()
+        self.faults: List[Tuple[float, float, str]] = []   # (start, end, description)
+        self.recoveries: List[Tuple[int, float, float]] = []
+
+    def violation(self, text: str) -> None:
+        with self.lock:
+            self.violations.append(text)
+        print(f"VIOLATION {text}", file=sys.stderr, flush=True)
+
+    def recovered(self, client: int, since: float, at: float) -> None:
+        with self.lock:
+            self.recoveries.append((client, since, at))
+
+
+def psql(args, sql: str) -> List[str]:
+    out = subprocess.run(args.psql + ["-Atc", sql], capture_output=True, text=True, check=True).stdout
+    return [line for line in out.splitlines() if line]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--bin", required=True)
+    parser.add_argument("--seconds", type=float, default=60)
+    parser.add_argument("--pg-port", type=int, required=True)
+    parser.add_argument("--pg-ctl", required=True, help="the pg_ctl command line, data directory included")
+    parser.add_argument("--psql", required=True, help="the psql command line, connection options included")
+    parser.add_argument("--dir", required=True)
+    parser.add_argument("--report", required=True)
+    parser.add_argument("--clients", type=int, default=9)
+    parser.add_argument("--skew-minutes", type=int, default=10)
+    parser.add_argument("--seed", type=int, default=int(time.time()))
+    args = parser.parse_args()
+    args.pg_ctl = args.pg_ctl.split()
+    args.psql = args.psql.split()
+    run = Run(args.seed)
+    rng = random.Random(args.seed)
+
+    users = [{"user": f"u{i}g{g}", "password": f"pw-u{i}g{g}"} for i in range(args.clients) for g in range(USER_GENERATIONS)]
+    args.users = os.path.join(args.dir, "users.json")
+    with open(args.users, "w") as f:
+        json.dump(users, f)
+    args.contacts = os.path.join(args.dir, "contacts.json")
+    with open(args.contacts, "w") as f:
+        json.dump([{"name": f"Contact {i}", "phone": f"555-{i:04}", "address": f"{i} Chaos Street"} for i in range(20)], f)
+
+    loop = asyncio.new_event_loop()
+    threading.Thread(target=loop.run_forever, daemon=True).start()
+    serve_log = ServeLog()
+    nodes: List[Node] = []
+    for i in range(3):
+        link = Link(loop, ("127.0.0.1", args.pg_port))
+        asyncio.run_coroutine_threadsafe(link.start(), loop).result()
+        nodes.append(Node(i, args, link, args.dir, skewed=(i == 2), events=serve_log))
+    try:
+        return drive(args, run, rng, nodes, serve_log)
+    finally:
+        for node in nodes:
+            node.stop()
+
+
+def drive(args, run: Run, rng: random.Random, nodes: List[Node], serve_log: ServeLog) -> int:
+    for node in nodes:
+        node.start()
+
+    clients = [Client(i, nodes, run) for i in range(args.clients)]
+    for client in clients:
+        client.start()
+    started = now()
+    time.sleep(2)
+    for node in nodes:
+        node.incarnations[-1].rss_start = node.rss()
+
+    kinds = ["kill", "pause", "partition", "postgres"]
+    plan = kinds[:]
+    rng.shuffle(plan)
+    end = started + args.seconds
+    print(f"chaos: {args.seconds:.0f} s, {args.clients} clients, 3 nodes (node2 {args.skew_minutes} min ahead), seed {args.seed}", flush=True)
+    while now() < end - 4:
+        kind = plan.pop(0) if plan else rng.choice(kinds)
+        node = rng.choice(nodes)
+        t0 = now()
+        if kind == "kill":
+            node.kill()
+            time.sleep(rng.uniform(0.5, 2.0))
+            node.start()
+            what = f"SIGKILL {node.incarnations[-2].label}, restarted"
+        elif kind == "pause":
+            node.process.send_signal(signal.SIGSTOP)
+            node.stopped = True
+            time.sleep(NODE_TIMEOUT + rng.uniform(1.0, 3.0))
+            node.process.send_signal(signal.SIGCONT)
+            node.stopped = False
+            what = f"SIGSTOP {node.incarnations[-1].label} for {now() - t0:.1f} s"
+        elif kind == "partition":
+            node.link.set_cut(True)
+            time.sleep(NODE_TIMEOUT + rng.uniform(1.0, 4.0))
+            node.link.set_cut(False)
+            what = f"cut {node.incarnations[-1].label} off PostgreSQL for {now() - t0:.1f} s"
+        else:
+            # Its log to a file: a server holding this script's pipes would never let go.
+            subprocess.run(args.pg_ctl + ["-m", "fast", "-w", "-l", os.path.join(args.dir, "postgres.log"), "restart"],
+                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+            what = "restarted PostgreSQL"
+        run.faults.append((t0, now(), what))
+        print(f"  {t0 - started:6.1f} s  {what}", flush=True)
+        time.sleep(rng.uniform(2.0, 4.0))
+    while now() < end:
+        time.sleep(0.1)
+    run.done.set()
+    for client in clients:
+        client.join(COMMAND_TIMEOUT * 3)
+    rss_end = {node.incarnations[-1].label: node.rss() for node in nodes}
+
+    # Acknowledged drafts: saved, or the user's pending draft.
+    saved: Dict[str, set] = {}
+    for row in psql(args, "SELECT user_name || '|' || text FROM viewline_saved_drafts"):
+        user, text = row.split("|", 1)
+        saved.setdefault(user, set()).add(text)
+    pending: Dict[str, str] = {}
+    for row in psql(args, "SELECT user_name || '|' || text FROM viewline_drafts"):
+        user, text = row.split("|", 1)
+        pending[user] = text
+    acknowledged = lost = 0
+    for client in clients:
+        for user, texts in client.acknowledged.items():
+            for text in texts[-80:]:
+                acknowledged += 1
+                if text not in saved.get(user, set()) and pending.get(user) != text:
+                    lost += 1
+                    run.violation(f"acknowledged draft {text!r} of {user} is neither saved nor pending")
+
+    served, near = serve_log.violations()
+    for text in served:
+        run.violation(text)
+
+    # Recovery after each fault: from the fault's start to each affected client's
+    # first success after it failed (a failure from the fault's start to 10 s after
+    # its end counts as the fault's).
+    recovery: Dict[str, List[float]] = {}
+    for client, since, at in run.recoveries:
+        fault = max((f for f in run.faults if f[0] <= since + 0.5), default=None, key=lambda f: f[0])
+        if fault and since <= fault[1] + 10:
+            kind = fault[2].split()[0]
+            recovery.setdefault(kind, []).append(at - fault[0])
+    for values in recovery.values():
+        values.sort()
+
+    def pct(values, p):
+        return values[min(len(values) - 1, int(len(values) * p))] if values else 0.0
+
+    def mib(value):
+        return f"{value / 1048576:.1f} MiB" if value else "?"
+
+    names = {"SIGKILL": "node killed", "SIGSTOP": "node paused", "cut": "node cut off", "restarted": "PostgreSQL restarted"}
+    recovery_lines = [
+        f"  - {names.get(kind, kind)}: p50 {pct(v, 0.5):.2f}, p99 {pct(v, 0.99):.2f}, max {v[-1]:.2f} ({len(v)} clients)"
+        for kind, v in sorted(recovery.items())
+    ]
+
+    lines = [
+        f"# Chaos run: {args.seconds:.0f} s, seed {args.seed}",
+        "",
+        f"3 nodes (node timeout {NODE_TIMEOUT:.0f} s; node2 runs {args.skew_minutes} min ahead under faketime), "
+        f"{args.clients} clients, one throwaway PostgreSQL.",
+        "",
+        f"- faults injected: {len(run.faults)} ({', '.join(f'{k} {sum(1 for f in run.faults if f[2].startswith(p))}' for k, p in (('kill', 'SIGKILL'), ('pause', 'SIGSTOP'), ('partition', 'cut'), ('postgres restart', 'restarted')))})",
+        f"- commands acknowledged: {run.successes}; `unavailable` replies: {run.unavailable}; other errors: {json.dumps(run.errors, sort_keys=True)}",
+        f"- acknowledged drafts: {acknowledged}, lost: {lost}",
+        f"- commands served after another node claimed the session: {len(served)} (within {TOLERANCE} s of a claim, read order only: {near})",
+        f"- sessions lost: {run.lost_sessions}",
+        "- seconds from a fault's start until its clients work again (the fault's own length included):",
+    ] + recovery_lines + [
+        "- RSS: " + "; ".join(f"node{n.index}: {mib(n.incarnations[0].rss_start)} at start, {mib(rss_end[n.incarnations[-1].label])} at end ({len(n.incarnations)} start(s))" for n in nodes),
+        f"- violations: {len(run.violations)}",
+        "",
+        "## Faults",
+        "",
+    ] + [f"- {t0 - started:.1f} s: {what}" for t0, _, what in run.faults]
+    if run.violations:
+        lines += ["", "## Violations", ""] + [f"- {v}" for v in run.violations[:200]]
+    report = "\n".join(lines) + "\n"
+    with open(args.report, "w") as f:
+        f.write(report)
+    print(report)
+    return 1 if run.violations else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
