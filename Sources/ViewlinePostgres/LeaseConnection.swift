@@ -16,6 +16,13 @@ actor LeaseConnection {
         self.logger = logger
     }
 
+    deinit {
+        // Closed before it goes (the connection must be closed before it is freed):
+        // the close's callback holds it until then.
+        guard let connection, !connection.isClosed else { return }
+        connection.close().whenComplete { _ in _ = connection }
+    }
+
     struct TimedOut: Error, CustomStringConvertible {
         var description: String { "the lease renewal timed out" }
     }

@@ -1,0 +1,58 @@
+import Foundation
+import Testing
+import ViewlineKit
+import ViewlinePostgres
+import ViewlineTestSupport
+
+/// The cluster's leases and fencing, on a real PostgreSQL: every time is the
+/// database's, and a node that lost a session can no longer write its record.
+@Suite struct PostgresSessionDirectoryTests {
+    let zombie = ClusterNode(id: "n-zombie", address: "127.0.0.1:1")
+    let successor = ClusterNode(id: "n-successor", address: "127.0.0.1:2")
+
+    func directory() async throws -> PostgresSessionDirectory {
+        let server = PostgresServer.shared
+        let url = try PostgresURL(server.url(database: try server.createDatabase()))
+        return PostgresSessionDirectory(store: try await PostgresStore.connect(url))
+    }
+
+    func record(owner: ClusterNode, snapshot: String) -> SessionRecord {
+        SessionRecord(lookup: "0123456789abcdef", secretDigest: Array(repeating: 7, count: 32), owner: owner.id, snapshot: snapshot)
+    }
+
+    @Test func aSessionIsClaimedOnlyOnceItsOwnersLeaseExpiredByTheDatabasesClock() async throws {
+        let directory = try await directory()
+        try await directory.renewLease(zombie, recordsExpireAfter: .seconds(86_400))
+        try await directory.save([record(owner: zombie, snapshot: #"{"v":1}"#)])
+        try await directory.renewLease(successor, recordsExpireAfter: .seconds(86_400))
+
+        let alive = try await directory.find(lookup: "0123456789abcdef", nodeTimeout: .seconds(30))
+        #expect(alive?.ownerAlive == true)
+        #expect(try await !directory.claim(lookup: "0123456789abcdef", from: zombie.id, for: successor, nodeTimeout: .seconds(30)))
+
+        try await Task.sleep(for: .milliseconds(300))
+        // 0.2 s by the database's clock: the zombie's lease (renewed over 0.3 s ago) is over.
+        #expect(try await directory.claim(lookup: "0123456789abcdef", from: zombie.id, for: successor, nodeTimeout: .milliseconds(200)))
+        let claimed = try await directory.find(lookup: "0123456789abcdef", nodeTimeout: .seconds(30))
+        #expect(claimed?.record.owner == successor.id)
+    }
+
+    @Test func aZombiesLateRecordWriteIsRefused() async throws {
+        let directory = try await directory()
+        try await directory.renewLease(zombie, recordsExpireAfter: .seconds(86_400))
+        try await directory.save([record(owner: zombie, snapshot: #"{"v":1}"#)])
+        try await Task.sleep(for: .milliseconds(300))
+        try await directory.renewLease(successor, recordsExpireAfter: .seconds(86_400))
+        #expect(try await directory.claim(lookup: "0123456789abcdef", from: zombie.id, for: successor, nodeTimeout: .milliseconds(200)))
+        try await directory.save([record(owner: successor, snapshot: #"{"v":2}"#)])
+
+        // The zombie wakes up and writes what it had batched: the database keeps the
+        // successor's record, and tells the zombie the session is lost.
+        try await directory.save([record(owner: zombie, snapshot: #"{"v":"late"}"#)])
+        let location = try await directory.find(lookup: "0123456789abcdef", nodeTimeout: .seconds(30))
+        #expect(location?.record.owner == successor.id)
+        #expect(location?.record.snapshot == #"{"v":2}"#)
+        #expect(try await directory.lost(["0123456789abcdef"], by: zombie) == ["0123456789abcdef"])
+        #expect(try await directory.lost(["0123456789abcdef"], by: successor) == [])
+    }
+}
