@@ -51,9 +51,15 @@ let package = Package(
                 "ViewlineProtocol",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Logging", package: "swift-log"),
                 "CSHA256",
+            ],
+            // The browser page, compiled into the binary (no files to deploy beside it).
+            resources: [
+                .embedInCode("Web/page/index.html"), .embedInCode("Web/page/app.js"), .embedInCode("Web/page/app.css"),
             ]
         ),
         // Testing view-models without sockets: a test store, a manual clock.

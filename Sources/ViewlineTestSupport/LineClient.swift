@@ -104,6 +104,23 @@ public final class LineClient {
                 buffer.removeSubrange(...newline)
                 return line
             }
+            guard try fill(until: deadline) else { return nil }
+        }
+    }
+
+    /// Reads exactly `count` raw bytes (a WebSocket frame's parts); `nil` at end of stream.
+    public func readBytes(_ count: Int, timeout: Duration) throws -> [UInt8]? {
+        let deadline = ContinuousClock.now + timeout
+        while buffer.count < count {
+            guard try fill(until: deadline) else { return nil }
+        }
+        defer { buffer.removeFirst(count) }
+        return Array(buffer.prefix(count))
+    }
+
+    /// Appends what the socket has to the buffer; `false` at end of stream.
+    private func fill(until deadline: ContinuousClock.Instant) throws -> Bool {
+        while true {
             let remaining = deadline - ContinuousClock.now
             guard remaining > .zero else { throw Failure(description: "timed out; got \(received.map(\.encoded))") }
             var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
@@ -113,8 +130,9 @@ public final class LineClient {
             if ready <= 0 { continue }
             var chunk = [UInt8](repeating: 0, count: 65536)
             let n = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
-            if n <= 0 { return nil }
+            if n <= 0 { return false }
             buffer.append(contentsOf: chunk[..<n])
+            return true
         }
     }
 }

@@ -48,7 +48,23 @@ public final class ServerProcess {
             throw LineClient.Failure(description: "server did not start: \(text)")
         }
         self.port = port
+        // With --web-port, the next line is "web on http://HOST:PORT/".
+        if arguments.contains("--web-port") {
+            var web: [UInt8] = []
+            while true {
+                let byte = handle.readData(ofLength: 1)
+                guard let value = byte.first, value != 0x0A else { break }
+                web.append(value)
+            }
+            let text = String(decoding: web, as: UTF8.self)
+            webPort = text.split(separator: ":").last.flatMap { Int($0.trimmingCharacters(in: CharacterSet(charactersIn: "/"))) }
+        } else {
+            webPort = nil
+        }
     }
+
+    /// The web listener's port (the page and `/ws`), when started with `--web-port`.
+    public let webPort: Int?
 
     public func signal(_ number: Int32) { kill(process.processIdentifier, number) }
 

@@ -18,6 +18,8 @@ struct ViewlineServerCommand: AsyncParsableCommand {
     @Option(help: "Address to listen on.") var host = "127.0.0.1"
     @Option(help: "Port to listen on; 0 picks a free one (printed as `listening on HOST:PORT`).") var port = 7878
     @Flag(help: "Enable admin commands (`fault`).") var admin = false
+    @Option(help: ArgumentHelp("Also serve the browser page at http://HOST:PORT/ and the protocol over WebSocket at /ws (host: --host; 0 picks a free port, printed as `web on http://HOST:PORT/`).", valueName: "port")) var webPort: Int?
+    @Option(help: ArgumentHelp("An origin besides the page's own allowed to open the WebSocket (repeatable), e.g. https://app.example.com.", valueName: "origin")) var webOrigin: [String] = []
     @Flag(help: "Add the demo users alice/wonderland and bob/builder (demos, the tutorial, tests; never a real deployment).") var demo = false
     @Flag(help: "Print the JSON Schema of the commands (derived from the view-models' declarations) and exit.") var printSchema = false
     @Option(help: ArgumentHelp("PEM certificate chain: serve over TLS (with --tls-key).", valueName: "file")) var tlsCert: String?
@@ -83,6 +85,8 @@ struct ViewlineServerCommand: AsyncParsableCommand {
         configuration.maximumClients = maxClients
         configuration.tlsCertificateFile = tlsCert
         configuration.tlsKeyFile = tlsKey
+        configuration.webPort = webPort
+        configuration.webOrigins = webOrigin
         if tlsCert == nil && !["127.0.0.1", "::1", "localhost"].contains(host) {
             logger.warning("listening beyond loopback without TLS: session tokens and passwords cross the network in clear text; use --tls-cert and --tls-key", metadata: ["host": "\(host)"])
         }
@@ -121,6 +125,9 @@ struct ViewlineServerCommand: AsyncParsableCommand {
             apps: SeedApps.all, services: services, faults: faults, cluster: cluster, configuration: configuration, logger: logger)
         let bound = server.localAddress
         print("listening on \(bound.host):\(bound.port)")
+        if let web = server.webAddress {
+            print("web on \(tlsCert == nil ? "http" : "https")://\(web.host):\(web.port)/")
+        }
         fflush(stdout)
 
         let signals = [SIGINT, SIGTERM].map { number in

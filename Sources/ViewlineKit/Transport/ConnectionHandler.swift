@@ -17,8 +17,13 @@ final class ConnectionHandler: ChannelInboundHandler {
     }
 
     func channelActive(context: ChannelHandlerContext) {
-        connection = server.accept(context.channel)
+        if connection == nil { connection = server.accept(context.channel) }
         context.fireChannelActive()
+    }
+
+    /// Added to a channel already open: a WebSocket once its upgrade is done.
+    func handlerAdded(context: ChannelHandlerContext) {
+        if context.channel.isActive, connection == nil { connection = server.accept(context.channel) }
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {

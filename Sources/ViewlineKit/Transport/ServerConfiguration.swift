@@ -26,6 +26,13 @@ public struct ServerConfiguration: Sendable {
     public var tlsCertificateFile: String?
     /// The PEM private key of `tlsCertificateFile`.
     public var tlsKeyFile: String?
+    /// With a port (0 picks a free one), an HTTP listener on ``host`` serves the
+    /// browser page at `/` and the protocol over WebSocket at `/ws` (one line per
+    /// text message); with TLS configured, https and wss.
+    public var webPort: Int?
+    /// Origins besides the page's own whose pages may open the WebSocket (e.g.
+    /// `https://app.example.com`); any other `Origin` gets 403.
+    public var webOrigins: [String] = []
     /// Names the server in `welcome`.
     public var serverName = "viewline/1.0"
 

@@ -1,8 +1,10 @@
 import Foundation
 import Logging
 import NIOCore
+import NIOHTTP1
 import NIOPosix
 import NIOSSL
+import NIOWebSocket
 import Synchronization
 
 /// Serves view-models over TCP: accepts connections, frames lines, hands each line
@@ -23,6 +25,8 @@ public final class ViewlineServer: Sendable {
     private let group: MultiThreadedEventLoopGroup
     private let registry = ConnectionRegistry()
     private let serverChannel: Mutex<(any Channel)?> = Mutex(nil)
+    /// The web listener (page and WebSocket), with ``ServerConfiguration/webPort``.
+    private let webChannel: Mutex<(any Channel)?> = Mutex(nil)
     /// The event loops may only stop once a shutdown in progress has said its `bye`s.
     private let lifecycle = Mutex<Lifecycle>(.serving)
     private let shutdownFinished = Latch()
@@ -38,6 +42,13 @@ public final class ViewlineServer: Sendable {
     public var localAddress: (host: String, port: Int) {
         let address = listener.localAddress
         return (address?.ipAddress ?? configuration.host, address?.port ?? configuration.port)
+    }
+
+    /// The web listener's address (the page at `/`, WebSocket at `/ws`), when
+    /// ``ServerConfiguration/webPort`` is set.
+    public var webAddress: (host: String, port: Int)? {
+        guard let address = webChannel.withLock({ $0 })?.localAddress else { return nil }
+        return (address.ipAddress ?? configuration.host, address.port ?? 0)
     }
 
     /// Assembles `apps` and binds the port.
@@ -92,7 +103,12 @@ public final class ViewlineServer: Sendable {
                 }
                 .bind(host: configuration.host, port: configuration.port).get()
             serverChannel.withLock { $0 = channel }
+            if let webPort = configuration.webPort {
+                let web = try await bindWeb(port: webPort, tls: tls)
+                webChannel.withLock { $0 = web }
+            }
         } catch {
+            try? await serverChannel.withLock({ $0 })?.close()
             try? await group.shutdownGracefully()
             throw error
         }
@@ -113,6 +129,7 @@ public final class ViewlineServer: Sendable {
     /// for every connection to finish.
     public func run() async throws {
         try await listener.closeFuture.get()
+        try? await webChannel.withLock({ $0 })?.closeFuture.get()
         await registry.waitUntilEmpty()
         let shuttingDown = lifecycle.withLock { state in
             defer { state = .stopped }
@@ -136,6 +153,7 @@ public final class ViewlineServer: Sendable {
         }
         defer { shutdownFinished.open() }
         try? await listener.close()
+        try? await webChannel.withLock({ $0 })?.close()
         // Records written and the node gone from the cluster before the `bye`s: a
         // client that attaches to another node right away finds its session there.
         await application.cluster?.leave()
@@ -161,6 +179,48 @@ public final class ViewlineServer: Sendable {
 
     /// Connections open now.
     public var connectionCount: Int { registry.count }
+
+    /// Binds the web listener: HTTP for the page, upgraded to WebSocket at `/ws`,
+    /// where each text message is a line and the connection runs like a TCP one
+    /// (same ``ConnectionHandler``, limits and client count).
+    private func bindWeb(port: Int, tls: NIOSSLContext?) async throws -> any Channel {
+        let maximumLineBytes = configuration.maximumLineBytes
+        let origins = WebOrigins(scheme: tls == nil ? "http" : "https", allowed: Set(configuration.webOrigins))
+        return try await ServerBootstrap(group: group)
+            .serverChannelOption(.backlog, value: 256)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            .childChannelOption(.writeBufferWaterMark, value: .init(
+                low: configuration.maximumOutputBytes / 2, high: configuration.maximumOutputBytes))
+            .childChannelInitializer { [unowned self] channel in
+                channel.eventLoop.makeCompletedFuture {
+                    if let tls {
+                        try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls))
+                    }
+                    let page = WebPageHandler(origins: origins)
+                    let upgrader = NIOWebSocketServerUpgrader(
+                        // A frame somewhat over the line limit still arrives, to be
+                        // answered `line_too_long`; far over it, the socket closes (1009).
+                        maxFrameSize: min(Int(UInt32.max), maximumLineBytes * 2 + 1024),
+                        shouldUpgrade: { channel, head in
+                            let allowed = head.uri.split(separator: "?").first == "/ws" && origins.allows(head)
+                            return channel.eventLoop.makeSucceededFuture(allowed ? HTTPHeaders() : nil)
+                        },
+                        upgradePipelineHandler: { [unowned self] channel, _ in
+                            channel.eventLoop.makeCompletedFuture {
+                                try channel.pipeline.syncOperations.addHandlers(
+                                    WebSocketLines(maximumLength: maximumLineBytes), ConnectionHandler(server: self))
+                            }
+                        })
+                    try channel.pipeline.syncOperations.configureHTTPServerPipeline(
+                        withServerUpgrade: (upgraders: [upgrader], completionHandler: { context in
+                            context.pipeline.syncOperations.removeHandler(page, promise: nil)
+                        }))
+                    try channel.pipeline.syncOperations.addHandler(page)
+                }
+            }
+            .bind(host: configuration.host, port: port).get()
+    }
 
     /// The listening socket.
     private var listener: any Channel { serverChannel.withLock { $0! } }

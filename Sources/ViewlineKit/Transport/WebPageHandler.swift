@@ -1,0 +1,102 @@
+import NIOCore
+import NIOHTTP1
+import NIOWebSocket
+
+/// The web listener's HTTP side: serves the page (`/`, its script and style, all
+/// from the binary) and refuses what it does not serve. `GET /ws` reaches it only
+/// when the WebSocket upgrade was refused: a foreign `Origin` gets 403.
+final class WebPageHandler: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    private let origins: WebOrigins
+    private var head: HTTPRequestHead?
+
+    init(origins: WebOrigins) {
+        self.origins = origins
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(let head): self.head = head
+        case .body: break  // nothing here takes a body
+        case .end:
+            guard let head else { return }
+            self.head = nil
+            respond(to: head, context: context)
+        }
+    }
+
+    private func respond(to head: HTTPRequestHead, context: ChannelHandlerContext) {
+        let path = head.uri.split(separator: "?", maxSplits: 1).first.map(String.init) ?? "/"
+        guard head.method == .GET || head.method == .HEAD else {
+            return send(.methodNotAllowed, "only GET\n", type: "text/plain; charset=utf-8", head: head, context: context,
+                        extra: [("Allow", "GET, HEAD")])
+        }
+        if path == "/ws" {
+            if !origins.allows(head) {
+                return send(.forbidden, "cross-origin WebSocket refused\n", type: "text/plain; charset=utf-8", head: head, context: context)
+            }
+            return send(.badRequest, "a WebSocket upgrade is expected here\n", type: "text/plain; charset=utf-8", head: head, context: context)
+        }
+        if path == "/favicon.ico" {
+            return send(.noContent, "", type: "image/x-icon", head: head, context: context, extra: [("Cache-Control", "max-age=86400")])
+        }
+        guard let asset = WebAssets.asset(at: path) else {
+            return send(.notFound, "not found\n", type: "text/plain; charset=utf-8", head: head, context: context)
+        }
+        send(.ok, asset.body, type: asset.contentType, head: head, context: context, extra: [("Cache-Control", asset.cacheControl)])
+    }
+
+    private func send(
+        _ status: HTTPResponseStatus, _ body: String, type: String, head: HTTPRequestHead, context: ChannelHandlerContext,
+        extra: [(String, String)] = []
+    ) {
+        var headers = HTTPHeaders(Self.securityHeaders + extra)
+        headers.add(name: "Content-Type", value: type)
+        let bytes = ByteBuffer(string: body)
+        headers.add(name: "Content-Length", value: "\(bytes.readableBytes)")
+        if !extra.contains(where: { $0.0 == "Cache-Control" }) { headers.add(name: "Cache-Control", value: "no-store") }
+        let keepAlive = head.isKeepAlive && (status == .ok || status == .noContent)
+        if !keepAlive { headers.add(name: "Connection", value: "close") }
+        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: status, headers: headers))), promise: nil)
+        if head.method != .HEAD { context.write(wrapOutboundOut(.body(.byteBuffer(bytes))), promise: nil) }
+        let done = context.writeAndFlush(wrapOutboundOut(.end(nil)))
+        if !keepAlive { done.whenComplete { _ in context.close(promise: nil) } }
+    }
+
+    /// On every response: scripts and styles only from this origin (no inline code),
+    /// sockets only to it, nothing framed, nothing sniffed, no referrer.
+    static let securityHeaders: [(String, String)] = [
+        ("Content-Security-Policy",
+         "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; "
+            + "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"),
+        ("X-Content-Type-Options", "nosniff"),
+        ("Referrer-Policy", "no-referrer"),
+        ("X-Frame-Options", "DENY"),
+        ("Cross-Origin-Opener-Policy", "same-origin"),
+    ]
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        // A refused upgrade (a foreign Origin, another path) is reported as an error,
+        // then the request comes here to be answered (403): not a reason to hang up.
+        if error is NIOWebSocketUpgradeError { return }
+        context.close(promise: nil)
+    }
+}
+
+/// Which pages may open a WebSocket: the page's own origin (the request's `Host`,
+/// over the listener's scheme) and those listed with `--web-origin`. A request with
+/// no `Origin` (not a browser) is allowed: only browsers send cookies and ambient
+/// credentials across sites, and the protocol uses none.
+struct WebOrigins: Sendable {
+    var scheme: String
+    var allowed: Set<String>
+
+    func allows(_ head: HTTPRequestHead) -> Bool {
+        guard let origin = head.headers.first(name: "Origin") else { return true }
+        if allowed.contains(origin) { return true }
+        guard let host = head.headers.first(name: "Host") else { return false }
+        return origin == "\(scheme)://\(host)"
+    }
+}

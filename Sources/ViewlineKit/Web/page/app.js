@@ -1,0 +1,384 @@
+// Viewline in the browser: renders any server's view-models from `help` and the
+// events it sends; no per-app code. Every server string is inserted as text
+// (textContent only: never parsed as markup).
+
+const $ = (id) => document.getElementById(id);
+const store = window.sessionStorage;
+const BUSY = /^(loading|syncing|saving|busy|pending|refreshing|fetching|working)$|ing$/i;
+
+let socket = null;
+let nextId = 1;
+let helpLoaded = false;
+let final = false;              // quit or session ended: no reconnecting
+let backoff = 250;
+let attaching = false;
+const views = new Map();        // view name → latest state
+const dirty = new Set();        // views to redraw on the next animation frame
+const pending = new Map();      // command id → label, for the log
+const history = [];
+let historyIndex = 0;
+
+// ---------------------------------------------------------------- connection
+
+function status(text, state) {
+  $("status").textContent = text;
+  $("status").dataset.state = state;
+}
+
+function connect() {
+  const scheme = location.protocol === "https:" ? "wss" : "ws";
+  socket = new WebSocket(`${scheme}://${location.host}/ws`);
+  socket.onmessage = (event) => {
+    let message;
+    try { message = JSON.parse(event.data); } catch { return log(`unreadable: ${event.data}`, "error"); }
+    receive(message);
+  };
+  socket.onclose = () => {
+    socket = null;
+    if (final) return status("disconnected", "disconnected");
+    status("reconnecting…", "reconnecting");
+    setTimeout(connect, backoff + Math.random() * backoff);
+    backoff = Math.min(backoff * 2, 5000);
+  };
+}
+
+function send(object, label) {
+  if (!socket || socket.readyState !== WebSocket.OPEN) return log(`not connected: ${label}`, "error");
+  const id = nextId++;
+  pending.set(id, label);
+  socket.send(JSON.stringify({ id, ...object }));
+  return id;
+}
+
+function sendLine(line) {
+  if (!socket || socket.readyState !== WebSocket.OPEN) return log(`not connected: ${line}`, "error");
+  log(`> ${line}`, "sent");
+  socket.send(line);
+}
+
+// ---------------------------------------------------------------- messages
+
+function receive(message) {
+  if ("rev" in message && message.type !== "reply") {
+    store.setItem("viewline.rev", String(message.rev));
+  }
+  switch (message.type) {
+    case "welcome": return welcome(message);
+    case "reply": return reply(message);
+    case "display":
+      views.set(message.view, message.state);
+      dirty.add(message.view);
+      return scheduleRender();
+    case "alert": return showAlert(message);
+    case "dismiss": return dismissAlert(message.id);
+    case "bye":
+      log(`bye: ${message.reason}`, "error");
+      if (message.reason === "client quit" || message.reason === "session ended") {
+        final = true;
+        forget();
+      }
+      return;
+    default:
+      log(JSON.stringify(message));
+  }
+}
+
+function welcome(message) {
+  backoff = 250;
+  const fragment = new URLSearchParams(location.hash.slice(1)).get("attach");
+  const token = fragment || store.getItem("viewline.token");
+  if (fragment) history.replaceState(null, "", location.pathname);  // the token leaves the address bar
+  if (token && token !== message.token) {
+    attaching = true;
+    const lastRev = fragment ? undefined : Number(store.getItem("viewline.rev") || 0);
+    const args = lastRev === undefined ? { token } : { token, lastRev };
+    send({ cmd: "attach", args }, "attach");
+    setToken(token);
+  } else {
+    setToken(message.token);
+    status("connected", "connected");
+  }
+  if (!helpLoaded) send({ cmd: "help" }, "help");
+}
+
+function setToken(token) {
+  store.setItem("viewline.token", token);
+  $("token").textContent = token;
+  $("share").href = `#attach=${encodeURIComponent(token)}`;
+}
+
+function forget() {
+  store.removeItem("viewline.token");
+  store.removeItem("viewline.rev");
+}
+
+function reply(message) {
+  const label = pending.get(message.re);
+  pending.delete(message.re);
+  if (label === "help" && message.ok) {
+    helpLoaded = true;
+    renderCommands(message.result.commands || []);
+    for (const view of message.result.views || []) {
+      if (!views.has(view.name)) { views.set(view.name, null); dirty.add(view.name); }
+    }
+    scheduleRender();
+    send({ cmd: "state" }, "state");  // every view as it is now
+    return;
+  }
+  if (label === "state" && message.ok && message.result.views) {
+    for (const [name, state] of Object.entries(message.result.views)) {
+      views.set(name, state);
+      dirty.add(name);
+    }
+    scheduleRender();
+    return;
+  }
+  if (label === "attach") {
+    attaching = false;
+    if (message.ok) {
+      if (message.result.snapshot) { views.clear(); $("views").replaceChildren(); }
+      status("connected", "connected");
+      return log(`attached (rev ${message.result.rev}, ${message.result.replayed} replayed)`);
+    }
+    // The session is gone (or lives on another node): carry on with this connection's own.
+    log(`attach: ${message.error.code}: ${message.error.message}`, "error");
+    forget();
+    final = false;
+    status("connected", "connected");
+    socket.close();  // reconnects with a fresh session
+    return;
+  }
+  if (message.ok) {
+    log(`${label ? label + ": " : ""}${JSON.stringify(message.result)}`);
+  } else {
+    log(`${label ? label + ": " : ""}${message.error.code}: ${message.error.message}`, "error");
+  }
+}
+
+// ---------------------------------------------------------------- the log
+
+function log(text, kind = "") {
+  const item = document.createElement("li");
+  item.textContent = text;
+  if (kind) item.className = kind;
+  const list = $("log");
+  list.append(item);
+  while (list.childElementCount > 500) list.firstElementChild.remove();
+  list.scrollTop = list.scrollHeight;
+}
+
+// ---------------------------------------------------------------- views
+
+let frameRequested = false;
+function scheduleRender() {
+  if (frameRequested) return;
+  frameRequested = true;
+  requestAnimationFrame(() => {
+    frameRequested = false;
+    for (const name of dirty) renderView(name);
+    dirty.clear();
+  });
+}
+
+function renderView(name) {
+  const id = `view-${name.replace(/[^a-zA-Z0-9_-]/g, "_")}`;
+  let section = $(id);
+  if (!section) {
+    section = document.createElement("section");
+    section.id = id;
+    section.className = "view";
+    const heading = document.createElement("h2");
+    heading.id = `${id}-heading`;
+    heading.textContent = name;
+    section.setAttribute("aria-labelledby", heading.id);
+    section.append(heading, document.createElement("div"));
+    $("views").append(section);
+  }
+  section.lastElementChild.replaceChildren(renderValue(views.get(name)));
+}
+
+function renderValue(value, key = "") {
+  if (Array.isArray(value)) {
+    if (value.length === 0) return text("span", "none", "empty");
+    if (value.every((item) => item && typeof item === "object" && !Array.isArray(item))) return table(value);
+    const list = document.createElement("ul");
+    for (const item of value) {
+      const entry = document.createElement("li");
+      entry.append(renderValue(item));
+      list.append(entry);
+    }
+    return list;
+  }
+  if (value && typeof value === "object") {
+    const list = document.createElement("dl");
+    for (const [name, item] of Object.entries(value)) {
+      list.append(text("dt", name));
+      const cell = document.createElement("dd");
+      cell.append(renderValue(item, name));
+      list.append(cell);
+    }
+    return list;
+  }
+  if (typeof value === "boolean" && BUSY.test(key)) {
+    if (!value) return text("span", "no");
+    const busy = document.createElement("span");
+    busy.className = "busy";
+    const bar = document.createElement("progress");
+    bar.setAttribute("aria-label", key);
+    busy.append(bar, text("span", key));
+    return busy;
+  }
+  if (value === null || value === undefined) return text("span", "—", "empty");
+  if (typeof value === "boolean") return text("span", value ? "yes" : "no");
+  return text("span", String(value));
+}
+
+function table(rows) {
+  const keys = [...new Set(rows.flatMap((row) => Object.keys(row)))];
+  const element = document.createElement("table");
+  const head = element.createTHead().insertRow();
+  for (const key of keys) {
+    const cell = document.createElement("th");
+    cell.scope = "col";
+    cell.textContent = key;
+    head.append(cell);
+  }
+  const body = element.createTBody();
+  for (const row of rows) {
+    const line = body.insertRow();
+    for (const key of keys) {
+      const value = row[key];
+      line.insertCell().append(value && typeof value === "object" ? renderValue(value, key) : text("span", value ?? ""));
+    }
+  }
+  return element;
+}
+
+function text(tag, content, className = "") {
+  const element = document.createElement(tag);
+  element.textContent = String(content);
+  if (className) element.className = className;
+  return element;
+}
+
+// ---------------------------------------------------------------- commands
+
+function renderCommands(commands) {
+  const plain = $("commands");
+  const admin = $("admin");
+  plain.replaceChildren();
+  admin.replaceChildren();
+  for (const command of commands) {
+    if (["confirm", "cancel"].includes(command.name)) continue;  // the alert dialog answers
+    const form = document.createElement("form");
+    form.className = "command";
+    form.setAttribute("aria-label", command.name);
+    form.title = command.summary;
+    for (const arg of command.args) {
+      const label = document.createElement("label");
+      label.textContent = arg;
+      const input = document.createElement("input");
+      input.name = arg;
+      input.spellcheck = false;
+      if (/password|secret/i.test(arg)) input.type = "password";
+      label.append(input);
+      form.append(label);
+    }
+    const button = text("button", command.name);
+    button.type = "submit";
+    form.append(button);
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      const values = command.args.map((arg) => form.elements[arg].value.trim()).filter((value) => value !== "");
+      sendLine([command.name, ...values].join(" "));
+    });
+    (command.admin ? admin : plain).append(form);
+  }
+  $("admin-heading").hidden = admin.childElementCount === 0;
+}
+
+$("line-form").addEventListener("submit", (event) => {
+  event.preventDefault();
+  const input = $("line");
+  const line = input.value.trim();
+  if (!line) return;
+  history.push(line);
+  historyIndex = history.length;
+  input.value = "";
+  sendLine(line);
+});
+
+$("line").addEventListener("keydown", (event) => {
+  if (event.key !== "ArrowUp" && event.key !== "ArrowDown") return;
+  event.preventDefault();
+  historyIndex = Math.max(0, Math.min(history.length, historyIndex + (event.key === "ArrowUp" ? -1 : 1)));
+  $("line").value = history[historyIndex] ?? "";
+});
+
+// ---------------------------------------------------------------- alerts
+
+let currentAlert = null;
+
+function showAlert(alert) {
+  currentAlert = alert;
+  const dialog = $("alert");
+  $("alert-title").textContent = alert.title;
+  $("alert-message").textContent = alert.message;
+  const fields = $("alert-fields");
+  fields.replaceChildren();
+  for (const field of alert.fields || []) {
+    const label = text("label", field.label);
+    const input = document.createElement("input");
+    input.name = field.name;
+    input.type = field.secure ? "password" : "text";
+    input.autocomplete = field.secure ? "current-password" : "username";
+    label.append(input);
+    fields.append(label);
+  }
+  const actions = $("alert-actions");
+  actions.replaceChildren();
+  const ordered = [...alert.actions].sort((a, b) => (a.role === "cancel" ? -1 : 0) - (b.role === "cancel" ? -1 : 0));
+  for (const action of ordered) {
+    const button = text("button", action.label, action.role === "cancel" ? "secondary" : "");
+    button.type = "button";
+    button.addEventListener("click", () => answer(action.role));
+    actions.append(button);
+  }
+  if (!dialog.open) dialog.showModal();
+  (fields.querySelector("input") || actions.querySelector("button:not(.secondary)") || actions.querySelector("button"))?.focus();
+}
+
+function answer(role) {
+  if (!currentAlert) return;
+  const alert = currentAlert;
+  if (role === "confirm") {
+    const fields = {};
+    for (const input of $("alert-fields").querySelectorAll("input")) fields[input.name] = input.value;
+    send({ cmd: "confirm", args: { alert: alert.id, fields } }, "confirm");
+  } else {
+    send({ cmd: "cancel", args: { alert: alert.id } }, "cancel");
+  }
+}
+
+function dismissAlert(id) {
+  if (!currentAlert || currentAlert.id !== id) return;
+  currentAlert = null;
+  $("alert").close();
+}
+
+$("alert").addEventListener("cancel", (event) => {
+  // Escape: cancels when the alert has a cancel action; the dialog stays until `dismiss`.
+  event.preventDefault();
+  if (currentAlert?.actions.some((action) => action.role === "cancel")) answer("cancel");
+});
+
+$("alert-form").addEventListener("submit", (event) => {
+  event.preventDefault();  // Enter confirms
+  answer("confirm");
+});
+
+window.addEventListener("hashchange", () => {
+  if (new URLSearchParams(location.hash.slice(1)).get("attach") && socket) socket.close();
+});
+
+connect();
