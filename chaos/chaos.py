@@ -168,6 +168,7 @@ class Node:
         self.process: Optional[subprocess.Popen] = None
         self.incarnations: List[Incarnation] = []
         self.stopped = False
+        self.failed_starts = 0
 
     @property
     def address(self) -> Tuple[str, int]:
@@ -196,7 +197,14 @@ class Node:
         threading.Thread(target=self.events.read, args=(self.process.stderr, label, log), daemon=True).start()
         line = self.process.stdout.readline().decode()
         if not line.startswith("listening on"):
-            raise SystemExit(f"{label} did not start: {line!r}; see {log.name}")
+            # Like a supervisor (systemd's Restart=on-failure): note it, start again.
+            self.process.wait()
+            self.failed_starts += 1
+            if self.failed_starts > 20:
+                raise SystemExit(f"{label} did not start: {line!r}; see {log.name}")
+            print(f"  {label} did not start (see {log.name}); starting it again", flush=True)
+            time.sleep(1)
+            return self.start()
         threading.Thread(target=self.process.stdout.read, daemon=True).start()
 
     def rss(self) -> Optional[int]:
@@ -754,6 +762,7 @@ def drive(args, run: Run, rng: random.Random, nodes: List[Node], serve_log: Serv
         f"- acknowledged drafts: {acknowledged}, lost: {lost}",
         f"- commands served after another node claimed the session: {len(served)} (within {TOLERANCE} s of a claim, read order only: {near})",
         f"- sessions lost: {run.lost_sessions}",
+        f"- node starts that failed (and were retried, as a supervisor would): {sum(n.failed_starts for n in nodes)}",
         "- seconds from a fault's start until its clients work again (the fault's own length included):",
     ] + recovery_lines + [
         "- RSS: " + "; ".join(f"node{n.index}: {mib(n.incarnations[0].rss_start)} at start, {mib(rss_end[n.incarnations[-1].label])} at end ({len(n.incarnations)} start(s))" for n in nodes),

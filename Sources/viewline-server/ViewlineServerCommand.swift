@@ -121,8 +121,15 @@ struct ViewlineServerCommand: AsyncParsableCommand {
             store = try SQLiteStore.open(path: db)
         }
         let services = try await SeedApps.liveServices(apps, store: store, faults: faults)
-        let server = try await ViewlineServer(
-            apps: SeedApps.all, services: services, faults: faults, cluster: cluster, configuration: configuration, logger: logger)
+        let server: ViewlineServer
+        do {
+            server = try await ViewlineServer(
+                apps: SeedApps.all, services: services, faults: faults, cluster: cluster, configuration: configuration, logger: logger)
+        } catch {
+            // PostgresNIO hides a server's message from `description`: say it here.
+            logger.error("could not start", metadata: ["error": "\(String(reflecting: error))"])
+            throw error
+        }
         let bound = server.localAddress
         print("listening on \(bound.host):\(bound.port)")
         if let web = server.webAddress {

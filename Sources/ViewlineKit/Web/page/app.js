@@ -322,6 +322,7 @@ let currentAlert = null;
 function showAlert(alert) {
   currentAlert = alert;
   const dialog = $("alert");
+  dialog.dataset.alert = alert.id;
   $("alert-title").textContent = alert.title;
   $("alert-message").textContent = alert.message;
   const fields = $("alert-fields");
@@ -340,8 +341,9 @@ function showAlert(alert) {
   const ordered = [...alert.actions].sort((a, b) => (a.role === "cancel" ? -1 : 0) - (b.role === "cancel" ? -1 : 0));
   for (const action of ordered) {
     const button = text("button", action.label, action.role === "cancel" ? "secondary" : "");
-    button.type = "button";
-    button.addEventListener("click", () => answer(action.role));
+    // The confirm button submits the form, so Enter in a field confirms.
+    button.type = action.role === "confirm" ? "submit" : "button";
+    if (action.role !== "confirm") button.addEventListener("click", () => answer(action.role));
     actions.append(button);
   }
   if (!dialog.open) dialog.showModal();

@@ -1,0 +1,183 @@
+"""The browser page (`--web-port`) in real headless Chromium, driven through
+WebDriver the way a person (or a screen reader) finds things: by role and
+accessible name. Every test runs against the real server."""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import time
+
+import pytest
+from selenium.common.exceptions import TimeoutException
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support.ui import WebDriverWait
+
+from conftest import Server
+
+
+def wait(driver, predicate, seconds: float = 10):
+    return WebDriverWait(driver, seconds, poll_frequency=0.05).until(lambda d: predicate())
+
+
+def named(driver, css: str, name: str):
+    """The element matching `css` whose computed accessible name is `name`."""
+    for element in driver.find_elements(By.CSS_SELECTOR, css):
+        if element.accessible_name == name:
+            return element
+    return None
+
+
+def command_form(driver, name: str):
+    form = wait(driver, lambda: named(driver, "form", name))
+    return form
+
+
+def run(driver, name: str, **values):
+    form = command_form(driver, name)
+    for field, value in values.items():
+        box = form.find_element(By.NAME, field)
+        box.clear()
+        box.send_keys(value)
+    named(form, "button", name).click()
+
+
+def view(driver, name: str):
+    return wait(driver, lambda: named(driver, "section", name))
+
+
+def dialog(driver):
+    element = driver.find_element(By.CSS_SELECTOR, "[role=alertdialog]")
+    return element if element.is_displayed() else None
+
+
+def status(driver) -> str:
+    return driver.find_element(By.CSS_SELECTOR, "[role=status]").text
+
+
+def test_a_search_renders_a_results_table_and_the_progress_indicator_goes_away(page, server: Server):
+    page.get(server.url)
+    wait(page, lambda: status(page) == "connected")
+    run(page, "search", query="pizza")
+    section = view(page, "search")
+    wait(page, lambda: section.find_elements(By.CSS_SELECTOR, "table tbody tr"))
+    headers = [th.text for th in section.find_elements(By.CSS_SELECTOR, "table th")]
+    assert "name" in headers and "address" in headers
+    wait(page, lambda: not section.find_elements(By.TAG_NAME, "progress"))
+    assert "pizza" in section.text.lower()
+
+
+def test_a_backend_fault_shows_an_alert_dialog_whose_ok_closes_it(page, server: Server):
+    page.get(server.url)
+    wait(page, lambda: status(page) == "connected")
+    run(page, "fault", service="search", count="1", message="the catalog is down")
+    run(page, "search", query="ramen")
+    box = wait(page, lambda: dialog(page))
+    assert box.accessible_name  # the alert's title names the dialog
+    assert "the catalog is down" in box.text
+    named(box, "button", "OK").click()
+    wait(page, lambda: dialog(page) is None)
+
+
+def test_the_login_alert_has_a_password_input_and_logs_in(page, server: Server):
+    page.get(server.url)
+    wait(page, lambda: status(page) == "connected")
+    run(page, "playlist")
+    box = wait(page, lambda: dialog(page))
+    assert box.find_element(By.CSS_SELECTOR, "input[type=password]")
+    box.find_element(By.NAME, "user").send_keys("alice")
+    password = box.find_element(By.NAME, "password")
+    password.send_keys("wonderland")
+    password.send_keys(Keys.ENTER)  # Enter confirms
+    wait(page, lambda: dialog(page) is None)
+    session = view(page, "session")
+    wait(page, lambda: "alice" in session.text)
+    playlist = view(page, "playlist")
+    wait(page, lambda: playlist.find_elements(By.CSS_SELECTOR, "table tbody tr"))
+
+
+def test_a_failing_save_is_answered_from_the_dialog_until_it_succeeds(page, server: Server):
+    page.get(server.url)
+    wait(page, lambda: status(page) == "connected")
+    run(page, "login", user="alice", password="wonderland")
+    wait(page, lambda: "alice" in view(page, "session").text)
+    run(page, "fault", service="save", count="2", message="disk full")
+    run(page, "draft", text="buy milk")
+    draft = view(page, "draft")  # found before the modal makes the page inert
+    run(page, "save")
+    answered = set()
+
+    def settled():
+        box = dialog(page)
+        if box is not None and box.get_attribute("data-alert") not in answered:
+            assert "disk full" in box.text
+            answered.add(box.get_attribute("data-alert"))
+            named(box, "button", "Save").click()  # the alert's confirm action: save again
+            return False
+        return box is None and "pending\nno" in draft.text
+
+    wait(page, settled, seconds=20)
+    assert len(answered) == 2
+    run(page, "saved")
+    wait(page, lambda: "buy milk" in page.find_element(By.CSS_SELECTOR, "[role=log]").text)
+
+
+def test_one_session_in_the_page_and_over_tcp(page, server: Server):
+    page.get(server.url)
+    wait(page, lambda: status(page) == "connected")
+    token = wait(page, lambda: named(page, "code", "session token")).text
+    assert len(token) == 48
+    tcp = server.tcp()
+    tcp.send(f"attach {token} 0")
+    assert tcp.reply()["ok"]
+    # A command typed in the page is seen over TCP.
+    console = named(page, "section", "Console")
+    line = named(console, "input", "command")
+    line.send_keys("search thai", Keys.ENTER)
+    tcp.until(lambda m: m.get("view") == "search" and m["state"]["query"] == "thai")
+    # An alert answered over TCP leaves the page.
+    tcp.send("fault search 1 offline")
+    tcp.reply()
+    line.send_keys("search tacos", Keys.ENTER)
+    wait(page, lambda: dialog(page))
+    alert = tcp.until(lambda m: m.get("type") == "alert")
+    tcp.send(f"confirm {alert['id']}")
+    wait(page, lambda: dialog(page) is None)
+
+
+def test_a_reload_keeps_every_view(page, server: Server):
+    page.get(server.url)
+    wait(page, lambda: status(page) == "connected")
+    run(page, "search", query="sushi")
+    wait(page, lambda: view(page, "search").find_elements(By.CSS_SELECTOR, "table tbody tr"))
+    token = named(page, "code", "session token").text
+    page.refresh()
+    wait(page, lambda: status(page) == "connected")
+    assert named(page, "code", "session token").text == token
+    wait(page, lambda: "sushi" in view(page, "search").text.lower())
+    assert view(page, "search").find_elements(By.CSS_SELECTOR, "table tbody tr")
+
+
+def test_hostile_strings_stay_text(page, server: Server):
+    page.get(server.url)
+    wait(page, lambda: status(page) == "connected")
+    run(page, "login", user="alice", password="wonderland")
+    wait(page, lambda: "alice" in view(page, "session").text)
+    hostile = "<img src=x onerror=alert(1)>"
+    run(page, "draft", text=hostile)
+    draft = view(page, "draft")
+    wait(page, lambda: hostile in draft.text)
+    assert not page.find_elements(By.CSS_SELECTOR, "section img")
+
+
+def test_a_restarted_server_shows_reconnecting_then_connected(page, server: Server):
+    page.get(server.url)
+    wait(page, lambda: status(page) == "connected")
+    server.stop()
+    wait(page, lambda: status(page) == "reconnecting…")
+    server.start()
+    wait(page, lambda: status(page) == "connected", seconds=20)
+    run(page, "search", query="pho")
+    wait(page, lambda: "pho" in view(page, "search").text.lower())
