@@ -84,28 +84,30 @@ class Link:
         self.upstream = upstream
         self.cut = False
         self.port = 0
-        self.pairs: List[Tuple[asyncio.StreamWriter, Optional[asyncio.StreamWriter], bool]] = []
-        self.tainted: set = set()
+        self.serial = 0
+        self.pairs: Dict[int, List[asyncio.StreamWriter]] = {}   # serial → both ends
+        self.tainted: set = set()                                # serials open during a cut
 
     async def start(self) -> None:
         server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
         self.port = server.sockets[0].getsockname()[1]
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        key = id(writer)
+        held = False
         while self.cut:                     # a SYN into the void: wait for the heal
-            self.tainted.add(key)
+            held = True
             await asyncio.sleep(0.05)
-        if key in self.tainted:
-            writer.close()
+        if held:
+            writer.transport.abort()
             return
         try:
             up_reader, up_writer = await asyncio.open_connection(*self.upstream)
         except OSError:
-            writer.close()
+            writer.transport.abort()
             return
-        conn = [writer, up_writer]
-        self.pairs.append(conn)
+        self.serial += 1
+        serial = self.serial
+        self.pairs[serial] = [writer, up_writer]
 
         async def pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
             try:
@@ -114,35 +116,31 @@ class Link:
                     if not data:
                         break
                     if self.cut:
-                        self.tainted.add(id(conn))
+                        self.tainted.add(serial)
                         continue            # swallowed
-                    if id(conn) in self.tainted:
+                    if serial in self.tainted:
                         break
                     dst.write(data)
                     await dst.drain()
             except (OSError, ConnectionError):
                 pass
             finally:
-                for w in conn:
-                    try:
-                        w.transport.abort()
-                    except Exception:
-                        pass
+                for end in self.pairs.get(serial, []):
+                    end.transport.abort()
         await asyncio.gather(pump(reader, up_writer), pump(up_reader, writer))
-        if conn in self.pairs:
-            self.pairs.remove(conn)
+        self.pairs.pop(serial, None)
+        self.tainted.discard(serial)
 
     def set_cut(self, cut: bool) -> None:
         def apply() -> None:
             self.cut = cut
             if cut:
-                for conn in self.pairs:
-                    self.tainted.add(id(conn))
+                self.tainted.update(self.pairs)
             else:
-                for conn in list(self.pairs):
-                    if id(conn) in self.tainted:
-                        for w in conn:
-                            w.transport.abort()
+                for serial in list(self.tainted):
+                    for end in self.pairs.get(serial, []):
+                        end.transport.abort()
+                self.tainted.clear()
         self.loop.call_soon_threadsafe(apply)
 
 
