@@ -73,6 +73,28 @@ private struct KeyedContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
         set(key, try encodeTree(value, at: codingPath + [key]))
     }
 
+    // An optional that is `nil` is written as `null`, never left out (what the
+    // synthesized `encodeIfPresent` does by default): a view's keys stay the same
+    // from one `display` to the next, for clients that render by shape.
+    mutating func encodeIfPresent(_ value: Bool?, forKey key: Key) throws { set(key, value.map { .bool($0) } ?? .null) }
+    mutating func encodeIfPresent(_ value: String?, forKey key: Key) throws { set(key, value.map { .string($0) } ?? .null) }
+    mutating func encodeIfPresent(_ value: Double?, forKey key: Key) throws { set(key, value.map { .double($0) } ?? .null) }
+    mutating func encodeIfPresent(_ value: Float?, forKey key: Key) throws { set(key, value.map { .double(Double($0)) } ?? .null) }
+    mutating func encodeIfPresent(_ value: Int?, forKey key: Key) throws { set(key, value.map { .int($0) } ?? .null) }
+    mutating func encodeIfPresent(_ value: Int8?, forKey key: Key) throws { set(key, value.map { .int(Int($0)) } ?? .null) }
+    mutating func encodeIfPresent(_ value: Int16?, forKey key: Key) throws { set(key, value.map { .int(Int($0)) } ?? .null) }
+    mutating func encodeIfPresent(_ value: Int32?, forKey key: Key) throws { set(key, value.map { .int(Int($0)) } ?? .null) }
+    mutating func encodeIfPresent(_ value: Int64?, forKey key: Key) throws { set(key, value.map { .int(Int($0)) } ?? .null) }
+    mutating func encodeIfPresent(_ value: UInt?, forKey key: Key) throws { set(key, value.map { .int(Int($0)) } ?? .null) }
+    mutating func encodeIfPresent(_ value: UInt8?, forKey key: Key) throws { set(key, value.map { .int(Int($0)) } ?? .null) }
+    mutating func encodeIfPresent(_ value: UInt16?, forKey key: Key) throws { set(key, value.map { .int(Int($0)) } ?? .null) }
+    mutating func encodeIfPresent(_ value: UInt32?, forKey key: Key) throws { set(key, value.map { .int(Int($0)) } ?? .null) }
+    mutating func encodeIfPresent(_ value: UInt64?, forKey key: Key) throws { set(key, value.map { .int(Int($0)) } ?? .null) }
+    mutating func encodeIfPresent<T: Encodable>(_ value: T?, forKey key: Key) throws {
+        guard let value else { return set(key, .null) }
+        try encode(value, forKey: key)
+    }
+
     mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type, forKey key: Key) -> KeyedEncodingContainer<NestedKey> {
         preconditionFailure("nested keyed containers are not supported; give the value its own Encodable type")
     }

@@ -1,12 +1,16 @@
+import Foundation
 import Logging
 import Todos
 import ViewlineApps
 import ViewlineKit
 
 // A to-do server with Viewline's search flow next to it:
-//   swift run todo-server [port]     then: nc 127.0.0.1 7879
+//   swift run todo-server [port] [web-port]     then: nc 127.0.0.1 7879
+//   and open http://127.0.0.1:8079/ (the page renders the view-models; no front-end code)
 var configuration = ServerConfiguration()
-configuration.port = CommandLine.arguments.dropFirst().first.flatMap { Int($0) } ?? 7879
+let arguments = CommandLine.arguments.dropFirst().compactMap { Int($0) }
+configuration.port = arguments.first ?? 7879
+configuration.webPort = arguments.dropFirst().first ?? 8079
 
 var services = Services()
 services.todoStore = TodoFile(path: "todos.json")
@@ -14,4 +18,6 @@ services.places = PlacesServiceLive(latency: .zero)
 
 let server = try await ViewlineServer(apps: [Todos.self, Search.self], services: services, configuration: configuration)
 print("listening on \(server.localAddress.host):\(server.localAddress.port)")
+if let web = server.webAddress { print("web on http://\(web.host):\(web.port)/") }
+fflush(nil)  // the addresses reach a script reading through a pipe now, not at exit
 try await server.run()

@@ -50,9 +50,23 @@ function send(object, label) {
   return id;
 }
 
+const SECRET = /password|secret/i;
+let commandTable = new Map();   // name → declaration from help
+
+// The line as the log shows it: secret arguments (a password) as dots.
+function masked(line) {
+  const words = line.split(" ");
+  const command = commandTable.get(words[0]);
+  if (!command) return line;
+  command.args.forEach((arg, index) => {
+    if (SECRET.test(arg) && words[index + 1]) words[index + 1] = "••••";
+  });
+  return words.join(" ");
+}
+
 function sendLine(line) {
-  if (!socket || socket.readyState !== WebSocket.OPEN) return log(`not connected: ${line}`, "error");
-  log(`> ${line}`, "sent");
+  if (!socket || socket.readyState !== WebSocket.OPEN) return log(`not connected: ${masked(line)}`, "error");
+  log(`> ${masked(line)}`, "sent");
   socket.send(line);
 }
 
@@ -248,7 +262,9 @@ function table(rows) {
     const line = body.insertRow();
     for (const key of keys) {
       const value = row[key];
-      line.insertCell().append(value && typeof value === "object" ? renderValue(value, key) : text("span", value ?? ""));
+      const cell = line.insertCell();
+      if (typeof value === "number") cell.className = "number";
+      cell.append(value && typeof value === "object" ? renderValue(value, key) : text("span", value ?? ""));
     }
   }
   return element;
@@ -264,6 +280,7 @@ function text(tag, content, className = "") {
 // ---------------------------------------------------------------- commands
 
 function renderCommands(commands) {
+  commandTable = new Map(commands.map((command) => [command.name, command]));
   const plain = $("commands");
   const admin = $("admin");
   plain.replaceChildren();
@@ -280,7 +297,7 @@ function renderCommands(commands) {
       const input = document.createElement("input");
       input.name = arg;
       input.spellcheck = false;
-      if (/password|secret/i.test(arg)) input.type = "password";
+      if (SECRET.test(arg)) input.type = "password";
       label.append(input);
       form.append(label);
     }
@@ -291,6 +308,7 @@ function renderCommands(commands) {
       event.preventDefault();
       const values = command.args.map((arg) => form.elements[arg].value.trim()).filter((value) => value !== "");
       sendLine([command.name, ...values].join(" "));
+      for (const arg of command.args) if (form.elements[arg].type === "password") form.elements[arg].value = "";
     });
     (command.admin ? admin : plain).append(form);
   }
