@@ -19,6 +19,8 @@ struct ViewlineServerCommand: AsyncParsableCommand {
     @Option(help: "Port to listen on; 0 picks a free one (printed as `listening on HOST:PORT`).") var port = 7878
     @Flag(help: "Enable admin commands (`fault`).") var admin = false
     @Option(help: ArgumentHelp("Also serve the browser page at http://HOST:PORT/ and the protocol over WebSocket at /ws (host: --host; 0 picks a free port, printed as `web on http://HOST:PORT/`).", valueName: "port")) var webPort: Int?
+    @Option(help: ArgumentHelp("Serve /metrics (Prometheus), /healthz and /readyz on this port (0 picks a free one, printed as `metrics on http://HOST:PORT/metrics`); off unless given.", valueName: "port")) var metricsPort: Int?
+    @Option(help: ArgumentHelp("Address of the metrics listener.", valueName: "host")) var metricsHost = "127.0.0.1"
     @Option(help: ArgumentHelp("An origin besides the page's own allowed to open the WebSocket (repeatable), e.g. https://app.example.com.", valueName: "origin")) var webOrigin: [String] = []
     @Flag(help: "Add the demo users alice/wonderland and bob/builder (demos, the tutorial, tests; never a real deployment).") var demo = false
     @Flag(help: "Print the JSON Schema of the commands (derived from the view-models' declarations) and exit.") var printSchema = false
@@ -87,6 +89,8 @@ struct ViewlineServerCommand: AsyncParsableCommand {
         configuration.tlsKeyFile = tlsKey
         configuration.webPort = webPort
         configuration.webOrigins = webOrigin
+        configuration.metricsPort = metricsPort
+        configuration.metricsHost = metricsHost
         if tlsCert == nil && !["127.0.0.1", "::1", "localhost"].contains(host) {
             logger.warning("listening beyond loopback without TLS: session tokens and passwords cross the network in clear text; use --tls-cert and --tls-key", metadata: ["host": "\(host)"])
         }
@@ -132,6 +136,9 @@ struct ViewlineServerCommand: AsyncParsableCommand {
         }
         let bound = server.localAddress
         print("listening on \(bound.host):\(bound.port)")
+        if let metrics = server.metricsAddress {
+            print("metrics on http://\(metrics.host):\(metrics.port)/metrics")
+        }
         if let web = server.webAddress {
             print("web on \(tlsCert == nil ? "http" : "https")://\(web.host):\(web.port)/")
         }

@@ -31,6 +31,9 @@ public final class Application: Sendable {
     let restoredHooks: [@Sendable (isolated Session) async -> Void]
     /// The cluster this node belongs to, if any: session records, `moved`, restore.
     public let cluster: Cluster?
+    /// Operators' figures (`/metrics`), when the server was asked for them
+    /// (``ServerConfiguration/metricsPort``); `nil` costs nothing.
+    public let metrics: ServerMetrics?
     let helpResult: JSON
 
     /// The view-models, in order, and what they reach.
@@ -39,7 +42,7 @@ public final class Application: Sendable {
     public init(
         _ models: [any ViewModel.Type], services: Services = Services(), faults: FaultInjector = FaultInjector(),
         admin: Bool = false, serverName: String = "viewline/1.0", limits: SessionLimits = SessionLimits(),
-        cluster: Cluster? = nil
+        cluster: Cluster? = nil, recordsMetrics: Bool = false
     ) {
         var views: [ViewDescription] = []
         var modelCommands: [AnyCommand] = []
@@ -79,6 +82,7 @@ public final class Application: Sendable {
         userChangedHooks = hooks
         self.restoredHooks = restoredHooks
         self.cluster = cluster
+        metrics = recordsMetrics ? ServerMetrics(commandNames: commands.all.map(\.name), clustered: cluster != nil) : nil
         helpResult = [
             "commands": .array(commands.all.map(\.json)),
             "services": .array(backends.map { ["name": .string($0.name), "summary": .string($0.summary)] }),

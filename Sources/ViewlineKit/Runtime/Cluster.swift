@@ -314,6 +314,7 @@ public final class Cluster: Sendable {
             try? await directory.release(lookup: lookup, by: node, to: location.record.owner)
             throw Self.full
         }
+        application.metrics?.sessionsRestored.increment()
         logger.info("restored a session from its record", metadata: ["session": "\(session.id)", "previous-owner": "\(location.record.owner)"])
         changed(session)
         return .restored(session)

@@ -158,6 +158,7 @@ public actor Session {
             return .keepOpen
         }
         held.begin(connection)
+        let started = application.metrics == nil ? nil : ContinuousClock.now
         let result: Result<JSON, ProtocolError>
         do {
             guard let command = application.handlers[request.name] else {
@@ -175,6 +176,10 @@ public actor Session {
             result = .failure(ProtocolError(.internalError, "\(request.name) failed: \(error)"))
         }
         reply(to: connection, .reply(re: request.id, result: result))
+        if let metrics = application.metrics, let started {
+            let code: String? = if case .failure(let error) = result { error.code.rawValue } else { nil }
+            metrics.command(request.name, failed: code, duration: ContinuousClock.now - started)
+        }
         let events = held.end(connection)
         if !events.isEmpty, !closed, let output = connections[connection] {
             for event in events { output.send(event.message, line: event.line) }
@@ -183,7 +188,8 @@ public actor Session {
     }
 
     /// Replies a failure for a line that never became a command (bad JSON, too long...).
-    public func reject(re: JSON, _ error: ProtocolError, to connection: Int = 0) {
+    public func reject(re: JSON, _ error: ProtocolError, to connection: Int = 0, command: String = "unknown") {
+        application.metrics?.command(command, failed: error.code.rawValue, duration: nil)
         reply(to: connection, .reply(re: re, result: .failure(error)))
     }
 
@@ -198,6 +204,7 @@ public actor Session {
     /// left on a session that no longer answers.
     public func close(reason: String = "session ended", except kept: Int? = nil) {
         guard !closed else { return }
+        application.metrics?.sessionsEnded.increment()
         for (number, connection) in connections where number != kept {
             connection.send(.bye(reason: reason))
             connection.close()
@@ -249,6 +256,7 @@ public actor Session {
         let line = encode?(rev) ?? event.line
         log.append(line, rev: rev)
         application.cluster?.changed(self)
+        application.metrics?.sent(event)
         broadcast(event, line: line)
     }
 

@@ -45,12 +45,17 @@ final class ClientConnection: Sendable {
     private let state: Mutex<State>
     /// Whether each command is logged (debug level): checked once, not per command.
     private let logsCommands: Bool
+    private let transport: ServerMetrics.Transport
     /// The server's logger; lines name the session (not kept per connection: an
     /// idle connection holds no metadata).
     private let logger: Logger
 
-    init(number: Int, channel: any Channel, outbound: OutboundLines, session: Session, server: ViewlineServer, logger: Logger) {
+    init(
+        number: Int, channel: any Channel, outbound: OutboundLines, session: Session, server: ViewlineServer,
+        transport: ServerMetrics.Transport, logger: Logger
+    ) {
         self.number = number
+        self.transport = transport
         self.channel = channel
         self.outbound = outbound
         self.server = server
@@ -186,7 +191,7 @@ final class ClientConnection: Sendable {
         }
         session.detach(number)
         server.application.sessions.detached(session)
-        server.connectionEnded(number)
+        server.connectionEnded(number, transport: transport)
         logger.info("disconnected", metadata: ["session": "\(session.id)"])
     }
 
@@ -224,11 +229,10 @@ final class ClientConnection: Sendable {
             if case .line(let buffer) = frame,
                 let decoded = RequestDecoder.decode(line: buffer.readableBytesView, commands: application.commands)
             {
-                let re: JSON = switch decoded {
-                case .success(let request): request.id
-                case .failure(let failure): failure.re
+                switch decoded {
+                case .success(let request): session.reject(re: request.id, Cluster.noLease, to: number, command: request.name)
+                case .failure(let failure): session.reject(re: failure.re, Cluster.noLease, to: number)
                 }
-                session.reject(re: re, Cluster.noLease, to: number)
             }
             return .next
         }
@@ -242,11 +246,16 @@ final class ClientConnection: Sendable {
             if logsCommands { log(decoded) }
             switch decoded {
             case .success(let request) where request.name == "attach":
+                let started = ContinuousClock.now
                 let own = state.withLock { $0.own }
                 guard let target = await server.attach(request, from: session, own: own, as: number, link: link, peer: peer) else {
                     return .next
                 }
                 logger.debug("attached", metadata: ["session": "\(target.id)"])
+                if let metrics = application.metrics {
+                    metrics.sessionsAttached.increment()
+                    metrics.command("attach", failed: nil, duration: ContinuousClock.now - started)
+                }
                 return target === session ? .next : .moved(target)
             case .success(let request):
                 if await session.handle(request, from: number) == .close {

@@ -10,20 +10,22 @@ final class ConnectionHandler: ChannelInboundHandler {
     typealias InboundIn = LineFrame
 
     private unowned let server: ViewlineServer
+    private let transport: ServerMetrics.Transport
     private var connection: ClientConnection?
 
-    init(server: ViewlineServer) {
+    init(server: ViewlineServer, transport: ServerMetrics.Transport) {
         self.server = server
+        self.transport = transport
     }
 
     func channelActive(context: ChannelHandlerContext) {
-        if connection == nil { connection = server.accept(context.channel) }
+        if connection == nil { connection = server.accept(context.channel, transport: transport) }
         context.fireChannelActive()
     }
 
     /// Added to a channel already open: a WebSocket once its upgrade is done.
     func handlerAdded(context: ChannelHandlerContext) {
-        if context.channel.isActive, connection == nil { connection = server.accept(context.channel) }
+        if context.channel.isActive, connection == nil { connection = server.accept(context.channel, transport: transport) }
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {

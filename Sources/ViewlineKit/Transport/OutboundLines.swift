@@ -16,10 +16,12 @@ final class OutboundLines: Sendable {
     /// holds no buffer.
     private let state = Mutex<(pending: ByteBuffer?, scheduled: Bool)>((nil, false))
     private let logger: Logger
+    private let metrics: ServerMetrics?
 
-    init(channel: any Channel, logger: Logger) {
+    init(channel: any Channel, logger: Logger, metrics: ServerMetrics? = nil) {
         self.channel = channel
         self.logger = logger
+        self.metrics = metrics
     }
 
     /// Bytes gathered before they are handed to NIO at once, even mid-burst: what
@@ -73,12 +75,14 @@ final class OutboundLines: Sendable {
             return state.pending
         }
         guard let pending, channel.isActive else { return }
+        metrics?.bytesWritten.increment(by: pending.readableBytes)
         channel.writeAndFlush(pending, promise: nil)
         if !channel.isWritable {
             // The client is not reading and its backlog passed the limit: a `bye` would
             // sit behind that backlog, so just let go of the connection (its session
             // lives on for the client to attach again).
             logger.warning("closing a connection whose client stopped reading")
+            metrics?.outputCutOffs.increment()
             channel.close(promise: nil)
         }
     }

@@ -33,6 +33,12 @@ public struct ServerConfiguration: Sendable {
     /// Origins besides the page's own whose pages may open the WebSocket (e.g.
     /// `https://app.example.com`); any other `Origin` gets 403.
     public var webOrigins: [String] = []
+    /// With a port (0 picks a free one), an HTTP listener on ``metricsHost`` serves
+    /// `/metrics` (Prometheus), `/healthz` and `/readyz`, and the server records
+    /// its ``ServerMetrics``; without one it records nothing.
+    public var metricsPort: Int?
+    /// Where the operations listener binds: loopback unless said otherwise.
+    public var metricsHost = "127.0.0.1"
     /// Names the server in `welcome`.
     public var serverName = "viewline/1.0"
 

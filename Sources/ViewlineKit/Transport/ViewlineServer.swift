@@ -27,6 +27,8 @@ public final class ViewlineServer: Sendable {
     private let serverChannel: Mutex<(any Channel)?> = Mutex(nil)
     /// The web listener (page and WebSocket), with ``ServerConfiguration/webPort``.
     private let webChannel: Mutex<(any Channel)?> = Mutex(nil)
+    /// The operations listener (`/metrics`, `/healthz`, `/readyz`), with ``ServerConfiguration/metricsPort``.
+    private let operationsChannel: Mutex<(any Channel)?> = Mutex(nil)
     /// The event loops may only stop once a shutdown in progress has said its `bye`s.
     private let lifecycle = Mutex<Lifecycle>(.serving)
     private let shutdownFinished = Latch()
@@ -51,6 +53,12 @@ public final class ViewlineServer: Sendable {
         return (address.ipAddress ?? configuration.host, address.port ?? 0)
     }
 
+    /// The operations listener's address, when ``ServerConfiguration/metricsPort`` is set.
+    public var metricsAddress: (host: String, port: Int)? {
+        guard let address = operationsChannel.withLock({ $0 })?.localAddress else { return nil }
+        return (address.ipAddress ?? configuration.metricsHost, address.port ?? 0)
+    }
+
     /// Assembles `apps` and binds the port.
     ///
     /// - Parameters:
@@ -65,7 +73,7 @@ public final class ViewlineServer: Sendable {
     ) async throws {
         let application = Application(
             apps, services: services, faults: faults, admin: configuration.admin, serverName: configuration.serverName,
-            limits: configuration.sessions, cluster: cluster)
+            limits: configuration.sessions, cluster: cluster, recordsMetrics: configuration.metricsPort != nil)
         try await self.init(application: application, configuration: configuration, logger: logger)
     }
 
@@ -98,7 +106,7 @@ public final class ViewlineServer: Sendable {
                         }
                         try channel.pipeline.syncOperations.addHandlers(
                             ByteToMessageHandler(LineFrameDecoder(maximumLength: maximumLineBytes, incompleteLineTimeout: lineTimeout)),
-                            ConnectionHandler(server: self))
+                            ConnectionHandler(server: self, transport: tls == nil ? .tcp : .tls))
                     }
                 }
                 .bind(host: configuration.host, port: configuration.port).get()
@@ -107,8 +115,13 @@ public final class ViewlineServer: Sendable {
                 let web = try await bindWeb(port: webPort, tls: tls)
                 webChannel.withLock { $0 = web }
             }
+            if let metricsPort = configuration.metricsPort {
+                let operations = try await bindOperations(host: configuration.metricsHost, port: metricsPort)
+                operationsChannel.withLock { $0 = operations }
+            }
         } catch {
             try? await serverChannel.withLock({ $0 })?.close()
+            try? await webChannel.withLock({ $0 })?.close()
             try? await group.shutdownGracefully()
             throw error
         }
@@ -172,6 +185,7 @@ public final class ViewlineServer: Sendable {
             }
         }
         for session in application.sessions.removeAll() { await session.close(reason: reason) }
+        try? await operationsChannel.withLock({ $0 })?.close()
     }
 
     /// How long a connection has to take its `bye` at shutdown before it is closed anyway.
@@ -209,7 +223,7 @@ public final class ViewlineServer: Sendable {
                         upgradePipelineHandler: { [unowned self] channel, _ in
                             channel.eventLoop.makeCompletedFuture {
                                 try channel.pipeline.syncOperations.addHandlers(
-                                    WebSocketLines(maximumLength: maximumLineBytes), ConnectionHandler(server: self))
+                                    WebSocketLines(maximumLength: maximumLineBytes), ConnectionHandler(server: self, transport: .websocket))
                             }
                         })
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(
@@ -222,14 +236,65 @@ public final class ViewlineServer: Sendable {
             .bind(host: configuration.host, port: port).get()
     }
 
+    /// Binds the operations listener: the same HTTP plumbing as the web listener.
+    private func bindOperations(host: String, port: Int) async throws -> any Channel {
+        try await ServerBootstrap(group: group)
+            .serverChannelOption(.backlog, value: 64)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelInitializer { [unowned self] channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.configureHTTPServerPipeline()
+                    try channel.pipeline.syncOperations.addHandler(OperationsHandler(server: self))
+                }
+            }
+            .bind(host: host, port: port).get()
+    }
+
+    /// `/metrics`: the Prometheus text exposition (empty without metrics).
+    func metricsExposition() -> [UInt8] {
+        application.metrics?.exposition(sessions: application.sessions, eventLoopCount: System.coreCount, cluster: application.cluster) ?? []
+    }
+
+    /// Whether every event loop runs a task within `limit` (`/healthz`).
+    func eventLoopsAnswer(within limit: TimeAmount) -> EventLoopFuture<Bool> {
+        let any = group.next()
+        let runs = group.makeIterator().map { loop in loop.submit { true } }
+        let all = EventLoopFuture.whenAllSucceed(runs, on: any)
+        let promise = any.makePromise(of: Bool.self)
+        // Both callbacks run on `any`: the first to come answers.
+        final class Answered: @unchecked Sendable { var yes = false }
+        let answered = Answered()
+        let timeout = any.scheduleTask(in: limit) {
+            guard !answered.yes else { return }
+            answered.yes = true
+            promise.succeed(false)
+        }
+        all.whenComplete { result in
+            timeout.cancel()
+            guard !answered.yes else { return }
+            answered.yes = true
+            promise.succeed((try? result.get()) != nil)
+        }
+        return promise.futureResult
+    }
+
+    /// Why the node should get no new traffic now (`/readyz`), or `nil` when ready.
+    func notReadyReason() -> String? {
+        if lifecycle.withLock({ $0 }) != .serving { return "draining: the server is shutting down" }
+        if let cluster = application.cluster, !cluster.isServing() {
+            return "unavailable: no valid lease (the cluster's database does not answer)"
+        }
+        return nil
+    }
+
     /// The listening socket.
     private var listener: any Channel { serverChannel.withLock { $0! } }
 
     /// A new connection, on its event loop: its session (on the same loop) and
     /// `welcome`, or `bye` when the server is full.
-    func accept(_ channel: any Channel) -> ClientConnection? {
+    func accept(_ channel: any Channel, transport: ServerMetrics.Transport) -> ClientConnection? {
         let number = registry.nextNumber()
-        let outbound = OutboundLines(channel: channel, logger: logger)
+        let outbound = OutboundLines(channel: channel, logger: logger, metrics: application.metrics)
         if let refusal = registry.add(
             number, channel: channel, outbound: outbound, limit: maximumClients, perAddress: configuration.maximumClientsPerAddress)
         {
@@ -246,7 +311,12 @@ public final class ViewlineServer: Sendable {
             return nil
         }
         application.cluster?.changed(session)  // its record, so another node can take it over
-        let connection = ClientConnection(number: number, channel: channel, outbound: outbound, session: session, server: self, logger: logger)
+        let connection = ClientConnection(
+            number: number, channel: channel, outbound: outbound, session: session, server: self, transport: transport, logger: logger)
+        if let metrics = application.metrics {
+            metrics.connectionOpened(transport)
+            metrics.sessionsCreated.increment()
+        }
         session.assumeIsolated { $0.connect(connection.link, as: number) }
         application.sessions.attached(session)
         logger.info("connected", metadata: ["session": "\(session.id)", "peer": "\(channel.remoteAddress?.description ?? "?")"])
@@ -255,8 +325,9 @@ public final class ViewlineServer: Sendable {
     }
 
     /// A connection ended and left its session.
-    func connectionEnded(_ number: Int) {
+    func connectionEnded(_ number: Int, transport: ServerMetrics.Transport) {
         registry.remove(number)
+        application.metrics?.connectionClosed(transport)
     }
 
     /// `attach <token> [last-rev]`: moves this connection to the session that owns
@@ -272,7 +343,7 @@ public final class ViewlineServer: Sendable {
     ) async -> Session? {
         let keys = FailureThrottle.key("attach", peer: peer)
         if let seconds = attachThrottle.wait(for: keys, now: Date()) {
-            await current.reject(re: request.id, ProtocolError(.attachThrottled, "too many failed attach attempts; try again in \(seconds) s"), to: number)
+            await current.reject(re: request.id, ProtocolError(.attachThrottled, "too many failed attach attempts; try again in \(seconds) s"), to: number, command: "attach")
             return nil
         }
         let token = request.arguments.string("token")
@@ -291,7 +362,7 @@ public final class ViewlineServer: Sendable {
                 case .moved(let address):
                     attachThrottle.refund(keys)
                     await current.reject(re: request.id, ProtocolError(
-                        .moved, "the session lives on \(address); attach there", address: address), to: number)
+                        .moved, "the session lives on \(address); attach there", address: address), to: number, command: "attach")
                     return nil
                 case .restored(let session):
                     attachThrottle.refund(keys)
@@ -299,22 +370,22 @@ public final class ViewlineServer: Sendable {
                 }
             } catch let error as ProtocolError {
                 attachThrottle.refund(keys)  // the node (full), not the token, failed
-                await current.reject(re: request.id, error, to: number)
+                await current.reject(re: request.id, error, to: number, command: "attach")
                 return nil
             } catch let error as any ProtocolErrorConvertible {
                 attachThrottle.refund(keys)  // the database, not the token, failed
-                await current.reject(re: request.id, error.protocolError, to: number)
+                await current.reject(re: request.id, error.protocolError, to: number, command: "attach")
                 return nil
             } catch {
                 attachThrottle.refund(keys)
-                await current.reject(re: request.id, ProtocolError(.unavailable, "cannot look the session up: \(error)"), to: number)
+                await current.reject(re: request.id, ProtocolError(.unavailable, "cannot look the session up: \(error)"), to: number, command: "attach")
                 return nil
             }
         }
         let badToken = ProtocolError(.badToken, "no session has that token (it may have expired)")
         guard let target = found else {
             if !counted { attachThrottle.failed(keys, now: Date()) }
-            await current.reject(re: request.id, badToken, to: number)
+            await current.reject(re: request.id, badToken, to: number, command: "attach")
             return nil
         }
         // A success clears nothing: attaching to one's own session must not buy
@@ -326,7 +397,7 @@ public final class ViewlineServer: Sendable {
                 if try await target.attach(link, as: number, lastRev: lastRev, re: request.id) { return target }
             } catch {
                 await current.connect(link, as: number)
-                await current.reject(re: request.id, error, to: number)
+                await current.reject(re: request.id, error, to: number, command: "attach")
                 return nil
             }
             // Ended meanwhile: its connections were told `bye`; this one goes too.
@@ -340,13 +411,13 @@ public final class ViewlineServer: Sendable {
             joined = try await target.attach(link, as: number, lastRev: lastRev, re: request.id)
         } catch {
             application.sessions.detached(target)
-            await current.reject(re: request.id, error, to: number)
+            await current.reject(re: request.id, error, to: number, command: "attach")
             return nil
         }
         guard joined else {
             // It ended (quit, eviction, expiry) between the lookup and the join.
             application.sessions.detached(target)
-            await current.reject(re: request.id, badToken, to: number)
+            await current.reject(re: request.id, badToken, to: number, command: "attach")
             return nil
         }
         await current.detach(number)

@@ -52,17 +52,7 @@ final class WebPageHandler: ChannelInboundHandler, RemovableChannelHandler {
         _ status: HTTPResponseStatus, _ body: String, type: String, head: HTTPRequestHead, context: ChannelHandlerContext,
         extra: [(String, String)] = []
     ) {
-        var headers = HTTPHeaders(Self.securityHeaders + extra)
-        headers.add(name: "Content-Type", value: type)
-        let bytes = ByteBuffer(string: body)
-        headers.add(name: "Content-Length", value: "\(bytes.readableBytes)")
-        if !extra.contains(where: { $0.0 == "Cache-Control" }) { headers.add(name: "Cache-Control", value: "no-store") }
-        let keepAlive = head.isKeepAlive && (status == .ok || status == .noContent)
-        if !keepAlive { headers.add(name: "Connection", value: "close") }
-        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: status, headers: headers))), promise: nil)
-        if head.method != .HEAD { context.write(wrapOutboundOut(.body(.byteBuffer(bytes))), promise: nil) }
-        let done = context.writeAndFlush(wrapOutboundOut(.end(nil)))
-        if !keepAlive { done.whenComplete { _ in context.close(promise: nil) } }
+        HTTPReply.send(status, ByteBuffer(string: body), type: type, to: head, context: context, headers: Self.securityHeaders + extra)
     }
 
     /// On every response: scripts and styles only from this origin (no inline code),

@@ -82,51 +82,15 @@ def client(server: Server):
         yield c
 
 
-class Postgres:
-    """A throwaway PostgreSQL from Debian's packages (as the ``postgres`` user when
-    we are root: initdb refuses root), on a free loopback port."""
-
-    def __init__(self) -> None:
-        import glob
-        import shutil
-        import socket
-        import tempfile
-        bins = sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=lambda p: int(p.split("/")[-2]))
-        if not bins:
-            pytest.skip("PostgreSQL is not installed (apt-get install postgresql)")
-        self.bin = bins[-1]
-        self.dir = tempfile.mkdtemp(prefix="viewline-py-pg-")
-        self.as_pg: List[str] = []
-        if os.getuid() == 0:
-            shutil.chown(self.dir, "postgres", "postgres")
-            self.as_pg = ["runuser", "-u", "postgres", "--"]
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        self._run("initdb", "-D", f"{self.dir}/data", "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync")
-        self._run("pg_ctl", "-D", f"{self.dir}/data", "-l", f"{self.dir}/log", "-w", "-o",
-                  f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 -c fsync=off", "start")
-        self._databases = 0
-
-    def _run(self, program: str, *args: str) -> None:
-        subprocess.run([*self.as_pg, f"{self.bin}/{program}", *args], check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-    def new_database(self) -> str:
-        """A fresh database's URL."""
-        self._databases += 1
-        name = f"py{os.getpid()}_{self._databases}"
-        self._run("psql", "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres", "-qc", f"CREATE DATABASE {name}")
-        return f"postgres://postgres@127.0.0.1:{self.port}/{name}?sslmode=disable"
-
-    def stop(self) -> None:
-        import shutil
-        self._run("pg_ctl", "-D", f"{self.dir}/data", "-m", "immediate", "-w", "stop")
-        shutil.rmtree(self.dir, ignore_errors=True)
+sys.path.insert(0, str(ROOT / "Tests" / "support"))
+from throwaway_postgres import Postgres  # noqa: E402  (one starter for every Python test)
 
 
 @pytest.fixture(scope="session")
 def postgres() -> Iterator[Postgres]:
-    pg = Postgres()
+    try:
+        pg = Postgres()
+    except RuntimeError as error:
+        pytest.skip(str(error))
     yield pg
     pg.stop()

@@ -1,0 +1,165 @@
+"""The operations listener (`--metrics-port`) of the real server: `/metrics`
+parsed with prometheus_client's own text parser, checked to move by exactly what a
+scripted session did; `/healthz` and `/readyz`."""
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import socket
+import subprocess
+import urllib.error
+import urllib.request
+from typing import Callable, Dict, Tuple
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+SERVER = os.environ.get("VIEWLINE_SERVER", str(ROOT / ".build" / "debug" / "viewline-server"))
+
+
+class Line:
+    def __init__(self, port: int):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        self.buffer = b""
+        self.welcome = self.next()
+
+    def next(self) -> dict:
+        while b"\n" not in self.buffer:
+            data = self.sock.recv(65536)
+            assert data, "closed"
+            self.buffer += data
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        return json.loads(line)
+
+    def until(self, predicate: Callable[[dict], bool]) -> dict:
+        while True:
+            message = self.next()
+            if predicate(message):
+                return message
+
+    def command(self, line: str) -> dict:
+        self.sock.sendall(line.encode() + b"\n")
+        return self.until(lambda m: m["type"] == "reply")
+
+
+@pytest.fixture
+def server():
+    process = subprocess.Popen(
+        [SERVER, "--port", "0", "--metrics-port", "0", "--db", ":memory:", "--demo", "--admin", "--log-level", "error"],
+        stdout=subprocess.PIPE)
+    port = int(process.stdout.readline().decode().rsplit(":", 1)[1])
+    metrics = process.stdout.readline().decode().split()[-1]
+    assert metrics.startswith("http://") and metrics.endswith("/metrics")
+    yield port, metrics.rsplit("/", 1)[0]
+    process.terminate()
+    process.wait(10)
+
+
+def scrape(base: str) -> Dict[Tuple[str, Tuple[Tuple[str, str], ...]], float]:
+    with urllib.request.urlopen(base + "/metrics", timeout=5) as response:
+        assert response.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+        text = response.read().decode()
+    samples = {}
+    for family in text_string_to_metric_families(text):
+        assert family.name.startswith("viewline_"), family.name
+        for sample in family.samples:
+            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return samples
+
+
+def status(url: str) -> Tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+def test_every_counter_moves_by_exactly_what_was_done(server):
+    port, base = server
+    before = scrape(base)
+    a = Line(port)
+    assert a.command("search pizza")["ok"]
+    a.until(lambda m: m.get("view") == "search" and not m["state"]["loading"])
+    assert a.command("login alice nope")["error"]["code"] == "login_failed"
+    assert a.command("login alice wonderland")["ok"]
+    assert a.command("fault save 1 disk full")["ok"]
+    assert a.command("draft metrics")["ok"]
+    assert a.command("save")["ok"]
+    alert = a.until(lambda m: m["type"] == "alert")
+    assert a.command(f"cancel {alert['id']}")["ok"]
+    assert a.command("bogus")["error"]["code"] == "unknown_command"
+    b = Line(port)
+    assert b.command(f"attach {a.welcome['token']}")["ok"]
+    after = scrape(base)
+
+    def moved(name: str, **labels) -> float:
+        key = (name, tuple(sorted(labels.items())))
+        return after.get(key, 0) - before.get(key, 0)
+
+    expected = {
+        ("search", "ok"): 1, ("login", "login_failed"): 1, ("login", "ok"): 1, ("fault", "ok"): 1,
+        ("draft", "ok"): 1, ("save", "ok"): 1, ("cancel", "ok"): 1, ("unknown", "unknown_command"): 1,
+        ("attach", "ok"): 1,
+    }
+    for (command, outcome), count in expected.items():
+        assert moved("viewline_commands_total", command=command, outcome=outcome) == count, (command, outcome)
+    total = sum(v - before.get(k, 0) for k, v in after.items() if k[0] == "viewline_commands_total")
+    assert total == sum(expected.values())
+    assert moved("viewline_command_duration_seconds_count", command="search") == 1
+    assert moved("viewline_command_duration_seconds_count", command="login") == 2
+    assert moved("viewline_events_sent_total", type="alert") == 1
+    assert moved("viewline_events_sent_total", type="dismiss") == 1
+    assert moved("viewline_connections_opened_total", transport="tcp") == 2
+    assert moved("viewline_sessions_created_total") == 2
+    assert moved("viewline_sessions_attached_total") == 1
+    assert moved("viewline_bytes_written_total") > 0
+    assert after[("viewline_connections", (("transport", "tcp"),))] == 2
+    assert after[("viewline_sessions", (("state", "attached"),))] == 1  # b's own session ended when it left
+    assert after[("viewline_process_resident_memory_bytes", ())] > 1_000_000
+    assert after[("viewline_process_open_fds", ())] > 3
+
+
+def test_health_and_readiness(server):
+    _, base = server
+    assert status(base + "/healthz") == (200, "ok\n")
+    assert status(base + "/readyz") == (200, "ready\n")
+    assert status(base + "/nothing")[0] == 404
+
+
+def test_readyz_is_503_while_the_database_is_down_and_200_when_it_is_back():
+    import sys
+    import time
+    sys.path.insert(0, str(ROOT / "Tests" / "support"))
+    from throwaway_postgres import Postgres
+    pg = Postgres()
+    process = None
+    try:
+        process = subprocess.Popen(
+            [SERVER, "--port", "0", "--metrics-port", "0", "--postgres", pg.new_database(), "--node-timeout", "2",
+             "--demo", "--log-level", "error"], stdout=subprocess.PIPE)
+        process.stdout.readline()
+        base = process.stdout.readline().decode().split()[-1].rsplit("/", 1)[0]
+        assert status(base + "/readyz") == (200, "ready\n")
+
+        def wait_for(code: int) -> str:
+            deadline = time.monotonic() + 15
+            while time.monotonic() < deadline:
+                got, body = status(base + "/readyz")
+                if got == code:
+                    return body
+                time.sleep(0.1)
+            raise AssertionError(f"/readyz never answered {code}")
+
+        pg.halt()
+        assert "unavailable" in wait_for(503)
+        assert status(base + "/healthz")[0] == 200  # alive, just not ready
+        pg.start()
+        assert wait_for(200) == "ready\n"
+    finally:
+        if process:
+            process.terminate()
+            process.wait(10)
+        pg.stop()
