@@ -343,6 +343,7 @@ class Connection:
     def command(self, line: str) -> dict:
         """Sends an inline command and returns its reply (events seen meanwhile are
         observed)."""
+        self.record.doing = (line.split()[0] if line else "", now(), self.address[1])
         try:
             self.sock.sendall(line.encode() + b"\n")
         except OSError as error:
@@ -387,6 +388,7 @@ class Client(threading.Thread):
         self.counter = 0
         self.failing_since: Optional[float] = None
         self.session_started = 0.0
+        self.doing: Tuple[str, float, int] = ("", 0.0, 0)   # last command, when, to which port
 
     # recording
     def violation(self, text: str) -> None:
@@ -394,6 +396,8 @@ class Client(threading.Thread):
 
     def success(self) -> None:
         self.run_state.successes += 1
+        minute = int((now() - self.run_state.started) // 60)
+        self.run_state.per_minute[minute] = self.run_state.per_minute.get(minute, 0) + 1
         if self.failing_since is not None:
             self.run_state.recovered(self.index, self.failing_since, now())
             self.failing_since = None
@@ -587,8 +591,11 @@ class Run:
         self.lock = threading.Lock()
         self.violations: List[str] = []
         self.successes = 0
+        self.started = now()
+        self.per_minute: Dict[int, int] = {}
         self.unavailable = 0
         self.lost_sessions = 0
+        self.stalls = 0
         self.errors: Dict[str, int] = {}
         self.users: set = set()
         self.faults: List[Tuple[float, float, str]] = []   # (start, end, description)
@@ -667,6 +674,21 @@ def drive(args, run: Run, rng: random.Random, nodes: List[Node], serve_log: Serv
     rng.shuffle(plan)
     end = started + args.seconds
     print(f"chaos: {args.seconds:.0f} s, {args.clients} clients, 3 nodes (node2 {args.skew_minutes} min ahead), seed {args.seed}", flush=True)
+    def watch() -> None:
+        """Liveness: the load must make progress; when it stalls, say what each
+        client is doing (a stall is reported as a violation at the end)."""
+        last, stalled_since = run.successes, None
+        while not run.done.wait(5):
+            if run.successes != last:
+                last, stalled_since = run.successes, None
+                continue
+            stalled_since = stalled_since or now()
+            if now() - stalled_since >= 20:
+                run.stalls += 1
+                print(f"  no command acknowledged for {now() - stalled_since:.0f} s; clients: " + "; ".join(
+                    f"{c.index}: {c.doing[0]} to :{c.doing[2]} {now() - c.doing[1]:.0f} s ago" for c in clients), flush=True)
+                stalled_since = now()
+    threading.Thread(target=watch, daemon=True).start()
     while now() < end - 4:
         kind = plan.pop(0) if plan else rng.choice(kinds)
         node = rng.choice(nodes)
@@ -721,6 +743,8 @@ def drive(args, run: Run, rng: random.Random, nodes: List[Node], serve_log: Serv
                     lost += 1
                     run.violation(f"acknowledged draft {text!r} of {user} is neither saved nor pending")
 
+    if run.stalls:
+        run.violation(f"the client load made no progress for 20 s or more, {run.stalls} time(s)")
     served, near = serve_log.violations()
     for text in served:
         run.violation(text)
@@ -757,6 +781,7 @@ def drive(args, run: Run, rng: random.Random, nodes: List[Node], serve_log: Serv
         "",
         f"- faults injected: {len(run.faults)} ({', '.join(f'{k} {sum(1 for f in run.faults if f[2].startswith(p))}' for k, p in (('kill', 'SIGKILL'), ('pause', 'SIGSTOP'), ('partition', 'cut'), ('postgres restart', 'restarted')))})",
         f"- commands acknowledged: {run.successes}; `unavailable` replies: {run.unavailable}; other errors: {json.dumps(run.errors, sort_keys=True)}",
+        f"- commands acknowledged per minute: {', '.join(str(run.per_minute.get(m, 0)) for m in range(int(args.seconds // 60) + 1))}",
         f"- acknowledged drafts: {acknowledged}, lost: {lost}",
         f"- commands served after another node claimed the session: {len(served)} (within {TOLERANCE} s of a claim, read order only: {near})",
         f"- sessions lost: {run.lost_sessions}",

@@ -28,6 +28,9 @@ struct EpollLoad {
     let welcome: Bool
     /// A line each connection sends first, waiting for its reply (`login …`).
     var setup: String? = nil
+    /// Speak WebSocket (`--web-port`'s `/ws`): one masked text frame per command,
+    /// replies counted per frame, instead of lines.
+    var websocket = false
     let seconds: Double
     static let maximumSamples = 1_000_000
 
@@ -38,7 +41,87 @@ struct EpollLoad {
         /// Bytes since the last newline, and whether this line is a reply.
         var column = 0
         var isReply = false
+        /// WebSocket framing: header bytes still expected, payload bytes left.
+        var header: [UInt8] = []
+        var payloadLeft = 0
         init(fd: Int32) { self.fd = fd }
+    }
+
+    /// Counts the reply messages in `bytes` of a WebSocket stream (frames may
+    /// straddle reads): a text frame whose payload has `r` at column 9.
+    private static func countFrames(_ bytes: UnsafeRawBufferPointer, _ connection: Connection) -> Int {
+        var replies = 0
+        var index = 0
+        while index < bytes.count {
+            if connection.payloadLeft > 0 {
+                let take = min(connection.payloadLeft, bytes.count - index)
+                if connection.column <= 9, connection.column + take > 9 {
+                    connection.isReply = bytes[index + 9 - connection.column] == UInt8(ascii: "r")
+                }
+                connection.column += take
+                connection.payloadLeft -= take
+                index += take
+                if connection.payloadLeft == 0 {
+                    if connection.isReply { replies += 1 }
+                    connection.column = 0
+                    connection.isReply = false
+                }
+                continue
+            }
+            connection.header.append(bytes[index])
+            index += 1
+            let header = connection.header
+            guard header.count >= 2 else { continue }
+            let short = Int(header[1] & 0x7F)
+            let needed = short == 126 ? 4 : short == 127 ? 10 : 2
+            guard header.count == needed else { continue }
+            let length = short == 126 ? Int(header[2]) << 8 | Int(header[3])
+                : short == 127 ? header[2..<10].reduce(0) { $0 << 8 | Int($1) } : short
+            connection.header.removeAll(keepingCapacity: true)
+            connection.payloadLeft = length
+            connection.column = 0
+            connection.isReply = false
+        }
+        return replies
+    }
+
+    /// A masked client text frame carrying `line` (without its newline).
+    static func frame(_ line: [UInt8]) -> [UInt8] {
+        let payload = line.last == 0x0A ? Array(line.dropLast()) : line
+        precondition(payload.count < 126, "bench commands are short")
+        let mask: [UInt8] = [0x37, 0xFA, 0x21, 0x3D]
+        return [0x81, 0x80 | UInt8(payload.count)] + mask + payload.enumerated().map { $0.element ^ mask[$0.offset % 4] }
+    }
+
+    /// The upgrade to WebSocket on `fd`, blocking; then the welcome message.
+    static func upgrade(_ fd: Int32, port: Int) -> Bool {
+        let request = "GET /ws HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+        guard ViewlineBench.write(fd, Array(request.utf8)) else { return false }
+        // The 101 response, then the welcome frame: read until both are in.
+        var received: [UInt8] = []
+        var byte: UInt8 = 0
+        while !received.suffix(4).elementsEqual([13, 10, 13, 10]) {
+            guard read(fd, &byte, 1) == 1 else { return false }
+            received.append(byte)
+        }
+        guard String(decoding: received.prefix(12), as: UTF8.self) == "HTTP/1.1 101" else { return false }
+        var head = [UInt8](repeating: 0, count: 2)
+        guard read(fd, &head, 2) == 2 else { return false }
+        var length = Int(head[1] & 0x7F)
+        if length == 126 {
+            var extended = [UInt8](repeating: 0, count: 2)
+            guard read(fd, &extended, 2) == 2 else { return false }
+            length = Int(extended[0]) << 8 | Int(extended[1])
+        }
+        var payload = [UInt8](repeating: 0, count: length)
+        var got = 0
+        while got < length {
+            let n = payload[got...].withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            guard n > 0 else { return false }
+            got += n
+        }
+        return true
     }
 
     func run() -> Result {
@@ -46,10 +129,13 @@ struct EpollLoad {
         let epoll = epoll_create1(0)
         defer { close(epoll) }
         var open: [Int32: Connection] = [:]
-        let batch = Array([[UInt8]](repeating: line, count: depth).joined())
+        let unit = websocket ? Self.frame(line) : line
+        let batch = Array([[UInt8]](repeating: unit, count: depth).joined())
         for _ in 0..<connections {
             guard let fd = ViewlineBench.connect(port: port) else { result.failedConnections += 1; continue }
-            if welcome {
+            if websocket {
+                guard Self.upgrade(fd, port: port) else { close(fd); result.failedConnections += 1; continue }
+            } else if welcome {
                 var reader = LineReader(fd: fd)
                 guard reader.next() != nil else { close(fd); result.failedConnections += 1; continue }
                 if let setup {
@@ -94,6 +180,10 @@ struct EpollLoad {
                 }
                 var lines = 0
                 buffer.withUnsafeBytes { bytes in
+                    if websocket {
+                        lines = Self.countFrames(UnsafeRawBufferPointer(rebasing: bytes[0..<count]), connection)
+                        return
+                    }
                     if !welcome {
                         for byte in bytes[0..<count] where byte == 0x0A { lines += 1 }
                         return

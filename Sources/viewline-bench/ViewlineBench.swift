@@ -25,6 +25,7 @@ struct ViewlineBench: ParsableCommand {
     @Option(help: "A line each connection sends first, waiting for its reply (e.g. \"login alice wonderland\").") var setup: String?
     @Flag(help: "The server is redis-server: no welcome line (send an inline command such as PING).") var redis = false
     @Flag(help: "Print only: commands/s, p50 µs, p99 µs (for tables).") var brief = false
+    @Flag(help: "--port is a --web-port: speak WebSocket at /ws, one text message per command.") var websocket = false
     @Option(help: "Idle-memory scenario: open this many sessions (one ping each) and report the server's RSS growth.") var idle = 0
     @Option(help: "Fan-out scenario: this many sessions show contacts; one change must reach them all.") var fanout = 0
     @Option(help: "Fan-out across a cluster: other nodes' ports (comma-separated); sessions are spread over every node, the sync runs on --port.") var otherPorts = ""
@@ -62,7 +63,9 @@ struct ViewlineBench: ParsableCommand {
             }
         }
         if flood > 0 { usleep(200_000) }  // the flood is on before measuring starts
-        let load = EpollLoad(port: port, connections: connections, depth: depth, line: line, welcome: !redis, setup: setup, seconds: seconds).run()
+        var scenario = EpollLoad(port: port, connections: connections, depth: depth, line: line, welcome: !redis, setup: setup, seconds: seconds)
+        scenario.websocket = websocket
+        let load = scenario.run()
         flooding.store(false, ordering: .relaxed)
         group.wait()
         let rate = Double(load.commands) / seconds

@@ -46,6 +46,7 @@ struct ViewlineServerCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("JSON array of {\"name\",\"phone\",\"address\"} read at every contacts sync.", valueName: "file")) var remoteContacts: String?
     @Option(help: ArgumentHelp("Close a connection whose line stays incomplete this long (its session lives on); 0 for never.", valueName: "seconds")) var lineTimeout = 30
     @Option(help: ArgumentHelp("trace, debug, info, notice, warning, error or critical.", valueName: "level")) var logLevel = "info"
+    @Option(help: ArgumentHelp("text (for people) or json (one object per line: time, level, message and every field such as session, cmd, peer, code).", valueName: "format")) var logFormat = "text"
 
     func validate() throws {
         guard (0...65535).contains(port) else { throw ValidationError("--port must be between 0 and 65535") }
@@ -63,6 +64,7 @@ struct ViewlineServerCommand: AsyncParsableCommand {
         guard lineTimeout >= 0 else { throw ValidationError("--line-timeout must not be negative") }
         guard tokenTtl > 0 else { throw ValidationError("--token-ttl must be positive") }
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("unknown --log-level \(logLevel)") }
+        guard ["text", "json"].contains(logFormat) else { throw ValidationError("--log-format is text or json (got \(logFormat))") }
     }
 
     func run() async throws {
@@ -72,7 +74,13 @@ struct ViewlineServerCommand: AsyncParsableCommand {
             return
         }
         let level = Logger.Level(rawValue: logLevel) ?? .info
+        let json = logFormat == "json"
         LoggingSystem.bootstrap { label in
+            if json {
+                var handler = JSONLogHandler(label: label)
+                handler.logLevel = level
+                return handler
+            }
             var handler = StreamLogHandler.standardError(label: label)
             handler.logLevel = level
             return handler

@@ -181,3 +181,24 @@ def test_a_restarted_server_shows_reconnecting_then_connected(page, server: Serv
     wait(page, lambda: status(page) == "connected", seconds=20)
     run(page, "search", query="pho")
     wait(page, lambda: "pho" in view(page, "search").text.lower())
+
+
+def test_a_burst_of_displays_shows_the_last_state_within_a_second(page, server: Server):
+    """2,000 display events in about a second: the page draws on animation frames,
+    not per event, and shows the last state within a second of the last event."""
+    page.get(server.url)
+    wait(page, lambda: status(page) == "connected")
+    token = wait(page, lambda: named(page, "code", "session token")).text
+    tcp = server.tcp()
+    tcp.send(f"attach {token}")
+    tcp.reply()
+    # Each search shows `loading`; the latest wins, so the ones it supersedes never
+    # show results: 2,000 searches are at least 2,000 displays.
+    burst = "".join(f"search q{i}\n" for i in range(1999)) + "search final\n"
+    tcp.sock.sendall(burst.encode())
+    last = tcp.until(lambda m: m.get("view") == "search" and m["state"]["query"] == "final" and not m["state"]["loading"])
+    shown = time.monotonic()
+    section = view(page, "search")
+    wait(page, lambda: "final" in section.text and "loading\nno" in section.text, seconds=1.0)
+    assert time.monotonic() - shown < 1.0
+    assert last["rev"] >= 2000

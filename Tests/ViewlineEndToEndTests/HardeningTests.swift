@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import ViewlineProtocol
 import ViewlineTestSupport
 
 /// Limits that protect the server from too many clients, and secrets kept out of logs.
@@ -42,9 +43,9 @@ import ViewlineTestSupport
         #expect(try client.command("state search").isOK)
     }
 
-    @Test func noPasswordTokenOrSecureFieldReachesTheLogEvenAtTrace() throws {
+    @Test(arguments: ["text", "json"]) func noPasswordTokenOrSecureFieldReachesTheLogEvenAtTrace(format: String) throws {
         let log = temporaryPath("trace.log")
-        let server = try ServerProcess(["--db", ":memory:", "--admin", "--demo"], logFile: log, logLevel: "trace")
+        let server = try ServerProcess(["--db", ":memory:", "--admin", "--demo", "--log-format", format], logFile: log, logLevel: "trace")
         let client = try LineClient(port: server.port)
         let welcome = try client.next()
         let token = try #require(welcome["token"]?.stringValue)
@@ -66,6 +67,16 @@ import ViewlineTestSupport
         #expect(text.contains("command"), "the trace log has the commands")
         for secret in ["wonderland", "builder-typo", token] {
             #expect(!text.contains(secret), "\(secret) is in the log")
+        }
+        if format == "json" {
+            // One object per line, each with its time, level and message.
+            let lines = text.split(separator: "\n")
+            #expect(!lines.isEmpty)
+            for line in lines {
+                let object = try JSON.parse(String(line))
+                #expect(object["time"]?.stringValue?.hasSuffix("Z") == true && object["level"] != nil && object["message"] != nil, "\(line)")
+            }
+            #expect(lines.contains { (try? JSON.parse(String($0)))?["cmd"] == "login" })
         }
     }
 }
