@@ -426,6 +426,7 @@ class Client(threading.Thread):
                         return connection
                     code = reply["error"]["code"]
                     connection.close()
+                    self.run_state.attach_errors[code] = self.run_state.attach_errors.get(code, 0) + 1
                     if code == "moved":
                         host, port = reply["error"]["address"].rsplit(":", 1)
                         address = (host, int(port))
@@ -596,6 +597,7 @@ class Run:
         self.unavailable = 0
         self.lost_sessions = 0
         self.stalls = 0
+        self.attach_errors: Dict[str, int] = {}
         self.errors: Dict[str, int] = {}
         self.users: set = set()
         self.faults: List[Tuple[float, float, str]] = []   # (start, end, description)
@@ -781,6 +783,7 @@ def drive(args, run: Run, rng: random.Random, nodes: List[Node], serve_log: Serv
         "",
         f"- faults injected: {len(run.faults)} ({', '.join(f'{k} {sum(1 for f in run.faults if f[2].startswith(p))}' for k, p in (('kill', 'SIGKILL'), ('pause', 'SIGSTOP'), ('partition', 'cut'), ('postgres restart', 'restarted')))})",
         f"- commands acknowledged: {run.successes}; `unavailable` replies: {run.unavailable}; other errors: {json.dumps(run.errors, sort_keys=True)}",
+        f"- attach answers other than ok (reattaching during faults): {json.dumps(run.attach_errors, sort_keys=True)}",
         f"- commands acknowledged per minute: {', '.join(str(run.per_minute.get(m, 0)) for m in range(int(args.seconds // 60) + 1))}",
         f"- acknowledged drafts: {acknowledged}, lost: {lost}",
         f"- commands served after another node claimed the session: {len(served)} (within {TOLERANCE} s of a claim, read order only: {near})",

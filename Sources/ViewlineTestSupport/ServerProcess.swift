@@ -48,20 +48,26 @@ public final class ServerProcess {
             throw LineClient.Failure(description: "server did not start: \(text)")
         }
         self.port = port
-        // With --web-port, the next line is "web on http://HOST:PORT/".
-        if arguments.contains("--web-port") {
-            var web: [UInt8] = []
+        // With --metrics-port and --web-port, the next lines say where those listen.
+        var webPort: Int?
+        var metricsPort: Int?
+        for _ in 0..<((arguments.contains("--web-port") ? 1 : 0) + (arguments.contains("--metrics-port") ? 1 : 0)) {
+            var bytes: [UInt8] = []
             while true {
                 let byte = handle.readData(ofLength: 1)
                 guard let value = byte.first, value != 0x0A else { break }
-                web.append(value)
+                bytes.append(value)
             }
-            let text = String(decoding: web, as: UTF8.self)
-            webPort = text.split(separator: ":").last.flatMap { Int($0.trimmingCharacters(in: CharacterSet(charactersIn: "/"))) }
-        } else {
-            webPort = nil
+            let text = String(decoding: bytes, as: UTF8.self)
+            let port = text.split(separator: ":").last.flatMap { Int($0.split(separator: "/").first ?? "") }
+            if text.hasPrefix("web on ") { webPort = port } else if text.hasPrefix("metrics on ") { metricsPort = port }
         }
+        self.webPort = webPort
+        self.metricsPort = metricsPort
     }
+
+    /// The operations listener's port (`/metrics`, `/readyz`), when started with `--metrics-port`.
+    public let metricsPort: Int?
 
     /// The web listener's port (the page and `/ws`), when started with `--web-port`.
     public let webPort: Int?

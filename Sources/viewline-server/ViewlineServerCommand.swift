@@ -1,6 +1,7 @@
 import ArgumentParser
 import Dispatch
 @preconcurrency import Foundation
+import Synchronization
 import Logging
 import ViewlineApps
 import ViewlineKit
@@ -21,6 +22,7 @@ struct ViewlineServerCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Also serve the browser page at http://HOST:PORT/ and the protocol over WebSocket at /ws (host: --host; 0 picks a free port, printed as `web on http://HOST:PORT/`).", valueName: "port")) var webPort: Int?
     @Option(help: ArgumentHelp("Serve /metrics (Prometheus), /healthz and /readyz on this port (0 picks a free one, printed as `metrics on http://HOST:PORT/metrics`); off unless given.", valueName: "port")) var metricsPort: Int?
     @Option(help: ArgumentHelp("Address of the metrics listener.", valueName: "host")) var metricsHost = "127.0.0.1"
+    @Option(help: ArgumentHelp("On SIGTERM: how long running commands may take to finish (new connections are refused and /readyz says 503 at once) before clients are told bye; a second SIGTERM exits at once.", valueName: "seconds")) var drainSeconds = 10.0
     @Option(help: ArgumentHelp("An origin besides the page's own allowed to open the WebSocket (repeatable), e.g. https://app.example.com.", valueName: "origin")) var webOrigin: [String] = []
     @Flag(help: "Add the demo users alice/wonderland and bob/builder (demos, the tutorial, tests; never a real deployment).") var demo = false
     @Flag(help: "Print the JSON Schema of the commands (derived from the view-models' declarations) and exit.") var printSchema = false
@@ -97,6 +99,7 @@ struct ViewlineServerCommand: AsyncParsableCommand {
         configuration.tlsKeyFile = tlsKey
         configuration.webPort = webPort
         configuration.webOrigins = webOrigin
+        configuration.drainTimeout = .milliseconds(Int(drainSeconds * 1000))
         configuration.metricsPort = metricsPort
         configuration.metricsHost = metricsHost
         if tlsCert == nil && !["127.0.0.1", "::1", "localhost"].contains(host) {
@@ -152,11 +155,18 @@ struct ViewlineServerCommand: AsyncParsableCommand {
         }
         fflush(stdout)
 
-        let signals = [SIGINT, SIGTERM].map { number in
+        final class Signals: Sendable { let count = Atomic<Int>(0) }
+        let signalled = Signals()
+        let signals = [SIGINT, SIGTERM].map { (number: Int32) -> any DispatchSourceSignal in
             signal(number, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
             source.setEventHandler {
-                logger.info("shutting down", metadata: ["signal": "\(number)"])
+                if signalled.count.add(1, ordering: .relaxed).newValue > 1 {
+                    // A second signal: no more waiting.
+                    logger.warning("exiting at once", metadata: ["signal": "\(number)"])
+                    Foundation.exit(0)
+                }
+                logger.info("shutting down", metadata: ["signal": "\(number)", "drain-seconds": "\(drainSeconds)"])
                 Task { await server.shutdown() }
             }
             source.resume()

@@ -45,3 +45,28 @@ import Glibc
         for client in clients { #expect(try client.read { $0.type == "reply" }.last?.isOK == true) }
     }
 }
+
+/// SIGTERM drains: not ready at once, what was sent before the signal is answered,
+/// then `bye`.
+@Suite struct DrainTests {
+    @Test func everyCommandSentBeforeSIGTERMGetsItsReplyAndReadyzTurns503AtOnce() throws {
+        let server = try startServer(["--metrics-port", "0", "--drain-seconds", "20"])
+        let metrics = try #require(server.metricsPort)
+        let client = try connect(server)
+        // Log-ins hash a password each: 20 of them take a while to run.
+        try client.sendRaw(Array(String(repeating: "login alice wonderland\n", count: 20).utf8))
+        _ = try client.read(until: { $0.type == "reply" })  // the server is at it
+        server.signal(SIGTERM)
+        var readiness = 0
+        let deadline = ContinuousClock.now + .seconds(5)
+        while ContinuousClock.now < deadline {
+            readiness = (try? WebSocketClient.get("/readyz", port: metrics).response.status) ?? 0
+            if readiness == 503 { break }
+        }
+        #expect(readiness == 503)
+        let rest = try client.read(until: { $0.type == "bye" }, timeout: .seconds(20))
+        #expect(rest.filter { $0.type == "reply" && $0.isOK }.count == 19)
+        #expect(rest.last?["reason"] == "server shutting down")
+        #expect(try server.waitForExit() == 0)
+    }
+}

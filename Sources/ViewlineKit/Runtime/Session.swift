@@ -145,6 +145,9 @@ public actor Session {
         .welcome(session: id, token: token, server: application.serverName)
     }
 
+    /// Commands of this session started and not yet replied to (a drain waits for them).
+    public internal(set) var commandsRunning = 0
+
     /// Runs one command from `connection` and sends it the reply, then every
     /// attached connection the events the command caused.
     public func handle(_ request: Request, from connection: Int = 0) async -> Outcome {
@@ -158,6 +161,8 @@ public actor Session {
             return .keepOpen
         }
         held.begin(connection)
+        commandsRunning += 1
+        defer { commandsRunning -= 1 }
         let started = application.metrics == nil ? nil : ContinuousClock.now
         let result: Result<JSON, ProtocolError>
         do {

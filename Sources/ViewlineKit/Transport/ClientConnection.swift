@@ -80,6 +80,11 @@ final class ClientConnection: Sendable {
     /// Queues what the event loop read, and starts the pump when none runs. Stops
     /// reading the socket while the queue is full; the pump resumes it once the
     /// queue is empty.
+    /// Nothing queued and nothing being run: what a drain waits for.
+    var isIdle: Bool {
+        state.withLock { $0.finished || (!$0.pumping && $0.head >= $0.inbox.count) }
+    }
+
     func receive(_ input: Input) {
         let (idle, pause) = state.withLock { state -> (Session?, Bool) in
             guard !state.finished else { return (nil, false) }

@@ -39,6 +39,9 @@ public struct ServerConfiguration: Sendable {
     public var metricsPort: Int?
     /// Where the operations listener binds: loopback unless said otherwise.
     public var metricsHost = "127.0.0.1"
+    /// At shutdown, how long commands already running may take to finish (nothing
+    /// new is accepted meanwhile) before every client is told `bye`.
+    public var drainTimeout: Duration = .seconds(10)
     /// Names the server in `welcome`.
     public var serverName = "viewline/1.0"
 

@@ -29,6 +29,8 @@ public final class ViewlineServer: Sendable {
     private let webChannel: Mutex<(any Channel)?> = Mutex(nil)
     /// The operations listener (`/metrics`, `/healthz`, `/readyz`), with ``ServerConfiguration/metricsPort``.
     private let operationsChannel: Mutex<(any Channel)?> = Mutex(nil)
+    /// Open connections by number, for the drain to see what they still have to run.
+    private let clients = Mutex<[Int: ClientConnection]>([:])
     /// The event loops may only stop once a shutdown in progress has said its `bye`s.
     private let lifecycle = Mutex<Lifecycle>(.serving)
     private let shutdownFinished = Latch()
@@ -167,6 +169,9 @@ public final class ViewlineServer: Sendable {
         defer { shutdownFinished.open() }
         try? await listener.close()
         try? await webChannel.withLock({ $0 })?.close()
+        // Draining (`/readyz` already says 503): commands already running finish,
+        // within the drain timeout, before anyone is told `bye`.
+        await drain(within: configuration.drainTimeout)
         // Records written and the node gone from the cluster before the `bye`s: a
         // client that attaches to another node right away finds its session there.
         await application.cluster?.leave()
@@ -186,6 +191,24 @@ public final class ViewlineServer: Sendable {
         }
         for session in application.sessions.removeAll() { await session.close(reason: reason) }
         try? await operationsChannel.withLock({ $0 })?.close()
+    }
+
+    /// Waits until every connection has run what it received (nothing queued or
+    /// running) and no session runs a command, or `limit` passes.
+    private func drain(within limit: Duration) async {
+        let deadline = ContinuousClock.now + limit
+        while ContinuousClock.now < deadline {
+            var busy = clients.withLock { $0.values.contains { !$0.isIdle } }
+            if !busy {
+                for session in application.sessions.all where await session.commandsRunning > 0 {
+                    busy = true
+                    break
+                }
+            }
+            if !busy { return }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        logger.warning("drain timed out with commands still running", metadata: ["drain-seconds": "\(limit)"])
     }
 
     /// How long a connection has to take its `bye` at shutdown before it is closed anyway.
@@ -313,6 +336,7 @@ public final class ViewlineServer: Sendable {
         application.cluster?.changed(session)  // its record, so another node can take it over
         let connection = ClientConnection(
             number: number, channel: channel, outbound: outbound, session: session, server: self, transport: transport, logger: logger)
+        clients.withLock { $0[number] = connection }
         if let metrics = application.metrics {
             metrics.connectionOpened(transport)
             metrics.sessionsCreated.increment()
@@ -327,6 +351,7 @@ public final class ViewlineServer: Sendable {
     /// A connection ended and left its session.
     func connectionEnded(_ number: Int, transport: ServerMetrics.Transport) {
         registry.remove(number)
+        clients.withLock { $0[number] = nil }
         application.metrics?.connectionClosed(transport)
     }
 
