@@ -555,7 +555,10 @@ class Client(threading.Thread):
                 self.unsaved = False
                 return
             if code == "busy":
-                c.events_until(lambda: False, 0.3)
+                # A save is running, or waiting on an alert (the draft left pending
+                # is offered again after a restore or a log-in): answer it.
+                self.answer_alerts(c)
+                c.events_until(lambda: c.alert is not None, 0.3)
                 continue
             self.expect_ok(reply)
             time.sleep(0.1)

@@ -130,18 +130,6 @@ public final class FailureThrottle: Sendable {
         }
     }
 
-    /// Takes back one failure counted under `keys` ahead of an attempt that turned
-    /// out well (a lookup counted before it is made, which found the session).
-    public func refund(_ keys: [Key]) {
-        records.withLock { records in
-            for key in keys {
-                guard var record = records[key] else { continue }
-                record.failures = max(0, record.failures - 1)
-                records[key] = record
-            }
-        }
-    }
-
     /// How many records are kept now.
     public var count: Int { records.withLock { $0.count } }
 

@@ -39,6 +39,9 @@ public final class ViewlineServer: Sendable {
     private let rejections = Mutex<(count: Int, lastWarning: ContinuousClock.Instant?)>((0, nil))
     /// Failed `attach`es per address.
     let attachThrottle = FailureThrottle()
+    /// Cluster lookups of `attach` in flight per address (at most ``lookupsPerAddress``).
+    private let lookupsInFlight = Mutex<[String: Int]>([:])
+    static let lookupsPerAddress = 8
 
     private enum Lifecycle { case serving, shuttingDown, stopped }
 
@@ -373,43 +376,54 @@ public final class ViewlineServer: Sendable {
         }
         let token = request.arguments.string("token")
         var found = application.sessions.session(for: token)
-        var counted = false
         if found == nil, let cluster = application.cluster {
-            // A database lookup is what a guess costs the cluster: it is counted before
-            // it is made, so a burst of concurrent guesses cannot all get through, and
-            // given back when it finds the session (a client following its session
-            // across nodes during a failover retries many times).
-            attachThrottle.failed(keys, now: Date())
-            counted = true
+            // A database lookup is what a guess costs the cluster. An address has at
+            // most a few in flight at once (so a burst of guesses cannot all reach the
+            // database before the first ones fail), and only a lookup that finds
+            // nothing counts as a failure: clients behind one address (a NAT, a proxy)
+            // following their sessions through a failover all at once are never
+            // taken for a guesser.
+            let address = peer ?? "local"
+            let admitted = lookupsInFlight.withLock { inFlight -> Bool in
+                guard inFlight[address, default: 0] < Self.lookupsPerAddress else { return false }
+                inFlight[address, default: 0] += 1
+                return true
+            }
+            guard admitted else {
+                await current.reject(re: request.id, ProtocolError(
+                    .attachThrottled, "too many attaches from this address are being looked up; try again in 1 s"), to: number, command: "attach")
+                return nil
+            }
+            defer {
+                lookupsInFlight.withLock { inFlight in
+                    inFlight[address, default: 1] -= 1
+                    if inFlight[address] == 0 { inFlight[address] = nil }
+                }
+            }
             do {
                 switch try await cluster.locate(token, application: application) {
                 case .unknown: break
                 case .moved(let address):
-                    attachThrottle.refund(keys)
                     await current.reject(re: request.id, ProtocolError(
                         .moved, "the session lives on \(address); attach there", address: address), to: number, command: "attach")
                     return nil
                 case .restored(let session):
-                    attachThrottle.refund(keys)
                     found = session  // registered by the cluster
                 }
-            } catch let error as ProtocolError {
-                attachThrottle.refund(keys)  // the node (full), not the token, failed
+            } catch let error as ProtocolError {  // the node (full), not the token, failed
                 await current.reject(re: request.id, error, to: number, command: "attach")
                 return nil
-            } catch let error as any ProtocolErrorConvertible {
-                attachThrottle.refund(keys)  // the database, not the token, failed
+            } catch let error as any ProtocolErrorConvertible {  // the database, not the token, failed
                 await current.reject(re: request.id, error.protocolError, to: number, command: "attach")
                 return nil
             } catch {
-                attachThrottle.refund(keys)
                 await current.reject(re: request.id, ProtocolError(.unavailable, "cannot look the session up: \(error)"), to: number, command: "attach")
                 return nil
             }
         }
         let badToken = ProtocolError(.badToken, "no session has that token (it may have expired)")
         guard let target = found else {
-            if !counted { attachThrottle.failed(keys, now: Date()) }
+            attachThrottle.failed(keys, now: Date())
             await current.reject(re: request.id, badToken, to: number, command: "attach")
             return nil
         }
