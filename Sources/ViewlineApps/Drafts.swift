@@ -44,7 +44,11 @@ public enum Drafts: ViewModel {
         Command("save", summary: "Save the pending draft to the remote store; on failure, asks to save again.") { session, _ in
             let user = try Account.requireUser(for: "save", in: session)
             guard !session.state(Drafts.self).saving, !session.isRunning(.save) else {
-                throw ProtocolError(.busy, "a save is already in progress")
+                // Running but not saving: the flow waits on its alert (save again? or
+                // the draft left from last time), not on the remote store.
+                throw ProtocolError(.busy, session.state(Drafts.self).saving
+                    ? "a save is already in progress"
+                    : "the draft waits for your answer to its alert: confirm to save it, cancel to discard it")
             }
             guard let draft = try await session.services.store.pendingDraft(user: user) else {
                 throw ProtocolError(.nothingToSave, "there is no pending draft; set one with: draft <text>")

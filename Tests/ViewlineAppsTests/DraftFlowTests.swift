@@ -84,6 +84,10 @@ import ViewlineTesting
         #expect(alert.message.contains("unsaved data from last time"))
         #expect(alert.actions == [.confirm("Save"), .cancel("Discard")])
         #expect(recorder.displays("draft").last?["text"] == "from yesterday")
+        // `save` meanwhile says what the flow waits for: the alert's answer.
+        await session.send("save")
+        guard case .failure(let busy)? = recorder.replies.last else { Issue.record("save did not fail"); return }
+        #expect(busy.code == .busy && busy.message.contains("answer to its alert"))
 
         await session.send("confirm")
         try await recorder.waitUntil { _ in recorder.displays("draft").last?["pending"] == false }
