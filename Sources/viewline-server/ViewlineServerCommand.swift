@@ -23,6 +23,7 @@ struct ViewlineServerCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Serve /metrics (Prometheus), /healthz and /readyz on this port (0 picks a free one, printed as `metrics on http://HOST:PORT/metrics`); off unless given.", valueName: "port")) var metricsPort: Int?
     @Option(help: ArgumentHelp("Address of the metrics listener.", valueName: "host")) var metricsHost = "127.0.0.1"
     @Option(help: ArgumentHelp("On SIGTERM: how long running commands may take to finish (new connections are refused and /readyz says 503 at once) before clients are told bye; a second SIGTERM exits at once.", valueName: "seconds")) var drainSeconds = 10.0
+    @Option(help: ArgumentHelp("Commands at least this slow go to the slow log (`slowlog`, admin).", valueName: "ms")) var slowCommandMs = 100
     @Option(help: ArgumentHelp("An origin besides the page's own allowed to open the WebSocket (repeatable), e.g. https://app.example.com.", valueName: "origin")) var webOrigin: [String] = []
     @Flag(help: "Add the demo users alice/wonderland and bob/builder (demos, the tutorial, tests; never a real deployment).") var demo = false
     @Flag(help: "Print the JSON Schema of the commands (derived from the view-models' declarations) and exit.") var printSchema = false
@@ -100,6 +101,7 @@ struct ViewlineServerCommand: AsyncParsableCommand {
         configuration.webPort = webPort
         configuration.webOrigins = webOrigin
         configuration.drainTimeout = .milliseconds(Int(drainSeconds * 1000))
+        configuration.slowCommandThreshold = .milliseconds(slowCommandMs)
         configuration.metricsPort = metricsPort
         configuration.metricsHost = metricsHost
         if tlsCert == nil && !["127.0.0.1", "::1", "localhost"].contains(host) {

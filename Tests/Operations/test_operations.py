@@ -93,7 +93,14 @@ def test_every_counter_moves_by_exactly_what_was_done(server):
     assert a.command("bogus")["error"]["code"] == "unknown_command"
     b = Line(port)
     assert b.command(f"attach {a.welcome['token']}")["ok"]
+    # Counted right after the reply is written: a scrape may come first, once.
+    import time
+    deadline = time.monotonic() + 2
     after = scrape(base)
+    while after.get(("viewline_sessions_attached_total", ()), 0) == before.get(("viewline_sessions_attached_total", ()), 0) \
+            and time.monotonic() < deadline:
+        time.sleep(0.02)
+        after = scrape(base)
 
     def moved(name: str, **labels) -> float:
         key = (name, tuple(sorted(labels.items())))
@@ -163,3 +170,30 @@ def test_readyz_is_503_while_the_database_is_down_and_200_when_it_is_back():
             process.terminate()
             process.wait(10)
         pg.stop()
+
+
+def test_info_groups_the_figures_and_slowlog_names_commands_never_arguments():
+    process = subprocess.Popen(
+        [SERVER, "--port", "0", "--metrics-port", "0", "--db", ":memory:", "--demo", "--admin", "--log-level", "error",
+         "--slow-command-ms", "0"], stdout=subprocess.PIPE)
+    try:
+        port = int(process.stdout.readline().decode().rsplit(":", 1)[1])
+        process.stdout.readline()
+        a = Line(port)
+        assert a.command("login alice wonderland")["ok"]
+        assert a.command("search pizza")["ok"]
+        info = a.command("info")["result"]
+        assert set(info) == {"server", "clients", "sessions", "commands", "cluster"}
+        assert info["clients"]["connected"] == 1 and info["clients"]["byTransport"]["tcp"] == 1
+        assert info["sessions"]["live"] == 1 and info["sessions"]["attached"] == 1
+        assert info["commands"]["login"] == {"ok": 1} and info["commands"]["search"] == {"ok": 1}
+        assert info["cluster"] is None
+        assert info["server"]["uptimeSeconds"] >= 0 and info["server"]["residentBytes"] > 0
+        slow = a.command("slowlog 3")["result"]
+        assert slow["thresholdMs"] == 0
+        assert [entry["command"] for entry in slow["entries"]] == ["info", "search", "login"]
+        assert "wonderland" not in json.dumps(slow)
+        assert a.command("slowlog 0")["error"]["code"] == "bad_arguments"
+    finally:
+        process.terminate()
+        process.wait(10)

@@ -34,6 +34,12 @@ public final class Application: Sendable {
     /// Operators' figures (`/metrics`), when the server was asked for them
     /// (``ServerConfiguration/metricsPort``); `nil` costs nothing.
     public let metrics: ServerMetrics?
+    /// The last slow commands (`slowlog`).
+    public let slowLog: SlowLog
+    /// When this application started (`info`'s uptime).
+    public let startedAt = ContinuousClock.now
+    /// Connections open now by transport, kept by the server (`info`, `/metrics`).
+    public let connections = ConnectionCounts()
     let helpResult: JSON
 
     /// The view-models, in order, and what they reach.
@@ -42,7 +48,7 @@ public final class Application: Sendable {
     public init(
         _ models: [any ViewModel.Type], services: Services = Services(), faults: FaultInjector = FaultInjector(),
         admin: Bool = false, serverName: String = "viewline/1.0", limits: SessionLimits = SessionLimits(),
-        cluster: Cluster? = nil, recordsMetrics: Bool = false
+        cluster: Cluster? = nil, recordsMetrics: Bool = false, slowCommandThreshold: Duration = .milliseconds(100)
     ) {
         var views: [ViewDescription] = []
         var modelCommands: [AnyCommand] = []
@@ -83,6 +89,7 @@ public final class Application: Sendable {
         self.restoredHooks = restoredHooks
         self.cluster = cluster
         metrics = recordsMetrics ? ServerMetrics(commandNames: commands.all.map(\.name), clustered: cluster != nil) : nil
+        slowLog = SlowLog(threshold: slowCommandThreshold)
         helpResult = [
             "commands": .array(commands.all.map(\.json)),
             "services": .array(backends.map { ["name": .string($0.name), "summary": .string($0.summary)] }),

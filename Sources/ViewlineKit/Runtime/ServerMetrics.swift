@@ -39,7 +39,8 @@ public final class ServerMetrics: Sendable {
     private let openFiles: CoreMetrics.Gauge
     private let eventLoops: CoreMetrics.Gauge
     private let clusterServing: CoreMetrics.Gauge?
-    private let openConnections = Mutex<[Transport: Int]>([:])
+    /// Commands by "name outcome", for `info` (swift-metrics counters cannot be read back).
+    private let tallies = Mutex<[String: Int]>([:])
 
     /// How a connection reached the server.
     public enum Transport: String, Sendable, CaseIterable {
@@ -96,6 +97,7 @@ public final class ServerMetrics: Sendable {
         let outcome = code ?? "ok"
         let key = known + " " + outcome
         let counter = outcomes.withLock { counters in
+            tallies.withLock { $0[key, default: 0] += 1 }
             if let counter = counters[key] { return counter }
             let counter = CoreMetrics.Counter(
                 label: "viewline_commands_total", dimensions: [("command", known), ("outcome", outcome)], factory: factory)
@@ -119,31 +121,59 @@ public final class ServerMetrics: Sendable {
 
     func connectionOpened(_ transport: Transport) {
         connectionsOpened[transport]?.increment()
-        openConnections.withLock { $0[transport, default: 0] += 1 }
     }
 
-    func connectionClosed(_ transport: Transport) {
-        openConnections.withLock { $0[transport, default: 0] -= 1 }
+    /// Commands run, by name, then by outcome (`ok` or an error code).
+    var commandCounts: [String: [String: Int]] {
+        var counts: [String: [String: Int]] = [:]
+        for (key, count) in tallies.withLock({ $0 }) {
+            let parts = key.split(separator: " ", maxSplits: 1).map(String.init)
+            counts[parts[0], default: [:]][parts[1]] = count
+        }
+        return counts
     }
 
     /// The Prometheus text exposition, with the gauges read now.
-    func exposition(sessions: SessionRegistry, eventLoopCount: Int, cluster: Cluster?) -> [UInt8] {
+    func exposition(sessions: SessionRegistry, connections: ConnectionCounts, eventLoopCount: Int, cluster: Cluster?) -> [UInt8] {
         let counts = sessions.counts
         sessionGauges.attached.record(counts.attached)
         sessionGauges.detached.record(counts.sessions - counts.attached)
-        for (transport, count) in openConnections.withLock({ $0 }) { connectionGauges[transport]?.record(count) }
-        if let resident = Self.residentBytes() { residentBytes.record(resident) }
-        if let files = try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd") { openFiles.record(files.count) }
+        for (transport, count) in connections.byTransport { connectionGauges[transport]?.record(count) }
+        if let resident = ProcessFigures.residentBytes() { residentBytes.record(resident) }
+        if let files = ProcessFigures.openFiles() { openFiles.record(files) }
         eventLoops.record(eventLoopCount)
         if let cluster { clusterServing?.record(cluster.isServing() ? 1 : 0) }
         return registry.emitToBuffer()
     }
+}
 
-    private static func residentBytes() -> Int? {
+/// The process's own figures, from /proc.
+enum ProcessFigures {
+    static func residentBytes() -> Int? {
         guard let statm = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) else { return nil }
         let fields = statm.split(separator: " ")
         guard fields.count > 1, let pages = Int(fields[1]) else { return nil }
         return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
+    }
+
+    static func openFiles() -> Int? {
+        (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")).map(\.count)
+    }
+}
+
+/// Connections open now, by transport: kept by the server, read by `info` and `/metrics`.
+public final class ConnectionCounts: Sendable {
+    private let counts = Mutex<[ServerMetrics.Transport: Int]>([:])
+
+    public init() {}
+
+    func opened(_ transport: ServerMetrics.Transport) { counts.withLock { $0[transport, default: 0] += 1 } }
+    func closed(_ transport: ServerMetrics.Transport) { counts.withLock { $0[transport, default: 0] -= 1 } }
+
+    /// Every transport with its count (zeros included).
+    public var byTransport: [ServerMetrics.Transport: Int] {
+        let counts = counts.withLock { $0 }
+        return Dictionary(uniqueKeysWithValues: ServerMetrics.Transport.allCases.map { ($0, counts[$0] ?? 0) })
     }
 }
 

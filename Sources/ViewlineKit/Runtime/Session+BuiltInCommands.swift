@@ -1,5 +1,8 @@
+import Foundation
+
 /// The commands every server has, whatever its view-models: `help`, `ping`,
-/// `state`, `wait`, `quit`, the alert answers `confirm`/`cancel`, and `fault`.
+/// `state`, `wait`, `quit`, the alert answers `confirm`/`cancel`, and the admin
+/// commands `sessions`, `info`, `slowlog` and `fault`.
 extension Session {
     /// The built-ins `help` lists before the view-models' commands.
     static let leadingBuiltIns: Set<String> = ["help", "ping", "state", "wait", "quit", "attach"]
@@ -55,6 +58,31 @@ extension Session {
         )) { session, _ in
             let counts = session.application.sessions.counts
             return ["sessions": .int(counts.sessions), "attached": .int(counts.attached)]
+        },
+        AnyCommand(spec: CommandSpec(
+            "info", summary: "The server's figures as JSON, grouped like redis's INFO: server, clients, sessions, commands, cluster (admin only).",
+            adminOnly: true
+        )) { session, _ in
+            session.application.info
+        },
+        AnyCommand(spec: CommandSpec(
+            "slowlog", summary: "The newest commands slower than the server's threshold, newest first (default 10, at most 128; admin only).",
+            arguments: [.optionalInteger("count")], example: "slowlog 5", adminOnly: true
+        )) { session, args in
+            let count = args.int("count") ?? 10
+            guard (1...SlowLog.capacity).contains(count) else {
+                throw ProtocolError(.badArguments, "count must be 1 to \(SlowLog.capacity) (got \(count))")
+            }
+            let log = session.application.slowLog
+            return [
+                "thresholdMs": .int(Int(log.threshold.components.seconds * 1000 + log.threshold.components.attoseconds / 1_000_000_000_000_000)),
+                "entries": .array(log.newest(count).map { entry in
+                    [
+                        "id": .int(entry.id), "time": .string(entry.time.formatted(.iso8601)), "session": .string(entry.session),
+                        "command": .string(entry.command), "durationMs": .double(Double(entry.duration.nanoseconds) / 1e6),
+                    ]
+                }),
+            ]
         },
         AnyCommand(spec: CommandSpec(
             "confirm", summary: "Answer the presented alert with its confirm action, filling its input fields.",

@@ -163,7 +163,7 @@ public actor Session {
         held.begin(connection)
         commandsRunning += 1
         defer { commandsRunning -= 1 }
-        let started = application.metrics == nil ? nil : ContinuousClock.now
+        let started = ContinuousClock.now
         let result: Result<JSON, ProtocolError>
         do {
             guard let command = application.handlers[request.name] else {
@@ -181,9 +181,14 @@ public actor Session {
             result = .failure(ProtocolError(.internalError, "\(request.name) failed: \(error)"))
         }
         reply(to: connection, .reply(re: request.id, result: result))
-        if let metrics = application.metrics, let started {
+        let elapsed = ContinuousClock.now - started
+        if elapsed >= application.slowLog.threshold {
+            // Only a declared name: what a client typed may hold anything.
+            application.slowLog.record(session: id, command: application.handlers[request.name] == nil ? "unknown" : request.name, duration: elapsed)
+        }
+        if let metrics = application.metrics {
             let code: String? = if case .failure(let error) = result { error.code.rawValue } else { nil }
-            metrics.command(request.name, failed: code, duration: ContinuousClock.now - started)
+            metrics.command(request.name, failed: code, duration: elapsed)
         }
         let events = held.end(connection)
         if !events.isEmpty, !closed, let output = connections[connection] {

@@ -42,6 +42,8 @@ public struct ServerConfiguration: Sendable {
     /// At shutdown, how long commands already running may take to finish (nothing
     /// new is accepted meanwhile) before every client is told `bye`.
     public var drainTimeout: Duration = .seconds(10)
+    /// Commands at least this slow are kept in the slow log (`slowlog`).
+    public var slowCommandThreshold: Duration = .milliseconds(100)
     /// Names the server in `welcome`.
     public var serverName = "viewline/1.0"
 

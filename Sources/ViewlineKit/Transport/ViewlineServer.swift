@@ -78,7 +78,8 @@ public final class ViewlineServer: Sendable {
     ) async throws {
         let application = Application(
             apps, services: services, faults: faults, admin: configuration.admin, serverName: configuration.serverName,
-            limits: configuration.sessions, cluster: cluster, recordsMetrics: configuration.metricsPort != nil)
+            limits: configuration.sessions, cluster: cluster, recordsMetrics: configuration.metricsPort != nil,
+            slowCommandThreshold: configuration.slowCommandThreshold)
         try await self.init(application: application, configuration: configuration, logger: logger)
     }
 
@@ -278,7 +279,9 @@ public final class ViewlineServer: Sendable {
 
     /// `/metrics`: the Prometheus text exposition (empty without metrics).
     func metricsExposition() -> [UInt8] {
-        application.metrics?.exposition(sessions: application.sessions, eventLoopCount: System.coreCount, cluster: application.cluster) ?? []
+        application.metrics?.exposition(
+            sessions: application.sessions, connections: application.connections, eventLoopCount: System.coreCount,
+            cluster: application.cluster) ?? []
     }
 
     /// Whether every event loop runs a task within `limit` (`/healthz`).
@@ -340,6 +343,7 @@ public final class ViewlineServer: Sendable {
         let connection = ClientConnection(
             number: number, channel: channel, outbound: outbound, session: session, server: self, transport: transport, logger: logger)
         clients.withLock { $0[number] = connection }
+        application.connections.opened(transport)
         if let metrics = application.metrics {
             metrics.connectionOpened(transport)
             metrics.sessionsCreated.increment()
@@ -355,7 +359,7 @@ public final class ViewlineServer: Sendable {
     func connectionEnded(_ number: Int, transport: ServerMetrics.Transport) {
         registry.remove(number)
         clients.withLock { $0[number] = nil }
-        application.metrics?.connectionClosed(transport)
+        application.connections.closed(transport)
     }
 
     /// `attach <token> [last-rev]`: moves this connection to the session that owns

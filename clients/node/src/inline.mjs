@@ -49,7 +49,7 @@ export function quote(word) {
 /** Every command and its usage, as the server's `help` lists them. */
 export const COMMANDS = {
   help: 'help [command]', ping: 'ping', state: 'state [view]', wait: 'wait [timeout-ms]', quit: 'quit',
-  attach: 'attach <token> [last-rev]', sessions: 'sessions',
+  attach: 'attach <token> [last-rev]', sessions: 'sessions', info: 'info', slowlog: 'slowlog [count]',
   search: 'search <query>', confirm: 'confirm [alert-id] [name=value ...]', cancel: 'cancel [alert-id]',
   login: 'login <user> <password>', logout: 'logout', draft: 'draft <text>', save: 'save', saved: 'saved [page]',
   contacts: 'contacts', sync: 'sync', playlist: 'playlist', more: 'more', fault: 'fault <service> [count] [message]',
@@ -94,11 +94,13 @@ export function parseInline(line) {
       if (!/^\d+$/.test(rest[0])) throw bad(`timeout must be a number of milliseconds; usage: ${usage}`);
       return { cmd, args: { timeout: Number(rest[0]) } };
     }
-    case 'saved': {
+    case 'saved':
+    case 'slowlog': {
+      const arg = cmd === 'saved' ? 'page' : 'count';
       if (rest.length > 1) throw bad(`usage: ${usage}`);
       if (rest.length === 0) return { cmd, args: {} };
-      if (!/^-?\d+$/.test(rest[0])) throw bad(`page must be a number; usage: ${usage}`);
-      return { cmd, args: { page: Number(rest[0]) } };
+      if (!/^-?\d+$/.test(rest[0])) throw bad(`${arg} must be a number; usage: ${usage}`);
+      return { cmd, args: { [arg]: Number(rest[0]) } };
     }
     case 'confirm': {
       const args = {};

@@ -103,15 +103,15 @@ def _wait(words: List[str]) -> Dict[str, Any]:
     return {"timeout": int(words[0])}
 
 
-def _page(words: List[str]) -> Dict[str, Any]:
-    usage = COMMANDS["saved"]
+def _page(words: List[str], name: str = "saved", arg: str = "page") -> Dict[str, Any]:
+    usage = COMMANDS[name]
     if len(words) > 1:
         raise ViewlineError("bad_arguments", f"usage: {usage}")
     if not words:
         return {}
     if not re.fullmatch(r"-?\d+", words[0]):
-        raise ViewlineError("bad_arguments", f"page must be a number; usage: {usage}")
-    return {"page": int(words[0])}
+        raise ViewlineError("bad_arguments", f"{arg} must be a number; usage: {usage}")
+    return {arg: int(words[0])}
 
 
 def _confirm(words: List[str]) -> Dict[str, Any]:
@@ -160,6 +160,8 @@ COMMANDS: Dict[str, str] = {
     "quit": "quit",
     "attach": "attach <token> [last-rev]",
     "sessions": "sessions",
+    "info": "info",
+    "slowlog": "slowlog [count]",
     "search": "search <query>",
     "confirm": "confirm [alert-id] [name=value ...]",
     "cancel": "cancel [alert-id]",
@@ -199,6 +201,8 @@ def parse_inline(line: str) -> Tuple[str, Dict[str, Any]]:
         return name, _attach(rest)
     if name == "saved":
         return name, _page(rest)
+    if name == "slowlog":
+        return name, _page(rest, "slowlog", "count")
     if name == "confirm":
         return name, _confirm(rest)
     if name == "login":

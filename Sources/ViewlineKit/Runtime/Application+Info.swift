@@ -1,0 +1,41 @@
+import Foundation
+import NIOCore
+
+extension Application {
+    /// `info`: the server's figures grouped like redis's INFO. The `commands` group
+    /// counts commands by name and outcome when the server records metrics
+    /// (`--metrics-port`), and is `null` otherwise.
+    var info: JSON {
+        let counts = sessions.counts
+        let uptime = ContinuousClock.now - startedAt
+        var server: JSONObject = [
+            "name": .string(serverName), "uptimeSeconds": .int(Int(uptime.components.seconds)),
+            "eventLoops": .int(System.coreCount),
+        ]
+        if let resident = ProcessFigures.residentBytes() { server["residentBytes"] = .int(resident) }
+        if let files = ProcessFigures.openFiles() { server["openFiles"] = .int(files) }
+        let byTransport = connections.byTransport
+        let clients: JSONObject = [
+            "connected": .int(byTransport.values.reduce(0, +)),
+            "byTransport": .object(JSONObject(ServerMetrics.Transport.allCases.map { ($0.rawValue, .int(byTransport[$0] ?? 0)) })),
+        ]
+        let sessionsGroup: JSONObject = [
+            "live": .int(counts.sessions), "attached": .int(counts.attached), "detached": .int(counts.sessions - counts.attached),
+            "slowCommands": .int(slowLog.count),
+        ]
+        var commands: JSON = .null
+        if let metrics {
+            commands = .object(JSONObject(metrics.commandCounts.sorted { $0.key < $1.key }.map { name, outcomes in
+                (name, .object(JSONObject(outcomes.sorted { $0.key < $1.key }.map { ($0.key, .int($0.value)) })))
+            }))
+        }
+        var clusterGroup: JSON = .null
+        if let cluster {
+            clusterGroup = ["node": .string(cluster.nodeID), "leaseValid": .bool(cluster.isServing())]
+        }
+        return [
+            "server": .object(server), "clients": .object(clients), "sessions": .object(sessionsGroup),
+            "commands": commands, "cluster": clusterGroup,
+        ]
+    }
+}
