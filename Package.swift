@@ -39,6 +39,7 @@ let package = Package(
             dependencies: [
                 "ViewlinePersistence", "ViewlineKit",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
             ]
         ),
         // SHA-256 from the system's libcrypto: what a cluster record keeps of a token
@@ -71,7 +72,10 @@ let package = Package(
         // The seed flows (search, drafts, contacts, playlist, log-in), built on ViewlineKit's public API.
         .target(
             name: "ViewlineApps",
-            dependencies: ["ViewlineKit", "ViewlinePersistence", "CPasswordHash"]
+            dependencies: [
+                "ViewlineKit", "ViewlinePersistence", "CPasswordHash",
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+            ]
         ),
         // The system libedit, through pkg-config.
         .systemLibrary(
@@ -92,6 +96,8 @@ let package = Package(
                 "ViewlineKit", "ViewlineApps", "ViewlinePersistence", "ViewlinePostgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
             ]
         ),
         .executableTarget(

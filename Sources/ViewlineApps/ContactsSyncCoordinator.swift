@@ -1,3 +1,4 @@
+import CoreMetrics
 import Foundation
 import ViewlineKit
 import ViewlinePersistence
@@ -24,12 +25,18 @@ public actor ContactsSyncCoordinator {
     /// Syncs, or joins the sync in progress. Returns whether the database changed.
     /// A failed sync changes no row.
     public func sync() async throws -> Bool {
+        Self.syncs.increment()
         if let running { return try await running.value }
         let task = Task { try await self.fetchAndApply() }
         running = task
         defer { running = nil }
         return try await task.value
     }
+
+    // swift-metrics, as the process bootstrapped it: syncs asked for, and the fetches
+    // they made (single flight: many syncs, few fetches).
+    private static let syncs = CoreMetrics.Counter(label: "viewline_contacts_syncs_total")
+    private static let fetches = CoreMetrics.Counter(label: "viewline_contacts_fetches_total")
 
     private func fetchAndApply() async throws -> Bool {
         let joined = try await store.singleFlight("contacts-sync") { try await self.fetchOnce() }
@@ -38,6 +45,7 @@ public actor ContactsSyncCoordinator {
 
     private func fetchOnce() async throws -> Bool {
         fetchCount += 1
+        Self.fetches.increment()
         try faults.check("sync")
         let contacts = try await source.fetch()
         let document = JSON.array(contacts.map(\.json)).encoded

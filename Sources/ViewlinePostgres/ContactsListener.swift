@@ -27,6 +27,7 @@ struct ContactsListener: Sendable {
                     }
                 } catch {
                     if Task.isCancelled { break }
+                    StoreFigures.shared.listenReconnects.increment()
                     store.logger.warning("contacts listener lost the database; reconnecting", metadata: [
                         "error": "\(String(describing: error))", "retry-in": "\(backoff)",
                     ])

@@ -277,6 +277,21 @@ public final class PostgresStore: AppStore {
     /// call waits, a connection error, a server shutting down, or no answer within
     /// ``operationTimeout``. Other errors (a constraint, a bug) pass through.
     func unavailableIfDown<T: Sendable>(timeout: Duration? = nil, _ work: @escaping @Sendable () async throws -> T) async throws -> T {
+        let started = ContinuousClock.now
+        do {
+            let value = try await callOrUnavailable(timeout: timeout, work)
+            StoreFigures.shared.record(.ok, since: started)
+            return value
+        } catch let error as StoreUnavailable {
+            StoreFigures.shared.record(.unavailable, since: started)
+            throw error
+        } catch {
+            StoreFigures.shared.record(.failed, since: started)
+            throw error
+        }
+    }
+
+    private func callOrUnavailable<T: Sendable>(timeout: Duration?, _ work: @escaping @Sendable () async throws -> T) async throws -> T {
         if health.isDown { throw StoreUnavailable(url: url, underlying: ConnectionLost()) }
         do {
             return try await withThrowingTaskGroup(of: T.self) { group in

@@ -1,6 +1,8 @@
 import ArgumentParser
 import Dispatch
-@preconcurrency import Foundation
+@preconcurrency import CoreMetrics
+import Foundation
+import Prometheus
 import Synchronization
 import Logging
 import ViewlineApps
@@ -71,6 +73,7 @@ struct ViewlineServerCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        var metricsRegistry: PrometheusCollectorRegistry?
         if printSchema {
             let application = Application(SeedApps.all)
             print(application.commands.jsonSchema(views: application.views.map(\.name)).encoded)
@@ -89,6 +92,13 @@ struct ViewlineServerCommand: AsyncParsableCommand {
             return handler
         }
         let logger = Logger(label: "viewline")
+        if metricsPort != nil {
+            // Before anything is made: the stores' and flows' figures (swift-metrics)
+            // land in the registry /metrics serves, next to the server's own.
+            let registry = PrometheusCollectorRegistry()
+            MetricsSystem.bootstrap(ServerMetrics.factory(for: registry))
+            metricsRegistry = registry
+        }
 
         var configuration = ServerConfiguration()
         configuration.host = host
@@ -103,6 +113,7 @@ struct ViewlineServerCommand: AsyncParsableCommand {
         configuration.drainTimeout = .milliseconds(Int(drainSeconds * 1000))
         configuration.slowCommandThreshold = .milliseconds(slowCommandMs)
         configuration.metricsPort = metricsPort
+        configuration.metricsRegistry = metricsRegistry
         configuration.metricsHost = metricsHost
         if tlsCert == nil && !["127.0.0.1", "::1", "localhost"].contains(host) {
             logger.warning("listening beyond loopback without TLS: session tokens and passwords cross the network in clear text; use --tls-cert and --tls-key", metadata: ["host": "\(host)"])
@@ -155,7 +166,7 @@ struct ViewlineServerCommand: AsyncParsableCommand {
         if let web = server.webAddress {
             print("web on \(tlsCert == nil ? "http" : "https")://\(web.host):\(web.port)/")
         }
-        fflush(stdout)
+        fflush(nil)
 
         final class Signals: Sendable { let count = Atomic<Int>(0) }
         let signalled = Signals()

@@ -147,9 +147,24 @@ def test_readyz_is_503_while_the_database_is_down_and_200_when_it_is_back():
         process = subprocess.Popen(
             [SERVER, "--port", "0", "--metrics-port", "0", "--postgres", pg.new_database(), "--node-timeout", "2",
              "--demo", "--log-level", "error"], stdout=subprocess.PIPE)
-        process.stdout.readline()
+        process_port = process.stdout.readline().decode().rsplit(":", 1)[1]
         base = process.stdout.readline().decode().split()[-1].rsplit("/", 1)[0]
         assert status(base + "/readyz") == (200, "ready\n")
+        # The stores' and flows' figures land in the same /metrics (swift-metrics bootstrapped).
+        port = int(process_port)
+        client = Line(port)
+        assert client.command("login alice wonderland")["ok"]
+        assert client.command("draft kept")["ok"]
+        assert client.command("sync")["ok"]
+        client.command("wait")
+        time.sleep(0.5)  # a record batch
+        samples = scrape(base)
+        assert samples[("viewline_store_calls_total", (("outcome", "ok"), ("store", "postgresql")))] > 0
+        assert samples[("viewline_store_call_duration_seconds_count", (("store", "postgresql"),))] > 0
+        assert samples[("viewline_contacts_syncs_total", ())] == 1
+        assert samples[("viewline_contacts_fetches_total", ())] == 1
+        assert samples[("viewline_cluster_records_per_batch_count", ())] > 0
+        assert samples[("viewline_cluster_lease_valid", ())] == 1
 
         def wait_for(code: int) -> str:
             deadline = time.monotonic() + 15

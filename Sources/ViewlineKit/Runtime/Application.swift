@@ -1,3 +1,4 @@
+import Prometheus
 import Foundation
 
 /// A server's view-models assembled once: the command table (built-in commands
@@ -48,7 +49,8 @@ public final class Application: Sendable {
     public init(
         _ models: [any ViewModel.Type], services: Services = Services(), faults: FaultInjector = FaultInjector(),
         admin: Bool = false, serverName: String = "viewline/1.0", limits: SessionLimits = SessionLimits(),
-        cluster: Cluster? = nil, recordsMetrics: Bool = false, slowCommandThreshold: Duration = .milliseconds(100)
+        cluster: Cluster? = nil, recordsMetrics: Bool = false, metricsRegistry: PrometheusCollectorRegistry? = nil,
+        slowCommandThreshold: Duration = .milliseconds(100)
     ) {
         var views: [ViewDescription] = []
         var modelCommands: [AnyCommand] = []
@@ -88,7 +90,9 @@ public final class Application: Sendable {
         userChangedHooks = hooks
         self.restoredHooks = restoredHooks
         self.cluster = cluster
-        metrics = recordsMetrics ? ServerMetrics(commandNames: commands.all.map(\.name), clustered: cluster != nil) : nil
+        metrics = recordsMetrics
+            ? ServerMetrics(commandNames: commands.all.map(\.name), clustered: cluster != nil, registry: metricsRegistry ?? PrometheusCollectorRegistry())
+            : nil
         slowLog = SlowLog(threshold: slowCommandThreshold)
         helpResult = [
             "commands": .array(commands.all.map(\.json)),

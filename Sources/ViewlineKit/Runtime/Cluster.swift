@@ -1,3 +1,4 @@
+import CoreMetrics
 import CSHA256
 import Foundation
 import Logging
@@ -126,6 +127,9 @@ public final class Cluster: Sendable {
         registry.withLock { $0.sessions = sessions }
     }
 
+    /// Records written per batch (swift-metrics, as the process bootstrapped it).
+    private static let recordsPerBatch = CoreMetrics.Recorder(label: "viewline_cluster_records_per_batch", aggregate: true)
+
     /// Renews the lease; after a lapse, closes the sessions other nodes claimed
     /// meanwhile before serving again.
     func renew(now: @Sendable () -> ContinuousClock.Instant = { .now }) async throws {
@@ -242,6 +246,7 @@ public final class Cluster: Sendable {
         guard !records.isEmpty else { return }
         do {
             try await directory.save(records)
+            Self.recordsPerBatch.record(records.count)
         } catch {
             // Try again with the next batch (unless a newer change is already queued).
             dirty.withLock { dirty in

@@ -49,13 +49,8 @@ public final class ServerMetrics: Sendable {
 
     /// Metrics for a server whose commands are `commandNames` (and, when
     /// `clustered`, its lease).
-    public init(commandNames: [String], clustered: Bool = false) {
-        let registry = PrometheusCollectorRegistry()
-        var factory = PrometheusMetricsFactory(registry: registry)
-        factory.defaultDurationHistogramBuckets = [
-            .microseconds(100), .microseconds(500), .milliseconds(1), .milliseconds(5), .milliseconds(10),
-            .milliseconds(50), .milliseconds(100), .milliseconds(500), .seconds(1), .seconds(5),
-        ]
+    public init(commandNames: [String], clustered: Bool = false, registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
+        let factory = Self.factory(for: registry)
         self.registry = registry
         self.factory = factory
         self.commandNames = Set(commandNames)
@@ -87,6 +82,19 @@ public final class ServerMetrics: Sendable {
         openFiles = CoreMetrics.Gauge(label: "viewline_process_open_fds", factory: factory)
         eventLoops = CoreMetrics.Gauge(label: "viewline_event_loops", factory: factory)
         clusterServing = clustered ? CoreMetrics.Gauge(label: "viewline_cluster_lease_valid", factory: factory) : nil
+    }
+
+    /// The factory this server's figures are made with: latency buckets from 100 µs
+    /// to 5 s. A process that bootstraps swift-metrics with it (as viewline-server
+    /// does) gets the stores' and flows' figures into the same `/metrics`.
+    public static func factory(for registry: PrometheusCollectorRegistry) -> PrometheusMetricsFactory {
+        var factory = PrometheusMetricsFactory(registry: registry)
+        factory.defaultDurationHistogramBuckets = [
+            .microseconds(100), .microseconds(500), .milliseconds(1), .milliseconds(5), .milliseconds(10),
+            .milliseconds(50), .milliseconds(100), .milliseconds(500), .seconds(1), .seconds(5),
+        ]
+        factory.defaultValueHistogramBuckets = [1, 10, 100, 1_000, 10_000]
+        return factory
     }
 
     /// One command ran: its outcome (`nil` for ok, else the error code) and time

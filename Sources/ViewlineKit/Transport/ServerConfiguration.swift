@@ -1,3 +1,5 @@
+import Prometheus
+
 /// How a ``ViewlineServer`` listens: address, limits, admin commands.
 public struct ServerConfiguration: Sendable {
     /// The address to listen on.
@@ -37,6 +39,10 @@ public struct ServerConfiguration: Sendable {
     /// `/metrics` (Prometheus), `/healthz` and `/readyz`, and the server records
     /// its ``ServerMetrics``; without one it records nothing.
     public var metricsPort: Int?
+    /// The registry `/metrics` is written from: give the one swift-metrics was
+    /// bootstrapped with (``ServerMetrics/factory(for:)``) to see libraries' figures
+    /// too; a registry of the server's own otherwise.
+    public var metricsRegistry: PrometheusCollectorRegistry?
     /// Where the operations listener binds: loopback unless said otherwise.
     public var metricsHost = "127.0.0.1"
     /// At shutdown, how long commands already running may take to finish (nothing

@@ -79,6 +79,7 @@ public final class ViewlineServer: Sendable {
         let application = Application(
             apps, services: services, faults: faults, admin: configuration.admin, serverName: configuration.serverName,
             limits: configuration.sessions, cluster: cluster, recordsMetrics: configuration.metricsPort != nil,
+            metricsRegistry: configuration.metricsRegistry,
             slowCommandThreshold: configuration.slowCommandThreshold)
         try await self.init(application: application, configuration: configuration, logger: logger)
     }
