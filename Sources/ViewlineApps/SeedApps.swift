@@ -50,7 +50,8 @@ public enum SeedApps {
         services.users = users
         services.tokenLifetime = configuration.tokenLifetime
         services.passwordPool = BlockingPool(
-            threads: 1, queueLimit: configuration.loginQueueLimit, perKeyLimit: configuration.loginQueueLimitPerAddress)
+            threads: 1, queueLimit: configuration.loginQueueLimit, perKeyLimit: configuration.loginQueueLimitPerAddress,
+            name: "passwords")
         services.loginThrottle = FailureThrottle(freeFailures: configuration.loginFailuresBeforeThrottling)
         services.places = PlacesServiceLive(latency: latency)
         services.remoteStore = RemoteDraftStoreLive(store: store, latency: latency, clock: clock)

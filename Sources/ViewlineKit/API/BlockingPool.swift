@@ -1,3 +1,4 @@
+import CoreMetrics
 import NIOPosix
 import Synchronization
 
@@ -18,12 +19,16 @@ public final class BlockingPool: Sendable {
     private let limit: Int
     private let perKeyLimit: Int
     private let inFlight = Atomic<Int>(0)
+    private let jobs: CoreMetrics.Gauge
     private let inFlightByKey = Mutex<[String: Int]>([:])
 
     /// Starts `threads` threads accepting at most `queueLimit` jobs at a time, and
     /// at most `perKeyLimit` of one key's.
-    public init(threads: Int = 1, queueLimit: Int = 64, perKeyLimit: Int = .max) {
+    /// `name` labels its figures (`viewline_pool_jobs{pool=…}`: jobs waiting or
+    /// running, through swift-metrics as the process bootstrapped it).
+    public init(threads: Int = 1, queueLimit: Int = 64, perKeyLimit: Int = .max, name: String = "pool") {
         precondition(threads > 0 && queueLimit > 0 && perKeyLimit > 0)
+        jobs = CoreMetrics.Gauge(label: "viewline_pool_jobs", dimensions: [("pool", name)])
         self.perKeyLimit = perKeyLimit
         pool = NIOThreadPool(numberOfThreads: threads)
         pool.start()
@@ -62,7 +67,8 @@ public final class BlockingPool: Sendable {
             inFlight.subtract(1, ordering: .relaxed)
             throw Full()
         }
-        defer { inFlight.subtract(1, ordering: .relaxed) }
+        jobs.record(accepted)
+        defer { jobs.record(inFlight.subtract(1, ordering: .relaxed).newValue) }
         return try await pool.runIfActive { work() }
     }
 }
