@@ -29,7 +29,8 @@ struct ViewlineBench: ParsableCommand {
     @Option(help: "Idle-memory scenario: open this many sessions (one ping each) and report the server's RSS growth.") var idle = 0
     @Option(help: "Fan-out scenario: this many sessions show contacts; one change must reach them all.") var fanout = 0
     @Option(help: "Fan-out across a cluster: other nodes' ports (comma-separated); sessions are spread over every node, the sync runs on --port.") var otherPorts = ""
-    @Option(help: "The server's pid (idle memory, from /proc).") var serverPid = 0
+    @Option(help: "The server's pid (idle memory, from /proc; with --cpu, its CPU time).") var serverPid = 0
+    @Flag(help: "With --server-pid: print only the server's CPU time (user + system, from /proc/PID/stat) per command, in µs.") var cpu = false
     @Option(help: "The server's --remote-contacts file (fan-out rewrites it).") var contactsFile = ""
     @Option(help: "Extra connections that flood the server meanwhile (not measured).") var flood = 0
     @Option(help: "What the flooding connections send, each waiting for its reply.") var floodCommand = "login alice wrong-password"
@@ -63,11 +64,20 @@ struct ViewlineBench: ParsableCommand {
             }
         }
         if flood > 0 { usleep(200_000) }  // the flood is on before measuring starts
+        if cpu { guard serverPid > 0 else { throw ValidationError("--cpu needs --server-pid") } }
+        let cpuBefore = cpu ? Self.cpuSeconds(serverPid) : 0
         var scenario = EpollLoad(port: port, connections: connections, depth: depth, line: line, welcome: !redis, setup: setup, seconds: seconds)
         scenario.websocket = websocket
         let load = scenario.run()
         flooding.store(false, ordering: .relaxed)
         group.wait()
+        if cpu {
+            // What the server spent per command, whatever the generator did meanwhile:
+            // steadier than a rate on a shared machine.
+            let spent = Self.cpuSeconds(serverPid) - cpuBefore
+            print(String(format: "%.2f", load.commands > 0 ? spent / Double(load.commands) * 1e6 : 0))
+            return
+        }
         let rate = Double(load.commands) / seconds
         let sorted = load.latencies.sorted()
         func percentile(_ p: Double) -> Double { sorted.isEmpty ? 0 : sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))] }
@@ -253,6 +263,17 @@ extension ViewlineBench {
         // A session that never showed the change counts as the whole wait.
         times += Array(repeating: Double(DispatchTime.now().uptimeNanoseconds - start) / 1_000_000, count: received.count)
         return times.sorted()
+    }
+
+    /// User + system CPU time of `pid` in seconds, from /proc/PID/stat (fields 14, 15).
+    static func cpuSeconds(_ pid: Int) -> Double {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+            let close = stat.lastIndex(of: ")")
+        else { return 0 }
+        // After "pid (comm)": state is field 3, so utime and stime are 12th and 13th here.
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
+        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
     }
 
     /// VmRSS of `pid` in KiB, from /proc.
