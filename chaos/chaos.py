@@ -739,11 +739,12 @@ def drive(args, run: Run, rng: random.Random, nodes: List[Node], serve_log: Serv
     for row in psql(args, "SELECT user_name || '|' || text FROM viewline_drafts"):
         user, text = row.split("|", 1)
         pending[user] = text
-    acknowledged = lost = 0
+    acknowledged = checked = lost = 0
     for client in clients:
         for user, texts in client.acknowledged.items():
+            acknowledged += len(texts)
             for text in texts[-80:]:
-                acknowledged += 1
+                checked += 1
                 if text not in saved.get(user, set()) and pending.get(user) != text:
                     lost += 1
                     run.violation(f"acknowledged draft {text!r} of {user} is neither saved nor pending")
@@ -788,7 +789,7 @@ def drive(args, run: Run, rng: random.Random, nodes: List[Node], serve_log: Serv
         f"- commands acknowledged: {run.successes}; `unavailable` replies: {run.unavailable}; other errors: {json.dumps(run.errors, sort_keys=True)}",
         f"- attach answers other than ok (reattaching during faults): {json.dumps(run.attach_errors, sort_keys=True)}",
         f"- commands acknowledged per minute: {', '.join(str(run.per_minute.get(m, 0)) for m in range(int(args.seconds // 60) + 1))}",
-        f"- acknowledged drafts: {acknowledged}, lost: {lost}",
+        f"- acknowledged drafts: {acknowledged} (each user's newest 80 checked against the database: {checked}), lost: {lost}",
         f"- commands served after another node claimed the session: {len(served)} (within {TOLERANCE} s of a claim, read order only: {near})",
         f"- sessions lost: {run.lost_sessions}",
         f"- node starts that failed (and were retried, as a supervisor would): {sum(n.failed_starts for n in nodes)}",
