@@ -18,10 +18,23 @@ public final class ServerMetrics: Sendable {
     public let registry: PrometheusCollectorRegistry
     private let factory: PrometheusMetricsFactory
 
-    private let commandNames: Set<String>
-    private let latency: [String: CoreMetrics.Timer]
-    /// (command, outcome) → its counter, made on first use.
-    private let outcomes = Mutex<[String: CoreMetrics.Counter]>([:])
+    /// Each command's latency and `ok` count, made up front: the common path takes
+    /// no lock of ours (an atomic add each).
+    private final class CommandFigures: Sendable {
+        let latency: CoreMetrics.Timer
+        let ok: CoreMetrics.Counter
+        let okTally = Atomic<Int>(0)
+
+        init(_ name: String, factory: PrometheusMetricsFactory) {
+            latency = CoreMetrics.Timer(label: "viewline_command_duration_seconds", dimensions: [("command", name)], factory: factory)
+            ok = CoreMetrics.Counter(
+                label: "viewline_commands_total", dimensions: [("command", name), ("outcome", "ok")], factory: factory)
+        }
+    }
+
+    private let commands: [String: CommandFigures]
+    /// (command, error code) → its counter, made on first use.
+    private let failures = Mutex<[String: CoreMetrics.Counter]>([:])
 
     private let events: [String: CoreMetrics.Counter]
     let bytesWritten: CoreMetrics.Counter
@@ -39,7 +52,7 @@ public final class ServerMetrics: Sendable {
     private let openFiles: CoreMetrics.Gauge
     private let eventLoops: CoreMetrics.Gauge
     private let clusterServing: CoreMetrics.Gauge?
-    /// Commands by "name outcome", for `info` (swift-metrics counters cannot be read back).
+    /// Failed commands by "name code", for `info` (swift-metrics counters cannot be read back).
     private let tallies = Mutex<[String: Int]>([:])
 
     /// How a connection reached the server.
@@ -53,12 +66,7 @@ public final class ServerMetrics: Sendable {
         let factory = Self.factory(for: registry)
         self.registry = registry
         self.factory = factory
-        self.commandNames = Set(commandNames)
-        var latency: [String: CoreMetrics.Timer] = [:]
-        for name in commandNames + ["unknown"] {
-            latency[name] = CoreMetrics.Timer(label: "viewline_command_duration_seconds", dimensions: [("command", name)], factory: factory)
-        }
-        self.latency = latency
+        commands = Dictionary(uniqueKeysWithValues: (commandNames + ["unknown"]).map { ($0, CommandFigures($0, factory: factory)) })
         events = Dictionary(uniqueKeysWithValues: ["display", "alert", "dismiss"].map {
             ($0, CoreMetrics.Counter(label: "viewline_events_sent_total", dimensions: [("type", $0)], factory: factory))
         })
@@ -100,15 +108,20 @@ public final class ServerMetrics: Sendable {
     /// One command ran: its outcome (`nil` for ok, else the error code) and time
     /// (`nil` for a line refused before it ran: counted, not timed).
     func command(_ name: String, failed code: String?, duration: Duration?) {
-        let known = commandNames.contains(name) ? name : "unknown"
-        if let duration { latency[known]?.recordNanoseconds(duration.nanoseconds) }
-        let outcome = code ?? "ok"
-        let key = known + " " + outcome
-        let counter = outcomes.withLock { counters in
+        let figures = commands[name] ?? commands["unknown"]!
+        if let duration { figures.latency.recordNanoseconds(duration.nanoseconds) }
+        guard let code else {
+            figures.ok.increment()
+            figures.okTally.add(1, ordering: .relaxed)
+            return
+        }
+        let known = commands[name] == nil ? "unknown" : name
+        let key = known + " " + code
+        let counter = failures.withLock { counters in
             tallies.withLock { $0[key, default: 0] += 1 }
             if let counter = counters[key] { return counter }
             let counter = CoreMetrics.Counter(
-                label: "viewline_commands_total", dimensions: [("command", known), ("outcome", outcome)], factory: factory)
+                label: "viewline_commands_total", dimensions: [("command", known), ("outcome", code)], factory: factory)
             counters[key] = counter
             return counter
         }
@@ -134,6 +147,10 @@ public final class ServerMetrics: Sendable {
     /// Commands run, by name, then by outcome (`ok` or an error code).
     var commandCounts: [String: [String: Int]] {
         var counts: [String: [String: Int]] = [:]
+        for (name, figures) in commands {
+            let ok = figures.okTally.load(ordering: .relaxed)
+            if ok > 0 { counts[name, default: [:]]["ok"] = ok }
+        }
         for (key, count) in tallies.withLock({ $0 }) {
             let parts = key.split(separator: " ", maxSplits: 1).map(String.init)
             counts[parts[0], default: [:]][parts[1]] = count
