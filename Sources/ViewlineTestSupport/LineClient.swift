@@ -69,24 +69,6 @@ public final class LineClient {
         return message
     }
 
-    /// Reads until a message satisfies `predicate`; returns everything read on the way, it included.
-    @discardableResult
-    public func read(until predicate: (JSON) -> Bool, timeout: Duration = .seconds(5)) throws -> [JSON] {
-        var seen: [JSON] = []
-        while true {
-            let message = try next(timeout: timeout)
-            seen.append(message)
-            if predicate(message) { return seen }
-        }
-    }
-
-    /// Sends a command and returns its reply (events on the way are kept in `received`).
-    @discardableResult
-    public func command(_ line: String) throws -> JSON {
-        try send(line)
-        return try read { $0["type"] == "reply" }.last!
-    }
-
     /// Whether the server closed the connection within `timeout`.
     public func isClosedByPeer(timeout: Duration = .seconds(5)) throws -> Bool {
         while true {
@@ -136,3 +118,33 @@ public final class LineClient {
         }
     }
 }
+
+/// A test client of the protocol over any transport: lines out, messages in.
+public protocol ProtocolClient: AnyObject {
+    /// Sends one protocol line.
+    func send(_ line: String) throws
+    /// The next message, or an error after `timeout`.
+    func next(timeout: Duration) throws -> JSON
+}
+
+extension ProtocolClient {
+    /// Reads until a message satisfies `predicate`; returns everything read on the way, it included.
+    @discardableResult
+    public func read(until predicate: (JSON) -> Bool, timeout: Duration = .seconds(5)) throws -> [JSON] {
+        var seen: [JSON] = []
+        while true {
+            let message = try next(timeout: timeout)
+            seen.append(message)
+            if predicate(message) { return seen }
+        }
+    }
+
+    /// Sends a command and returns its reply (events on the way are kept in `received`).
+    @discardableResult
+    public func command(_ line: String) throws -> JSON {
+        try send(line)
+        return try read { $0["type"] == "reply" }.last!
+    }
+}
+
+extension LineClient: ProtocolClient {}

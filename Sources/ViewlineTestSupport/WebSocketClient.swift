@@ -4,7 +4,7 @@ import ViewlineProtocol
 /// A WebSocket client for end-to-end tests, written from RFC 6455 on a raw socket:
 /// the upgrade request, masked text frames out, frames in. One protocol line per
 /// text message, like the browser page.
-public final class WebSocketClient {
+public final class WebSocketClient: ProtocolClient {
     public let connection: LineClient
     /// Every message received, in order.
     public private(set) var received: [JSON] = []
@@ -59,8 +59,11 @@ public final class WebSocketClient {
         return Response(status: status, headers: headers)
     }
 
+    /// Sends one line as one text message.
+    public func send(_ line: String) throws { try send(line, fragments: 1) }
+
     /// Sends one text message (masked, as a client must), possibly in fragments.
-    public func send(_ text: String, fragments: Int = 1) throws {
+    public func send(_ text: String, fragments: Int) throws {
         let bytes = Array(text.utf8)
         let size = max(1, (bytes.count + fragments - 1) / fragments)
         var start = 0
@@ -121,24 +124,6 @@ public final class WebSocketClient {
                 continue
             }
         }
-    }
-
-    /// Reads until a message satisfies `predicate`; returns everything read on the way, it included.
-    @discardableResult
-    public func read(until predicate: (JSON) -> Bool, timeout: Duration = .seconds(5)) throws -> [JSON] {
-        var seen: [JSON] = []
-        while true {
-            let message = try next(timeout: timeout)
-            seen.append(message)
-            if predicate(message) { return seen }
-        }
-    }
-
-    /// Sends a command and returns its reply.
-    @discardableResult
-    public func command(_ line: String) throws -> JSON {
-        try send(line)
-        return try read { $0["type"] == "reply" }.last!
     }
 
     /// Reads messages until the server's close frame; returns its status code.

@@ -10,14 +10,16 @@ import pathlib
 import shutil
 import socket
 import subprocess
-import time
-from typing import Callable, List, Optional
+import sys
+from typing import List, Optional
 
 import pytest
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "Tests" / "support"))
+from line_client import LineClient  # noqa: E402
 SERVER = os.environ.get("VIEWLINE_SERVER", str(ROOT / ".build" / "debug" / "viewline-server"))
 ARTIFACTS = pathlib.Path(os.environ.get("VIEWLINE_ARTIFACTS", str(ROOT / ".build" / "browser-artifacts")))
 
@@ -28,36 +30,6 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-class TCP:
-    """A raw TCP protocol client: lines out, JSON lines in."""
-
-    def __init__(self, port: int):
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-        self.buffer = b""
-        self.welcome = self.next()
-
-    def send(self, line: str) -> None:
-        self.sock.sendall(line.encode() + b"\n")
-
-    def next(self) -> dict:
-        while b"\n" not in self.buffer:
-            data = self.sock.recv(65536)
-            if not data:
-                raise ConnectionError("closed")
-            self.buffer += data
-        line, self.buffer = self.buffer.split(b"\n", 1)
-        return json.loads(line)
-
-    def until(self, predicate: Callable[[dict], bool]) -> dict:
-        while True:
-            message = self.next()
-            if predicate(message):
-                return message
-
-    def reply(self) -> dict:
-        return self.until(lambda m: m.get("type") == "reply")
-
-
 class Server:
     """viewline-server on fixed free ports (so a restart comes back on them)."""
 
@@ -65,7 +37,7 @@ class Server:
         self.port = free_port()
         self.web_port = free_port()
         self.process: Optional[subprocess.Popen] = None
-        self.clients: List[TCP] = []
+        self.clients: List[LineClient] = []
         self.start()
 
     @property
@@ -81,8 +53,8 @@ class Server:
         second = self.process.stdout.readline().decode()
         assert first.startswith("listening on") and second.startswith("web on"), (first, second)
 
-    def tcp(self) -> TCP:
-        client = TCP(self.port)
+    def tcp(self) -> LineClient:
+        client = LineClient(self.port)
         self.clients.append(client)
         return client
 

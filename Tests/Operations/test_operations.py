@@ -6,42 +6,20 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-import socket
 import subprocess
+import sys
 import urllib.error
 import urllib.request
-from typing import Callable, Dict, Tuple
+from typing import Dict, Tuple
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SERVER = os.environ.get("VIEWLINE_SERVER", str(ROOT / ".build" / "debug" / "viewline-server"))
-
-
-class Line:
-    def __init__(self, port: int):
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-        self.buffer = b""
-        self.welcome = self.next()
-
-    def next(self) -> dict:
-        while b"\n" not in self.buffer:
-            data = self.sock.recv(65536)
-            assert data, "closed"
-            self.buffer += data
-        line, self.buffer = self.buffer.split(b"\n", 1)
-        return json.loads(line)
-
-    def until(self, predicate: Callable[[dict], bool]) -> dict:
-        while True:
-            message = self.next()
-            if predicate(message):
-                return message
-
-    def command(self, line: str) -> dict:
-        self.sock.sendall(line.encode() + b"\n")
-        return self.until(lambda m: m["type"] == "reply")
+sys.path.insert(0, str(ROOT / "Tests" / "support"))
+from line_client import LineClient  # noqa: E402
+from throwaway_postgres import Postgres  # noqa: E402
 
 
 @pytest.fixture
@@ -80,7 +58,7 @@ def status(url: str) -> Tuple[int, str]:
 def test_every_counter_moves_by_exactly_what_was_done(server):
     port, base = server
     before = scrape(base)
-    a = Line(port)
+    a = LineClient(port)
     assert a.command("search pizza")["ok"]
     a.until(lambda m: m.get("view") == "search" and not m["state"]["loading"])
     assert a.command("login alice nope")["error"]["code"] == "login_failed"
@@ -91,7 +69,7 @@ def test_every_counter_moves_by_exactly_what_was_done(server):
     alert = a.until(lambda m: m["type"] == "alert")
     assert a.command(f"cancel {alert['id']}")["ok"]
     assert a.command("bogus")["error"]["code"] == "unknown_command"
-    b = Line(port)
+    b = LineClient(port)
     assert b.command(f"attach {a.welcome['token']}")["ok"]
     # Counted right after the reply is written: a scrape may come first, once.
     import time
@@ -137,10 +115,7 @@ def test_health_and_readiness(server):
 
 
 def test_readyz_is_503_while_the_database_is_down_and_200_when_it_is_back():
-    import sys
     import time
-    sys.path.insert(0, str(ROOT / "Tests" / "support"))
-    from throwaway_postgres import Postgres
     pg = Postgres()
     process = None
     try:
@@ -152,7 +127,7 @@ def test_readyz_is_503_while_the_database_is_down_and_200_when_it_is_back():
         assert status(base + "/readyz") == (200, "ready\n")
         # The stores' and flows' figures land in the same /metrics (swift-metrics bootstrapped).
         port = int(process_port)
-        client = Line(port)
+        client = LineClient(port)
         assert client.command("login alice wonderland")["ok"]
         assert client.command("draft kept")["ok"]
         assert client.command("sync")["ok"]
@@ -194,7 +169,7 @@ def test_info_groups_the_figures_and_slowlog_names_commands_never_arguments():
     try:
         port = int(process.stdout.readline().decode().rsplit(":", 1)[1])
         process.stdout.readline()
-        a = Line(port)
+        a = LineClient(port)
         assert a.command("login alice wonderland")["ok"]
         assert a.command("search pizza")["ok"]
         info = a.command("info")["result"]

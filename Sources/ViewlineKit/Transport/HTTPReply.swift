@@ -21,3 +21,23 @@ enum HTTPReply {
         if !keepAlive { done.whenComplete { _ in context.close(promise: nil) } }
     }
 }
+
+/// A request's head, handed over once its end arrived: what both HTTP listeners
+/// answer (neither takes a body; one is read and dropped).
+struct HTTPRequestAssembly {
+    private var head: HTTPRequestHead?
+
+    /// The finished request's head at its `.end`; `nil` until then.
+    mutating func complete(with part: HTTPServerRequestPart) -> HTTPRequestHead? {
+        switch part {
+        case .head(let head):
+            self.head = head
+            return nil
+        case .body:
+            return nil
+        case .end:
+            defer { head = nil }
+            return head
+        }
+    }
+}

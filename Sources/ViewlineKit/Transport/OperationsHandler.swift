@@ -10,21 +10,14 @@ final class OperationsHandler: ChannelInboundHandler {
     typealias OutboundOut = HTTPServerResponsePart
 
     private unowned let server: ViewlineServer
-    private var head: HTTPRequestHead?
+    private var request = HTTPRequestAssembly()
 
     init(server: ViewlineServer) {
         self.server = server
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        switch unwrapInboundIn(data) {
-        case .head(let head): self.head = head
-        case .body: break
-        case .end:
-            guard let head else { return }
-            self.head = nil
-            respond(to: head, context: context)
-        }
+        if let head = request.complete(with: unwrapInboundIn(data)) { respond(to: head, context: context) }
     }
 
     private func respond(to head: HTTPRequestHead, context: ChannelHandlerContext) {

@@ -10,21 +10,14 @@ final class WebPageHandler: ChannelInboundHandler, RemovableChannelHandler {
     typealias OutboundOut = HTTPServerResponsePart
 
     private let origins: WebOrigins
-    private var head: HTTPRequestHead?
+    private var request = HTTPRequestAssembly()
 
     init(origins: WebOrigins) {
         self.origins = origins
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        switch unwrapInboundIn(data) {
-        case .head(let head): self.head = head
-        case .body: break  // nothing here takes a body
-        case .end:
-            guard let head else { return }
-            self.head = nil
-            respond(to: head, context: context)
-        }
+        if let head = request.complete(with: unwrapInboundIn(data)) { respond(to: head, context: context) }
     }
 
     private func respond(to head: HTTPRequestHead, context: ChannelHandlerContext) {
