@@ -1,11 +1,12 @@
 import NIOCore
 import Synchronization
 
-/// The open connections, so that shutdown can say `bye` to each one.
+/// The open connections, so that shutdown can wait for what each still has to run
+/// and say `bye` to each one.
 final class ConnectionRegistry: Sendable {
     private struct State {
         var next = 1
-        var connections: [Int: (channel: any Channel, outbound: OutboundLines, address: String)] = [:]
+        var connections: [Int: (channel: any Channel, outbound: OutboundLines, address: String, client: ClientConnection?)] = [:]
         /// Open connections per client address.
         var perAddress: [String: Int] = [:]
         var emptyWaiters: [CheckedContinuation<Void, Never>] = []
@@ -34,10 +35,15 @@ final class ConnectionRegistry: Sendable {
             guard state.connections.count < limit else { return .full }
             let fromAddress = state.perAddress[address] ?? 0
             guard perAddress == 0 || fromAddress < perAddress else { return .addressFull }
-            state.connections[number] = (channel, outbound, address)
+            state.connections[number] = (channel, outbound, address, nil)
             state.perAddress[address] = fromAddress + 1
             return nil
         }
+    }
+
+    /// The connection's handler, once it has one (a drain asks it what is left to run).
+    func bind(_ number: Int, to client: ClientConnection) {
+        state.withLock { $0.connections[number]?.client = client }
     }
 
     func remove(_ id: Int) {
@@ -68,4 +74,7 @@ final class ConnectionRegistry: Sendable {
         state.withLock { $0.connections.values.map { ($0.channel, $0.outbound) } }
     }
     var count: Int { state.withLock { $0.connections.count } }
+
+    /// Whether every open connection has run all it received.
+    var allIdle: Bool { state.withLock { $0.connections.values.allSatisfy { $0.client?.isIdle ?? true } } }
 }

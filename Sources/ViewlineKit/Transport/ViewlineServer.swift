@@ -29,8 +29,6 @@ public final class ViewlineServer: Sendable {
     private let webChannel: Mutex<(any Channel)?> = Mutex(nil)
     /// The operations listener (`/metrics`, `/healthz`, `/readyz`), with ``ServerConfiguration/metricsPort``.
     private let operationsChannel: Mutex<(any Channel)?> = Mutex(nil)
-    /// Open connections by number, for the drain to see what they still have to run.
-    private let clients = Mutex<[Int: ClientConnection]>([:])
     /// The event loops may only stop once a shutdown in progress has said its `bye`s.
     private let lifecycle = Mutex<Lifecycle>(.serving)
     private let shutdownFinished = Latch()
@@ -203,7 +201,7 @@ public final class ViewlineServer: Sendable {
     private func drain(within limit: Duration) async {
         let deadline = ContinuousClock.now + limit
         while ContinuousClock.now < deadline {
-            var busy = clients.withLock { $0.values.contains { !$0.isIdle } }
+            var busy = !registry.allIdle
             if !busy {
                 for session in application.sessions.all where await session.commandsRunning > 0 {
                     busy = true
@@ -343,7 +341,7 @@ public final class ViewlineServer: Sendable {
         application.cluster?.changed(session)  // its record, so another node can take it over
         let connection = ClientConnection(
             number: number, channel: channel, outbound: outbound, session: session, server: self, transport: transport, logger: logger)
-        clients.withLock { $0[number] = connection }
+        registry.bind(number, to: connection)
         application.connections.opened(transport)
         if let metrics = application.metrics {
             metrics.connectionOpened(transport)
@@ -359,7 +357,6 @@ public final class ViewlineServer: Sendable {
     /// A connection ended and left its session.
     func connectionEnded(_ number: Int, transport: ServerMetrics.Transport) {
         registry.remove(number)
-        clients.withLock { $0[number] = nil }
         application.connections.closed(transport)
     }
 
