@@ -96,8 +96,8 @@ public enum Account: ViewModel {
             case .success: nil
             case .wrongPassword: ProtocolError(.loginFailed, "login failed: wrong user name or password")
             case .throttled(let seconds):
-                ProtocolError(.loginThrottled, "too many failed logins; try again in \(seconds) s")
-            case .overloaded: ProtocolError(.serverBusy, "too many logins are being checked; try again in a moment")
+                ProtocolError(.loginThrottled, "too many failed logins; try again in \(seconds) s", retryAfter: seconds)
+            case .overloaded: ProtocolError(.serverBusy, "too many logins are being checked; try again in a moment", retryAfter: 1)
             }
         }
     }

@@ -60,11 +60,15 @@ public struct ProtocolError: Error, Sendable, Equatable, CustomStringConvertible
     public var message: String
     /// Where to go instead (`host:port`), with ``ErrorCode/moved``.
     public var address: String?
+    /// How many seconds to wait before trying again, for throttling and `server_busy`:
+    /// `retryAfter` in the error object, so a client need not read the message.
+    public var retryAfter: Int?
 
-    public init(_ code: ErrorCode, _ message: String, address: String? = nil) {
+    public init(_ code: ErrorCode, _ message: String, address: String? = nil, retryAfter: Int? = nil) {
         self.code = code
         self.message = message
         self.address = address
+        self.retryAfter = retryAfter
     }
 
     public var description: String { "\(code.rawValue): \(message)" }
@@ -72,6 +76,7 @@ public struct ProtocolError: Error, Sendable, Equatable, CustomStringConvertible
     public var json: JSON {
         var object: JSONObject = ["code": .string(code.rawValue), "message": .string(message)]
         if let address { object["address"] = .string(address) }
+        if let retryAfter { object["retryAfter"] = .int(retryAfter) }
         return .object(object)
     }
 }

@@ -2,8 +2,9 @@ import Foundation
 
 /// Turns one framed line (without its line ending) into a ``Request``.
 ///
-/// A line whose first non-blank byte is `{` is the JSON form; anything else is an
-/// inline command. Blank lines give `nil` and are ignored.
+/// A line whose first non-blank byte is `{` is the JSON form (`cmd` and `args`, or an
+/// inline `line`, with an `id`); anything else is an inline command. Blank lines give
+/// `nil` and are ignored.
 public enum RequestDecoder {
     public struct Failure: Error, Sendable, Equatable {
         /// The id to echo: the JSON form's id when it could be read, else `null`.
@@ -83,6 +84,30 @@ public enum RequestDecoder {
         decode(line: Array(line.utf8), commands: commands)
     }
 
+    /// `{"id":7,"line":"add buy milk"}`: an inline line with an id, so a client can send
+    /// any command as a person types it (parsed here, by the command's declaration)
+    /// and still match the reply by `re`.
+    private static func decodeLine(_ inline: JSON, id: JSON, keys: some Sequence<String>, commands: CommandTable) -> Result<Request, Failure> {
+        for key in keys where key != "id" && key != "line" {
+            return .failure(Failure(re: id, error: ProtocolError(.badJSON, "unexpected key \"\(key)\"; a line command has id and line")))
+        }
+        guard let text = inline.stringValue else {
+            return .failure(Failure(re: id, error: ProtocolError(.badJSON, "line must be a string")))
+        }
+        do throws(ProtocolError) {
+            let words = try InlineTokenizer.split(text)
+            guard !words.isEmpty else { throw ProtocolError(.unknownCommand, "empty command") }
+            guard words.count <= maximumWords else {
+                throw ProtocolError(.badRequest, "the command is too complex: more than \(maximumWords) words (PROTOCOL §8)")
+            }
+            var request = try commands.request(words: words)
+            request.id = id
+            return .success(request)
+        } catch {
+            return .failure(Failure(re: id, error: error))
+        }
+    }
+
     private static func decodeJSON(_ bytes: UnsafeBufferPointer<UInt8>, commands: CommandTable) -> Result<Request, Failure> {
         let value: JSON
         do {
@@ -103,11 +128,14 @@ public enum RequestDecoder {
                 return .failure(Failure(re: .null, error: ProtocolError(.badJSON, "id must be a string or a number")))
             }
         }
+        if let inline = object["line"], object["cmd"] == nil {
+            return decodeLine(inline, id: id, keys: object.keys, commands: commands)
+        }
         guard let name = object["cmd"]?.stringValue else {
-            return .failure(Failure(re: id, error: ProtocolError(.badJSON, "a JSON command needs a string \"cmd\"")))
+            return .failure(Failure(re: id, error: ProtocolError(.badJSON, "a JSON command needs a string \"cmd\" (or an inline \"line\")")))
         }
         for key in object.keys where !["id", "cmd", "args"].contains(key) {
-            return .failure(Failure(re: id, error: ProtocolError(.badJSON, "unexpected key \"\(key)\"; a JSON command has id, cmd and args")))
+            return .failure(Failure(re: id, error: ProtocolError(.badJSON, "unexpected key \"\(key)\"; a JSON command has id, cmd and args, or id and line")))
         }
         var args = JSONObject()
         if let raw = object["args"], !raw.isNull {

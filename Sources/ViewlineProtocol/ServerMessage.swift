@@ -5,7 +5,7 @@ public enum ServerMessage: Sendable, Equatable {
     case display(rev: Int, view: String, state: JSON)
     case alert(rev: Int, id: String, content: AlertContent)
     case dismiss(rev: Int, id: String)
-    case bye(reason: String)
+    case bye(Bye)
 
     public static let protocolVersion = 1
 
@@ -31,8 +31,8 @@ public enum ServerMessage: Sendable, Equatable {
             return .object(object)
         case .dismiss(let rev, let id):
             return ["type": "dismiss", "rev": .int(rev), "id": .string(id)]
-        case .bye(let reason):
-            return ["type": "bye", "reason": .string(reason)]
+        case .bye(let bye):
+            return ["type": "bye", "reason": .string(bye.reason), "code": .string(bye.code.rawValue)]
         }
     }
 

@@ -274,7 +274,7 @@ import Testing
         let byes = Mutex<[String]>([])
         func session(_ id: String) throws -> Session {
             let session = Session(id: id, application: a, output: { message in
-                if case .bye(let reason) = message { byes.withLock { $0.append("\(id): \(reason)") } }
+                if case .bye(let bye) = message { byes.withLock { $0.append("\(id): \(bye.reason)") } }
             })
             _ = try a.sessions.register(session).get()
             a.sessions.attached(session)

@@ -4,13 +4,13 @@ import ViewlineKit
 @Suite struct ServerMessageTests {
     @Test func everyMessageStartsWithItsType() {
         let messages: [ServerMessage] = [
-            .welcome(session: "s1", token: "t", server: "viewline/1.0"),
+            .welcome(session: "s1", token: "t", server: "viewline/1.1"),
             .reply(re: 7, result: .success(["pong": true])),
             .reply(re: .null, result: .failure(ProtocolError(.unknownCommand, "nope"))),
             .display(rev: 1, view: "search", state: ["loading": true]),
             .alert(rev: 2, id: "a1", content: .error("boom")),
             .dismiss(rev: 3, id: "a1"),
-            .bye(reason: "bye"),
+            .bye(Bye(.quit, "bye")),
         ]
         for message in messages {
             let line = String(decoding: message.line, as: UTF8.self)

@@ -48,7 +48,7 @@ public final class Application: Sendable {
     /// - Precondition: view names and command names are unique, built-in ones included.
     public init(
         _ models: [any ViewModel.Type], services: Services = Services(), faults: FaultInjector = FaultInjector(),
-        admin: Bool = false, serverName: String = "viewline/1.0", limits: SessionLimits = SessionLimits(),
+        admin: Bool = false, serverName: String = "viewline/1.1", limits: SessionLimits = SessionLimits(),
         cluster: Cluster? = nil, recordsMetrics: Bool = false, metricsRegistry: PrometheusCollectorRegistry? = nil,
         slowCommandThreshold: Duration = .milliseconds(100)
     ) {

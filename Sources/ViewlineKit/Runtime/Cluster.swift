@@ -162,7 +162,7 @@ public final class Cluster: Sendable {
             sessions.drop(session)
             dirty.withLock { $0[ObjectIdentifier(session)] = nil }
             logger.info("a session moved to another node while this one had no lease", metadata: ["session": "\(session.id)"])
-            await session.close(reason: "session moved")
+            await session.close(.moved)
         }
     }
 
@@ -311,7 +311,7 @@ public final class Cluster: Sendable {
         let snapshot = (try? JSON.parse(location.record.snapshot)) ?? .null
         let session = await Session.restore(snapshot, token: token, application: application)
         let registered = application.sessions.register(session)
-        if case .success(let evicted?) = registered { await evicted.close(reason: "session evicted") }
+        if case .success(let evicted?) = registered { await evicted.close(.evicted) }
         guard case .success = registered else {
             // Filled up since the check: stop what the restore started and hand the
             // record back to its previous owner, so another node can still claim it.
@@ -337,7 +337,7 @@ public final class Cluster: Sendable {
         .unavailable, "this node cannot reach the cluster's database right now; try again, or attach to another node")
 
     /// What a full node answers for a session it would have to restore.
-    static let full = ProtocolError(.serverBusy, "this node holds all the sessions it may; try again in a moment or attach to another node")
+    static let full = ProtocolError(.serverBusy, "this node holds all the sessions it may; try again in a moment or attach to another node", retryAfter: 1)
 
     /// SHA-256: what a record keeps of a token's secret part.
     static func digest(_ secret: [UInt8]) -> [UInt8] {

@@ -210,13 +210,13 @@ public actor Session {
     }
 
     /// Stops all work; nothing more is sent. Every connection still attached
-    /// (but `kept`) is told `bye` with `reason` and closed: a connection is never
+    /// (but `kept`) is told `bye` (its code and reason) and closed: a connection is never
     /// left on a session that no longer answers.
-    public func close(reason: String = "session ended", except kept: Int? = nil) {
+    public func close(_ bye: Bye = .ended, except kept: Int? = nil) {
         guard !closed else { return }
         application.metrics?.sessionsEnded.increment()
         for (number, connection) in connections where number != kept {
-            connection.send(.bye(reason: reason))
+            connection.send(.bye(bye))
             connection.close()
         }
         connections = [:]

@@ -262,7 +262,7 @@ public final class SessionRegistry: Sendable {
             }
             for session in due {
                 cluster?.ended(session)
-                await session.close(reason: "session expired")
+                await session.close(.expired)
             }
             if due.count < 256 { return }
         }

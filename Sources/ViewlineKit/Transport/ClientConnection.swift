@@ -224,7 +224,7 @@ final class ClientConnection: Sendable {
         if session.isClosed {
             // The session ended under this connection (quit elsewhere, eviction,
             // expiry racing an attach): say so rather than go silent.
-            outbound.send(ServerMessage.bye(reason: "session ended").line)
+            outbound.send(ServerMessage.bye(.ended).line)
             outbound.flushThenClose()
             return .ended
         }
@@ -266,8 +266,8 @@ final class ClientConnection: Sendable {
                 if await session.handle(request, from: number) == .close {
                     // `quit` ends the session for good, on every connection.
                     application.sessions.remove(session)
-                    session.close(reason: "session ended", except: number)
-                    outbound.send(ServerMessage.bye(reason: "client quit").line)
+                    session.close(.ended, except: number)
+                    outbound.send(ServerMessage.bye(.quit).line)
                     try? await outbound.drain()
                     channel.close(promise: nil)
                     return .ended

@@ -178,7 +178,7 @@ public final class ViewlineServer: Sendable {
         // Records written and the node gone from the cluster before the `bye`s: a
         // client that attaches to another node right away finds its session there.
         await application.cluster?.leave()
-        let bye = ServerMessage.bye(reason: reason).line
+        let bye = ServerMessage.bye(Bye(.shutdown, reason)).line
         // Every connection at once, each given a moment to take its `bye`: a client
         // that stopped reading cannot hold the shutdown up.
         await withTaskGroup(of: Void.self) { group in
@@ -192,7 +192,7 @@ public final class ViewlineServer: Sendable {
                 }
             }
         }
-        for session in application.sessions.removeAll() { await session.close(reason: reason) }
+        for session in application.sessions.removeAll() { await session.close(Bye(.shutdown, reason)) }
         try? await operationsChannel.withLock({ $0 })?.close()
     }
 
@@ -332,7 +332,7 @@ public final class ViewlineServer: Sendable {
         let session = Session(id: "s\(number)", application: application, peer: channel.remoteAddress?.ipAddress, eventLoop: channel.eventLoop)
         switch application.sessions.register(session) {
         case .success(let evicted):
-            if let evicted { Task { await evicted.close(reason: "session evicted") } }
+            if let evicted { Task { await evicted.close(.evicted) } }
         case .failure(let refusal):
             registry.remove(number)
             refuse(outbound, reason: refusal == .full ? "max sessions reached" : "max sessions per address reached")
@@ -373,7 +373,7 @@ public final class ViewlineServer: Sendable {
     ) async -> Session? {
         let keys = FailureThrottle.key("attach", peer: peer)
         if let seconds = attachThrottle.wait(for: keys, now: Date()) {
-            await current.reject(re: request.id, ProtocolError(.attachThrottled, "too many failed attach attempts; try again in \(seconds) s"), to: number, command: "attach")
+            await current.reject(re: request.id, ProtocolError(.attachThrottled, "too many failed attach attempts; try again in \(seconds) s", retryAfter: seconds), to: number, command: "attach")
             return nil
         }
         let token = request.arguments.string("token")
@@ -393,7 +393,7 @@ public final class ViewlineServer: Sendable {
             }
             guard admitted else {
                 await current.reject(re: request.id, ProtocolError(
-                    .attachThrottled, "too many attaches from this address are being looked up; try again in 1 s"), to: number, command: "attach")
+                    .attachThrottled, "too many attaches from this address are being looked up; try again in 1 s", retryAfter: 1), to: number, command: "attach")
                 return nil
             }
             defer {
@@ -474,7 +474,7 @@ public final class ViewlineServer: Sendable {
     /// One connection too many: `bye` and close, with a warning at most once a
     /// second for the whole burst.
     private func refuse(_ outbound: OutboundLines, reason: String) {
-        outbound.send(ServerMessage.bye(reason: reason).line)
+        outbound.send(ServerMessage.bye(Bye(.refused, reason)).line)
         outbound.flushThenClose()
         let now = ContinuousClock.now
         let refused = rejections.withLock { state -> Int? in

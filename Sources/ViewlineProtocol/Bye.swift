@@ -1,0 +1,45 @@
+/// Why the server closes a connection: a stable `code` a client acts on and a
+/// `reason` a person reads (`{"type":"bye","reason":"server shutting down","code":"shutdown"}`).
+public struct Bye: Sendable, Equatable {
+    /// The machine-readable half of a `bye`.
+    public struct Code: RawRepresentable, Sendable, Hashable {
+        public let rawValue: String
+        public init(rawValue: String) { self.rawValue = rawValue }
+
+        /// The client sent `quit`: the session is over (final).
+        public static let quit = Code(rawValue: "quit")
+        /// The session ended under this connection: `quit` on another of its
+        /// connections (final).
+        public static let ended = Code(rawValue: "ended")
+        /// The session was detached longer than the server keeps sessions (final).
+        public static let expired = Code(rawValue: "expired")
+        /// The server made room for newer sessions (final).
+        public static let evicted = Code(rawValue: "evicted")
+        /// Another node serves the session now: attach again and follow `moved`.
+        public static let moved = Code(rawValue: "moved")
+        /// The server is shutting down; in a cluster its sessions were handed over:
+        /// attach on another node (or this one when it is back).
+        public static let shutdown = Code(rawValue: "shutdown")
+        /// The connection was refused before its session began (too many clients,
+        /// or from this address): try again later.
+        public static let refused = Code(rawValue: "refused")
+
+        /// Whether the session is gone for good, so a client should not try to resume it.
+        public var isFinal: Bool { self == .quit || self == .ended || self == .expired || self == .evicted }
+    }
+
+    public var code: Code
+    public var reason: String
+
+    public init(_ code: Code, _ reason: String) {
+        self.code = code
+        self.reason = reason
+    }
+
+    public static let quit = Bye(.quit, "client quit")
+    public static let ended = Bye(.ended, "session ended")
+    public static let expired = Bye(.expired, "session expired")
+    public static let evicted = Bye(.evicted, "session evicted")
+    public static let moved = Bye(.moved, "session moved")
+    public static let shutdown = Bye(.shutdown, "server shutting down")
+}
