@@ -31,8 +31,8 @@ def test_retry_loop_and_errors(server):
         with pytest.raises(ViewlineError) as caught:
             await vl.command("save")
         assert caught.value.code == "login_required"
-        await vl.command("login", user="bob", password="builder")
-        await vl.command("draft", text="async note")
+        await vl.command("login", {"user": "bob", "password": "builder"})
+        await vl.command("draft", {"text": "async note"})
         await vl.command("fault save 1 offline")
         await vl.command("save")
         alert = await vl.wait_for_alert()
@@ -47,7 +47,7 @@ def test_retry_loop_and_errors(server):
 def test_concurrent_commands_get_their_own_replies(server):
     async def main():
         async with await AsyncClient.connect(port=server.port) as vl:
-            results = await asyncio.gather(*(vl.command("ping") for _ in range(20)), vl.command("state", view="draft"))
+            results = await asyncio.gather(*(vl.command("ping") for _ in range(20)), vl.command("state", {"view": "draft"}))
             assert results[:20] == [{"pong": True}] * 20
             assert results[20]["view"] == "draft"
     run(main())

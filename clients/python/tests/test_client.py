@@ -16,7 +16,7 @@ def test_search_inline_and_keyword_forms(client):
     assert client.command("search thai food") == {"accepted": True, "query": "thai food"}
     state = client.wait_for_display("search", lambda s: not s["loading"])
     assert state["results"] and all(r["cuisine"] == "thai" for r in state["results"])
-    client.command("search", query="korean")
+    client.command("search", {"query": "korean"})
     client.wait_for_display("search", lambda s: s["query"] == "korean" and not s["loading"])
     assert client.views["search"]["query"] == "korean"
 
@@ -26,7 +26,7 @@ def test_errors_are_exceptions_with_the_protocol_code(client):
         client.command("confirm")
     assert caught.value.code == "no_alert"
     with pytest.raises(ViewlineError) as caught:
-        client.command("teleport", destination="mars")
+        client.command("teleport", {"destination": "mars"})
     assert caught.value.code == "unknown_command"
 
 
@@ -49,7 +49,7 @@ def test_playlist_login_alert_with_fields_then_pages(client):
     client.command("playlist")
     alert = client.wait_for_alert()
     assert [f["name"] for f in alert["fields"]] == ["user", "password"]
-    client.confirm(user="alice", password="wonderland")
+    client.confirm({"user": "alice", "password": "wonderland"})
     page = client.wait_for_display("playlist", lambda s: s["step"] == "ready")
     assert len(page["items"]) == 10 and page["hasMore"]
     while client.views["playlist"]["hasMore"]:

@@ -42,7 +42,7 @@ def test_a_save_retry_loop_survives_a_dropped_connection(make_server):
     server = make_server("--admin")
     with Client.connect(port=server.port, on_message=validate, reconnect=True) as vl:
         vl.command("login alice wonderland")
-        vl.command("draft", text="written before the drop")
+        vl.command("draft", {"text": "written before the drop"})
         vl.command("fault save 2 disk full")
         vl.command("save")
         vl.wait_for_alert()

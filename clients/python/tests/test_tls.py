@@ -8,7 +8,7 @@ import tempfile
 import pytest
 
 from conftest import validate
-from viewline import AsyncClient, Client
+from viewline import AsyncClient, Client, ConnectError
 
 
 @pytest.fixture(scope="module")
@@ -32,8 +32,10 @@ def test_a_flow_over_tls(make_server, certificate):
 def test_an_untrusted_certificate_is_refused(make_server, certificate):
     cert, key = certificate
     server = make_server("--tls-cert", cert, "--tls-key", key)
-    with pytest.raises(ssl.SSLCertVerificationError):
+    with pytest.raises(ConnectError) as caught:
         Client.connect(port=server.port, tls=True)
+    assert isinstance(caught.value.__cause__, ssl.SSLCertVerificationError)
+    assert caught.value.code == "connect_failed"
 
 
 def test_the_asyncio_client_over_tls(make_server, certificate):
