@@ -1,39 +1,73 @@
 // Client for Viewline, the remote view-model server (wire protocol v1).
-// Node 18+, no dependencies: `net`, `events`, `readline`.
+// Node 18+, no dependencies: `net`, `tls`, `events`, `readline`.
 import { EventEmitter, once } from 'node:events';
 import net from 'node:net';
 import tls from 'node:tls';
 import readline from 'node:readline';
-import { ViewlineError } from './errors.mjs';
-import { parseInline, quote, split, COMMANDS } from './inline.mjs';
+import {
+  AbortedError, ClientTimeoutError, ConnectError, ConnectionClosedError, MovedError, RetryLaterError,
+  ServerBusyError, ThrottledError, ViewlineError, byeIsFinal, errorFromReply, parseAddress,
+} from './errors.mjs';
+import { quote, split } from './inline.mjs';
 
-export { ViewlineError, parseInline, quote, split, COMMANDS };
+export {
+  AbortedError, ClientTimeoutError, ConnectError, ConnectionClosedError, MovedError, RetryLaterError,
+  ServerBusyError, ThrottledError, ViewlineError, parseAddress, quote, split,
+};
+
+/** Attach failures worth trying again elsewhere or a little later. */
+const RETRYABLE_ATTACH = new Set(['moved', 'unavailable', 'server_busy', 'attach_throttled', 'connection_closed', 'connect_failed', 'client_timeout']);
+
+/** `base * 2**attempt` ms, at most `cap`, with full jitter: redis's `ExponentialWithJitterBackoff`. */
+export function exponentialBackoff({ base = 50, cap = 2000, jitter = true } = {}) {
+  return (attempt) => {
+    const delay = Math.min(cap, base * 2 ** Math.min(attempt, 30));
+    return jitter ? Math.random() * delay : delay;
+  };
+}
+
+const asyncDispose = Symbol.asyncDispose ?? Symbol.for('nodejs.asyncDispose');
 
 /**
- * One connection, one session. Replies are matched to commands by id; events are
- * queued for `events()` and `waitFor()`; `views` keeps each view's latest state.
+ * One connection to a session. Replies are matched to commands by id; events are
+ * queued for `waitFor()` and for each `events()` reader; `views` keeps each view's
+ * latest state.
  *
- *   const vl = await Client.connect({ port: 7878 });
+ *   await using vl = await Client.connect({ port: 7878 });   // or: const vl = …; … await vl.close()
  *   await vl.command('search thai food');
  *   const state = await vl.waitForDisplay('search', (s) => !s.loading);
+ *
+ * Closing the client (`close()`, `destroy()`, the end of an `await using` block)
+ * closes the connection; the session lives on on the server until it expires, and
+ * `attach(token)` resumes it from anywhere. `quit()` ends it.
  */
 export class Client extends EventEmitter {
-  #socket;
+  #socket = null;
   #nextId = 0;
   #pending = new Map();
   #queue = [];
   #waiters = [];
-  #onMessage;
+  #subscribers = new Set();
   #options;
   #ended = false;
-  #resuming = null;
+  #resumeTask = null;  // the resume under way
+  #gate = null;  // resolves once a `bye` that leaves the session alive is followed by a resumed connection
+  #heard = 0;
+  #pinger = null;
 
-  constructor(socket, { onMessage, host = '127.0.0.1', port = 7878, reconnect = false, reconnectAttempts = 8, tls: secure = null, nodes = [] } = {}) {
+  /** Use `Client.connect(options)`. */
+  constructor(options = {}) {
     super();
-    this.#socket = socket;
-    this.#onMessage = onMessage;
+    const {
+      host = '127.0.0.1', port = 7878, onMessage, reconnect = false, reconnectAttempts = 8, backoff = exponentialBackoff(),
+      tls: secure = null, nodes = [], timeout = 10_000, connectTimeout = 10_000, pingInterval = 0, keepAlive = true,
+      maxQueuedEvents = 10_000,
+    } = options;
     const others = nodes.map(parseAddress).filter((node) => node && !(node.host === host && node.port === port));
-    this.#options = { host, port, reconnect, reconnectAttempts, tls: secure, nodes: [{ host, port }, ...others] };
+    this.#options = {
+      host, port, onMessage, reconnect, reconnectAttempts, backoff, tls: secure === true ? {} : secure,
+      nodes: [{ host, port }, ...others], timeout, connectTimeout, pingInterval, keepAlive, maxQueuedEvents,
+    };
     /** The highest `rev` seen: where a resumed session picks up. */
     this.rev = 0;
     /** How many times the connection dropped and the session was resumed. */
@@ -42,227 +76,362 @@ export class Client extends EventEmitter {
     this.views = {};
     /** The presented alert, or null. */
     this.alert = null;
-    this.closed = false;
+    /** The last `bye` the server sent, or null. */
+    this.bye = null;
+    /** Events dropped because nobody read them while `maxQueuedEvents` were queued. */
+    this.droppedEvents = 0;
+    this.closed = true;
     this.welcome = null;
+    this.session = null;
+    this.token = null;
   }
 
   /**
-   * Connects and reads the welcome. With `reconnect: true`, a dropped connection is
-   * reopened (with backoff) and the session resumed with `attach` from the last
-   * `rev` seen: missed events arrive again, nothing twice. Commands whose replies
-   * were lost in the drop reject with `connection_closed` (they may or may not
-   * have run); waits for events carry on.
+   * Connects and reads the welcome; rejects with `ConnectError` if that fails.
    *
-   * `tls: true` (or `tls: { ca }` with a PEM string or Buffer to trust) connects over
-   * TLS; the server's certificate is verified.
-   *
-   * In a cluster, `attach` follows `moved` to the node that owns the session, and
-   * `nodes` (`['host:port', …]`) lists the other nodes a reconnect tries when this
-   * one is gone (one of them restores the session).
+   * Options: `host`, `port`; `timeout` (10,000 ms): every call's default wait, each
+   * call takes `{ timeout, signal }`; `connectTimeout` (10,000 ms): connect, TLS and
+   * the welcome. `reconnect: true` reopens a dropped connection, or one the server
+   * closed with a `bye` that leaves the session alive (a node shutting down in a
+   * rolling restart: code `shutdown`; `moved`), and resumes the session with
+   * `attach` from the last `rev` seen: missed events arrive again, nothing twice.
+   * Commands whose replies were lost reject with `connection_closed` (they may or
+   * may not have run). `nodes` (`['host:port', …]`) lists a cluster's other nodes
+   * to try; `reconnectAttempts` (8) rounds, `backoff(round)` ms between them
+   * (exponential with jitter). `pingInterval` (ms): a `ping` after that much
+   * silence, and a resume when it gets no reply in `timeout`; `keepAlive` (on): TCP
+   * keepalive. `tls: true` (or `{ ca }`) for TLS, verified. `onMessage` sees every
+   * message. `maxQueuedEvents` (10,000) bounds each event queue (the oldest are
+   * dropped, counted in `droppedEvents`).
    */
-  static async connect({ host = '127.0.0.1', port = 7878, onMessage, reconnect = false, reconnectAttempts = 8, tls: secure = null, nodes = [] } = {}) {
-    const options = secure === true ? {} : secure;
-    const socket = await Client.#open(host, port, options);
-    const client = new Client(socket, { onMessage, host, port, reconnect, reconnectAttempts, tls: options, nodes });
-    client.welcome = await client.#start(socket);
-    client.session = client.welcome.session;
-    client.token = client.welcome.token;
+  static async connect(options = {}) {
+    const client = new Client(options);
+    const { host, port } = client.#options;
+    const socket = await client.#open(host, port);
+    await client.#start(socket);
+    client.#pingWhenQuiet();
     return client;
   }
 
-  static async #open(host, port, secure = null) {
-    if (secure) {
-      const socket = tls.connect({ host, port, servername: net.isIP(host) ? undefined : host, ...secure });
-      socket.setNoDelay(true);
-      await once(socket, 'secureConnect');
-      return socket;
-    }
-    const socket = net.createConnection({ host, port });
+  async #open(host, port) {
+    const { tls: secure, connectTimeout, keepAlive } = this.#options;
+    const socket = secure
+      ? tls.connect({ host, port, servername: net.isIP(host) ? undefined : host, ...secure })
+      : net.createConnection({ host, port });
     socket.setNoDelay(true);
-    await once(socket, 'connect');
+    if (keepAlive) socket.setKeepAlive(true, 30_000);
+    const timer = setTimeout(() => socket.destroy(new Error(`timed out after ${connectTimeout} ms`)), connectTimeout);
+    try {
+      await once(socket, secure ? 'secureConnect' : 'connect');
+    } catch (error) {
+      socket.destroy();
+      throw new ConnectError(`cannot connect to ${host}:${port}: ${error.message}`, { cause: error });
+    } finally {
+      clearTimeout(timer);
+    }
     return socket;
   }
 
-  /** Listens on `socket` and resolves with its first line (the welcome). */
+  /** Listens on `socket` and resolves once its welcome arrived (within `connectTimeout`). */
   #start(socket) {
     const welcome = new Promise((resolve, reject) => {
-      this.once('welcome', resolve);
-      socket.once('error', reject);
-      socket.once('close', () => reject(new ViewlineError('connection_closed', 'connection closed before the welcome')));
+      const fail = (error) => { cleanup(); socket.destroy(); reject(error); };
+      const onWelcome = (message) => { cleanup(); resolve(message); };
+      const onBye = (message) => fail(new ConnectError(`the server refused the connection: ${message.reason}`, { bye: message }));
+      const onClose = () => fail(new ConnectError('the server closed the connection before its welcome'));
+      const timer = setTimeout(() => fail(new ConnectError(`no welcome from the server in ${this.#options.connectTimeout} ms`)), this.#options.connectTimeout);
+      const cleanup = () => {
+        clearTimeout(timer);
+        this.off('#welcome', onWelcome);
+        this.off('#bye', onBye);
+        socket.off('close', onClose);
+      };
+      this.on('#welcome', onWelcome);
+      this.on('#bye', onBye);
+      socket.once('close', onClose);
     });
     this.#socket = socket;
     this.#listen(socket);
-    return welcome;
+    return welcome.then((message) => {
+      this.closed = false;
+      if (!this.welcome) {
+        this.welcome = message;
+        this.session = message.session;
+        this.token = message.token;
+      }
+      return message;
+    });
   }
 
   #listen(socket) {
     const lines = readline.createInterface({ input: socket, crlfDelay: Infinity });
-    lines.on('line', (line) => this.#receive(JSON.parse(line)));
-    // readline re-emits its input's errors (ECONNRESET when a node dies); the socket's
-    // own 'error' handler below reports them, and 'close' resumes or ends.
+    lines.on('line', (line) => { if (socket === this.#socket) this.#receiveLine(line); });
+    // readline re-emits its input's errors (ECONNRESET when a node dies); 'close' resumes or ends.
     lines.on('error', () => {});
+    socket.on('error', (error) => this.emit('socketError', error));
     socket.on('close', () => {
-      if (socket !== this.#socket) return;  // an old connection, already replaced
-      for (const { reject } of this.#pending.values()) reject(new ViewlineError('connection_closed', 'connection closed'));
+      if (socket !== this.#socket || this.welcome === null) return;  // an old connection, or the first never started
+      for (const pending of this.#pending.values()) {
+        pending.reject(new ConnectionClosedError('the connection closed before the reply; the command may or may not have run', { bye: this.bye, sessionEnded: this.#ended && this.bye !== null }));
+      }
       this.#pending.clear();
       if (this.#options.reconnect && !this.#ended) {
-        this.#resuming ??= this.#resume();  // a failed attempt's close is the loop's business
+        this.#resumeTask ??= this.#resume().finally(() => { this.#resumeTask = null; });
         return;
       }
       this.#end();
     });
-    socket.on('error', (error) => this.emit('socketError', error));
+  }
+
+  /** A line from the server: never throws (a bad line or a throwing callback is reported, not fatal). */
+  #receiveLine(line) {
+    let message;
+    try {
+      message = JSON.parse(line);
+    } catch {
+      message = null;
+    }
+    if (message === null || typeof message !== 'object' || Array.isArray(message)) {
+      this.#report(new ViewlineError('bad_message', `a line from the server that is not a JSON object: ${line.slice(0, 200)}`));
+      return;
+    }
+    this.#heard = Date.now();
+    try {
+      this.#receive(message);
+    } catch (error) {
+      this.#report(error);
+    }
+  }
+
+  /** Emits `'error'` when someone listens; otherwise a process warning (never an uncaught throw). */
+  #report(error) {
+    if (this.listenerCount('error') > 0) this.emit('error', error);
+    else process.emitWarning(`viewline: ${error.message}`, { code: 'VIEWLINE_CLIENT' });
   }
 
   #end() {
+    if (this.closed && this.#socket === null) return;
     this.closed = true;
-    for (const waiter of this.#waiters.splice(0)) waiter.reject(new ViewlineError('connection_closed', 'connection closed'));
+    clearTimeout(this.#pinger);
+    const error = new ConnectionClosedError('connection closed', { bye: this.bye, sessionEnded: this.#ended && this.bye !== null });
+    for (const waiter of this.#waiters.splice(0)) waiter.reject(error);
+    for (const subscriber of this.#subscribers) subscriber.wake();
     this.emit('close');
   }
 
   /**
    * Reopens the connection with backoff and attaches to this session from `rev`:
    * the same node first, then the cluster's other nodes; `moved` is followed, and a
-   * node that cannot take the session yet (`moved` to a dead node, `unavailable`) is
-   * tried again.
+   * node that cannot take the session yet is tried again.
    */
   async #resume() {
-    let delay = 50;
     const current = { host: this.#options.host, port: this.#options.port };
     const candidates = [current, ...this.#options.nodes.filter((n) => !(n.host === current.host && n.port === current.port))];
-    for (let attempt = 0; attempt < this.#options.reconnectAttempts * candidates.length && !this.#ended; attempt++) {
+    for (let attempt = 0; attempt < this.#options.reconnectAttempts * candidates.length; attempt++) {
+      if (this.#ended && this.bye === null) break;  // closed by us meanwhile
       try {
         await this.#moveTo(candidates[attempt % candidates.length]);
-        await this.#attachFollowingMoved({ token: this.token, lastRev: this.rev }, true);
+        await this.#attachFollowingMoved({ token: this.token, lastRev: this.rev }, { internal: true });
         this.resumed += 1;
-        this.#resuming = null;
+        this.bye = null;
+        this.#gate = null;
         this.emit('resumed');
         return;
       } catch (error) {
-        if (error.code === 'bad_token') break;
+        if (!RETRYABLE_ATTACH.has(error.code)) {
+          this.#ended = true;
+          break;
+        }
         if (attempt % candidates.length === candidates.length - 1) {
-          await new Promise((resolve) => setTimeout(resolve, delay));
-          delay = Math.min(delay * 2, 2000);
+          await new Promise((resolve) => setTimeout(resolve, this.#options.backoff(Math.floor(attempt / candidates.length))));
         }
       }
     }
-    this.#resuming = null;
+    this.#ended = true;
+    this.#gate = null;
+    this.#socket?.destroy();
     this.#end();
   }
 
   /** Replaces the connection with one to `address` and reads its welcome. */
   async #moveTo({ host, port }) {
     const old = this.#socket;
-    const socket = await Client.#open(host, port, this.#options.tls);
+    const socket = await this.#open(host, port);
     await this.#start(socket);
-    if (old !== socket) old.destroy();
+    if (old && old !== socket) old.destroy();
     this.#options.host = host;
     this.#options.port = port;
   }
 
   /** `attach`, going to the node a `moved` reply names (at most three hops). */
-  async #attachFollowingMoved(args, internal = false) {
+  async #attachFollowingMoved(args, options = {}) {
     for (let hops = 0; ; hops++) {
       try {
-        return await this.#request('attach', args, internal);
+        return await this.#request('attach', args, options);
       } catch (error) {
-        const address = error.code === 'moved' ? parseAddress(error.reply?.error?.address) : null;
-        if (!address || hops >= 2) throw error;
-        await this.#moveTo(address);
+        if (!(error instanceof MovedError) || !error.address || hops >= 2) throw error;
+        await this.#moveTo(error.address);
       }
     }
   }
 
   #receive(message) {
-    if (typeof message.rev === 'number') this.rev = Math.max(this.rev, message.rev);
-    if (message.type === 'bye') this.#ended = true;
+    if (message.type === 'welcome') return this.emit('#welcome', message);
+    if (message.type === 'bye') {
+      this.bye = message;
+      if (byeIsFinal(message)) this.#ended = true;
+      else if (this.#options.reconnect && !this.#gate && this.welcome) {
+        // The server closes this connection next: commands from now on wait for the
+        // resumed one instead of going out on this one.
+        this.#gate = new Promise((resolve) => {
+          this.once('resumed', resolve);
+          this.once('close', resolve);
+        });
+      }
+      if (!this.welcome) return this.emit('#bye', message);
+    }
     this.#observe(message);
-    this.#onMessage?.(message);
-    if (message.type === 'welcome') return this.emit('welcome', message);
+    try {
+      this.#options.onMessage?.(message);
+    } catch (error) {
+      this.#report(error);
+    }
     if (message.type === 'reply') {
       const pending = this.#pending.get(message.re);
       if (pending) {
         this.#pending.delete(message.re);
         if (message.ok) pending.resolve(message.result);
-        else pending.reject(new ViewlineError(message.error.code, message.error.message, message));
+        else pending.reject(errorFromReply(message));
       }
       return;
     }
     this.emit('event', message);
-    if (this.#waiters.length) {
-      // A waiter is active: the event is either its match or passes it by.
-      const index = this.#waiters.findIndex((w) => w.predicate(message));
-      if (index >= 0) this.#waiters.splice(index, 1)[0].resolve(message);
-    } else {
-      this.#queue.push(message);
+    for (const subscriber of this.#subscribers) subscriber.push(message);
+    for (let index = 0; index < this.#waiters.length; index++) {
+      const waiter = this.#waiters[index];
+      let matched;
+      try {
+        matched = waiter.predicate(message);
+      } catch (error) {
+        this.#waiters.splice(index, 1);
+        waiter.reject(error);  // the waiter's own predicate failed: its caller hears about it
+        return;
+      }
+      if (matched) {
+        this.#waiters.splice(index, 1);
+        waiter.resolve(message);
+        return;
+      }
     }
+    if (this.#waiters.length) return;  // the event passed every active waiter by
+    if (this.#queue.length >= this.#options.maxQueuedEvents) {
+      this.#queue.shift();
+      this.droppedEvents += 1;
+    }
+    this.#queue.push(message);
   }
 
   #observe(message) {
+    if (typeof message.rev === 'number' && message.type !== 'reply') this.rev = Math.max(this.rev, message.rev);
     if (message.type === 'display') this.views[message.view] = message.state;
     else if (message.type === 'alert') this.alert = message;
     else if (message.type === 'dismiss' && this.alert?.id === message.id) this.alert = null;
-    else if (message.type === 'reply' && message.ok && message.result?.answer && message.result.alert === this.alert?.id) this.alert = null;
+    else if (message.type === 'reply' && message.ok) {
+      const result = message.result ?? {};
+      if (result.snapshot === true && 'replayed' in result) {
+        // An attach answered with a snapshot (another session, or one restored from
+        // its record): every view and the alert arrive again; nothing old lingers.
+        this.views = {};
+        this.alert = null;
+        this.rev = Number(result.rev) || 0;
+      } else if (result.answer && result.alert === this.alert?.id) {
+        this.alert = null;
+      }
+    }
   }
 
   /**
-   * Runs a command and resolves with its `result` (rejects with `ViewlineError`).
-   * `command('search thai food')` or `command('search', { query: 'thai food' })`;
-   * either way it is sent in the JSON form with a fresh id.
+   * Runs a command and resolves with its `result` (rejects with `ViewlineError`, a
+   * subclass for the codes callers act on). `command('add buy milk')` sends the
+   * line as typed and the server parses it, so any view-model's commands work;
+   * `command('add', { title: 'buy milk' })` sends a name with JSON args. The last
+   * argument may be `{ timeout, signal }`.
    */
-  command(cmd, args) {
-    let name = cmd.trim();
-    if (args === undefined && name.includes(' ')) ({ cmd: name, args } = parseInline(name));
-    return this.#request(name, args ?? {});
+  async command(cmd, args = undefined, options = {}) {
+    if (typeof cmd !== 'string') throw new TypeError('command: a string line or command name');
+    return this.#request(cmd, args ?? null, options);
   }
 
-  async #request(cmd, args, resuming = false) {
-    if (this.#resuming && !resuming) await this.#resuming;
-    if (this.closed) throw new ViewlineError('connection_closed', 'connection closed');
+  async #request(cmd, args, { timeout = this.#options.timeout, signal, internal = false } = {}) {
+    signal?.throwIfAborted?.();
+    if (!internal && (this.#resumeTask || this.#gate)) await (this.#resumeTask ?? this.#gate);
+    if (this.closed && !internal) throw new ConnectionClosedError('the client is closed', { bye: this.bye, sessionEnded: this.#ended && this.bye !== null });
     const id = ++this.#nextId;
-    const line = { id, cmd };
-    if (Object.keys(args).length) line.args = args;
+    const line = args === null ? { id, line: cmd } : { id, cmd, ...(Object.keys(args).length ? { args } : {}) };
     return new Promise((resolve, reject) => {
-      this.#pending.set(id, { resolve, reject });
+      let timer = null;
+      const onAbort = () => finish(reject, new AbortedError(signal.reason));
+      const finish = (settle, value) => {
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', onAbort);
+        this.#pending.delete(id);
+        settle(value);
+      };
+      this.#pending.set(id, { resolve: (v) => finish(resolve, v), reject: (e) => finish(reject, e) });
+      if (timeout !== Infinity && timeout != null) {
+        timer = setTimeout(() => finish(reject, new ClientTimeoutError(`the reply to ${cmd.split(' ')[0]}`)), timeout);
+      }
+      signal?.addEventListener('abort', onAbort, { once: true });
       this.#socket.write(JSON.stringify(line) + '\n');
     });
   }
 
-  /** Sends one raw line (inline or JSON); its reply is not tracked. */
+  /** Sends one raw line (inline or JSON) as is; its reply is not tracked. */
   sendLine(line) {
     this.#socket.write(line + '\n');
   }
 
-  /** Answers the presented alert (or `alert`) with its confirm action and fields. */
-  confirm(fields = undefined, alert = undefined) {
+  /** Answers the presented alert (or `options.alert`) with its confirm action and input `fields`. */
+  async confirm(fields = undefined, { alert, ...options } = {}) {
     const args = { alert: alert ?? this.#presented() };
     if (fields && Object.keys(fields).length) args.fields = fields;
-    return this.#request('confirm', args);
+    return this.#request('confirm', args, options);
   }
 
-  /** Answers the presented alert (or `alert`) with its cancel action. */
-  cancel(alert = undefined) {
-    return this.#request('cancel', { alert: alert ?? this.#presented() });
+  /** Answers the presented alert (or `options.alert`) with its cancel action. */
+  async cancel({ alert, ...options } = {}) {
+    return this.#request('cancel', { alert: alert ?? this.#presented() }, options);
   }
 
   /**
    * Moves this connection to the session that owns `token`. With `lastRev`, every
-   * event after it arrives again; otherwise a snapshot (every view and the presented
-   * alert). Resolves with `{session, rev, replayed, snapshot}`; rejects with
-   * `bad_token` for a token that is not a live session's.
+   * event after it arrives again; otherwise a snapshot (`views`, `alert` and `rev`
+   * start over). Resolves with `{session, rev, replayed, snapshot}`; rejects with
+   * `bad_token` for a token that is not a live session's. Follows `moved`.
    */
-  async attach(token, lastRev = undefined) {
+  async attach(token, lastRev = undefined, options = {}) {
     const args = { token };
-    if (lastRev !== undefined) args.lastRev = lastRev;
-    const result = await this.#attachFollowingMoved(args);
+    if (lastRev !== undefined && lastRev !== null) args.lastRev = lastRev;
+    const result = await this.#attachFollowingMoved(args, options);
     this.token = token;
     this.session = result.session;
     return result;
   }
 
   /** Resolves once the session runs no background work (the `wait` command). */
-  settle(timeoutMs = 10000) {
-    return this.#request('wait', { timeout: timeoutMs });
+  settle(timeoutMs = 10_000) {
+    return this.#request('wait', { timeout: timeoutMs }, { timeout: timeoutMs + 5000 });
+  }
+
+  /** Ends the session for good (`quit`), then closes the connection. */
+  async quit(options = {}) {
+    try {
+      await this.#request('quit', {}, options);
+    } catch (error) {
+      if (!(error instanceof ConnectionClosedError)) throw error;
+    } finally {
+      this.destroy();
+    }
   }
 
   #presented() {
@@ -273,22 +442,34 @@ export class Client extends EventEmitter {
   /**
    * Resolves with the next event (queued or arriving) matching `predicate`. Events
    * are consumed in order: those before the match are dropped, so successive waits
-   * move forward through the session's history.
+   * move forward through the session's history. Rejects with `client_timeout`,
+   * `connection_closed` once the client is closed, `aborted`, or what `predicate` threw.
    */
-  waitFor(predicate, { timeout = 10000, what = 'event' } = {}) {
-    while (this.#queue.length) {
-      const event = this.#queue.shift();
-      if (predicate(event)) return Promise.resolve(event);
+  waitFor(predicate, { timeout = this.#options.timeout, what = 'event', signal } = {}) {
+    try {
+      signal?.throwIfAborted?.();
+      while (this.#queue.length) {
+        const event = this.#queue.shift();
+        if (predicate(event)) return Promise.resolve(event);
+      }
+    } catch (error) {
+      return Promise.reject(error);
     }
-    if (this.closed) return Promise.reject(new ViewlineError('connection_closed', 'connection closed'));
+    if (this.closed) return Promise.reject(new ConnectionClosedError('connection closed', { bye: this.bye, sessionEnded: this.#ended && this.bye !== null }));
     return new Promise((resolve, reject) => {
-      const waiter = { predicate, resolve, reject };
-      const timer = setTimeout(() => {
-        this.#waiters.splice(this.#waiters.indexOf(waiter), 1);
-        reject(new ViewlineError('client_timeout', `timed out waiting for ${what}`));
-      }, timeout);
-      waiter.resolve = (m) => { clearTimeout(timer); resolve(m); };
-      waiter.reject = (e) => { clearTimeout(timer); reject(e); };
+      const waiter = { predicate };
+      const timer = timeout === Infinity ? null : setTimeout(() => settle(reject, new ClientTimeoutError(what)), timeout);
+      const onAbort = () => settle(reject, new AbortedError(signal.reason));
+      const settle = (fn, value) => {
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', onAbort);
+        const index = this.#waiters.indexOf(waiter);
+        if (index >= 0) this.#waiters.splice(index, 1);
+        fn(value);
+      };
+      waiter.resolve = (m) => settle(resolve, m);
+      waiter.reject = (e) => settle(reject, e);
+      signal?.addEventListener('abort', onAbort, { once: true });
       this.#waiters.push(waiter);
     });
   }
@@ -299,42 +480,102 @@ export class Client extends EventEmitter {
     return event.state;
   }
 
+  /** Resolves with the next alert. */
   waitForAlert(options = {}) {
     return this.waitFor((m) => m.type === 'alert', { what: 'an alert', ...options });
   }
 
-  /** Every event in order, as an async iterator, until the connection closes. */
-  async *events() {
-    while (true) {
-      try {
-        yield await this.waitFor(() => true, { timeout: 2 ** 31 - 1 });
-      } catch (error) {
-        if (error.code === 'connection_closed') return;
-        throw error;
+  /**
+   * Every event in order, as an async iterator, until the client closes for good
+   * (or `signal` aborts). Each call is its own reader with its own bounded queue:
+   * it starts with the events nobody has taken yet, then gets every event that
+   * arrives; `waitFor` reads apart.
+   */
+  async *events({ signal } = {}) {
+    const limit = this.#options.maxQueuedEvents;
+    const items = this.#queue.splice(0);
+    let wake = null;
+    const subscriber = {
+      push: (message) => {
+        if (items.length >= limit) { items.shift(); this.droppedEvents += 1; }
+        items.push(message);
+        wake?.();
+      },
+      wake: () => wake?.(),
+    };
+    const onAbort = () => wake?.();
+    signal?.addEventListener('abort', onAbort);
+    this.#subscribers.add(subscriber);
+    try {
+      while (true) {
+        if (items.length) {
+          yield items.shift();
+          continue;
+        }
+        if (this.closed || signal?.aborted) return;
+        await new Promise((resolve) => { wake = resolve; });
+        wake = null;
       }
+    } finally {
+      this.#subscribers.delete(subscriber);
+      signal?.removeEventListener('abort', onAbort);
     }
   }
 
-  close() {
+  #pingWhenQuiet() {
+    const interval = this.#options.pingInterval;
+    if (!interval) return;
+    const tick = async () => {
+      if (this.closed) return;
+      const quiet = Date.now() - this.#heard;
+      if (quiet >= interval && !this.#resumeTask && !this.#gate) {
+        try {
+          await this.#request('ping', {}, {});
+        } catch (error) {
+          if (this.#ended) return;
+          if (error instanceof ClientTimeoutError) this.#socket?.destroy();  // half-open: resume
+        }
+      }
+      this.#pinger = setTimeout(tick, Math.max(10, interval - (Date.now() - this.#heard)));
+      this.#pinger.unref?.();
+    };
+    this.#pinger = setTimeout(tick, interval);
+    this.#pinger.unref?.();
+  }
+
+  /**
+   * Closes the connection once every command sent has its reply (the session lives
+   * on on the server until it expires). Resolves when the connection is closed.
+   */
+  async close() {
     this.#ended = true;
-    this.#socket.end();
-    this.#socket.destroy();
+    await Promise.allSettled([...this.#pending.values()].map((pending) => new Promise((resolve) => {
+      const { resolve: ok, reject: fail } = pending;
+      pending.resolve = (v) => { ok(v); resolve(); };
+      pending.reject = (e) => { fail(e); resolve(); };
+    })));
+    this.destroy();
+  }
+
+  /** Closes the connection at once; pending commands reject with `connection_closed`. */
+  destroy() {
+    this.#ended = true;
+    clearTimeout(this.#pinger);
+    const socket = this.#socket;
+    if (socket) {
+      socket.end();
+      socket.destroy();
+    }
+    if (this.welcome === null) this.#end();
+  }
+
+  /** `await using vl = await Client.connect(…)` closes it at the end of the block. */
+  [asyncDispose]() {
+    return this.close();
   }
 
   /** Cuts the connection as a network failure would (no `quit`): for tests and demos of resuming. */
   drop() {
-    this.#socket.destroy();
+    this.#socket?.destroy();
   }
-}
-
-/** `'host:port'` (or `'[v6]:port'`, or `{host, port}`) as `{host, port}`; null if it is not one. */
-export function parseAddress(address) {
-  if (address && typeof address === 'object' && typeof address.port === 'number') return { host: address.host ?? '127.0.0.1', port: address.port };
-  if (typeof address !== 'string') return null;
-  const colon = address.lastIndexOf(':');
-  let host = address.slice(0, colon);
-  const port = Number(address.slice(colon + 1));
-  if (host.startsWith('[') && host.endsWith(']')) host = host.slice(1, -1);
-  if (colon <= 0 || !host || !Number.isInteger(port) || port < 1 || port > 65535) return null;
-  return { host, port };
 }

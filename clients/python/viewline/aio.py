@@ -377,6 +377,10 @@ class AsyncClient:
                 self.bye = message
                 if bye_is_final(message):
                     self._ended = True
+                elif self._reconnect and self._resuming is None and self._task is not None:
+                    # The server closes this connection next: commands from now on
+                    # wait for the resumed one instead of going out on this one.
+                    self._resuming = asyncio.get_running_loop().create_future()
             self.state.observe(message)
             if self._on_message:
                 try:
@@ -414,6 +418,8 @@ class AsyncClient:
 
     def _finish(self) -> None:
         self.closed = True
+        if self._resuming is not None and not self._resuming.done():
+            self._resuming.set_result(None)  # commands waiting for a resume see the close
         if self._pinger:
             self._pinger.cancel()
         ended = self._ended and self.bye is not None
@@ -476,7 +482,7 @@ class AsyncClient:
 
     async def _resume(self) -> bool:
         """Reconnect with backoff and attach to this session from the last rev seen."""
-        resuming: "asyncio.Future[None]" = asyncio.get_running_loop().create_future()
+        resuming = self._resuming or asyncio.get_running_loop().create_future()
         self._resuming = resuming
         # Replies lost with the old connection: those commands may or may not have run.
         for future in self._pending.values():
@@ -502,4 +508,5 @@ class AsyncClient:
             return False
         finally:
             self._resuming = None
-            resuming.set_result(None)
+            if not resuming.done():
+                resuming.set_result(None)

@@ -228,7 +228,8 @@ class Client:
     def _request(self, cmd: str, args: Optional[Mapping[str, Any]], timeout: Optional[float]) -> Dict[str, Any]:
         if self._ended or (self.closed and not self._reconnect):
             raise ConnectionClosed("the client is closed", self.bye, self._ended and self.bye is not None)
-        if self.closed or (self._health_check_interval and time.monotonic() - self._last_io >= self._health_check_interval):
+        if self.closed or self.bye is not None or (
+                self._health_check_interval and time.monotonic() - self._last_io >= self._health_check_interval):
             self._check_health()
         self._next_id += 1
         request_id = self._next_id
@@ -245,7 +246,10 @@ class Client:
         return request.result_of(self._reply_for(request_id, self._timeout if timeout is None else timeout))
 
     def _check_health(self) -> None:
-        """A ``ping`` on a connection idle for a while (or closed): resume if it is dead."""
+        """A ``ping`` on a connection idle for a while (or closed): resume if it is dead.
+        After a ``bye`` the server is closing the connection: resume at once."""
+        if self.bye is not None:
+            self._close_socket()
         if not self.closed:
             self._next_id += 1
             try:
