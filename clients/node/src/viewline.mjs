@@ -53,6 +53,7 @@ export class Client extends EventEmitter {
   #resumeTask = null;  // the resume under way
   #gate = null;  // resolves once a `bye` that leaves the session alive is followed by a resumed connection
   #heard = 0;
+  #finished = false;
   #pinger = null;
 
   /** Use `Client.connect(options)`. */
@@ -210,10 +211,13 @@ export class Client extends EventEmitter {
   }
 
   #end() {
-    if (this.closed && this.#socket === null) return;
+    if (this.#finished) return;
+    this.#finished = true;
     this.closed = true;
     clearTimeout(this.#pinger);
     const error = new ConnectionClosedError('connection closed', { bye: this.bye, sessionEnded: this.#ended && this.bye !== null });
+    for (const pending of this.#pending.values()) pending.reject(error);
+    this.#pending.clear();
     for (const waiter of this.#waiters.splice(0)) waiter.reject(error);
     for (const subscriber of this.#subscribers) subscriber.wake();
     this.emit('close');
@@ -566,7 +570,7 @@ export class Client extends EventEmitter {
       socket.end();
       socket.destroy();
     }
-    if (this.welcome === null) this.#end();
+    this.#end();
   }
 
   /** `await using vl = await Client.connect(…)` closes it at the end of the block. */

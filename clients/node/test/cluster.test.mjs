@@ -65,3 +65,49 @@ describe('a cluster of nodes', () => {
     vl.close();
   });
 });
+
+describe('a rolling restart', () => {
+  let postgres;
+  const servers = [];
+  before(async () => { postgres = await startPostgres(); });
+  after(async () => {
+    for (const server of servers) await server.stop();
+    postgres?.stop();
+  });
+
+  test('a reconnecting client carries on in its session while each node in turn stops and comes back', async (t) => {
+    if (!postgres) return t.skip('PostgreSQL is not installed');
+    const url = postgres.newDatabase();
+    const ports = [await freePort(), await freePort()];
+    const start = (port) => startServer(['--postgres', url, '--node-timeout', '1', '--drain-seconds', '1', '--port', String(port)]);
+    const nodes = [await start(ports[0]), await start(ports[1])];
+    const vl = await Client.connect({ port: ports[0], reconnect: true, nodes: [`127.0.0.1:${ports[1]}`], timeout: 20_000 });
+    await vl.command('login alice wonderland');
+    await vl.command('search golden');
+    await vl.waitForDisplay('search', (s) => !s.loading);
+    const { token, session } = vl;
+    for (const index of [0, 1]) {  // the client is on this node now
+      const bye = vl.waitFor((m) => m.type === 'bye', { timeout: 20_000 });
+      await nodes[index].stop();  // SIGTERM: hand the sessions over, `bye` code shutdown, exit
+      assert.equal((await bye).code, 'shutdown');
+      assert.deepEqual((await vl.command('state session')).state, { user: 'alice', loggedIn: true });  // on the other node
+      assert.equal((await vl.command('state search')).state.query, 'golden');
+      assert.equal(vl.resumed, index + 1);
+      assert.equal(vl.token, token);
+      assert.equal(vl.session, session);
+      nodes[index] = await start(ports[index]);
+    }
+    await vl.close();
+    servers.push(...nodes);
+  });
+});
+
+async function freePort() {
+  const net = await import('node:net');
+  const probe = net.createServer().listen(0, '127.0.0.1');
+  await once(probe, 'listening');
+  const { port } = probe.address();
+  probe.close();
+  await once(probe, 'close');
+  return port;
+}

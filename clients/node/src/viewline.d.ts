@@ -1,0 +1,196 @@
+// Type declarations for the Viewline Node client. The message types follow
+// protocol/schema/ (test/types.test.mjs checks every schema property is declared
+// here and the error codes match the server's `help`).
+import { EventEmitter } from 'node:events';
+import type { ConnectionOptions } from 'node:tls';
+
+/** Every error code of protocol v1 (PROTOCOL §7) and the client's own. An app built
+ * on ViewlineKit may declare more, so `ViewlineError.code` is a `string`. */
+export type ErrorCode =
+  | 'unknown_command' | 'bad_arguments' | 'bad_syntax' | 'bad_json' | 'bad_encoding' | 'bad_request'
+  | 'line_too_long' | 'no_alert' | 'stale_alert' | 'no_cancel_action' | 'admin_disabled' | 'unknown_view'
+  | 'unknown_service' | 'timeout' | 'bad_token' | 'attach_throttled' | 'busy' | 'moved' | 'unavailable'
+  | 'server_busy' | 'login_required' | 'login_failed' | 'login_throttled' | 'nothing_to_save'
+  | 'nothing_pending' | 'internal_error'
+  | 'connection_closed' | 'connect_failed' | 'client_timeout' | 'aborted' | 'bad_message';
+
+/** `bye` codes (PROTOCOL §4): the first four end the session. */
+export type ByeCode = 'quit' | 'ended' | 'expired' | 'evicted' | 'moved' | 'shutdown' | 'refused';
+
+export interface Welcome {
+  type: 'welcome';
+  protocol: number;
+  session: string;
+  token: string;
+  server: string;
+}
+
+export interface ErrorObject {
+  code: string;
+  message: string;
+  /** With `moved`: `host:port` of the node that owns the session. */
+  address?: string;
+  /** With throttling and `server_busy`: seconds to wait. */
+  retryAfter?: number;
+}
+
+export interface Reply {
+  type: 'reply';
+  re: string | number | null;
+  ok: boolean;
+  result?: Record<string, unknown>;
+  error?: ErrorObject;
+}
+
+export interface Display<State = Record<string, unknown>> {
+  type: 'display';
+  rev: number;
+  view: string;
+  state: State;
+}
+
+export interface AlertAction {
+  role: 'confirm' | 'cancel';
+  label: string;
+}
+
+export interface AlertField {
+  name: string;
+  label: string;
+  secure: boolean;
+}
+
+export interface Alert {
+  type: 'alert';
+  rev: number;
+  id: string;
+  title: string;
+  message: string;
+  actions: AlertAction[];
+  /** Only when the alert asks for input. */
+  fields?: AlertField[];
+}
+
+export interface Dismiss {
+  type: 'dismiss';
+  rev: number;
+  id: string;
+}
+
+export interface Bye {
+  type: 'bye';
+  reason: string;
+  /** Absent from servers before 1.1. */
+  code?: ByeCode | string;
+}
+
+export type Event = Display | Alert | Dismiss | Bye;
+export type ServerMessage = Welcome | Reply | Event;
+
+export interface Address {
+  host: string;
+  port: number;
+}
+
+/** Milliseconds to wait before reconnect round `attempt` (0 first). */
+export type Backoff = (attempt: number) => number;
+
+export interface ClientOptions {
+  host?: string;
+  port?: number;
+  /** Every call's default wait, ms (10,000). */
+  timeout?: number;
+  /** Connect, TLS handshake and welcome, ms (10,000). */
+  connectTimeout?: number;
+  /** Resume the session after a dropped connection or a `bye` that leaves it alive. */
+  reconnect?: boolean;
+  /** Rounds over the nodes before giving up (8). */
+  reconnectAttempts?: number;
+  backoff?: Backoff;
+  /** The cluster's other nodes: `'host:port'` or `{host, port}`. */
+  nodes?: Array<string | Address>;
+  /** `true`, or options such as `{ ca }` for a certificate to trust. */
+  tls?: boolean | ConnectionOptions | null;
+  onMessage?: (message: ServerMessage) => void;
+  /** A `ping` after this much silence, ms; no reply in `timeout` resumes (0: off). */
+  pingInterval?: number;
+  /** TCP keepalive (on). */
+  keepAlive?: boolean;
+  /** Bound of each event queue (10,000); the oldest are dropped. */
+  maxQueuedEvents?: number;
+}
+
+export interface CallOptions {
+  timeout?: number;
+  signal?: AbortSignal;
+}
+
+export interface WaitOptions extends CallOptions {
+  /** Named in the timeout error. */
+  what?: string;
+}
+
+export interface AttachResult {
+  session: string;
+  rev: number;
+  replayed: number;
+  snapshot: boolean;
+}
+
+export class Client extends EventEmitter {
+  static connect(options?: ClientOptions): Promise<Client>;
+  readonly welcome: Welcome;
+  session: string;
+  token: string;
+  rev: number;
+  resumed: number;
+  views: Record<string, Record<string, any>>;
+  alert: Alert | null;
+  bye: Bye | null;
+  droppedEvents: number;
+  closed: boolean;
+  command(line: string, args?: null, options?: CallOptions): Promise<Record<string, any>>;
+  command(name: string, args: Record<string, unknown>, options?: CallOptions): Promise<Record<string, any>>;
+  sendLine(line: string): void;
+  confirm(fields?: Record<string, string> | null, options?: CallOptions & { alert?: string }): Promise<Record<string, any>>;
+  cancel(options?: CallOptions & { alert?: string }): Promise<Record<string, any>>;
+  attach(token: string, lastRev?: number | null, options?: CallOptions): Promise<AttachResult>;
+  settle(timeoutMs?: number): Promise<Record<string, any>>;
+  quit(options?: CallOptions): Promise<void>;
+  waitFor(predicate: (event: Event) => boolean, options?: WaitOptions): Promise<Event>;
+  waitForDisplay<State = Record<string, any>>(view: string, predicate?: (state: State) => boolean, options?: WaitOptions): Promise<State>;
+  waitForAlert(options?: WaitOptions): Promise<Alert>;
+  events(options?: { signal?: AbortSignal }): AsyncGenerator<Event, void, undefined>;
+  close(): Promise<void>;
+  destroy(): void;
+  drop(): void;
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+export class ViewlineError extends Error {
+  constructor(code: string, message: string, reply?: Reply);
+  code: ErrorCode | string;
+  reply?: Reply;
+  /** @deprecated the same as `message` */
+  readonly detail: string;
+}
+export class MovedError extends ViewlineError {
+  address: Address | null;
+}
+export class RetryLaterError extends ViewlineError {
+  retryAfter: number | null;
+}
+export class ThrottledError extends RetryLaterError {}
+export class ServerBusyError extends RetryLaterError {}
+export class ConnectionClosedError extends ViewlineError {
+  bye: Bye | null;
+  sessionEnded: boolean;
+}
+export class ConnectError extends ConnectionClosedError {}
+export class ClientTimeoutError extends ViewlineError {}
+export class AbortedError extends ViewlineError {}
+
+export function exponentialBackoff(options?: { base?: number; cap?: number; jitter?: boolean }): Backoff;
+export function parseAddress(address: string | Address | null | undefined): Address | null;
+export function split(line: string): string[];
+export function quote(word: string): string;

@@ -1,0 +1,76 @@
+// src/viewline.d.ts is written by hand and checked here against what it describes:
+// every property of every server message in protocol/schema/, every error code the
+// server's `help` lists, and every name the module exports.
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import * as viewline from '../src/viewline.mjs';
+import { Client } from '../src/viewline.mjs';
+import { PROTOCOL, startServer } from './helpers.mjs';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const declarations = fs.readFileSync(path.join(here, '../src/viewline.d.ts'), 'utf8');
+
+/** The body of `export interface Name {…}` (one level of braces). */
+function interfaceBody(name) {
+  const match = new RegExp(`export interface ${name}\\b[^{]*\\{([\\s\\S]*?)\\n\\}`).exec(declarations);
+  assert.ok(match, `viewline.d.ts declares interface ${name}`);
+  return match[1];
+}
+
+const messages = { welcome: 'Welcome', reply: 'Reply', display: 'Display', alert: 'Alert', dismiss: 'Dismiss', bye: 'Bye' };
+
+for (const [schema, name] of Object.entries(messages)) {
+  test(`${name} declares every property of ${schema}.schema.json, optional exactly where the schema says`, () => {
+    const doc = JSON.parse(fs.readFileSync(path.join(PROTOCOL, 'schema', `${schema}.schema.json`), 'utf8'));
+    const body = interfaceBody(name);
+    const required = new Set(doc.required ?? []);
+    for (const property of Object.keys(doc.properties ?? {})) {
+      const declared = new RegExp(`^\\s*${property}(\\??):`, 'm').exec(body);
+      assert.ok(declared, `${name}.${property} is declared`);
+      if (required.has(property)) assert.equal(declared[1], '', `${name}.${property} is required in the schema`);
+    }
+  });
+}
+
+test('ErrorObject declares every property of the reply schema\'s error object', () => {
+  const doc = JSON.parse(fs.readFileSync(path.join(PROTOCOL, 'schema', 'reply.schema.json'), 'utf8'));
+  const found = JSON.stringify(doc).match(/"retryAfter"|"address"|"code"|"message"/g);
+  assert.ok(found);
+  const body = interfaceBody('ErrorObject');
+  for (const property of ['code', 'message', 'address', 'retryAfter']) assert.match(body, new RegExp(`^\\s*${property}\\??:`, 'm'));
+});
+
+test('ErrorCode lists every code the server declares', async () => {
+  const server = await startServer();
+  try {
+    const vl = await Client.connect({ port: server.port });
+    const { errors } = await vl.command('help');
+    await vl.close();
+    const union = /export type ErrorCode =([\s\S]*?);/.exec(declarations)[1];
+    for (const { code } of errors) assert.ok(union.includes(`'${code}'`), `ErrorCode has '${code}'`);
+  } finally {
+    await server.stop();
+  }
+});
+
+test('ByeCode lists every bye code of PROTOCOL §4', () => {
+  const protocol = fs.readFileSync(path.join(PROTOCOL, 'PROTOCOL.md'), 'utf8');
+  const codes = [...protocol.matchAll(/^\s*\| `([a-z]+)` \| [^|]+\| (?:ended|lives on|lives on in a cluster|none began) \|/gm)].map((m) => m[1]);
+  assert.deepEqual(codes.sort(), ['ended', 'evicted', 'expired', 'moved', 'quit', 'refused', 'shutdown']);
+  const union = /export type ByeCode =([\s\S]*?);/.exec(declarations)[1];
+  for (const code of codes) assert.ok(union.includes(`'${code}'`), `ByeCode has '${code}'`);
+});
+
+test('every export of the module is declared, and nothing more', () => {
+  const declared = [...declarations.matchAll(/^export (?:class|function) (\w+)/gm)].map((m) => m[1]).sort();
+  assert.deepEqual(declared, Object.keys(viewline).sort());
+});
+
+test('package.json points types at the declarations', () => {
+  const pkg = JSON.parse(fs.readFileSync(path.join(here, '../package.json'), 'utf8'));
+  assert.equal(pkg.exports['.'].types, './src/viewline.d.ts');
+  assert.ok(fs.existsSync(path.join(here, '..', pkg.exports['.'].default)));
+});
