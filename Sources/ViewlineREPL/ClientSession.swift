@@ -12,7 +12,9 @@ public struct ClientSession {
     public var session: String?
     /// The highest `rev` seen: where a resumed session picks up.
     public var rev = 0
-    /// The server said `bye`: the connection ended on purpose, do not resume.
+    /// The server said a `bye` that ends the session (`quit`, `ended`, `expired`,
+    /// `evicted`): do not resume. After any other (`shutdown` in a rolling restart,
+    /// `moved`) the session lives on and the REPL resumes it.
     public var ended = false
 
     public init() {}
@@ -25,7 +27,12 @@ public struct ClientSession {
         case "welcome":
             token = message["token"]?.stringValue
             session = message["session"]?.stringValue
-        case "bye": ended = true
+        case "bye":
+            if let code = message["code"]?.stringValue {
+                ended = Bye.Code(rawValue: code).isFinal
+            } else {  // a server before 1.1: only a reason
+                ended = ["client quit", "session ended", "session expired", "session evicted"].contains(message["reason"]?.stringValue ?? "")
+            }
         case "alert": presentedAlert = message
         case "dismiss":
             if presentedAlert?["id"] == message["id"] { presentedAlert = nil }

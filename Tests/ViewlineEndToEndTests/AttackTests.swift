@@ -135,7 +135,7 @@ import ViewlineTestSupport
         let held = try (0..<3).map { _ in try connect(server) }
         let refused = try LineClient(port: server.port)
         let bye = try refused.next()
-        #expect(bye.type == "bye" && bye["reason"] == "max clients per address reached")
+        #expect(bye.type == "bye" && bye["reason"] == "max clients per address reached" && bye["code"] == "refused")
         #expect(try held[0].command("ping").isOK)
     }
 

@@ -10,7 +10,7 @@ import ViewlineTestSupport
         let first = try connect(server)
         let second = try connect(server)
         let third = try LineClient(port: server.port)
-        #expect(try third.next() == ["type": "bye", "reason": "max clients reached"])
+        #expect(try third.next() == ["type": "bye", "reason": "max clients reached", "code": "refused"])
         #expect(throws: (any Error).self) { try third.next() }  // closed
         // The others are served as usual, and a place frees up when one leaves.
         #expect(try first.command("ping").isOK)

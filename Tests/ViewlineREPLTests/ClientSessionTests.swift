@@ -46,4 +46,19 @@ import ViewlineREPL
         #expect(session(presenting: saveAlert).completions(for: "") .prefix(2) == ["confirm", "cancel"])
         #expect(session().completions(for: "SE") == ["search"])
     }
+
+    @Test(arguments: [
+        (["type": "bye", "reason": "server shutting down", "code": "shutdown"] as JSON, false),
+        (["type": "bye", "reason": "session moved", "code": "moved"] as JSON, false),
+        (["type": "bye", "reason": "client quit", "code": "quit"] as JSON, true),
+        (["type": "bye", "reason": "session ended", "code": "ended"] as JSON, true),
+        (["type": "bye", "reason": "session expired", "code": "expired"] as JSON, true),
+        (["type": "bye", "reason": "server shutting down"] as JSON, false),  // a server before 1.1
+        (["type": "bye", "reason": "session ended"] as JSON, true),
+    ])
+    func onlyAByeThatEndsTheSessionStopsTheREPLFromResuming(bye: JSON, final: Bool) {
+        var client = ClientSession()
+        client.observe(bye)
+        #expect(client.ended == final)
+    }
 }

@@ -87,7 +87,10 @@ function receive(message) {
     case "dismiss": return dismissAlert(message.id);
     case "bye":
       log(`bye: ${message.reason}`, "error");
-      if (message.reason === "client quit" || message.reason === "session ended") {
+      // quit, ended, expired, evicted end the session; after shutdown or moved it
+      // lives on and the page reconnects and attaches (PROTOCOL §4).
+      if (["quit", "ended", "expired", "evicted"].includes(message.code)
+          || (!message.code && ["client quit", "session ended", "session expired", "session evicted"].includes(message.reason))) {
         final = true;
         forget();
       }
