@@ -16,28 +16,26 @@ import Synchronization
 public final class ServerMetrics: Sendable {
     /// The registry `/metrics` is written from.
     public let registry: PrometheusCollectorRegistry
-    private let factory: PrometheusMetricsFactory
 
-    /// Each command's latency and `ok` count, made up front: the common path takes
-    /// no lock of ours (an atomic add each).
-    private final class CommandFigures: Sendable {
-        let latency: CoreMetrics.Timer
-        let ok: CoreMetrics.Counter
-        let okTally = Atomic<Int>(0)
+    /// The figures counted on every command and every write, kept apart from the
+    /// registry in per-thread shards (``ShardedTally``): each command's latency
+    /// histogram and `ok` count, bytes written, events sent by type. A command adds
+    /// to three integers only its event loop writes; no lock, no shared cache line.
+    /// They are written into `/metrics` after the registry's figures.
+    private let tally: ShardedTally
+    /// Command name → its first slot in ``tally``: its latency buckets (one per bound,
+    /// then `+Inf`), the sum of its latencies in nanoseconds, its `ok` count.
+    private let commandSlots: [String: Int]
+    private let commandNames: [String]
+    /// Latency bucket bounds, in nanoseconds.
+    private static let latencyBounds: [Int64] = [
+        100_000, 500_000, 1_000_000, 5_000_000, 10_000_000, 50_000_000, 100_000_000, 500_000_000, 1_000_000_000, 5_000_000_000,
+    ]
+    private static let slotsPerCommand = latencyBounds.count + 3
+    private static let eventTypes = ["display", "alert", "dismiss"]
+    private let bytesSlot: Int
+    private let eventSlots: Int
 
-        init(_ name: String, factory: PrometheusMetricsFactory) {
-            latency = CoreMetrics.Timer(label: "viewline_command_duration_seconds", dimensions: [("command", name)], factory: factory)
-            ok = CoreMetrics.Counter(
-                label: "viewline_commands_total", dimensions: [("command", name), ("outcome", "ok")], factory: factory)
-        }
-    }
-
-    private let commands: [String: CommandFigures]
-    /// (command, error code) → its counter, made on first use.
-    private let failures = Mutex<[String: CoreMetrics.Counter]>([:])
-
-    private let events: [String: CoreMetrics.Counter]
-    let bytesWritten: CoreMetrics.Counter
     let outputCutOffs: CoreMetrics.Counter
     let connectionsOpened: [Transport: CoreMetrics.Counter]
     let sessionsCreated: CoreMetrics.Counter
@@ -52,8 +50,8 @@ public final class ServerMetrics: Sendable {
     private let openFiles: CoreMetrics.Gauge
     private let eventLoops: CoreMetrics.Gauge
     private let clusterServing: CoreMetrics.Gauge?
-    /// Failed commands by "name code", for `info` (swift-metrics counters cannot be read back).
-    private let tallies = Mutex<[String: Int]>([:])
+    /// Failed commands by "name code" (rarer than `ok`: a lock is fine).
+    private let failures = Mutex<[String: Int]>([:])
 
     /// How a connection reached the server.
     public enum Transport: String, Sendable, CaseIterable {
@@ -65,12 +63,13 @@ public final class ServerMetrics: Sendable {
     public init(commandNames: [String], clustered: Bool = false, registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
         let factory = Self.factory(for: registry)
         self.registry = registry
-        self.factory = factory
-        commands = Dictionary(uniqueKeysWithValues: (commandNames + ["unknown"]).map { ($0, CommandFigures($0, factory: factory)) })
-        events = Dictionary(uniqueKeysWithValues: ["display", "alert", "dismiss"].map {
-            ($0, CoreMetrics.Counter(label: "viewline_events_sent_total", dimensions: [("type", $0)], factory: factory))
-        })
-        bytesWritten = CoreMetrics.Counter(label: "viewline_bytes_written_total", factory: factory)
+        var names: [String] = []
+        for name in commandNames + ["unknown"] where !names.contains(name) { names.append(name) }
+        self.commandNames = names
+        commandSlots = Dictionary(uniqueKeysWithValues: names.enumerated().map { ($1, $0 * Self.slotsPerCommand) })
+        bytesSlot = names.count * Self.slotsPerCommand
+        eventSlots = bytesSlot + 1
+        tally = ShardedTally(slots: eventSlots + Self.eventTypes.count)
         outputCutOffs = CoreMetrics.Counter(label: "viewline_output_cutoffs_total", factory: factory)
         connectionsOpened = Dictionary(uniqueKeysWithValues: Transport.allCases.map {
             ($0, CoreMetrics.Counter(label: "viewline_connections_opened_total", dimensions: [("transport", $0.rawValue)], factory: factory))
@@ -108,36 +107,35 @@ public final class ServerMetrics: Sendable {
     /// One command ran: its outcome (`nil` for ok, else the error code) and time
     /// (`nil` for a line refused before it ran: counted, not timed).
     func command(_ name: String, failed code: String?, duration: Duration?) {
-        let figures = commands[name] ?? commands["unknown"]!
-        if let duration { figures.latency.recordNanoseconds(duration.nanoseconds) }
+        let known = commandSlots[name] != nil ? name : "unknown"
+        let base = commandSlots[known]!
+        if let duration {
+            let nanoseconds = duration.nanoseconds
+            var bucket = 0
+            while bucket < Self.latencyBounds.count && nanoseconds > Self.latencyBounds[bucket] { bucket += 1 }
+            tally.add(1, to: base + bucket)
+            tally.add(Int(nanoseconds), to: base + Self.latencyBounds.count + 1)
+        }
         guard let code else {
-            figures.ok.increment()
-            figures.okTally.add(1, ordering: .relaxed)
+            tally.add(1, to: base + Self.latencyBounds.count + 2)
             return
         }
-        let known = commands[name] == nil ? "unknown" : name
-        let key = known + " " + code
-        let counter = failures.withLock { counters in
-            tallies.withLock { $0[key, default: 0] += 1 }
-            if let counter = counters[key] { return counter }
-            let counter = CoreMetrics.Counter(
-                label: "viewline_commands_total", dimensions: [("command", known), ("outcome", code)], factory: factory)
-            counters[key] = counter
-            return counter
-        }
-        counter.increment()
+        failures.withLock { $0[known + " " + code, default: 0] += 1 }
+    }
+
+    /// Bytes handed to a connection's socket.
+    func wrote(bytes: Int) {
+        tally.add(bytes, to: bytesSlot)
     }
 
     /// An event went to a session's connections.
     func sent(_ message: ServerMessage) {
-        let type: String
         switch message {
-        case .display: type = "display"
-        case .alert: type = "alert"
-        case .dismiss: type = "dismiss"
+        case .display: tally.add(1, to: eventSlots)
+        case .alert: tally.add(1, to: eventSlots + 1)
+        case .dismiss: tally.add(1, to: eventSlots + 2)
         default: return
         }
-        events[type]?.increment()
     }
 
     func connectionOpened(_ transport: Transport) {
@@ -147,11 +145,11 @@ public final class ServerMetrics: Sendable {
     /// Commands run, by name, then by outcome (`ok` or an error code).
     var commandCounts: [String: [String: Int]] {
         var counts: [String: [String: Int]] = [:]
-        for (name, figures) in commands {
-            let ok = figures.okTally.load(ordering: .relaxed)
+        for (name, base) in commandSlots {
+            let ok = tally.sum(base + Self.latencyBounds.count + 2)
             if ok > 0 { counts[name, default: [:]]["ok"] = ok }
         }
-        for (key, count) in tallies.withLock({ $0 }) {
+        for (key, count) in failures.withLock({ $0 }) {
             let parts = key.split(separator: " ", maxSplits: 1).map(String.init)
             counts[parts[0], default: [:]][parts[1]] = count
         }
@@ -168,7 +166,58 @@ public final class ServerMetrics: Sendable {
         if let files = ProcessFigures.openFiles() { openFiles.record(files) }
         eventLoops.record(eventLoopCount)
         if let cluster { clusterServing?.record(cluster.isServing() ? 1 : 0) }
-        return registry.emitToBuffer()
+        var out = registry.emitToBuffer()
+        writeTallies(into: &out)
+        return out
+    }
+
+    /// The sharded figures in the Prometheus text format, after the registry's (which
+    /// has no family of the same name).
+    private func writeTallies(into out: inout [UInt8]) {
+        func line(_ text: String) { out.append(contentsOf: text.utf8); out.append(0x0A) }
+        let failed = failures.withLock { $0 }
+        line("# TYPE viewline_commands_total counter")
+        for name in commandNames {
+            let ok = tally.sum(commandSlots[name]! + Self.latencyBounds.count + 2)
+            if ok > 0 { line(#"viewline_commands_total{command="\#(name)",outcome="ok"} \#(ok)"#) }
+        }
+        for (key, count) in failed.sorted(by: { $0.key < $1.key }) {
+            let parts = key.split(separator: " ", maxSplits: 1)
+            line(#"viewline_commands_total{command="\#(parts[0])",outcome="\#(parts[1])"} \#(count)"#)
+        }
+        line("# TYPE viewline_command_duration_seconds histogram")
+        for name in commandNames {
+            let base = commandSlots[name]!
+            var cumulative = 0
+            var buckets: [Int] = []
+            for bucket in 0...Self.latencyBounds.count {
+                cumulative += tally.sum(base + bucket)
+                buckets.append(cumulative)
+            }
+            guard cumulative > 0 else { continue }  // a command never run has no series, as before
+            for (bound, count) in zip(Self.latencyBounds, buckets) {
+                line(#"viewline_command_duration_seconds_bucket{command="\#(name)",le="\#(Self.seconds(bound))"} \#(count)"#)
+            }
+            line(#"viewline_command_duration_seconds_bucket{command="\#(name)",le="+Inf"} \#(cumulative)"#)
+            line(#"viewline_command_duration_seconds_sum{command="\#(name)"} \#(Self.seconds(Int64(tally.sum(base + Self.latencyBounds.count + 1))))"#)
+            line(#"viewline_command_duration_seconds_count{command="\#(name)"} \#(cumulative)"#)
+        }
+        line("# TYPE viewline_bytes_written_total counter")
+        line("viewline_bytes_written_total \(tally.sum(bytesSlot))")
+        line("# TYPE viewline_events_sent_total counter")
+        for (index, type) in Self.eventTypes.enumerated() {
+            line(#"viewline_events_sent_total{type="\#(type)"} \#(tally.sum(eventSlots + index))"#)
+        }
+    }
+
+    /// Nanoseconds as seconds in decimal, exactly (`0.0001`, `5.0`).
+    static func seconds(_ nanoseconds: Int64) -> String {
+        let whole = nanoseconds / 1_000_000_000, fraction = nanoseconds % 1_000_000_000
+        guard fraction > 0 else { return "\(whole).0" }
+        var digits = String(fraction)
+        digits = String(repeating: "0", count: 9 - digits.count) + digits
+        while digits.hasSuffix("0") { digits.removeLast() }
+        return "\(whole).\(digits)"
     }
 }
 

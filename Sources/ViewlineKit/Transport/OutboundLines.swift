@@ -75,7 +75,7 @@ final class OutboundLines: Sendable {
             return state.pending
         }
         guard let pending, channel.isActive else { return }
-        metrics?.bytesWritten.increment(by: pending.readableBytes)
+        metrics?.wrote(bytes: pending.readableBytes)
         channel.writeAndFlush(pending, promise: nil)
         if !channel.isWritable {
             // The client is not reading and its backlog passed the limit: a `bye` would
