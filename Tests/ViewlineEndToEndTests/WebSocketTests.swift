@@ -143,6 +143,23 @@ import ViewlineTestSupport
         #expect(attached.isOK)
     }
 
+    @Test func anHTTPConnectionThatSendsNothingIsClosedAfterTheLineTimeoutButAWebSocketIsNot() throws {
+        let (server, web) = try startWebServer(["--line-timeout", "1", "--metrics-port", "0"])
+        defer { withExtendedLifetime(server) {} }
+        let socket = try WebSocketClient(port: web)
+        #expect(try socket.next().type == "welcome")
+        // A request never finished, on the page's listener and on the operations one.
+        for port in [web, try #require(server.metricsPort)] {
+            let idle = try LineClient(port: port)
+            try idle.sendRaw(Array("GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n".utf8))
+            let started = ContinuousClock.now
+            #expect(try idle.isClosedByPeer(timeout: .seconds(5)))
+            #expect(ContinuousClock.now - started < .seconds(4))
+        }
+        // The upgraded connection, quiet for longer than that, is still served.
+        #expect(try socket.command("ping").isOK)
+    }
+
     func get(_ path: String, port: Int) throws -> (status: Int, headers: [String: String], body: String) {
         let (response, body) = try WebSocketClient.get(path, port: port)
         return (response.status, response.headers, body)

@@ -226,6 +226,7 @@ public final class ViewlineServer: Sendable {
     private func bindWeb(port: Int, tls: NIOSSLContext?) async throws -> any Channel {
         let maximumLineBytes = configuration.maximumLineBytes
         let origins = WebOrigins(scheme: tls == nil ? "http" : "https", allowed: Set(configuration.webOrigins))
+        let idleTimeout = Self.httpIdleTimeout(configuration)
         return try await ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -237,6 +238,8 @@ public final class ViewlineServer: Sendable {
                     if let tls {
                         try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls))
                     }
+                    let idle = idleTimeout.map(HTTPIdleTimeout.handlers(after:)) ?? []
+                    for handler in idle { try channel.pipeline.syncOperations.addHandler(handler) }
                     let page = WebPageHandler(origins: origins)
                     let upgrader = NIOWebSocketServerUpgrader(
                         // A frame somewhat over the line limit still arrives, to be
@@ -255,6 +258,7 @@ public final class ViewlineServer: Sendable {
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(
                         withServerUpgrade: (upgraders: [upgrader], completionHandler: { context in
                             context.pipeline.syncOperations.removeHandler(page, promise: nil)
+                            for handler in idle { context.pipeline.syncOperations.removeHandler(handler, promise: nil) }
                         }))
                     try channel.pipeline.syncOperations.addHandler(page)
                 }
@@ -262,13 +266,23 @@ public final class ViewlineServer: Sendable {
             .bind(host: configuration.host, port: port).get()
     }
 
+    /// How long an HTTP connection may send nothing before it is closed: the line
+    /// timeout (`--line-timeout`), which bounds an incomplete line the same way.
+    static func httpIdleTimeout(_ configuration: ServerConfiguration) -> TimeAmount? {
+        configuration.incompleteLineTimeout.map { TimeAmount.nanoseconds(Int64($0.seconds * 1e9)) }
+    }
+
     /// Binds the operations listener: the same HTTP plumbing as the web listener.
     private func bindOperations(host: String, port: Int) async throws -> any Channel {
-        try await ServerBootstrap(group: group)
+        let idleTimeout = Self.httpIdleTimeout(configuration)
+        return try await ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 64)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { [unowned self] channel in
                 channel.eventLoop.makeCompletedFuture {
+                    for handler in idleTimeout.map(HTTPIdleTimeout.handlers(after:)) ?? [] {
+                        try channel.pipeline.syncOperations.addHandler(handler)
+                    }
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline()
                     try channel.pipeline.syncOperations.addHandler(OperationsHandler(server: self))
                 }
