@@ -58,6 +58,13 @@ public struct PostgresSessionDirectory: SessionDirectory {
         try await store.run("DELETE FROM viewline_sessions WHERE lookup = \(lookup)")
     }
 
+    public func liveNodes(nodeTimeout: Duration) async throws -> Int? {
+        try await store.collect("""
+            SELECT count(*)::int8 FROM viewline_nodes
+            WHERE heartbeat_at > clock_timestamp() - make_interval(secs => \(nodeTimeout.inSeconds))
+            """) { row in Int(try row.decode(Int64.self)) }.first
+    }
+
     public func find(lookup: String, nodeTimeout: Duration) async throws -> SessionLocation? {
         try await store.collect("""
             SELECT s.lookup, encode(s.secret_digest, 'hex'), s.owner, s.snapshot, coalesce(n.address, ''),

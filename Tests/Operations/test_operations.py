@@ -140,6 +140,7 @@ def test_readyz_is_503_while_the_database_is_down_and_200_when_it_is_back():
         assert samples[("viewline_contacts_fetches_total", ())] == 1
         assert samples[("viewline_cluster_records_per_batch_count", ())] > 0
         assert samples[("viewline_cluster_lease_valid", ())] == 1
+        assert samples[("viewline_cluster_nodes_live", ())] == 1  # this node, alone
 
         def wait_for(code: int) -> str:
             deadline = time.monotonic() + 15

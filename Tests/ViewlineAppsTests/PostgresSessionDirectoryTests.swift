@@ -55,4 +55,17 @@ import ViewlineTestSupport
         #expect(try await directory.lost(["0123456789abcdef"], by: zombie) == ["0123456789abcdef"])
         #expect(try await directory.lost(["0123456789abcdef"], by: successor) == [])
     }
+
+    @Test func liveNodesCountsTheLeasesValidByTheDatabasesClock() async throws {
+        let directory = try await directory()
+        #expect(try await directory.liveNodes(nodeTimeout: .seconds(30)) == 0)
+        try await directory.renewLease(zombie, recordsExpireAfter: .seconds(86_400))
+        try await Task.sleep(for: .milliseconds(300))
+        try await directory.renewLease(successor, recordsExpireAfter: .seconds(86_400))
+        #expect(try await directory.liveNodes(nodeTimeout: .seconds(30)) == 2)
+        // 0.2 s by the database's clock: only the lease renewed since is valid.
+        #expect(try await directory.liveNodes(nodeTimeout: .milliseconds(200)) == 1)
+        try await directory.leave(successor)
+        #expect(try await directory.liveNodes(nodeTimeout: .seconds(30)) == 1)
+    }
 }

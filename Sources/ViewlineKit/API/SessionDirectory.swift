@@ -35,6 +35,14 @@ public protocol SessionDirectory: Sendable {
     /// could not renew its lease). A lookup with no record is not lost: no other
     /// node could have restored it.
     func lost(_ lookups: [String], by node: ClusterNode) async throws -> [String]
+    /// How many nodes hold a lease younger than `nodeTimeout` now (this one
+    /// included): the cluster's `live nodes` figure. `nil` when the directory cannot
+    /// tell (the default).
+    func liveNodes(nodeTimeout: Duration) async throws -> Int?
+}
+
+extension SessionDirectory {
+    public func liveNodes(nodeTimeout: Duration) async throws -> Int? { nil }
 }
 
 /// A node of a cluster: a name unique to this process's life, and the address

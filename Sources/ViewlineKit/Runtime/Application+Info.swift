@@ -31,7 +31,10 @@ extension Application {
         }
         var clusterGroup: JSON = .null
         if let cluster {
-            clusterGroup = ["node": .string(cluster.nodeID), "leaseValid": .bool(cluster.isServing())]
+            clusterGroup = [
+                "node": .string(cluster.nodeID), "leaseValid": .bool(cluster.isServing()),
+                "liveNodes": cluster.liveNodes.map { .int($0) } ?? .null,
+            ]
         }
         return [
             "server": .object(server), "clients": .object(clients), "sessions": .object(sessionsGroup),

@@ -53,6 +53,10 @@ public final class Cluster: Sendable {
     /// Lookups in progress, by the token's lookup part: two connections attaching to
     /// the same orphaned session at once share one restore.
     private let inFlight = Mutex<[String: Task<Lookup, any Error>]>([:])
+    /// Nodes with a valid lease, as last counted (−1: not yet, or the directory cannot tell).
+    private let liveNodeCount = Atomic<Int>(-1)
+    /// A count is under way (at most one: a slow database never piles them up).
+    private let counting = Atomic<Bool>(false)
     private let logger: Logger
 
     /// - Parameters:
@@ -98,6 +102,7 @@ public final class Cluster: Sendable {
     func start(sessions: SessionRegistry) async throws {
         hold(sessions)
         try await renew()
+        countLiveNodes()
         let records = Task { [self] in
             while !Task.isCancelled {
                 try? await Task.sleep(for: recordInterval)
@@ -113,6 +118,7 @@ public final class Cluster: Sendable {
                 if Task.isCancelled { break }
                 do {
                     try await renew()
+                    countLiveNodes()
                 } catch {
                     logger.warning("could not renew this node's lease", metadata: ["error": "\(error)"])
                 }
@@ -120,6 +126,24 @@ public final class Cluster: Sendable {
         }
         loop.withLock { $0 = records }
         leaseLoop.withLock { $0 = leases }
+    }
+
+    /// How many nodes held a valid lease at the last count (one a lease renewal,
+    /// counted beside the renewal, never delaying it); `nil` before the first count
+    /// or when the directory cannot tell.
+    public var liveNodes: Int? {
+        let count = liveNodeCount.load(ordering: .relaxed)
+        return count >= 0 ? count : nil
+    }
+
+    private func countLiveNodes() {
+        guard counting.compareExchange(expected: false, desired: true, ordering: .relaxed).exchanged else { return }
+        Task { [self] in
+            defer { counting.store(false, ordering: .relaxed) }
+            if let count = try? await directory.liveNodes(nodeTimeout: nodeTimeout) {
+                liveNodeCount.store(count, ordering: .relaxed)
+            }
+        }
     }
 
     /// The sessions this node holds: what a lapse is reconciled against.

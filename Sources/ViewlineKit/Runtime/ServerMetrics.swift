@@ -50,6 +50,7 @@ public final class ServerMetrics: Sendable {
     private let openFiles: CoreMetrics.Gauge
     private let eventLoops: CoreMetrics.Gauge
     private let clusterServing: CoreMetrics.Gauge?
+    private let clusterLiveNodes: CoreMetrics.Gauge?
     /// Failed commands by "name code" (rarer than `ok`: a lock is fine).
     private let failures = Mutex<[String: Int]>([:])
 
@@ -89,6 +90,7 @@ public final class ServerMetrics: Sendable {
         openFiles = CoreMetrics.Gauge(label: "viewline_process_open_fds", factory: factory)
         eventLoops = CoreMetrics.Gauge(label: "viewline_event_loops", factory: factory)
         clusterServing = clustered ? CoreMetrics.Gauge(label: "viewline_cluster_lease_valid", factory: factory) : nil
+        clusterLiveNodes = clustered ? CoreMetrics.Gauge(label: "viewline_cluster_nodes_live", factory: factory) : nil
     }
 
     /// The factory this server's figures are made with: latency buckets from 100 µs
@@ -165,7 +167,10 @@ public final class ServerMetrics: Sendable {
         if let resident = ProcessFigures.residentBytes() { residentBytes.record(resident) }
         if let files = ProcessFigures.openFiles() { openFiles.record(files) }
         eventLoops.record(eventLoopCount)
-        if let cluster { clusterServing?.record(cluster.isServing() ? 1 : 0) }
+        if let cluster {
+            clusterServing?.record(cluster.isServing() ? 1 : 0)
+            if let live = cluster.liveNodes { clusterLiveNodes?.record(live) }
+        }
         var out = registry.emitToBuffer()
         writeTallies(into: &out)
         return out

@@ -1,0 +1,23 @@
+"""Python client for Viewline, the remote view-model server (wire protocol v1).
+
+Standard library only. ``Client`` blocks; ``AsyncClient`` is its asyncio twin. Both
+drive any view-model: a command is sent as typed (``command("add buy milk")``) and
+the server, which declares the commands, parses it.
+"""
+from .aio import AsyncClient
+from .backoff import Backoff, ExponentialBackoff
+from .client import Client
+from .errors import (ConnectError, ConnectionClosed, MovedError, RetryLaterError, ServerBusyError, ThrottledError,
+                     Timeout, ViewlineError)
+from .inline import quote, split
+from .messages import Alert, Bye, ByeCode, Display, Dismiss, ErrorCode, Event, Reply, Welcome
+from .state import SessionState
+
+__all__ = [
+    "Client", "AsyncClient", "ViewlineError", "ConnectionClosed", "ConnectError", "Timeout", "MovedError",
+    "RetryLaterError", "ThrottledError", "ServerBusyError", "Backoff", "ExponentialBackoff",
+    "split", "quote", "SessionState",
+    "Welcome", "Reply", "Display", "Alert", "Dismiss", "Bye", "Event", "ErrorCode", "ByeCode",
+]
+__version__ = "1.1.0"
+PROTOCOL_VERSION = 1

@@ -1,0 +1,512 @@
+"""An asyncio client for the Viewline protocol."""
+from __future__ import annotations
+
+import asyncio
+import collections
+import json
+import logging
+import socket
+import ssl
+from typing import Any, AsyncIterator, Callable, Deque, Dict, Generator, List, Mapping, Optional, Sequence, Set, Tuple, cast
+
+from . import request
+from .backoff import Backoff, ExponentialBackoff
+from .client import _configure, node_list, tls_context
+from .errors import ConnectError, ConnectionClosed, MovedError, Timeout, ViewlineError, bye_is_final, error_from_reply
+
+Message = Dict[str, Any]
+Address = Tuple[str, int]
+
+log = logging.getLogger("viewline")
+
+
+class _EventStream:
+    """A bounded queue of events for one reader: when full, the oldest is dropped."""
+
+    def __init__(self, limit: int, backlog: Sequence[Message] = ()) -> None:
+        self._items: Deque[Message] = collections.deque(backlog, maxlen=max(1, limit))
+        self._ready = asyncio.Event()
+        self.closed = False
+        self.dropped = 0
+        if self._items:
+            self._ready.set()
+
+    def put(self, message: Message) -> None:
+        if len(self._items) == self._items.maxlen:
+            self.dropped += 1
+        self._items.append(message)
+        self._ready.set()
+
+    def take_all(self) -> List[Message]:
+        items = list(self._items)
+        self._items.clear()
+        self._ready.clear()
+        return items
+
+    def close(self) -> None:
+        self.closed = True
+        self._ready.set()
+
+    async def get(self) -> Message:
+        """The next event; ``ConnectionClosed`` once closed and empty."""
+        while not self._items:
+            if self.closed:
+                raise ConnectionClosed()
+            self._ready.clear()
+            await self._ready.wait()
+        return self._items.popleft()
+
+
+class AsyncClient:
+    """The asyncio twin of ``Client``: a reader task routes replies to their
+    command by id and hands events to ``wait_for`` and to each ``events()`` reader.
+
+    >>> async with AsyncClient.connect(port=7878) as vl:
+    ...     await vl.command("search thai food")
+    ...     async for event in vl.events(): ...
+
+    ``await AsyncClient.connect(...)`` gives a connected client too (close it with
+    ``aclose()``). Leaving ``async with`` closes the connection; the session lives on
+    on the server until it expires (``quit()`` ends it). Options are those of
+    ``Client.connect``, plus ``ping_interval`` (s): a ``ping`` after that much
+    silence, and a resume when it gets no reply within ``timeout``.
+    """
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 7878, *,
+                 timeout: float = 10.0, connect_timeout: float = 10.0,
+                 reconnect: bool = False, reconnect_attempts: int = 8, backoff: Optional[Backoff] = None,
+                 nodes: Sequence[Any] = (), tls: bool = False, ca_file: Optional[str] = None,
+                 on_message: Optional[Callable[[Message], None]] = None,
+                 ping_interval: float = 0, keepalive: bool = True,
+                 max_queued_events: int = 10_000) -> None:
+        self._address: Address = (host, port)
+        self._nodes = node_list(self._address, nodes)
+        self._timeout = timeout
+        self._connect_timeout = connect_timeout
+        self._reconnect = reconnect
+        self._reconnect_attempts = reconnect_attempts
+        self._backoff: Backoff = backoff or ExponentialBackoff()
+        self._tls = tls_context(tls, ca_file)
+        self._on_message = on_message
+        self._ping_interval = ping_interval
+        self._keepalive = keepalive
+        self._limit = max_queued_events
+        from .state import SessionState
+        self.state = SessionState()
+        self.closed = True  # until connected
+        self.welcome: Message = {}
+        self.session = ""
+        self.token = ""
+        #: The last ``bye`` the server sent, if any.
+        self.bye: Optional[Message] = None
+        #: How many times the connection dropped and the session was resumed.
+        self.resumed = 0
+        self._reader: Optional[asyncio.StreamReader] = None
+        self._writer: Optional[asyncio.StreamWriter] = None
+        self._pending: Dict[Any, "asyncio.Future[Message]"] = {}
+        self._stream: Optional[_EventStream] = None
+        self._subscribers: Set[_EventStream] = set()
+        self._next_id = 0
+        self._task: Optional["asyncio.Task[None]"] = None
+        self._pinger: Optional["asyncio.Task[None]"] = None
+        self._ended = False  # closed by us, or the session is gone: never resume
+        self._resuming: Optional["asyncio.Future[None]"] = None
+        self._heard = 0.0
+
+    @classmethod
+    def connect(cls, host: str = "127.0.0.1", port: int = 7878, **options: Any) -> "AsyncClient":
+        """A client to ``await`` (connects and reads the welcome, raising
+        ``ConnectError`` if that fails) or to use in ``async with``."""
+        return cls(host, port, **options)
+
+    def __await__(self) -> Generator[Any, None, "AsyncClient"]:
+        return self._start().__await__()
+
+    async def __aenter__(self) -> "AsyncClient":
+        return await self._start()
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()
+
+    async def _start(self) -> "AsyncClient":
+        if self._task is not None:
+            return self
+        loop = asyncio.get_running_loop()
+        self._stream = _EventStream(self._limit)
+        self._reader, self._writer = await self._open(self._address)
+        try:
+            welcome = await asyncio.wait_for(self._read(self._reader), self._connect_timeout)
+        except asyncio.TimeoutError:
+            self._writer.close()
+            raise ConnectError("no welcome from the server in time") from None
+        if welcome is None or welcome.get("type") != "welcome":
+            self._writer.close()
+            if welcome is not None and welcome.get("type") == "bye":
+                raise ConnectError(f"the server refused the connection: {welcome.get('reason')}", welcome)
+            raise ConnectError(f"expected a welcome, got {welcome}")
+        self.welcome = welcome
+        self.session = welcome["session"]
+        self.token = welcome["token"]
+        self.closed = False
+        self._heard = loop.time()
+        self._task = asyncio.ensure_future(self._pump())
+        if self._ping_interval > 0:
+            self._pinger = asyncio.ensure_future(self._ping_when_quiet())
+        return self
+
+    async def _open(self, address: Address) -> Tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        try:
+            reader, writer = await asyncio.wait_for(
+                asyncio.open_connection(address[0], address[1], limit=1 << 22, ssl=self._tls,
+                                        server_hostname=address[0] if self._tls else None),
+                self._connect_timeout)
+        except asyncio.TimeoutError:
+            raise ConnectError(f"cannot connect to {address[0]}:{address[1]}: timed out") from None
+        except (OSError, ssl.SSLError) as error:
+            raise ConnectError(f"cannot connect to {address[0]}:{address[1]}: {error}") from error
+        sock = writer.get_extra_info("socket")
+        if sock is not None:
+            _configure(cast(socket.socket, sock), self._keepalive)
+        return reader, writer
+
+    async def aclose(self) -> None:
+        """Close the connection; the session lives on on the server until it expires.
+        Commands still waiting for a reply raise ``ConnectionClosed``."""
+        self._ended = True
+        if self._pinger:
+            self._pinger.cancel()
+        if self._writer is not None:
+            self._writer.close()
+            try:
+                await self._writer.wait_closed()
+            except (OSError, ssl.SSLError):
+                pass
+        if self._task is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(self._task), 1)
+            except (asyncio.TimeoutError, asyncio.CancelledError):
+                self._task.cancel()
+        self._finish()
+
+    async def close(self) -> None:
+        """Same as ``aclose()``."""
+        await self.aclose()
+
+    async def quit(self, *, timeout: Optional[float] = None) -> None:
+        """End the session for good (``quit``), then close the connection."""
+        try:
+            await self._request("quit", {}, timeout)
+        except ConnectionClosed:
+            pass
+        finally:
+            await self.aclose()
+
+    def drop(self) -> None:
+        """Cut the connection as a network failure would: for tests and demos of resuming."""
+        if self._writer is not None:
+            self._writer.transport.abort()
+
+    @property
+    def views(self) -> Dict[str, Dict[str, Any]]:
+        """The latest state of each view displayed so far."""
+        return self.state.views
+
+    @property
+    def alert(self) -> Optional[Message]:
+        """The presented alert, if any."""
+        return self.state.alert
+
+    @property
+    def rev(self) -> int:
+        """The highest ``rev`` seen."""
+        return self.state.rev
+
+    @property
+    def dropped_events(self) -> int:
+        """Events dropped from ``wait_for``'s queue because nobody read them."""
+        return self._stream.dropped if self._stream else 0
+
+    async def command(self, cmd: str, args: Optional[Mapping[str, Any]] = None, /, *,
+                      timeout: Optional[float] = None) -> Dict[str, Any]:
+        """Run a command and return its result: ``command("add buy milk")`` (a line as
+        typed, parsed by the server) or ``command("add", {"text": "buy milk"})``."""
+        return await self._request(cmd, args, timeout)
+
+    async def _request(self, cmd: str, args: Optional[Mapping[str, Any]], timeout: Optional[float]) -> Dict[str, Any]:
+        if self._task is None:
+            raise ConnectionClosed("the client is not connected: await it or use async with")
+        if self._resuming is not None:
+            await asyncio.shield(self._resuming)
+        if self.closed or self._writer is None:
+            raise ConnectionClosed("the client is closed", self.bye, self._ended and self.bye is not None)
+        self._next_id += 1
+        request_id = self._next_id
+        future: "asyncio.Future[Message]" = asyncio.get_running_loop().create_future()
+        self._pending[request_id] = future
+        try:
+            self._writer.write(request.encode(request_id, cmd, args))
+            reply = await asyncio.wait_for(future, self._timeout if timeout is None else timeout)
+        except asyncio.TimeoutError:
+            raise Timeout(f"the reply to {cmd.split(' ', 1)[0]}") from None
+        except (OSError, ssl.SSLError):
+            raise ConnectionClosed() from None
+        finally:
+            self._pending.pop(request_id, None)
+        return request.result_of(reply)
+
+    async def confirm(self, fields: Optional[Mapping[str, str]] = None, *, alert: Optional[str] = None,
+                      timeout: Optional[float] = None) -> Dict[str, Any]:
+        """Answer the presented alert (or ``alert``) with its confirm action and ``fields``."""
+        return await self._request("confirm", request.confirm_args(self.state, fields, alert), timeout)
+
+    async def cancel(self, *, alert: Optional[str] = None, timeout: Optional[float] = None) -> Dict[str, Any]:
+        """Answer the presented alert (or ``alert``) with its cancel action."""
+        return await self._request("cancel", {"alert": alert or request.presented_alert_id(self.state)}, timeout)
+
+    async def attach(self, token: str, last_rev: Optional[int] = None, *, timeout: Optional[float] = None) -> Dict[str, Any]:
+        """Move this connection to the session that owns ``token``; with ``last_rev``
+        every event after it arrives again, otherwise a snapshot (``views``, ``alert``
+        and ``rev`` start over). Raises ``ViewlineError`` (``bad_token``) for a token
+        that is not a live session's; follows ``moved``."""
+        args: Dict[str, Any] = {"token": token}
+        if last_rev is not None:
+            args["lastRev"] = last_rev
+        for _ in range(3):
+            try:
+                result = await self._request("attach", args, timeout)
+            except MovedError as error:
+                if error.address is None:
+                    raise
+                await self._hand_over(error.address)  # the session lives on another node: go there
+                continue
+            self.token = token
+            self.session = result["session"]
+            return result
+        raise ViewlineError("moved", "the session kept moving between nodes")
+
+    async def _hand_over(self, address: Address) -> None:
+        """Move to a connection to ``address``; the pump goes on reading from it."""
+        reader, writer = await self._open(address)
+        try:
+            welcome = await asyncio.wait_for(reader.readline(), self._connect_timeout)
+        except asyncio.TimeoutError:
+            welcome = b""
+        if json.loads(welcome or b"{}").get("type") != "welcome":
+            writer.close()
+            raise ConnectError("the node the session moved to refused the connection")
+        old = self._writer
+        self._reader, self._writer, self._address = reader, writer, address
+        if old is not None:
+            old.close()
+
+    async def settle(self, timeout_ms: int = 10000) -> None:
+        """Wait until the session runs no background work (the ``wait`` command)."""
+        await self._request("wait", {"timeout": timeout_ms}, timeout_ms / 1000 + 5)
+
+    async def events(self) -> AsyncIterator[Message]:
+        """Every event, in order, until the connection closes for good.
+
+        Each call is its own reader with its own bounded queue (``max_queued_events``;
+        the oldest are dropped when it is full): it starts with the events no one has
+        taken yet, then gets every event that arrives. ``wait_for`` reads apart."""
+        assert self._stream is not None, "not connected"
+        stream = _EventStream(self._limit, self._stream.take_all())
+        if self.closed:
+            stream.close()
+        self._subscribers.add(stream)
+        try:
+            while True:
+                try:
+                    event = await stream.get()
+                except ConnectionClosed:
+                    return
+                yield event
+        finally:
+            self._subscribers.discard(stream)
+
+    async def wait_for(self, predicate: Callable[[Message], bool], *, timeout: Optional[float] = None,
+                       what: str = "event") -> Message:
+        """The next event matching ``predicate`` (earlier, non-matching events are
+        dropped). Raises ``Timeout``, or ``ConnectionClosed`` once the connection is
+        closed for good; an exception from ``predicate`` propagates."""
+        stream = self._stream
+        if stream is None:
+            raise ConnectionClosed("the client is not connected")
+
+        async def find() -> Message:
+            while True:
+                event = await stream.get()
+                if predicate(event):
+                    return event
+        try:
+            return await asyncio.wait_for(find(), self._timeout if timeout is None else timeout)
+        except asyncio.TimeoutError:
+            raise Timeout(what) from None
+
+    async def wait_for_display(self, view: str, predicate: Optional[Callable[[Dict[str, Any]], bool]] = None, *,
+                               timeout: Optional[float] = None) -> Dict[str, Any]:
+        """Wait for a display of ``view`` whose state matches; returns the state."""
+        event = await self.wait_for(
+            lambda m: m.get("type") == "display" and m["view"] == view and (predicate is None or predicate(m["state"])),
+            timeout=timeout, what=f"a display of {view}")
+        return cast("Dict[str, Any]", event["state"])
+
+    async def wait_for_alert(self, *, timeout: Optional[float] = None) -> Message:
+        """Wait for the next alert."""
+        return await self.wait_for(lambda m: m.get("type") == "alert", timeout=timeout, what="an alert")
+
+    # -- reading --------------------------------------------------------------
+    async def _read(self, reader: asyncio.StreamReader) -> Optional[Message]:
+        """The next message from ``reader``; None at the end of the connection."""
+        while True:
+            try:
+                line = await reader.readline()
+            except (OSError, ssl.SSLError, ValueError):
+                return None
+            if not line:
+                return None
+            self._heard = asyncio.get_running_loop().time()
+            try:
+                message = json.loads(line)
+            except ValueError:
+                message = None
+            if not isinstance(message, dict):
+                log.warning("viewline: ignored a line from the server that is not a JSON object: %r", line[:200])
+                continue
+            if message.get("type") == "bye":
+                self.bye = message
+                if bye_is_final(message):
+                    self._ended = True
+                elif self._reconnect and self._resuming is None and self._task is not None:
+                    # The server closes this connection next: commands from now on
+                    # wait for the resumed one instead of going out on this one.
+                    self._resuming = asyncio.get_running_loop().create_future()
+            self.state.observe(message)
+            if self._on_message:
+                try:
+                    self._on_message(message)
+                except Exception:  # a callback's bug must not stop the client
+                    log.exception("viewline: on_message raised")
+            return cast(Message, message)
+
+    def _deliver(self, message: Message) -> None:
+        if message.get("type") == "reply":
+            future = self._pending.get(message.get("re"))
+            if future is not None and not future.done():
+                future.set_result(message)
+            return
+        if self._stream is not None:
+            self._stream.put(message)
+        for stream in self._subscribers:
+            stream.put(message)
+
+    async def _pump(self) -> None:
+        try:
+            while True:
+                reader = self._reader
+                assert reader is not None
+                message = await self._read(reader)
+                if message is None and reader is not self._reader:
+                    continue  # the old connection, closed by `attach` after following `moved`
+                if message is None:
+                    if not self._reconnect or self._ended or not await self._resume():
+                        break
+                    continue
+                self._deliver(message)
+        finally:
+            self._finish()
+
+    def _finish(self) -> None:
+        self.closed = True
+        if self._resuming is not None and not self._resuming.done():
+            self._resuming.set_result(None)  # commands waiting for a resume see the close
+        if self._pinger:
+            self._pinger.cancel()
+        ended = self._ended and self.bye is not None
+        for future in self._pending.values():
+            if not future.done():
+                future.set_exception(ConnectionClosed(bye=self.bye, session_ended=ended))
+        self._pending.clear()
+        if self._stream is not None:
+            self._stream.close()
+        for stream in self._subscribers:
+            stream.close()
+
+    async def _ping_when_quiet(self) -> None:
+        """After ``ping_interval`` of silence, a ``ping``; no reply in time cuts the
+        connection, which the pump resumes (or ends)."""
+        loop = asyncio.get_running_loop()
+        while not self.closed:
+            quiet = loop.time() - self._heard
+            if quiet < self._ping_interval:
+                await asyncio.sleep(self._ping_interval - quiet)
+                continue
+            try:
+                await self._request("ping", {}, self._timeout)
+            except (Timeout, ConnectionClosed):
+                if self.closed:
+                    return
+                log.warning("viewline: no answer to a keepalive ping; reconnecting")
+                self.drop()
+                await asyncio.sleep(self._ping_interval)
+
+    async def _attach_at(self, target: Address, hops: int = 0) -> str:
+        """Connect to ``target`` and attach this session: ``attached``, ``retry`` (no
+        answer, or a node that cannot take it yet) or ``gone`` (the session ended)."""
+        try:
+            reader, writer = await self._open(target)
+        except ConnectError:
+            return "retry"
+        old = self._writer
+        self._reader, self._writer = reader, writer
+        if old is not None:
+            old.close()
+        try:
+            welcome = await asyncio.wait_for(self._read(reader), self._connect_timeout)  # a fresh session's
+            if welcome is None or welcome.get("type") != "welcome":
+                return "retry"
+            writer.write(request.encode("_resume", "attach", {"token": self.token, "lastRev": self.state.rev}))
+            reply = await asyncio.wait_for(self._read(reader), self._connect_timeout)
+        except asyncio.TimeoutError:
+            writer.close()
+            return "retry"
+        if reply is None:
+            return "retry"
+        if reply.get("ok"):
+            self._address = target
+            return "attached"
+        error = error_from_reply(reply)
+        if isinstance(error, MovedError) and error.address is not None and hops < 3:
+            return await self._attach_at(error.address, hops + 1)
+        return "retry" if error.code in request.RETRYABLE_ATTACH else "gone"
+
+    async def _resume(self) -> bool:
+        """Reconnect with backoff and attach to this session from the last rev seen."""
+        resuming = self._resuming or asyncio.get_running_loop().create_future()
+        self._resuming = resuming
+        # Replies lost with the old connection: those commands may or may not have run.
+        for future in self._pending.values():
+            if not future.done():
+                future.set_exception(ConnectionClosed("the connection dropped before the reply; the command may or may not have run"))
+        self._pending.clear()
+        candidates = [self._address] + [node for node in self._nodes if node != self._address]
+        try:
+            for attempt in range(self._reconnect_attempts * len(candidates)):
+                if self._ended and self.bye is None:
+                    return False  # closed by us meanwhile
+                outcome = await self._attach_at(candidates[attempt % len(candidates)])
+                if outcome == "attached":
+                    self.resumed += 1
+                    self.bye = None
+                    return True
+                if outcome == "gone":
+                    self._ended = True
+                    return False
+                if attempt % len(candidates) == len(candidates) - 1:
+                    await asyncio.sleep(self._backoff(attempt // len(candidates)))
+            self._ended = True
+            return False
+        finally:
+            self._resuming = None
+            if not resuming.done():
+                resuming.set_result(None)

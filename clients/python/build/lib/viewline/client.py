@@ -1,0 +1,482 @@
+"""A blocking client for the Viewline protocol."""
+from __future__ import annotations
+
+import collections
+import json
+import logging
+import socket
+import ssl
+import time
+from typing import Any, Callable, Deque, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, cast
+
+from . import request
+from .backoff import Backoff, ExponentialBackoff
+from .errors import ConnectError, ConnectionClosed, MovedError, Timeout, ViewlineError, bye_is_final, parse_address
+from .state import SessionState
+
+Message = Dict[str, Any]
+Predicate = Callable[[Message], bool]
+Address = Tuple[str, int]
+
+log = logging.getLogger("viewline")
+
+
+def _configure(sock: socket.socket, keepalive: bool) -> None:
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    if keepalive:
+        # A peer that vanished (power cut, cable, NAT timeout) is noticed within
+        # about a minute of silence instead of never.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        for name, value in (("TCP_KEEPIDLE", 30), ("TCP_KEEPINTVL", 10), ("TCP_KEEPCNT", 3)):
+            if hasattr(socket, name):
+                sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, name), value)
+
+
+def tls_context(tls: bool, ca_file: Optional[str]) -> Optional[ssl.SSLContext]:
+    """A verifying TLS context for ``tls=True`` or a ``ca_file``; else None."""
+    return ssl.create_default_context(cafile=ca_file) if tls or ca_file else None
+
+
+def node_list(address: Address, nodes: Sequence[Any]) -> List[Address]:
+    """``address`` first, then the other ``nodes`` (``(host, port)`` or ``"host:port"``)."""
+    out = [address]
+    for node in nodes:
+        parsed = parse_address(node) if isinstance(node, str) else (str(node[0]), int(node[1]))
+        if parsed is None:
+            raise ValueError(f"not a node address: {node!r}")
+        if parsed not in out:
+            out.append(parsed)
+    return out
+
+
+class Client:
+    """One connection to a session, blocking.
+
+    >>> with Client.connect(port=7878) as vl:
+    ...     vl.command("search thai food")
+    ...     results = vl.wait_for_display("search", lambda s: not s["loading"])
+
+    Leaving the ``with`` block closes the connection; the session lives on on the
+    server (detached, until it expires) and ``attach(token)`` from another client
+    picks it up. ``quit()`` ends the session for good.
+    """
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 7878, *,
+                 timeout: float = 10.0, connect_timeout: float = 10.0,
+                 reconnect: bool = False, reconnect_attempts: int = 8, backoff: Optional[Backoff] = None,
+                 nodes: Sequence[Any] = (), tls: bool = False, ca_file: Optional[str] = None,
+                 on_message: Optional[Callable[[Message], None]] = None,
+                 health_check_interval: float = 0, keepalive: bool = True,
+                 max_queued_events: int = 10_000) -> None:
+        self._address: Address = (host, port)
+        self._nodes = node_list(self._address, nodes)
+        self._timeout = timeout
+        self._connect_timeout = connect_timeout
+        self._reconnect = reconnect
+        self._reconnect_attempts = reconnect_attempts
+        self._backoff: Backoff = backoff or ExponentialBackoff()
+        self._tls = tls_context(tls, ca_file)
+        self._on_message = on_message
+        self._health_check_interval = health_check_interval
+        self._keepalive = keepalive
+        self._events: Deque[Message] = collections.deque(maxlen=max(1, max_queued_events))
+        #: Events dropped because nobody read them while ``max_queued_events`` were queued.
+        self.dropped_events = 0
+        #: How many times the connection dropped and the session was resumed.
+        self.resumed = 0
+        self.state = SessionState()
+        self.closed = False
+        #: The last ``bye`` the server sent, if any.
+        self.bye: Optional[Message] = None
+        self._ended = False  # closed by us, or the session is gone: never resume
+        self._buffer = bytearray()
+        self._next_id = 0
+        self._last_io = time.monotonic()
+        self._sock = self._open(self._address)
+        welcome = self._welcome()
+        self.welcome: Message = welcome
+        self.session: str = welcome["session"]
+        self.token: str = welcome["token"]
+
+    @classmethod
+    def connect(cls, host: str = "127.0.0.1", port: int = 7878, **options: Any) -> "Client":
+        """Connect and read the welcome (raises ``ConnectError`` if that fails).
+
+        Options (keyword-only, so they never collide with a command's arguments):
+
+        - ``timeout`` (10 s): the default wait for a command's reply and for events;
+          each call takes its own ``timeout=``.
+        - ``connect_timeout`` (10 s): TCP connect, TLS handshake and the welcome.
+        - ``reconnect``: a dropped connection, or a ``bye`` that leaves the session
+          alive (a node shutting down or handing the session over), is reopened and
+          the session resumed with ``attach`` from the last ``rev`` seen: events
+          missed meanwhile arrive again, nothing twice. A command whose reply was lost
+          raises ``ConnectionClosed`` (it may or may not have run); the client stays
+          usable. ``reconnect_attempts`` rounds over the nodes, waiting
+          ``backoff(round)`` seconds between rounds (exponential with jitter).
+        - ``nodes``: the cluster's other nodes (``(host, port)`` or ``"host:port"``),
+          tried when this one is gone; ``attach`` follows ``moved`` by itself.
+        - ``tls=True`` or ``ca_file``: TLS, verified against ``ca_file`` (PEM) or the
+          system's trusted certificates.
+        - ``health_check_interval`` (s): before a command, if the connection has been
+          idle that long, ``ping`` it first and resume if it is dead (redis-py's
+          option of the same name). ``keepalive`` (on): TCP keepalive probes.
+        - ``on_message``: called with every message from the server.
+        - ``max_queued_events`` (10,000): events not yet read are kept up to this
+          many; older ones are dropped (counted in ``dropped_events``). ``views``
+          and ``alert`` are always current.
+        """
+        return cls(host, port, **options)
+
+    # -- connection -------------------------------------------------------------
+    def _open(self, address: Address) -> socket.socket:
+        try:
+            sock = socket.create_connection(address, timeout=self._connect_timeout)
+        except OSError as error:
+            raise ConnectError(f"cannot connect to {address[0]}:{address[1]}: {error}") from error
+        try:
+            _configure(sock, self._keepalive)
+            if self._tls is not None:
+                sock = self._tls.wrap_socket(sock, server_hostname=address[0])
+        except (OSError, ssl.SSLError) as error:
+            sock.close()
+            raise ConnectError(f"TLS with {address[0]}:{address[1]} failed: {error}") from error
+        return sock
+
+    def _welcome(self) -> Message:
+        self.closed = False
+        try:
+            message = self._read_once(self._connect_timeout)
+        except Timeout:
+            self._close_socket()
+            raise ConnectError("no welcome from the server in time") from None
+        except ConnectionClosed as error:
+            raise ConnectError(f"the server closed the connection before its welcome: {error.message}", error.bye) from None
+        if message.get("type") != "welcome":
+            self._close_socket()
+            if message.get("type") == "bye":
+                raise ConnectError(f"the server refused the connection: {message.get('reason')}", message)
+            raise ConnectError(f"expected a welcome, got {message}")
+        return message
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connection; the session lives on on the server until it expires."""
+        self._ended = True
+        self._close_socket()
+
+    def quit(self, *, timeout: Optional[float] = None) -> None:
+        """End the session for good (``quit``), then close the connection."""
+        try:
+            self._request("quit", {}, timeout)
+            while not self.closed:  # the `bye` that follows, then the server closes
+                self._read_once(timeout or self._timeout)
+        except ConnectionClosed:
+            pass
+        finally:
+            self.close()
+
+    def _close_socket(self) -> None:
+        if not self.closed:
+            self.closed = True
+            try:
+                self._sock.close()
+            except OSError:
+                pass
+
+    def drop(self) -> None:
+        """Cut the connection as a network failure would (no ``quit``): for tests and
+        demos of resuming."""
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    # -- state ----------------------------------------------------------------
+    @property
+    def views(self) -> Dict[str, Dict[str, Any]]:
+        """The latest state of each view displayed so far."""
+        return self.state.views
+
+    @property
+    def alert(self) -> Optional[Message]:
+        """The presented alert, if any."""
+        return self.state.alert
+
+    @property
+    def rev(self) -> int:
+        """The highest ``rev`` seen: where a resumed session picks up."""
+        return self.state.rev
+
+    # -- commands -------------------------------------------------------------
+    def command(self, cmd: str, args: Optional[Mapping[str, Any]] = None, /, *,
+                timeout: Optional[float] = None) -> Dict[str, Any]:
+        """Run a command and return its ``result``; a failure raises ``ViewlineError``
+        (a subclass for the codes callers act on).
+
+        ``command("add buy milk")`` sends the line as typed and the server parses it,
+        so any app's commands work; ``command("add", {"text": "buy milk"})`` sends a
+        command name with JSON arguments. ``timeout`` overrides the client's default.
+        """
+        return self._request(cmd, args, timeout)
+
+    def _request(self, cmd: str, args: Optional[Mapping[str, Any]], timeout: Optional[float]) -> Dict[str, Any]:
+        if self._ended or (self.closed and not self._reconnect):
+            raise ConnectionClosed("the client is closed", self.bye, self._ended and self.bye is not None)
+        if self.closed or self.bye is not None or (
+                self._health_check_interval and time.monotonic() - self._last_io >= self._health_check_interval):
+            self._check_health()
+        self._next_id += 1
+        request_id = self._next_id
+        line = request.encode(request_id, cmd, args)
+        try:
+            self._sock.sendall(line)
+        except OSError:
+            if not self._reconnect or self._ended:
+                self._close_socket()
+                raise ConnectionClosed() from None
+            self._resume()  # the line never left: send it on the resumed connection
+            self._sock.sendall(line)
+        self._last_io = time.monotonic()
+        return request.result_of(self._reply_for(request_id, self._timeout if timeout is None else timeout))
+
+    def _check_health(self) -> None:
+        """A ``ping`` on a connection idle for a while (or closed): resume if it is dead.
+        After a ``bye`` the server is closing the connection: resume at once."""
+        if self.bye is not None:
+            self._close_socket()
+        if not self.closed:
+            self._next_id += 1
+            try:
+                self._sock.sendall(request.encode(self._next_id, "ping", {}))
+                self._reply_for(self._next_id, min(self._timeout, 5.0), resume=False)
+                return
+            except (ConnectionClosed, Timeout, OSError):
+                self._close_socket()
+        if not self._reconnect or self._ended:
+            raise ConnectionClosed(bye=self.bye, session_ended=self._ended)
+        self._resume()
+
+    def send_line(self, line: str) -> None:
+        """Send one raw line (inline or JSON) as is; read its reply with ``next_message``."""
+        self._sock.sendall(line.encode("utf-8") + b"\n")
+
+    def confirm(self, fields: Optional[Mapping[str, str]] = None, *, alert: Optional[str] = None,
+                timeout: Optional[float] = None) -> Dict[str, Any]:
+        """Answer the presented alert (or ``alert``) with its confirm action, filling
+        its input ``fields`` (``{"user": "alice", "password": "…"}``)."""
+        return self._request("confirm", request.confirm_args(self.state, fields, alert), timeout)
+
+    def cancel(self, *, alert: Optional[str] = None, timeout: Optional[float] = None) -> Dict[str, Any]:
+        """Answer the presented alert (or ``alert``) with its cancel action."""
+        return self._request("cancel", {"alert": alert or request.presented_alert_id(self.state)}, timeout)
+
+    def attach(self, token: str, last_rev: Optional[int] = None, *, timeout: Optional[float] = None) -> Dict[str, Any]:
+        """Move this connection to the session that owns ``token``.
+
+        With ``last_rev``, every event after it arrives again; otherwise a snapshot
+        (every view and the presented alert; ``views``, ``alert`` and ``rev`` start
+        over). Returns ``{session, rev, replayed, snapshot}``; raises ``ViewlineError``
+        (``bad_token``) for a token that is not a live session's. Follows ``moved``.
+        """
+        args: Dict[str, Any] = {"token": token}
+        if last_rev is not None:
+            args["lastRev"] = last_rev
+        for _ in range(3):
+            try:
+                result = self._request("attach", args, timeout)
+            except MovedError as error:
+                if error.address is None:
+                    raise
+                self._switch_to(error.address)  # the session lives on another node: go there
+                continue
+            self.token = token
+            self.session = result["session"]
+            return result
+        raise ViewlineError("moved", "the session kept moving between nodes")
+
+    def _switch_to(self, address: Address) -> None:
+        """Replace the connection with one to ``address`` and read its welcome."""
+        sock = self._open(address)
+        self._close_socket()
+        self._sock, self._buffer, self._address = sock, bytearray(), address
+        self._welcome()
+
+    def settle(self, timeout_ms: int = 10000) -> None:
+        """Wait until the session runs no background work (the ``wait`` command)."""
+        self._request("wait", {"timeout": timeout_ms}, timeout_ms / 1000 + 5)
+
+    # -- events ---------------------------------------------------------------
+    def events(self, timeout: Optional[float] = None) -> Iterator[Message]:
+        """Yield events as they arrive: forever, until ``timeout`` passes quietly, or
+        until the connection closes for good."""
+        while True:
+            try:
+                yield self.next_event(timeout=timeout)
+            except (Timeout, ConnectionClosed):
+                return
+
+    def next_event(self, timeout: Optional[float] = None) -> Message:
+        """The next event (queued or arriving); ``timeout`` defaults to the client's."""
+        if self._events:
+            return self._events.popleft()
+        while True:
+            message = self._read(self._timeout if timeout is None else timeout)
+            if message.get("type") != "reply":
+                return message
+
+    def wait_for(self, predicate: Predicate, *, timeout: Optional[float] = None, what: str = "event") -> Message:
+        """Return the next event (already queued or arriving) that matches ``predicate``.
+
+        Events are consumed in order: those before the match are dropped, so
+        successive waits move forward through the session's history. An exception
+        from ``predicate`` propagates; the event it saw is consumed.
+        """
+        deadline = time.monotonic() + (self._timeout if timeout is None else timeout)
+        while True:
+            while self._events:
+                event = self._events.popleft()
+                if predicate(event):
+                    return event
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise Timeout(what)
+            message = self._read(remaining)
+            if message.get("type") != "reply" and predicate(message):
+                return message
+
+    def wait_for_display(self, view: str, predicate: Optional[Callable[[Dict[str, Any]], bool]] = None, *,
+                         timeout: Optional[float] = None) -> Dict[str, Any]:
+        """Wait for a display of ``view`` whose state matches; returns the state."""
+        event = self.wait_for(
+            lambda m: m.get("type") == "display" and m["view"] == view and (predicate is None or predicate(m["state"])),
+            timeout=timeout, what=f"a display of {view}")
+        return cast("Dict[str, Any]", event["state"])
+
+    def wait_for_alert(self, *, timeout: Optional[float] = None) -> Message:
+        """Wait for the next alert."""
+        return self.wait_for(lambda m: m.get("type") == "alert", timeout=timeout, what="an alert")
+
+    # -- reading --------------------------------------------------------------
+    def _queue(self, message: Message) -> None:
+        if len(self._events) == self._events.maxlen:
+            self.dropped_events += 1
+        self._events.append(message)
+
+    def _reply_for(self, request_id: Any, timeout: float, resume: bool = True) -> Message:
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise Timeout(f"the reply to command {request_id}")
+            try:
+                message = self._read_once(remaining)
+            except ConnectionClosed:
+                if not resume or not self._reconnect or self._ended:
+                    raise
+                # The reply is lost with the old connection; the events are not:
+                # the session resumes from the last rev seen.
+                self._resume()
+                raise ConnectionClosed("the connection dropped before the reply; the command may or may not have run") from None
+            if message.get("type") == "reply":
+                if message.get("re") == request_id:
+                    return message
+                continue  # the late reply of a command that timed out
+            self._queue(message)
+
+    def next_message(self, timeout: Optional[float] = None) -> Message:
+        """The next line from the server, whatever it is (events are not queued)."""
+        return self._read(self._timeout if timeout is None else timeout)
+
+    def _read(self, timeout: Optional[float]) -> Message:
+        while True:
+            try:
+                return self._read_once(timeout)
+            except ConnectionClosed:
+                if not self._reconnect or self._ended:
+                    raise
+                self._resume()
+
+    def _resume(self) -> None:
+        """Reconnect with backoff and attach to this session from the last rev seen:
+        the same node first, then the cluster's other ``nodes``; ``moved`` is followed."""
+        self._close_socket()
+        candidates = [self._address] + [node for node in self._nodes if node != self._address]
+        for attempt in range(self._reconnect_attempts * len(candidates)):
+            target = candidates[attempt % len(candidates)]
+            try:
+                self._switch_to(target)
+                for _ in range(3):
+                    self._sock.sendall(request.encode("_resume", "attach", {"token": self.token, "lastRev": self.state.rev}))
+                    reply = self._read_once(self._connect_timeout)
+                    try:
+                        request.result_of(reply)
+                    except MovedError as error:
+                        if error.address is None:
+                            raise
+                        self._switch_to(error.address)
+                        continue
+                    self.resumed += 1
+                    self.bye = None
+                    return
+            except (ConnectionClosed, Timeout):
+                self._close_socket()
+            except ViewlineError as error:
+                self._close_socket()
+                # A dead node may still count as alive for a moment, or the node cannot
+                # reach its database yet: try again. Anything else (bad_token) is final.
+                if error.code not in request.RETRYABLE_ATTACH:
+                    self._ended = True
+                    raise ConnectionClosed(f"the session could not be resumed: {error.message}", self.bye, True) from None
+            if attempt % len(candidates) == len(candidates) - 1:
+                time.sleep(self._backoff(attempt // len(candidates)))
+        self._ended = True
+        raise ConnectionClosed("the session could not be resumed: no node answered", self.bye)
+
+    def _read_once(self, timeout: Optional[float]) -> Message:
+        while True:
+            if self.closed:
+                raise ConnectionClosed(bye=self.bye, session_ended=self._ended and self.bye is not None)
+            deadline = None if timeout is None else time.monotonic() + timeout
+            while b"\n" not in self._buffer:
+                if deadline is not None:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        raise Timeout("a message from the server")
+                    self._sock.settimeout(remaining)
+                else:
+                    self._sock.settimeout(None)
+                try:
+                    chunk = self._sock.recv(65536)
+                except socket.timeout:
+                    raise Timeout("a message from the server") from None
+                except OSError:
+                    chunk = b""
+                if not chunk:
+                    self._close_socket()
+                    raise ConnectionClosed(bye=self.bye, session_ended=self._ended and self.bye is not None)
+                self._buffer += chunk
+            index = self._buffer.index(b"\n")
+            line = bytes(self._buffer[:index])
+            del self._buffer[: index + 1]
+            self._last_io = time.monotonic()
+            try:
+                message = json.loads(line)
+            except ValueError:
+                message = None
+            if not isinstance(message, dict):
+                log.warning("viewline: ignored a line from the server that is not a JSON object: %r", line[:200])
+                continue
+            if message.get("type") == "bye":
+                self.bye = message
+                if bye_is_final(message):
+                    self._ended = True
+            self.state.observe(message)
+            if self._on_message:
+                self._on_message(message)
+            return cast("Message", message)
