@@ -28,6 +28,7 @@ struct ViewlineBench: ParsableCommand {
     @Flag(help: "--port is a --web-port: speak WebSocket at /ws, one text message per command.") var websocket = false
     @Option(help: "Idle-memory scenario: open this many sessions (one ping each) and report the server's RSS growth.") var idle = 0
     @Option(help: "Fan-out scenario: this many sessions show contacts; one change must reach them all.") var fanout = 0
+    @Option(help: "Detached-session scenario: open this many sessions, each runs --command and settles, then hangs up; reports the server's RSS growth per session and how fast 1,000 of them attach again.") var detached = 0
     @Option(help: "Fan-out across a cluster: other nodes' ports (comma-separated); sessions are spread over every node, the sync runs on --port.") var otherPorts = ""
     @Option(help: "The server's pid (idle memory, from /proc; with --cpu, its CPU time).") var serverPid = 0
     @Flag(help: "With --server-pid: print only the server's CPU time (user + system, from /proc/PID/stat) per command, in µs.") var cpu = false
@@ -44,6 +45,7 @@ struct ViewlineBench: ParsableCommand {
 
     func run() throws {
         if idle > 0 { return try idleMemory() }
+        if detached > 0 { return try detachedSessions() }
         if fanout > 0 { return try fanOut() }
         let flooding = Atomic<Bool>(true)
         let line = Array((command + "\n").utf8)
@@ -181,6 +183,59 @@ extension ViewlineBench {
             print(String(format: "%d idle sessions: server RSS %d → %d KiB, %.1f KiB per session", idle, before, after, perSession))
         }
         for (fd, _) in sockets { close(fd) }
+    }
+
+    /// Opens `detached` sessions one after another; each runs `command`, waits until
+    /// its work settled, and hangs up, leaving its session detached on the server.
+    /// Reports the server's RSS growth per session, then attaches to 1,000 of them
+    /// at random (a fresh connection each) and times each `attach` to its reply.
+    func detachedSessions() throws {
+        guard serverPid > 0 else { throw ValidationError("--detached needs --server-pid") }
+        let before = Self.residentKiB(serverPid)
+        var tokens: [String] = []
+        tokens.reserveCapacity(detached)
+        let lines = Array("\(command)\nwait 10000\n".utf8)
+        for number in 0..<detached {
+            guard let fd = Self.connect(port: port) else { throw ValidationError("connection \(number + 1) failed") }
+            var reader = LineReader(fd: fd)
+            guard let welcome = reader.nextLine(), let token = Self.field("token", in: welcome), Self.write(fd, lines) else {
+                close(fd)
+                throw ValidationError("session \(number + 1) did not start: is --max-sessions high enough?")
+            }
+            while let line = reader.nextLine(), !line.contains("\"settled\""), !line.contains("\"error\"") {}
+            close(fd)
+            tokens.append(token)
+        }
+        usleep(500_000)
+        let after = Self.residentKiB(serverPid)
+        var latencies: [Double] = []
+        for _ in 0..<min(1000, tokens.count) {
+            guard let fd = Self.connect(port: port) else { throw ValidationError("attach connection failed") }
+            defer { close(fd) }
+            var reader = LineReader(fd: fd)
+            guard reader.nextLine() != nil else { throw ValidationError("no welcome") }
+            let started = ContinuousClock.now
+            guard Self.write(fd, Array("attach \(tokens.randomElement()!)\n".utf8)) else { throw ValidationError("attach failed") }
+            while let line = reader.nextLine(), !line.hasPrefix(#"{"type":"reply""#) {}
+            let elapsed = ContinuousClock.now - started
+            latencies.append(Double(elapsed.components.attoseconds) / 1e12 + Double(elapsed.components.seconds) * 1e6)
+        }
+        latencies.sort()
+        let p50 = latencies[latencies.count / 2], p99 = latencies[min(latencies.count - 1, latencies.count * 99 / 100)]
+        let perSession = Double(after - before) / Double(detached)
+        if brief {
+            print(String(format: "%.1f %.0f %.0f", perSession, p50, p99))
+        } else {
+            print(String(format: "%d detached sessions after \"%@\": server RSS %d → %d KiB, %.1f KiB per session; attach p50 %.0f µs, p99 %.0f µs",
+                         detached, command, before, after, perSession, p50, p99))
+        }
+    }
+
+    /// A string field's value in a JSON line, without parsing the line.
+    static func field(_ name: String, in line: String) -> String? {
+        guard let range = line.range(of: "\"\(name)\":\"") else { return nil }
+        let rest = line[range.upperBound...]
+        return rest.firstIndex(of: "\"").map { String(rest[..<$0]) }
     }
 
     /// `fanout` sessions show the contacts view; the remote source changes and one

@@ -1,4 +1,5 @@
 import Testing
+import ViewlineProtocol
 @testable import ViewlineKit
 
 /// The replay log holds lines, bounded by what they really cost, and every log of a
@@ -31,5 +32,15 @@ import Testing
         for index in logs.indices { logs[index].removeAll() }
         quiet.removeAll()
         #expect(budget.bytes == 0)
+    }
+
+    @Test func aDisplayKeptAsItsStateEncodingReplaysTheLineThatWasSent() {
+        var log = EventLog(maximumEvents: 256, maximumBytes: 64 * 1024)
+        let state = Array(#"{"query":"pizza","loading":false}"#.utf8)
+        let sent = ServerMessage.displayLine(rev: 1, view: "search", encodedState: state)
+        log.appendDisplay(view: "search", state: state, lineLength: sent.count, rev: 1)
+        log.append(line(2, bytes: 10), rev: 2)
+        #expect(log.lines(after: 0, current: 2) == [sent, line(2, bytes: 10)])
+        #expect(log.bytes == sent.count + line(2, bytes: 10).count + 2 * EventLog.overhead, "counted as the whole line")
     }
 }

@@ -5,37 +5,58 @@ import Synchronization
 struct EncodedState: Sendable {
     let json: JSON
     let bytes: [UInt8]
+    /// An equal state already kept (from ``EncodedStateCache``): a session stores it
+    /// instead of its own copy, so equal states share their storage too.
+    var canonical: (any Sendable)? = nil
 
     init(_ json: JSON) {
         self.json = json
         var bytes: [UInt8] = []
-        bytes.reserveCapacity(64)
+        bytes.reserveCapacity(256)
         json.write(into: &bytes)
-        self.bytes = bytes
+        // Kept by every event log that shows it: exactly its size, not the slack
+        // left by growing while writing.
+        self.bytes = bytes.count * 5 / 4 < bytes.capacity ? bytes.withUnsafeBufferPointer { Array($0) } : bytes
     }
 }
 
-/// The last state a view encoded, and its encoding: when a shared change reaches
-/// every session (one database snapshot shown by 10,000 sessions), the states are
-/// equal and only the first session encodes; the others reuse its bytes. Used for
-/// states that are `Equatable` (arrays built from one snapshot compare by identity
-/// first, so a hit costs little).
+/// The last states a view encoded, and their encodings: when a shared change reaches
+/// every session (one database snapshot shown by 10,000 sessions), or sessions go
+/// through the same steps (search "pizza": loading, then the same results), the
+/// states are equal and only the first session encodes; the others reuse its bytes,
+/// and their event logs share them. Used for states that are `Equatable` (arrays
+/// built from one snapshot compare by identity first, so a hit costs little).
 ///
-/// The last state and encoding are two fields behind one lock, not a tuple in a
-/// `Mutex`: this code runs unspecialized (the state's type is known only at run
-/// time), and a tuple of a generic type made the runtime look its metadata up in a
-/// locked table on every call (`swift_getTupleTypeMetadata`, 3–7 % of `state search`).
+/// States and encodings are plain fields behind one lock, not tuples in a `Mutex`:
+/// this code runs unspecialized (the state's type is known only at run time), and a
+/// tuple of a generic type made the runtime look its metadata up in a locked table
+/// on every call (`swift_getTupleTypeMetadata`, 3–7 % of `state search`).
 final class EncodedStateCache<State: Encodable & Equatable & Sendable>: @unchecked Sendable {
+    /// How many recent states are kept: a flow shows a few states in turn (a search's
+    /// "loading", then its results), and sessions going through it one after another
+    /// must still find each.
+    static var capacity: Int { 4 }
+
     private let lock = Mutex<Void>(())
-    private var lastState: State?
-    private var lastEncoded: EncodedState?
+    private var states: [State] = []
+    private var encodings: [EncodedState] = []
 
     func encode(_ state: State, with encode: (State) -> JSON) -> EncodedState {
-        if let hit = lock.withLock({ _ in lastState == state ? lastEncoded : nil }) { return hit }
+        let hit: EncodedState? = lock.withLock { _ in
+            guard let index = states.firstIndex(of: state) else { return nil }
+            var hit = encodings[index]
+            hit.canonical = states[index]
+            return hit
+        }
+        if let hit { return hit }
         let encoded = EncodedState(encode(state))
         lock.withLock { _ in
-            lastState = state
-            lastEncoded = encoded
+            if states.count == Self.capacity {
+                states.removeFirst()
+                encodings.removeFirst()
+            }
+            states.append(state)
+            encodings.append(encoded)
         }
         return encoded
     }

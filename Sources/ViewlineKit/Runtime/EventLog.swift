@@ -4,13 +4,23 @@ import Synchronization
 /// client that lost its connection gets again when it attaches with the last `rev`
 /// it saw.
 ///
+/// A `display` is kept as its view and its state's encoding, not as a line of its
+/// own: sessions that show an equal state share one encoding (``EncodedStateCache``),
+/// so 100,000 sessions that searched the same thing keep one copy of the results,
+/// and the line is put together again only when it is replayed.
+///
 /// Bounded by what it really holds: at most `maximumEvents` lines and
 /// `maximumBytes` bytes of them (each line counted with a fixed overhead), and all
 /// logs of a server together within their shared ``EventLogBudget``; past it, the
 /// log that grows drops its own oldest events first. A client asking for a dropped
 /// event gets a snapshot instead.
 struct EventLog {
-    private var events: [(rev: Int, line: [UInt8])] = []
+    private enum Kept {
+        case line([UInt8])
+        /// A display: its view and its state's encoding (shared), rebuilt into a line on replay.
+        case display(view: String, state: [UInt8])
+    }
+    private var events: [(rev: Int, size: Int, kept: Kept)] = []
     private var start = 0
     private(set) var bytes = 0
     let maximumEvents: Int
@@ -30,8 +40,17 @@ struct EventLog {
 
     /// Keeps one sent event's line.
     mutating func append(_ line: [UInt8], rev: Int) {
-        let size = line.count + Self.overhead
-        events.append((rev, line))
+        keep(.line(line), size: line.count + Self.overhead, rev: rev)
+    }
+
+    /// Keeps one sent `display` as its view and state encoding; `lineLength` is the
+    /// line's length, counted against the limits as if it were kept whole.
+    mutating func appendDisplay(view: String, state: [UInt8], lineLength: Int, rev: Int) {
+        keep(.display(view: view, state: state), size: lineLength + Self.overhead, rev: rev)
+    }
+
+    private mutating func keep(_ kept: Kept, size: Int, rev: Int) {
+        events.append((rev, size, kept))
         bytes += size
         budget?.add(size)
         while count > maximumEvents || (bytes > maximumBytes && count > 1) || (budget?.isOver == true && count > 1) {
@@ -44,8 +63,8 @@ struct EventLog {
     }
 
     private mutating func dropOldest() {
-        let size = events[start].line.count + Self.overhead
-        events[start].line = []  // let go of the bytes now, not at the next compaction
+        let size = events[start].size
+        events[start].kept = .line([])  // let go of the bytes now, not at the next compaction
         bytes -= size
         budget?.add(-size)
         start += 1
@@ -65,7 +84,12 @@ struct EventLog {
         guard rev >= 0, rev <= current else { return nil }
         if rev == current { return [] }
         guard let first = events.dropFirst(start).first, first.rev <= rev + 1 else { return nil }
-        return events.dropFirst(start).filter { $0.rev > rev }.map(\.line)
+        return events.dropFirst(start).filter { $0.rev > rev }.map { event in
+            switch event.kept {
+            case .line(let line): line
+            case .display(let view, let state): ServerMessage.displayLine(rev: event.rev, view: view, encodedState: state)
+            }
+        }
     }
 }
 

@@ -30,9 +30,8 @@ extension Session {
     func display(_ index: Int) {
         let view = application.views[index]
         let state = view.encodeState(states[index])
-        emit(line: { ServerMessage.displayLine(rev: $0, view: view.name, encodedState: state.bytes) }) {
-            .display(rev: $0, view: view.name, state: state.json)
-        }
+        if let canonical = state.canonical { states[index] = canonical }  // equal: share its storage
+        emitDisplay(view: view.name, state: state)
     }
 
     /// A view's state as the client sees it.

@@ -257,13 +257,26 @@ public actor Session {
         }
     }
 
+    /// Sends (or holds) a view's new state as a `display` with the next `rev`; the log
+    /// keeps the view and the (shared) state encoding rather than a line of its own.
+    func emitDisplay(view: String, state: EncodedState) {
+        guard !closed else { return }
+        rev += 1
+        let event = ServerMessage.display(rev: rev, view: view, state: state.json)
+        let line = ServerMessage.displayLine(rev: rev, view: view, encodedState: state.bytes)
+        log.appendDisplay(view: view, state: state.bytes, lineLength: line.count, rev: rev)
+        application.cluster?.changed(self)
+        application.metrics?.sent(event)
+        broadcast(event, line: line)
+    }
+
     /// Sends (or holds, while a command runs) an event, giving it the next `rev`;
     /// keeps it in the event log for clients that reconnect.
-    func emit(line encode: ((Int) -> [UInt8])? = nil, _ make: (Int) -> ServerMessage) {
+    func emit(_ make: (Int) -> ServerMessage) {
         guard !closed else { return }
         rev += 1
         let event = make(rev)
-        let line = encode?(rev) ?? event.line
+        let line = event.line
         log.append(line, rev: rev)
         application.cluster?.changed(self)
         application.metrics?.sent(event)
