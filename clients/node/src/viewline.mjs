@@ -236,6 +236,11 @@ export class Client extends EventEmitter {
       try {
         await this.#moveTo(candidates[attempt % candidates.length]);
         await this.#attachFollowingMoved({ token: this.token, lastRev: this.rev }, { internal: true });
+        if (this.#finished) {  // destroyed while resuming: stay closed
+          this.closed = true;
+          this.#socket?.destroy();
+          return;
+        }
         this.resumed += 1;
         this.bye = null;
         this.#gate = null;
