@@ -3,10 +3,11 @@ import Foundation
 import Prometheus
 import Synchronization
 
-/// What a server counts for whoever runs it, recorded through swift-metrics into a
+/// What a server counts for whoever runs it, served as `/metrics` by the metrics
+/// listener (``ServerConfiguration/metricsPort``): the figures counted on every
+/// command in per-thread shards of its own, the rest through swift-metrics into a
 /// Prometheus registry of the server's own (no process-wide bootstrap: two servers
-/// in one process keep separate figures), served as `/metrics` by the metrics
-/// listener (``ServerConfiguration/metricsPort``). Every name starts `viewline_`.
+/// in one process keep separate figures). Every name starts `viewline_`.
 ///
 /// Labels stay bounded: command names come from the declarations (anything else is
 /// `unknown`), outcomes are `ok` or a protocol error code. Log-ins by outcome,
@@ -14,7 +15,7 @@ import Synchronization
 /// `viewline_commands_total` of its command and outcome; alerts presented are
 /// `viewline_events_sent_total{type="alert"}`.
 public final class ServerMetrics: Sendable {
-    /// The registry `/metrics` is written from.
+    /// The registry whose figures start `/metrics` (the per-command ones follow).
     public let registry: PrometheusCollectorRegistry
 
     /// The figures counted on every command and every write, kept apart from the
