@@ -29,6 +29,8 @@ struct ViewlineBench: ParsableCommand {
     @Option(help: "Idle-memory scenario: open this many sessions (one ping each) and report the server's RSS growth.") var idle = 0
     @Option(help: "Fan-out scenario: this many sessions show contacts; one change must reach them all.") var fanout = 0
     @Option(help: "Detached-session scenario: open this many sessions, each runs --command and settles, then hangs up; reports the server's RSS growth per session and how fast 1,000 of them attach again.") var detached = 0
+    @Option(help: "Expiry scenario: open this many sessions at once (16 at a time), each runs --command and hangs up; then ping another session until they have all expired (--expire-after) and report the longest ping.") var expiry = 0
+    @Option(help: "With --expiry: the server's --session-ttl, in seconds.") var expireAfter = 0.0
     @Option(help: "Fan-out across a cluster: other nodes' ports (comma-separated); sessions are spread over every node, the sync runs on --port.") var otherPorts = ""
     @Option(help: "The server's pid (idle memory, from /proc; with --cpu, its CPU time).") var serverPid = 0
     @Flag(help: "With --server-pid: print only the server's CPU time (user + system, from /proc/PID/stat) per command, in µs.") var cpu = false
@@ -46,6 +48,7 @@ struct ViewlineBench: ParsableCommand {
     func run() throws {
         if idle > 0 { return try idleMemory() }
         if detached > 0 { return try detachedSessions() }
+        if expiry > 0 { return try expiryPause() }
         if fanout > 0 { return try fanOut() }
         let flooding = Atomic<Bool>(true)
         let line = Array((command + "\n").utf8)
@@ -228,6 +231,61 @@ extension ViewlineBench {
         } else {
             print(String(format: "%d detached sessions after \"%@\": server RSS %d → %d KiB, %.1f KiB per session; attach p50 %.0f µs, p99 %.0f µs",
                          detached, command, before, after, perSession, p50, p99))
+        }
+    }
+
+    /// Opens `expiry` sessions as fast as 16 connections at a time allow (each runs
+    /// `command`, settles and hangs up), so they expire in a burst; meanwhile and
+    /// until the last has expired, one other session pings and the longest round
+    /// trip is what a client saw while the server expired them all.
+    func expiryPause() throws {
+        guard expireAfter > 0, serverPid > 0 else { throw ValidationError("--expiry needs --expire-after and --server-pid") }
+        guard let pinger = Self.connect(port: port) else { throw ValidationError("ping connection failed") }
+        defer { close(pinger) }
+        var pings = LineReader(fd: pinger)
+        guard pings.nextLine() != nil else { throw ValidationError("no welcome") }
+        let opened = Atomic<Int>(0)
+        let lines = Array("\(command)\nwait 10000\n".utf8)
+        let group = DispatchGroup()
+        let started = ContinuousClock.now
+        for worker in 0..<16 {
+            group.enter()
+            Thread.detachNewThread {
+                defer { group.leave() }
+                var number = worker
+                while number < expiry {
+                    guard let fd = Self.connect(port: port) else { return }
+                    var reader = LineReader(fd: fd)
+                    if reader.nextLine() != nil, Self.write(fd, lines) {
+                        while let line = reader.nextLine(), !line.contains("\"settled\""), !line.contains("\"error\"") {}
+                        opened.add(1, ordering: .relaxed)
+                    }
+                    close(fd)
+                    number += 16
+                }
+            }
+        }
+        group.wait()
+        let openedIn = ContinuousClock.now - started
+        let peak = Self.residentKiB(serverPid)
+        // The first sessions expire `expireAfter` after they detached; the last, that
+        // long after the burst ended. Ping until then, and a little more.
+        let until = started + openedIn + .milliseconds(Int(expireAfter * 1000)) + .seconds(3)
+        var longest = Duration.zero
+        var count = 0
+        while ContinuousClock.now < until {
+            let sent = ContinuousClock.now
+            guard Self.write(pinger, Array("ping\n".utf8)), pings.nextLine() != nil else { throw ValidationError("ping failed") }
+            longest = max(longest, ContinuousClock.now - sent)
+            count += 1
+        }
+        let after = Self.residentKiB(serverPid)
+        let longestMs = Double(longest.components.attoseconds) / 1e15 + Double(longest.components.seconds) * 1e3
+        if brief {
+            print(String(format: "%.1f", longestMs))
+        } else {
+            print(String(format: "%d sessions opened in %.1f s and expired: longest of %d pings meanwhile %.1f ms; server RSS %d KiB at the peak, %d KiB after",
+                         opened.load(ordering: .relaxed), Double(openedIn.components.seconds), count, longestMs, peak, after))
         }
     }
 
