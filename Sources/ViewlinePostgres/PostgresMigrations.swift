@@ -53,6 +53,8 @@ enum PostgresMigrations {
                 snapshot text NOT NULL, updated_at timestamptz NOT NULL)
             """,
         ]),
+        // Each node's web page, for `moved` to send a browser there.
+        (2, ["ALTER TABLE viewline_nodes ADD COLUMN web text NOT NULL DEFAULT ''"]),
     ]
 
     static func run(on client: PostgresClient, logger: Logger) async throws {

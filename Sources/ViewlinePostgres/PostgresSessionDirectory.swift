@@ -23,8 +23,8 @@ public struct PostgresSessionDirectory: SessionDirectory {
 
     public func renewLease(_ node: ClusterNode, recordsExpireAfter: Duration) async throws {
         try await lease.run("""
-            INSERT INTO viewline_nodes (id, address, heartbeat_at) VALUES (\(node.id), \(node.address), clock_timestamp())
-            ON CONFLICT (id) DO UPDATE SET address = excluded.address, heartbeat_at = excluded.heartbeat_at
+            INSERT INTO viewline_nodes (id, address, web, heartbeat_at) VALUES (\(node.id), \(node.address), \(node.web), clock_timestamp())
+            ON CONFLICT (id) DO UPDATE SET address = excluded.address, web = excluded.web, heartbeat_at = excluded.heartbeat_at
             """, timeout: .seconds(2))
         // Housekeeping, off the renewal's path: records of sessions whose node is long
         // gone and that nobody attached to.
@@ -67,15 +67,15 @@ public struct PostgresSessionDirectory: SessionDirectory {
 
     public func find(lookup: String, nodeTimeout: Duration) async throws -> SessionLocation? {
         try await store.collect("""
-            SELECT s.lookup, encode(s.secret_digest, 'hex'), s.owner, s.snapshot, coalesce(n.address, ''),
+            SELECT s.lookup, encode(s.secret_digest, 'hex'), s.owner, s.snapshot, coalesce(n.address, ''), coalesce(n.web, ''),
                    coalesce(n.heartbeat_at > clock_timestamp() - make_interval(secs => \(nodeTimeout.inSeconds)), false)
             FROM viewline_sessions s LEFT JOIN viewline_nodes n ON n.id = s.owner
             WHERE s.lookup = \(lookup)
             """) { row in
-            let (lookup, digest, owner, snapshot, address, alive) = try row.decode((String, String, String, String, String, Bool).self)
+            let (lookup, digest, owner, snapshot, address, web, alive) = try row.decode((String, String, String, String, String, String, Bool).self)
             return SessionLocation(
                 record: SessionRecord(lookup: lookup, secretDigest: Self.bytes(hex: digest), owner: owner, snapshot: snapshot),
-                ownerAddress: address, ownerAlive: alive)
+                ownerAddress: address, ownerWeb: web, ownerAlive: alive)
         }.first
     }
 

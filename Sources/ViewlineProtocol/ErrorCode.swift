@@ -63,6 +63,9 @@ public struct ProtocolError: Error, Sendable, Equatable, CustomStringConvertible
     /// How many seconds to wait before trying again, for throttling and `server_busy`:
     /// `retryAfter` in the error object, so a client need not read the message.
     public var retryAfter: Int?
+    /// With ``ErrorCode/moved``: the owner's web page (`http://host:port/`), for a
+    /// browser page, which follows it over WebSocket.
+    public var web: String?
 
     public init(_ code: ErrorCode, _ message: String, address: String? = nil, retryAfter: Int? = nil) {
         self.code = code
@@ -77,6 +80,7 @@ public struct ProtocolError: Error, Sendable, Equatable, CustomStringConvertible
         var object: JSONObject = ["code": .string(code.rawValue), "message": .string(message)]
         if let address { object["address"] = .string(address) }
         if let retryAfter { object["retryAfter"] = .int(retryAfter) }
+        if let web { object["web"] = .string(web) }
         return .object(object)
     }
 }

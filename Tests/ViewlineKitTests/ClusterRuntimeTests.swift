@@ -92,7 +92,7 @@ import Testing
         await session.showAlert(.error("the adder is down"))
         await a.cluster!.flush()
 
-        guard case .moved(let address) = try await b.cluster!.locate(session.token, application: b) else {
+        guard case .moved(let address, _) = try await b.cluster!.locate(session.token, application: b) else {
             Issue.record("expected moved while node A lives")
             return
         }
@@ -128,7 +128,7 @@ import Testing
         // Node B owns it now: another node is sent to B.
         let c = try await node(directory, "10.0.0.3:7878")
         await b.cluster!.flush()
-        guard case .moved(let owner) = try await c.cluster!.locate(session.token, application: c) else {
+        guard case .moved(let owner, _) = try await c.cluster!.locate(session.token, application: c) else {
             Issue.record("expected moved to node B")
             return
         }
@@ -151,7 +151,7 @@ import Testing
         async let onC = c.cluster!.locate(session.token, application: c)
         let outcomes = try await [onB, onC]
         let restored = outcomes.filter { if case .restored = $0 { true } else { false } }
-        let moved = outcomes.compactMap { if case .moved(let address) = $0 { address } else { nil } }
+        let moved = outcomes.compactMap { if case .moved(let address, _) = $0 { address } else { nil } }
         #expect(restored.count == 1 && moved.count == 1, "outcomes: \(outcomes)")
         #expect(["10.0.0.2:7878", "10.0.0.3:7878"].contains(moved.first ?? ""))
     }

@@ -50,10 +50,14 @@ extension SessionDirectory {
 public struct ClusterNode: Sendable, Equatable {
     public var id: String
     public var address: String
+    /// Where the node's web page is (`http://host:port/`), or `""` without one: what
+    /// `moved` tells a browser page, which speaks WebSocket rather than TCP.
+    public var web: String
 
-    public init(id: String, address: String) {
+    public init(id: String, address: String, web: String = "") {
         self.id = id
         self.address = address
+        self.web = web
     }
 }
 
@@ -82,12 +86,15 @@ public struct SessionLocation: Sendable, Equatable {
     public var record: SessionRecord
     /// The owner's address, as it last announced it.
     public var ownerAddress: String
+    /// The owner's web page (`http://host:port/`), `""` if it serves none.
+    public var ownerWeb: String
     /// Whether the owner's lease is valid (by the directory's clock).
     public var ownerAlive: Bool
 
-    public init(record: SessionRecord, ownerAddress: String, ownerAlive: Bool) {
+    public init(record: SessionRecord, ownerAddress: String, ownerWeb: String = "", ownerAlive: Bool) {
         self.record = record
         self.ownerAddress = ownerAddress
+        self.ownerWeb = ownerWeb
         self.ownerAlive = ownerAlive
     }
 }

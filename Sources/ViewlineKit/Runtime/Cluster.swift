@@ -28,6 +28,7 @@ public final class Cluster: Sendable {
     /// How often dirty session records are written.
     public let recordInterval: Duration
     private let advertised: Mutex<String?>
+    private let advertisedWeb = Mutex("")
     private let dirty = Mutex<[ObjectIdentifier: Session]>([:])
     /// Lookup parts of sessions that ended, whose records are still to be deleted.
     private let endedLookups = Mutex<Set<String>>([])
@@ -76,7 +77,14 @@ public final class Cluster: Sendable {
     }
 
     /// This node as the directory knows it.
-    public var node: ClusterNode { ClusterNode(id: nodeID, address: advertised.withLock { $0 } ?? "") }
+    public var node: ClusterNode {
+        ClusterNode(id: nodeID, address: advertised.withLock { $0 } ?? "", web: advertisedWeb.withLock { $0 })
+    }
+
+    /// The web listener's page, once bound: what `moved` tells a browser page.
+    func boundWeb(_ url: String) {
+        advertisedWeb.withLock { $0 = url }
+    }
 
     /// The listening address, known once bound: what `moved` sends unless an address was given.
     func bound(host: String, port: Int) {
@@ -283,7 +291,7 @@ public final class Cluster: Sendable {
     /// Where a token's session is, when this node does not hold it.
     enum Lookup {
         case unknown
-        case moved(address: String)
+        case moved(address: String, web: String)
         /// Restored here (or a moment ago by another connection), and registered.
         case restored(Session)
     }
@@ -322,14 +330,14 @@ public final class Cluster: Sendable {
             try? await directory.remove(lookup: lookup)
             return .unknown
         }
-        if location.ownerAlive { return .moved(address: location.ownerAddress) }
+        if location.ownerAlive { return .moved(address: location.ownerAddress, web: location.ownerWeb) }
         // A full node does not take the record it could not hold: the session stays
         // claimable by a node with room.
         guard application.sessions.hasRoom else { throw Self.full }
         guard try await directory.claim(lookup: lookup, from: location.record.owner, for: node, nodeTimeout: nodeTimeout) else {
             // Another node restored it first (or its owner came back): send the client there.
             guard let winner = try await directory.find(lookup: lookup, nodeTimeout: nodeTimeout), winner.ownerAlive else { return .unknown }
-            return .moved(address: winner.ownerAddress)
+            return .moved(address: winner.ownerAddress, web: winner.ownerWeb)
         }
         logger.debug("claimed", metadata: ["record": "\(lookup)", "previous-owner": "\(location.record.owner)"])
         let snapshot = (try? JSON.parse(location.record.snapshot)) ?? .null

@@ -133,6 +133,10 @@ public final class ViewlineServer: Sendable {
         if let cluster = application.cluster {
             let address = localAddress
             cluster.bound(host: address.host, port: address.port)
+            if let web = webAddress {
+                let host = web.host.contains(":") ? "[\(web.host)]" : web.host
+                cluster.boundWeb("\(tls == nil ? "http" : "https")://\(host):\(web.port)/")
+            }
             do {
                 try await cluster.start(sessions: application.sessions)
             } catch {
@@ -419,9 +423,10 @@ public final class ViewlineServer: Sendable {
             do {
                 switch try await cluster.locate(token, application: application) {
                 case .unknown: break
-                case .moved(let address):
-                    await current.reject(re: request.id, ProtocolError(
-                        .moved, "the session lives on \(address); attach there", address: address), to: number, command: "attach")
+                case .moved(let address, let web):
+                    var moved = ProtocolError(.moved, "the session lives on \(address); attach there", address: address)
+                    if !web.isEmpty { moved.web = web }
+                    await current.reject(re: request.id, moved, to: number, command: "attach")
                     return nil
                 case .restored(let session):
                     found = session  // registered by the cluster

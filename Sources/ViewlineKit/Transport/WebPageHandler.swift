@@ -45,20 +45,31 @@ final class WebPageHandler: ChannelInboundHandler, RemovableChannelHandler {
         _ status: HTTPResponseStatus, _ body: String, type: String, head: HTTPRequestHead, context: ChannelHandlerContext,
         extra: [(String, String)] = []
     ) {
-        HTTPReply.send(status, ByteBuffer(string: body), type: type, to: head, context: context, headers: Self.securityHeaders + extra)
+        HTTPReply.send(status, ByteBuffer(string: body), type: type, to: head, context: context, headers: securityHeaders + extra)
     }
 
     /// On every response: scripts and styles only from this origin (no inline code),
-    /// sockets only to it, nothing framed, nothing sniffed, no referrer.
-    static let securityHeaders: [(String, String)] = [
-        ("Content-Security-Policy",
-         "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; "
-            + "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"),
-        ("X-Content-Type-Options", "nosniff"),
-        ("Referrer-Policy", "no-referrer"),
-        ("X-Frame-Options", "DENY"),
-        ("Cross-Origin-Opener-Policy", "same-origin"),
-    ]
+    /// sockets only to it and to the WebSocket endpoints of the origins `--web-origin`
+    /// lists (a cluster's other nodes, which `moved` may send the page to), nothing
+    /// framed, nothing sniffed, no referrer.
+    var securityHeaders: [(String, String)] { Self.securityHeaders(connectingTo: origins.allowed) }
+
+    static func securityHeaders(connectingTo allowed: Set<String>) -> [(String, String)] {
+        let sockets = allowed.sorted().compactMap { origin -> String? in
+            if origin.hasPrefix("https://") { return "wss://" + origin.dropFirst("https://".count) }
+            if origin.hasPrefix("http://") { return "ws://" + origin.dropFirst("http://".count) }
+            return nil
+        }
+        return [
+            ("Content-Security-Policy",
+             "default-src 'none'; script-src 'self'; style-src 'self'; connect-src \((["'self'"] + sockets).joined(separator: " ")); img-src 'self'; "
+                + "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"),
+            ("X-Content-Type-Options", "nosniff"),
+            ("Referrer-Policy", "no-referrer"),
+            ("X-Frame-Options", "DENY"),
+            ("Cross-Origin-Opener-Policy", "same-origin"),
+        ]
+    }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         // A refused upgrade (a foreign Origin, another path) is reported as an error,

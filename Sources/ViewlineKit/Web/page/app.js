@@ -12,6 +12,9 @@ let helpLoaded = false;
 let final = false;              // quit or session ended: no reconnecting
 let backoff = 250;
 let attaching = false;
+let endpoint = null;            // another node's /ws, after `moved` named its page
+let hops = 0;                   // `moved` followed in a row (at most 3)
+let snapshotNext = false;       // attach without a rev next (the rev kept is another session's)
 const views = new Map();        // view name → latest state
 const dirty = new Set();        // views to redraw on the next animation frame
 const pending = new Map();      // command id → label, for the log
@@ -27,7 +30,13 @@ function status(text, state) {
 
 function connect() {
   const scheme = location.protocol === "https:" ? "wss" : "ws";
-  socket = new WebSocket(`${scheme}://${location.host}/ws`);
+  const current = new WebSocket(endpoint ?? `${scheme}://${location.host}/ws`);
+  socket = current;
+  let opened = false;
+  current.addEventListener("open", () => { opened = true; });
+  // A node the page was sent to that does not answer: back to this page's own node
+  // (which restores the session once that node's lease has run out).
+  current.addEventListener("close", () => { if (!opened) endpoint = null; });
   socket.onmessage = (event) => {
     let message;
     try { message = JSON.parse(event.data); } catch { return log(`unreadable: ${event.data}`, "error"); }
@@ -104,10 +113,11 @@ function welcome(message) {
   backoff = 250;
   const fragment = new URLSearchParams(location.hash.slice(1)).get("attach");
   const token = fragment || store.getItem("viewline.token");
-  if (fragment) history.replaceState(null, "", location.pathname);  // the token leaves the address bar
+  if (fragment) window.history.replaceState(null, "", location.pathname);  // the token leaves the address bar
   if (token && token !== message.token) {
     attaching = true;
-    const lastRev = fragment ? undefined : Number(store.getItem("viewline.rev") || 0);
+    const lastRev = fragment || snapshotNext ? undefined : Number(store.getItem("viewline.rev") || 0);
+    snapshotNext = false;
     const args = lastRev === undefined ? { token } : { token, lastRev };
     send({ cmd: "attach", args }, "attach");
     setToken(token);
@@ -153,9 +163,24 @@ function reply(message) {
   if (label === "attach") {
     attaching = false;
     if (message.ok) {
+      hops = 0;
       if (message.result.snapshot) { views.clear(); $("views").replaceChildren(); }
       status("connected", "connected");
       return log(`attached (rev ${message.result.rev}, ${message.result.replayed} replayed)`);
+    }
+    // The session lives on another node that serves a page: follow it there over
+    // WebSocket (that node must allow this page's origin: --web-origin).
+    if (message.error.code === "moved" && message.error.web && hops < 3) {
+      hops += 1;
+      const target = new URL("ws", message.error.web);
+      target.protocol = target.protocol === "https:" ? "wss:" : "ws:";
+      endpoint = target.href;
+      snapshotNext = true;
+      log(`moved: the session lives on ${message.error.web}; following it`);
+      status("reconnecting…", "reconnecting");
+      backoff = 0;
+      socket.close();  // reconnects to `endpoint` and attaches with the same token
+      return;
     }
     // The session is gone (or lives on another node): carry on with this connection's own.
     log(`attach: ${message.error.code}: ${message.error.message}`, "error");
