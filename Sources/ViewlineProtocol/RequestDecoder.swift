@@ -47,14 +47,19 @@ public enum RequestDecoder {
             // split without building characters); with them, the full tokenizer.
             let words = quoted ? try InlineTokenizer.split(String(decoding: line, as: UTF8.self)) : splitBare(line)
             if words.isEmpty { return nil }
-            guard words.count <= maximumWords else {
-                return .failure(Failure(re: .null, error: ProtocolError(
-                    .badRequest, "the command is too complex: more than \(maximumWords) words (PROTOCOL §8)")))
-            }
-            return .success(try commands.request(words: words))
+            return .success(try request(words: words, commands: commands))
         } catch {
             return .failure(Failure(re: .null, error: error))
         }
+    }
+
+    /// The request inline words stand for (the first is the command's name), within
+    /// the word limit: for an inline line and for the JSON line form alike.
+    private static func request(words: [String], commands: CommandTable) throws(ProtocolError) -> Request {
+        guard words.count <= maximumWords else {
+            throw ProtocolError(.badRequest, "the command is too complex: more than \(maximumWords) words (PROTOCOL §8)")
+        }
+        return try commands.request(words: words)  // no words: `unknown_command`, "empty command"
     }
 
     /// Words separated by spaces, tabs, `\r` or `\n`, for a line without quotes:
@@ -95,12 +100,7 @@ public enum RequestDecoder {
             return .failure(Failure(re: id, error: ProtocolError(.badJSON, "line must be a string")))
         }
         do throws(ProtocolError) {
-            let words = try InlineTokenizer.split(text)
-            guard !words.isEmpty else { throw ProtocolError(.unknownCommand, "empty command") }
-            guard words.count <= maximumWords else {
-                throw ProtocolError(.badRequest, "the command is too complex: more than \(maximumWords) words (PROTOCOL §8)")
-            }
-            var request = try commands.request(words: words)
+            var request = try request(words: try InlineTokenizer.split(text), commands: commands)
             request.id = id
             return .success(request)
         } catch {

@@ -13,6 +13,7 @@ from . import request
 from .backoff import Backoff, ExponentialBackoff
 from .client import _configure, node_list, tls_context
 from .errors import ConnectError, ConnectionClosed, MovedError, Timeout, ViewlineError, bye_is_final, error_from_reply
+from .state import SessionState
 
 Message = Dict[str, Any]
 Address = Tuple[str, int]
@@ -91,7 +92,6 @@ class AsyncClient:
         self._ping_interval = ping_interval
         self._keepalive = keepalive
         self._limit = max_queued_events
-        from .state import SessionState
         self.state = SessionState()
         self.closed = True  # until connected
         self.welcome: Message = {}
