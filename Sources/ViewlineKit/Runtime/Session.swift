@@ -262,12 +262,9 @@ public actor Session {
     func emitDisplay(view: String, state: EncodedState) {
         guard !closed else { return }
         rev += 1
-        let event = ServerMessage.display(rev: rev, view: view, state: state.json)
         let line = ServerMessage.displayLine(rev: rev, view: view, encodedState: state.bytes)
         log.appendDisplay(view: view, state: state.bytes, lineLength: line.count, rev: rev)
-        application.cluster?.changed(self)
-        application.metrics?.sent(event)
-        broadcast(event, line: line)
+        publish(.display(rev: rev, view: view, state: state.json), line: line)
     }
 
     /// Sends (or holds, while a command runs) an event, giving it the next `rev`;
@@ -278,11 +275,15 @@ public actor Session {
         let event = make(rev)
         let line = event.line
         log.append(line, rev: rev)
+        publish(event, line: line)
+    }
+
+    /// An event just logged: marks the session's record, counts it, sends it.
+    private func publish(_ event: ServerMessage, line: [UInt8]) {
         application.cluster?.changed(self)
         application.metrics?.sent(event)
         broadcast(event, line: line)
     }
-
 
     /// A fresh unguessable secret: 192 random bits from the system generator, hex.
     public static func makeSecret() -> String {
