@@ -44,6 +44,22 @@ import ViewlineTestSupport
         #expect(replies[1].errorCode == "unknown_command")
     }
 
+    @Test func rule3_aCommandThatAwaitsIsNotOvertakenByTheImmediateOnesBehindIt() throws {
+        let server = try startServer()
+        let client = try connect(server)
+        // `ping` and `state` run in the read that brings them; `login` awaits the
+        // password pool. Read in one burst, they still run (and reply) in order.
+        let lines = ["ping", "login alice wonderland", #"{"id":"s","cmd":"state","args":{"view":"session"}}"#, #"{"id":4,"cmd":"ping"}"#]
+        try client.sendRaw(Array(lines.joined(separator: "\n").utf8) + [0x0A])
+        var replies: [JSON] = []
+        while replies.count < 4 { let m = try client.next(); if m.type == "reply" { replies.append(m) } }
+        #expect(replies.map { $0["re"] } == [.null, .null, "s", 4])
+        #expect(replies[1]["result"]?["user"] == "alice")
+        #expect(replies[2]["result"]?["state"]?["loggedIn"] == true)  // ran after login finished
+        // Then, with nothing queued, commands run at once again.
+        #expect(try client.command("state session")["result"]?["state"]?["user"] == "alice")
+    }
+
     @Test func rule4_displayAlertDismissAndBye() throws {
         let server = try startServer()
         let client = try connect(server)

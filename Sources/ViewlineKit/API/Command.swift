@@ -5,13 +5,22 @@
 /// asks alerts, starts background work, and returns the reply's `result`. Throwing
 /// a ``ProtocolError`` replies with its code and message; any other error replies
 /// `internal_error` and the session goes on.
+///
+/// A `perform` without `await` is synchronous (Swift picks that initializer for it):
+/// the server then runs it in the read that brought the command, with no task and
+/// no suspension, as most commands are (update a state, start work with
+/// ``Session/run(_:_:)``, reply). One that awaits (a database read, an alert's
+/// answer) runs in a task on the session, the same order kept either way.
 public struct Command<Model: ViewModel>: Sendable {
     /// The declaration: name, summary, arguments, example.
     public let spec: CommandSpec
     /// What the command does; its result is the reply's `result`.
     public let perform: @Sendable (isolated Session, Arguments) async throws -> JSON
+    /// `perform` when it never suspends.
+    let performNow: (@Sendable (isolated Session, Arguments) throws -> JSON)?
 
-    /// Declares a command: `arguments` become its inline and JSON forms, its usage and its `help` entry.
+    /// Declares a command whose work awaits: `arguments` become its inline and JSON
+    /// forms, its usage and its `help` entry.
     public init(
         _ name: String, summary: String, arguments: [Argument] = [], example: String? = nil,
         adminOnly: Bool = false,
@@ -19,6 +28,19 @@ public struct Command<Model: ViewModel>: Sendable {
     ) {
         spec = CommandSpec(name, summary: summary, arguments: arguments, example: example, adminOnly: adminOnly)
         self.perform = perform
+        performNow = nil
+    }
+
+    /// Declares a command whose work never suspends (no `await`): `arguments` become
+    /// its inline and JSON forms, its usage and its `help` entry.
+    public init(
+        _ name: String, summary: String, arguments: [Argument] = [], example: String? = nil,
+        adminOnly: Bool = false,
+        perform: @escaping @Sendable (isolated Session, Arguments) throws -> JSON
+    ) {
+        spec = CommandSpec(name, summary: summary, arguments: arguments, example: example, adminOnly: adminOnly)
+        self.perform = perform
+        performNow = perform
     }
 }
 
@@ -26,4 +48,24 @@ public struct Command<Model: ViewModel>: Sendable {
 struct AnyCommand: Sendable {
     let spec: CommandSpec
     let perform: @Sendable (isolated Session, Arguments) async throws -> JSON
+    /// `perform` when it never suspends: run without a task (see ``Session/handleNow(_:from:)``).
+    let performNow: (@Sendable (isolated Session, Arguments) throws -> JSON)?
+
+    init(spec: CommandSpec, perform: @escaping @Sendable (isolated Session, Arguments) async throws -> JSON) {
+        self.spec = spec
+        self.perform = perform
+        performNow = nil
+    }
+
+    init(spec: CommandSpec, perform: @escaping @Sendable (isolated Session, Arguments) throws -> JSON) {
+        self.spec = spec
+        self.perform = perform
+        performNow = perform
+    }
+
+    init<Model>(_ command: Command<Model>) {
+        spec = command.spec
+        perform = command.perform
+        performNow = command.performNow
+    }
 }

@@ -164,7 +164,7 @@ extension ViewDescription {
 
 extension ViewModel {
     static var erasedCommands: [AnyCommand] {
-        commands.map { AnyCommand(spec: $0.spec, perform: $0.perform) }
+        commands.map(AnyCommand.init)
     }
 
     static var erasedUserChanged: @Sendable (isolated Session, String?) async -> Void {

@@ -40,7 +40,7 @@ extension Session {
         AnyCommand(spec: CommandSpec(
             "wait", summary: "Reply once no background work is running (default timeout 10000 ms): handy at the end of a script.",
             arguments: [.optionalInteger("timeout", unit: "milliseconds", placeholder: "timeout-ms")], example: "wait 5000"
-        )) { _, _ in
+        )) { _, _ async in
             preconditionFailure("wait is handled before commands run")
         },
         AnyCommand(spec: CommandSpec("quit", summary: "Say goodbye and close the connection.")) { _, _ in

@@ -160,26 +160,70 @@ public actor Session {
                 : .failure(ProtocolError(.timeout, "background work still running after \(timeout) ms"))))
             return .keepOpen
         }
-        held.begin(connection)
-        commandsRunning += 1
+        if let outcome = handleNow(request, from: connection) { return outcome }
+        let started = starting(connection)
         defer { commandsRunning -= 1 }
-        let started = ContinuousClock.now
         let result: Result<JSON, ProtocolError>
         do {
-            guard let command = application.handlers[request.name] else {
-                throw ProtocolError(.unknownCommand, "unknown command \"\(request.name)\"; try help")
-            }
-            if command.spec.adminOnly && !application.admin {
-                throw ProtocolError(.adminDisabled, "\(command.spec.name) is an admin command; start the server with --admin")
-            }
-            result = .success(try await command.perform(self, request.arguments))
-        } catch let error as ProtocolError {
-            result = .failure(error)
-        } catch let error as any ProtocolErrorConvertible {
-            result = .failure(error.protocolError)
+            result = .success(try await runnable(request).perform(self, request.arguments))
         } catch {
-            result = .failure(ProtocolError(.internalError, "\(request.name) failed: \(error)"))
+            result = .failure(Self.protocolError(error, running: request.name))
         }
+        return finished(request, result, started: started, from: connection)
+    }
+
+    /// Runs a command whose work never suspends, all of it before returning (the
+    /// reply sent, its events released): what a connection does in the read that
+    /// brought the command. `nil` when the command awaits: ``handle(_:from:)`` runs it.
+    func handleNow(_ request: Request, from connection: Int) -> Outcome? {
+        guard request.name != "wait", let command = application.handlers[request.name], let perform = command.performNow else {
+            return nil
+        }
+        let started = starting(connection)
+        defer { commandsRunning -= 1 }
+        let result: Result<JSON, ProtocolError>
+        do {
+            try checkAllowed(command)
+            result = .success(try perform(self, request.arguments))
+        } catch {
+            result = .failure(Self.protocolError(error, running: request.name))
+        }
+        return finished(request, result, started: started, from: connection)
+    }
+
+    /// A command starts: its events are held for `connection` until its reply is out.
+    private func starting(_ connection: Int) -> ContinuousClock.Instant {
+        held.begin(connection)
+        commandsRunning += 1
+        return .now
+    }
+
+    /// The handler for `request`, when this server runs it.
+    private func runnable(_ request: Request) throws(ProtocolError) -> AnyCommand {
+        guard let command = application.handlers[request.name] else {
+            throw ProtocolError(.unknownCommand, "unknown command \"\(request.name)\"; try help")
+        }
+        try checkAllowed(command)
+        return command
+    }
+
+    private func checkAllowed(_ command: AnyCommand) throws(ProtocolError) {
+        if command.spec.adminOnly && !application.admin {
+            throw ProtocolError(.adminDisabled, "\(command.spec.name) is an admin command; start the server with --admin")
+        }
+    }
+
+    private static func protocolError(_ error: any Error, running name: String) -> ProtocolError {
+        switch error {
+        case let error as ProtocolError: error
+        case let error as any ProtocolErrorConvertible: error.protocolError
+        default: ProtocolError(.internalError, "\(name) failed: \(error)")
+        }
+    }
+
+    /// A command is done: its reply goes out, then the events it caused; it is timed
+    /// into the slow log and the metrics.
+    private func finished(_ request: Request, _ result: Result<JSON, ProtocolError>, started: ContinuousClock.Instant, from connection: Int) -> Outcome {
         reply(to: connection, .reply(re: request.id, result: result))
         let elapsed = ContinuousClock.now - started
         if elapsed >= application.slowLog.threshold {

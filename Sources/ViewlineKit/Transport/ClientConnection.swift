@@ -14,6 +14,9 @@ import Synchronization
 final class ClientConnection: Sendable {
     enum Input: Sendable {
         case frame(LineFrame)
+        /// A line already decoded (it was read while nothing was queued, and its
+        /// command awaits: see ``runNow(_:)``).
+        case request(Request, bytes: Int)
         /// The client closed its sending side (`nc -N`): finish work, flush, close.
         case inputEnded
         /// The connection is gone: detach from the session.
@@ -33,6 +36,8 @@ final class ClientConnection: Sendable {
         /// The session given at `welcome`, until the connection leaves it.
         var own: Session?
         var finished = false
+        /// Lines run in the current read without a task (see ``runNow(_:)``).
+        var ranInRead = 0
     }
 
     let number: Int
@@ -86,9 +91,16 @@ final class ClientConnection: Sendable {
     }
 
     func receive(_ input: Input) {
+        var input = input
+        if case .frame(.line(let line)) = input {
+            switch runNow(line) {
+            case .ran: return
+            case .queue(let decoded): input = decoded
+            }
+        }
         let (idle, pause) = state.withLock { state -> (Session?, Bool) in
             guard !state.finished else { return (nil, false) }
-            if case .frame(.line(let line)) = input { state.queuedBytes += line.readableBytes + Self.lineOverhead }
+            state.queuedBytes += input.queuedBytes
             state.inbox.append(input)
             let pause = !state.paused
                 && (state.inbox.count - state.head >= Self.maximumQueued || state.queuedBytes >= Self.maximumQueuedBytes)
@@ -99,6 +111,56 @@ final class ClientConnection: Sendable {
         }
         if pause { channel.setOption(ChannelOptions.autoRead, value: false).whenFailure { _ in } }
         if let idle { startPump(on: idle) }
+    }
+
+    /// The event loop finished a read: the next read may run its first lines at once again.
+    func readComplete() {
+        state.withLock { $0.ranInRead = 0 }
+    }
+
+    private enum Immediate { case ran, queue(Input) }
+
+    /// Runs a line in the read that brought it, with no task and no queue, when
+    /// nothing of this connection's is queued or running, its session lives on this
+    /// thread, and its command never suspends (most do not: see ``Command``). The
+    /// first ``linesPerTurn`` lines of a read may run so; the rest of a long
+    /// pipelined read queues, and the pump gives the loop back between slices.
+    private func runNow(_ line: ByteBuffer) -> Immediate {
+        let session = state.withLock { state -> Session? in
+            guard !state.pumping, !state.finished, state.ranInRead < Self.linesPerTurn else { return nil }
+            state.pumping = true  // anything read meanwhile queues behind this line
+            state.ranInRead += 1
+            return state.session
+        }
+        guard let session else { return .queue(.frame(.line(line))) }
+        let immediate: Immediate =
+            session.eventLoop.inEventLoop ? session.assumeIsolated { runNow(line, on: $0) } : .queue(.frame(.line(line)))
+        let queued = state.withLock { state -> Session? in
+            state.pumping = false
+            guard state.head < state.inbox.count else { return nil }
+            state.pumping = true
+            return state.session
+        }
+        if let queued { startPump(on: queued) }
+        return immediate
+    }
+
+    private func runNow(_ line: ByteBuffer, on session: isolated Session) -> Immediate {
+        let application = server.application
+        guard !session.isClosed, outbound.isOpen, application.cluster?.isServing() ?? true else { return .queue(.frame(.line(line))) }
+        guard let decoded = RequestDecoder.decode(line: line.readableBytesView, commands: application.commands) else { return .ran }
+        if logsCommands { log(decoded) }
+        switch decoded {
+        case .success(let request):
+            // attach and quit change what the connection is; they run in the pump.
+            guard request.name != "attach", request.name != "quit", session.handleNow(request, from: number) != nil else {
+                return .queue(.request(request, bytes: line.readableBytes))
+            }
+            return .ran
+        case .failure(let failure):
+            session.reject(re: failure.re, failure.error, to: number)
+            return .ran
+        }
     }
 
     /// Runs the queue on `session`'s executor: straight onto it when this thread is
@@ -125,7 +187,7 @@ final class ClientConnection: Sendable {
             let input = state.inbox[state.head]
             state.inbox[state.head] = .inputEnded  // the slot lets go of the line's bytes
             state.head += 1
-            if case .frame(.line(let line)) = input { state.queuedBytes -= line.readableBytes + Self.lineOverhead }
+            state.queuedBytes -= input.queuedBytes
             if state.head >= 64 && state.head * 2 >= state.inbox.count {
                 // A queue that never empties (a client pipelining slow commands) drops
                 // what it ran, so it stays bounded by what waits.
@@ -144,7 +206,7 @@ final class ClientConnection: Sendable {
         var sinceYield = 0
         while let input = next() {
             switch input {
-            case .frame(let frame):
+            case .frame, .request:
                 // Cut off (its backlog passed the limit, or it hung up): the rest of
                 // what it sent is not run; the disconnect follows.
                 guard outbound.isOpen else { continue }
@@ -157,7 +219,7 @@ final class ClientConnection: Sendable {
                     sinceYield = 0
                     await Task.yield()
                 }
-                switch await process(frame, on: session) {
+                switch await process(input, on: session) {
                 case .next:
                     continue
                 case .moved(let target):
@@ -219,7 +281,7 @@ final class ClientConnection: Sendable {
 
     private enum Step { case next, moved(Session), ended }
 
-    private func process(_ frame: LineFrame, on session: isolated Session) async -> Step {
+    private func process(_ input: Input, on session: isolated Session) async -> Step {
         let application = server.application
         if session.isClosed {
             // The session ended under this connection (quit elsewhere, eviction,
@@ -228,55 +290,69 @@ final class ClientConnection: Sendable {
             outbound.flushThenClose()
             return .ended
         }
-        if let cluster = application.cluster, !cluster.isServing() {
-            // No valid lease: another node may own this session by now. Nothing runs
-            // here until the lease is renewed (and lost sessions are closed).
-            if case .line(let buffer) = frame,
-                let decoded = RequestDecoder.decode(line: buffer.readableBytesView, commands: application.commands)
-            {
-                switch decoded {
-                case .success(let request): session.reject(re: request.id, Cluster.noLease, to: number, command: request.name)
-                case .failure(let failure): session.reject(re: failure.re, Cluster.noLease, to: number)
-                }
-            }
-            return .next
-        }
-        switch frame {
-        case .tooLong:
+        let decoded: Result<Request, RequestDecoder.Failure>
+        switch input {
+        case .frame(.line(let buffer)):
+            guard let result = RequestDecoder.decode(line: buffer.readableBytesView, commands: application.commands) else { return .next }
+            decoded = result
+            if logsCommands { log(decoded) }
+        case .request(let request, _):
+            decoded = .success(request)  // logged when it was decoded
+        case .frame(.tooLong):
+            guard application.cluster?.isServing() ?? true else { return .next }
             session.reject(re: .null, ProtocolError(
                 .lineTooLong, "line longer than \(server.configuration.maximumLineBytes) bytes; the rest of it was discarded"), to: number)
             return .next
-        case .line(let buffer):
-            guard let decoded = RequestDecoder.decode(line: buffer.readableBytesView, commands: application.commands) else { return .next }
-            if logsCommands { log(decoded) }
+        case .inputEnded, .disconnected:
+            return .next
+        }
+        if let cluster = application.cluster, !cluster.isServing() {
+            // No valid lease: another node may own this session by now. Nothing runs
+            // here until the lease is renewed (and lost sessions are closed).
             switch decoded {
-            case .success(let request) where request.name == "attach":
-                let started = ContinuousClock.now
-                let own = state.withLock { $0.own }
-                guard let target = await server.attach(request, from: session, own: own, as: number, link: link, peer: peer) else {
-                    return .next
-                }
-                logger.debug("attached", metadata: ["session": "\(target.id)"])
-                if let metrics = application.metrics {
-                    metrics.sessionsAttached.increment()
-                    metrics.command("attach", failed: nil, duration: ContinuousClock.now - started)
-                }
-                return target === session ? .next : .moved(target)
-            case .success(let request):
-                if await session.handle(request, from: number) == .close {
-                    // `quit` ends the session for good, on every connection.
-                    application.sessions.remove(session)
-                    session.close(.ended, except: number)
-                    outbound.send(ServerMessage.bye(.quit).line)
-                    try? await outbound.drain()
-                    channel.close(promise: nil)
-                    return .ended
-                }
-                return .next
-            case .failure(let failure):
-                session.reject(re: failure.re, failure.error, to: number)
+            case .success(let request): session.reject(re: request.id, Cluster.noLease, to: number, command: request.name)
+            case .failure(let failure): session.reject(re: failure.re, Cluster.noLease, to: number)
+            }
+            return .next
+        }
+        switch decoded {
+        case .success(let request) where request.name == "attach":
+            let started = ContinuousClock.now
+            let own = state.withLock { $0.own }
+            guard let target = await server.attach(request, from: session, own: own, as: number, link: link, peer: peer) else {
                 return .next
             }
+            logger.debug("attached", metadata: ["session": "\(target.id)"])
+            if let metrics = application.metrics {
+                metrics.sessionsAttached.increment()
+                metrics.command("attach", failed: nil, duration: ContinuousClock.now - started)
+            }
+            return target === session ? .next : .moved(target)
+        case .success(let request):
+            if await session.handle(request, from: number) == .close {
+                // `quit` ends the session for good, on every connection.
+                application.sessions.remove(session)
+                session.close(.ended, except: number)
+                outbound.send(ServerMessage.bye(.quit).line)
+                try? await outbound.drain()
+                channel.close(promise: nil)
+                return .ended
+            }
+            return .next
+        case .failure(let failure):
+            session.reject(re: failure.re, failure.error, to: number)
+            return .next
+        }
+    }
+}
+
+extension ClientConnection.Input {
+    /// What a queued input counts against ``ClientConnection/maximumQueuedBytes``.
+    fileprivate var queuedBytes: Int {
+        switch self {
+        case .frame(.line(let line)): line.readableBytes + ClientConnection.lineOverhead
+        case .request(_, let bytes): bytes + ClientConnection.lineOverhead
+        case .frame(.tooLong), .inputEnded, .disconnected: 0
         }
     }
 }

@@ -32,6 +32,11 @@ final class ConnectionHandler: ChannelInboundHandler {
         connection?.receive(.frame(unwrapInboundIn(data)))
     }
 
+    func channelReadComplete(context: ChannelHandlerContext) {
+        connection?.readComplete()
+        context.fireChannelReadComplete()
+    }
+
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if let event = event as? ChannelEvent, event == .inputClosed {
             connection?.receive(.inputEnded)
