@@ -318,14 +318,20 @@ extension ViewlineBench {
         guard let trigger = Self.connect(port: port) else { throw ValidationError("trigger failed") }
         var triggerReader = LineReader(fd: trigger)
         _ = triggerReader.next()
+        if let pause = ProcessInfo.processInfo.environment["TMP_PAUSE"] { FileHandle.standardError.write("ready\n".data(using: .utf8)!); sleep(UInt32(pause)!) }
+        let cpuBefore = serverPid > 0 ? Self.cpuSeconds(serverPid) : 0
         let start = DispatchTime.now().uptimeNanoseconds
         _ = Self.write(trigger, Array("sync\n".utf8))
         let times = Self.timesUntil(marker, on: sessions, since: start)
+        // The server's CPU time from the trigger until the last session showed the
+        // change (with --server-pid): what the fan-out cost it, whatever the generator did.
+        let serverMs = serverPid > 0 ? (Self.cpuSeconds(serverPid) - cpuBefore) * 1000 : nil
         let p50 = times[times.count / 2], p99 = times[min(times.count - 1, times.count * 99 / 100)], max = times.last ?? 0
         if brief {
-            print(String(format: "%.1f %.1f %.1f", p50, p99, max))
+            print(String(format: "%.1f %.1f %.1f", p50, p99, max) + (serverMs.map { String(format: " %.0f", $0) } ?? ""))
         } else {
-            print(String(format: "contacts change reaching %d sessions: p50 %.1f ms, p99 %.1f ms, max %.1f ms", fanout, p50, p99, max))
+            print(String(format: "contacts change reaching %d sessions: p50 %.1f ms, p99 %.1f ms, max %.1f ms", fanout, p50, p99, max)
+                + (serverMs.map { String(format: "; server CPU %.0f ms", $0) } ?? ""))
         }
         for session in sessions { close(session.fd) }
         close(trigger)

@@ -4,14 +4,14 @@ import NIOEmbedded
 import ViewlineKit
 
 /// The whole input path of a line, as the server runs it: framing
-/// (`LineFrameDecoder`, fed in two chunks), then request decoding (UTF-8, the
+/// (`LineFrameHandler`, fed in two chunks), then request decoding (UTF-8, the
 /// inline tokenizer or the JSON parser) and argument checking against every
 /// built-in command's declaration. Nothing here may crash, whatever the bytes.
 enum FuzzLines {
     static let commands = Application([]).commands
 
     static func run(_ bytes: [UInt8]) {
-        let channel = EmbeddedChannel(handler: ByteToMessageHandler(LineFrameDecoder(maximumLength: 512)))
+        let channel = EmbeddedChannel(handler: LineFrameHandler(maximumLength: 512))
         let split = bytes.isEmpty ? 0 : Int(bytes[0]) % (bytes.count + 1)
         for chunk in [bytes[..<split], bytes[split...]] where !chunk.isEmpty {
             _ = try? channel.writeInbound(ByteBuffer(bytes: chunk))

@@ -110,7 +110,7 @@ public final class ViewlineServer: Sendable {
                             try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls))
                         }
                         try channel.pipeline.syncOperations.addHandlers(
-                            ByteToMessageHandler(LineFrameDecoder(maximumLength: maximumLineBytes, incompleteLineTimeout: lineTimeout)),
+                            LineFrameHandler(maximumLength: maximumLineBytes, incompleteLineTimeout: lineTimeout),
                             ConnectionHandler(server: self, transport: tls == nil ? .tcp : .tls))
                     }
                 }

@@ -4,9 +4,9 @@ import Testing
 @testable import ViewlineKit
 
 /// Framing only: the same input in every chunk size gives the same frames.
-@Suite struct LineFrameDecoderTests {
+@Suite struct LineFrameHandlerTests {
     func frames(_ input: [UInt8], chunk: Int, limit: Int = 8) throws -> [String] {
-        let channel = EmbeddedChannel(handler: ByteToMessageHandler(LineFrameDecoder(maximumLength: limit)))
+        let channel = EmbeddedChannel(handler: LineFrameHandler(maximumLength: limit))
         var index = 0
         while index < input.count {
             let end = min(index + chunk, input.count)
