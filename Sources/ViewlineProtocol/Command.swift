@@ -7,11 +7,26 @@ public struct Request: Sendable, Equatable {
     /// The command's name as declared (lowercase), whatever case the client used.
     public var name: String
     public var arguments: Arguments
+    /// Where the command is in the ``CommandTable`` that decoded it (``CommandTable/all``),
+    /// so a server finds its handler without looking the name up again; `nil` for a
+    /// request made by hand.
+    public var command: Int?
 
     public init(id: JSON = .null, name: String, arguments: Arguments = Arguments()) {
         self.id = id
         self.name = name
         self.arguments = arguments
+    }
+
+    /// The same command: id, name and arguments (however it was made).
+    public static func == (lhs: Request, rhs: Request) -> Bool {
+        lhs.id == rhs.id && lhs.name == rhs.name && lhs.arguments == rhs.arguments
+    }
+
+    /// A request decoded by a ``CommandTable``: its command at `command` in ``CommandTable/all``.
+    public init(id: JSON = .null, command: Int, name: String, arguments: Arguments) {
+        self.init(id: id, name: name, arguments: arguments)
+        self.command = command
     }
 }
 

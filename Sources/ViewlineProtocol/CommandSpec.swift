@@ -88,7 +88,7 @@ public struct CommandSpec: Sendable, Equatable {
     /// Checks JSON `args` against the declaration: no unknown keys, required
     /// arguments present, every value of its declared type.
     public func check(_ args: JSONObject) throws(ProtocolError) -> Arguments {
-        for key in args.keys where !argumentNames.contains(key) {
+        for key in args.keys where !arguments.contains(where: { $0.name == key }) {
             throw usageError("unexpected argument \"\(key)\"")
         }
         var checked = JSONObject()

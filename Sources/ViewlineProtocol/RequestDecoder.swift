@@ -44,13 +44,33 @@ public enum RequestDecoder {
         }
         do {
             // Without quotes a word is a run of bytes between blanks (the common case,
-            // split without building characters); with them, the full tokenizer.
+            // split without building characters), and the command is found from its
+            // name's bytes; with them, the full tokenizer.
+            if !quoted, let request = try bareRequest(line, commands: commands) { return .success(request) }
             let words = quoted ? try InlineTokenizer.split(String(decoding: line, as: UTF8.self)) : splitBare(line)
             if words.isEmpty { return nil }
             return .success(try request(words: words, commands: commands))
         } catch {
             return .failure(Failure(re: .null, error: error))
         }
+    }
+
+    /// A line without quotes whose first word names a command: the name is looked up
+    /// by its bytes, and only the words after it become strings. `nil` when the first
+    /// word names none (the general path reports it).
+    private static func bareRequest(_ line: UnsafeBufferPointer<UInt8>, commands: CommandTable) throws(ProtocolError) -> Request? {
+        var end = line.startIndex  // the line starts with a non-blank byte
+        while end < line.endIndex && !isBlank(line[end]) { end += 1 }
+        guard let index = commands.index(ofName: UnsafeBufferPointer(rebasing: line[..<end])) else { return nil }
+        let words = splitBare(UnsafeBufferPointer(rebasing: line[end...]))
+        guard words.count < maximumWords else {
+            throw ProtocolError(.badRequest, "the command is too complex: more than \(maximumWords) words (PROTOCOL §8)")
+        }
+        return try commands.request(command: index, words: words)
+    }
+
+    private static func isBlank(_ byte: UInt8) -> Bool {
+        byte == 0x20 || byte == 0x09 || byte == 0x0D || byte == 0x0A
     }
 
     /// The request inline words stand for (the first is the command's name), within
@@ -68,9 +88,7 @@ public enum RequestDecoder {
         var words: [String] = []
         var wordStart: Int? = nil
         for index in line.indices {
-            let byte = line[index]
-            let blank = byte == 0x20 || byte == 0x09 || byte == 0x0D || byte == 0x0A
-            if blank {
+            if isBlank(line[index]) {
                 if let begin = wordStart {
                     words.append(String(decoding: UnsafeBufferPointer(rebasing: line[begin..<index]), as: UTF8.self))
                     wordStart = nil

@@ -26,7 +26,8 @@ public final class Application: Sendable {
     /// What every session's event log may hold together.
     let eventLogBudget: EventLogBudget
 
-    let handlers: [String: AnyCommand]
+    /// Every command's handler, in the order of `commands.all`.
+    let handlers: [AnyCommand]
     let viewIndex: [ObjectIdentifier: Int]
     let userChangedHooks: [@Sendable (isolated Session, String?) async -> Void]
     let restoredHooks: [@Sendable (isolated Session) async -> Void]
@@ -76,7 +77,7 @@ public final class Application: Sendable {
         let ordered = builtIns.filter { Session.leadingBuiltIns.contains($0.spec.name) } + modelCommands
             + builtIns.filter { !Session.leadingBuiltIns.contains($0.spec.name) }
         commands = CommandTable(ordered.map(\.spec))
-        handlers = Dictionary(uniqueKeysWithValues: ordered.map { ($0.spec.name, $0) })
+        handlers = ordered
         self.views = views
         self.backends = backends
         self.errors = errors
@@ -177,6 +178,13 @@ extension ViewModel {
 }
 
 extension Application {
+    /// The handler of `request`: at its index when this server's table decoded it
+    /// (no second lookup by name), else by name.
+    func handler(for request: Request) -> AnyCommand? {
+        if let index = request.command, index < handlers.count, handlers[index].spec.name == request.name { return handlers[index] }
+        return commands.index(named: request.name).map { handlers[$0] }
+    }
+
     /// A new, empty event log within this application's limits and budget.
     func makeEventLog() -> EventLog {
         EventLog(maximumEvents: sessions.limits.eventLogEvents, maximumBytes: sessions.limits.eventLogBytes, budget: eventLogBudget)

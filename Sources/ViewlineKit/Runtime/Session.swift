@@ -176,7 +176,7 @@ public actor Session {
     /// reply sent, its events released): what a connection does in the read that
     /// brought the command. `nil` when the command awaits: ``handle(_:from:)`` runs it.
     func handleNow(_ request: Request, from connection: Int) -> Outcome? {
-        guard request.name != "wait", let command = application.handlers[request.name], let perform = command.performNow else {
+        guard request.name != "wait", let command = application.handler(for: request), let perform = command.performNow else {
             return nil
         }
         let started = starting(connection)
@@ -200,7 +200,7 @@ public actor Session {
 
     /// The handler for `request`, when this server runs it.
     private func runnable(_ request: Request) throws(ProtocolError) -> AnyCommand {
-        guard let command = application.handlers[request.name] else {
+        guard let command = application.handler(for: request) else {
             throw ProtocolError(.unknownCommand, "unknown command \"\(request.name)\"; try help")
         }
         try checkAllowed(command)
@@ -228,7 +228,7 @@ public actor Session {
         let elapsed = ContinuousClock.now - started
         if elapsed >= application.slowLog.threshold {
             // Only a declared name: what a client typed may hold anything.
-            application.slowLog.record(session: id, command: application.handlers[request.name] == nil ? "unknown" : request.name, duration: elapsed)
+            application.slowLog.record(session: id, command: application.handler(for: request) == nil ? "unknown" : request.name, duration: elapsed)
         }
         if let metrics = application.metrics {
             let code: String? = if case .failure(let error) = result { error.code.rawValue } else { nil }

@@ -134,7 +134,7 @@ final class ClientConnection: Sendable {
         }
         guard let session else { return .queue(.frame(.line(line))) }
         let immediate: Immediate =
-            session.eventLoop.inEventLoop ? session.assumeIsolated { runNow(line, on: $0) } : .queue(.frame(.line(line)))
+            session.eventLoop.inEventLoop ? session.onItsLoop { runNow(line, on: $0) } : .queue(.frame(.line(line)))
         let queued = state.withLock { state -> Session? in
             state.pumping = false
             guard state.head < state.inbox.count else { return nil }
@@ -364,6 +364,19 @@ extension ClientConnection: LineOutput {
 }
 
 extension Session {
+    /// Runs `body` isolated to this session, on the thread of its event loop: what
+    /// `assumeIsolated` does once the caller checked `eventLoop.inEventLoop` (the
+    /// session's executor is that loop), without asking the runtime again for every
+    /// line (the check cost 5 % of a pipelined `ping`).
+    ///
+    /// - Precondition: `eventLoop.inEventLoop`.
+    nonisolated func onItsLoop<T>(_ body: (isolated Session) -> T) -> T {
+        assert(eventLoop.inEventLoop)
+        return withoutActuallyEscaping(body) { body in
+            unsafeBitCast(body, to: ((Session) -> T).self)(self)
+        }
+    }
+
     /// Starts a connection's pump as a task on this session's executor.
     func startPump(_ connection: ClientConnection) {
         Task { await connection.pump(self) }
