@@ -75,6 +75,20 @@ public enum ServerMessage: Sendable, Equatable {
         return out
     }
 
+    /// The line of a successful `.reply(re:result:)` whose result is already encoded
+    /// (a view's state kept encoded for displays, answered to `state` without
+    /// writing its tree again).
+    public static func replyLine(re: JSON, encodedResult: [UInt8]) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(encodedResult.count + 64)
+        out.append(contentsOf: #"{"type":"reply","re":"#.utf8)
+        re.write(into: &out)
+        out.append(contentsOf: #","ok":true,"result":"#.utf8)
+        out.append(contentsOf: encodedResult)
+        out.append(contentsOf: [UInt8(ascii: "}"), 0x0A])
+        return out
+    }
+
     private static func writeDisplayHead(rev: Int, view: String, into out: inout [UInt8]) {
         out.append(contentsOf: #"{"type":"display","rev":"#.utf8)
         JSON.int(rev).write(into: &out)

@@ -60,6 +60,19 @@ import ViewlineTestSupport
         #expect(try client.command("state session")["result"]?["state"]?["user"] == "alice")
     }
 
+    @Test func rule7_stateAnswersWhatTheLastDisplayShowed() throws {
+        let server = try startServer()
+        let client = try connect(server)
+        try client.command("search golden")
+        let display = try #require(try client.read { $0.type == "display" && $0["state"]?["loading"] == false }.last)
+        // Written from the state's kept encoding: the same JSON as the display's.
+        #expect(try client.command("state search")["result"] == ["view": "search", "state": display["state"]!])
+        let all = try client.command(#"{"id":2,"cmd":"state"}"#)
+        #expect(all["result"]?["views"]?["search"] == display["state"])
+        let views = Set(all["result"]?["views"]?.objectValue?.keys.map { $0 } ?? [])
+        #expect(views.isSuperset(of: ["search", "contacts", "session"]))
+    }
+
     @Test func rule4_displayAlertDismissAndBye() throws {
         let server = try startServer()
         let client = try connect(server)

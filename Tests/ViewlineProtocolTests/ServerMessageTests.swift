@@ -20,6 +20,15 @@ import ViewlineKit
         }
     }
 
+    @Test func aReplyFromAnEncodedResultIsTheSameLine() {
+        let result: JSON = ["view": "search", "state": ["query": "thai \"food\"", "loading": false, "results": [["rating": 4.5]]]]
+        for re: JSON in [.null, 7, "x1"] {
+            var encoded: [UInt8] = []
+            result.write(into: &encoded)
+            #expect(ServerMessage.replyLine(re: re, encodedResult: encoded) == ServerMessage.reply(re: re, result: .success(result)).line)
+        }
+    }
+
     @Test func exactEncodings() {
         #expect(ServerMessage.reply(re: 7, result: .failure(ProtocolError(.noAlert, "no alert is presented"))).json.encoded
             == #"{"type":"reply","re":7,"ok":false,"error":{"code":"no_alert","message":"no alert is presented"}}"#)

@@ -50,6 +50,9 @@ struct AnyCommand: Sendable {
     let perform: @Sendable (isolated Session, Arguments) async throws -> JSON
     /// `perform` when it never suspends: run without a task (see ``Session/handleNow(_:from:)``).
     let performNow: (@Sendable (isolated Session, Arguments) throws -> JSON)?
+    /// `perform` giving its result already encoded as well (`state`: the states'
+    /// encodings are kept for displays), so the reply copies bytes instead of writing a tree.
+    var performEncoded: (@Sendable (isolated Session, Arguments) throws -> EncodedResult)? = nil
 
     init(spec: CommandSpec, perform: @escaping @Sendable (isolated Session, Arguments) async throws -> JSON) {
         self.spec = spec
@@ -63,9 +66,23 @@ struct AnyCommand: Sendable {
         performNow = perform
     }
 
+    /// A command whose result comes encoded as well (not an initializer: a third
+    /// trailing-closure candidate slowed type-checking the built-ins past its limit).
+    static func encoding(spec: CommandSpec, _ performEncoded: @escaping @Sendable (isolated Session, Arguments) throws -> EncodedResult) -> AnyCommand {
+        var command = AnyCommand(spec: spec) { session, arguments in try performEncoded(session, arguments).json }
+        command.performEncoded = performEncoded
+        return command
+    }
+
     init<Model>(_ command: Command<Model>) {
         spec = command.spec
         perform = command.perform
         performNow = command.performNow
     }
+}
+
+/// A command's result as a tree and as its encoding, made together.
+struct EncodedResult: Sendable {
+    let json: JSON
+    let bytes: [UInt8]
 }

@@ -43,10 +43,14 @@ final class EncodedStateCache<State: Encodable & Equatable & Sendable>: @uncheck
 
     func encode(_ state: State, with encode: (State) -> JSON) -> EncodedState {
         let hit: EncodedState? = lock.withLock { _ in
-            guard let index = states.firstIndex(of: state) else { return nil }
-            var hit = encodings[index]
-            hit.canonical = states[index]
-            return hit
+            // A plain loop: `firstIndex(of:)` here went through the generic collection
+            // algorithm, looking `[State]`'s metadata up on every call (4 % of `state search`).
+            for index in 0..<states.count where states[index] == state {
+                var hit = encodings[index]
+                hit.canonical = states[index]
+                return hit
+            }
+            return nil
         }
         if let hit { return hit }
         let encoded = EncodedState(encode(state))

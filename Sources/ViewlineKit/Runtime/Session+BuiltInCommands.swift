@@ -24,19 +24,10 @@ extension Session {
         AnyCommand(spec: CommandSpec("ping", summary: "Check the connection; replies {\"pong\":true}.")) { _, _ in
             pong
         },
-        AnyCommand(spec: CommandSpec(
+        AnyCommand.encoding(spec: CommandSpec(
             "state", summary: "Show the current state of one view, or of all views.",
             arguments: [.optionalWord("view")], example: "state search"
-        )) { session, args in
-            let views = session.application.views
-            guard let name = args.optionalString("view") else {
-                return ["views": .object(JSONObject(views.indices.map { (views[$0].name, session.encodedState($0)) }))]
-            }
-            guard let index = views.firstIndex(where: { $0.name == name.lowercased() }) else {
-                throw ProtocolError(.unknownView, "no view named \"\(name)\"; views: \(views.map(\.name).joined(separator: ", "))")
-            }
-            return ["view": .string(views[index].name), "state": session.encodedState(index)]
-        },
+        )) { session, args in try stateResult(in: session, args) },
         AnyCommand(spec: CommandSpec(
             "wait", summary: "Reply once no background work is running (default timeout 10000 ms): handy at the end of a script.",
             arguments: [.optionalInteger("timeout", unit: "milliseconds", placeholder: "timeout-ms")], example: "wait 5000"
@@ -112,4 +103,31 @@ extension Session {
             return ["service": .string(backend.name), "count": .int(count)]
         },
     ]
+
+    /// `state`'s result, from the states' kept encodings: the reply copies their bytes.
+    private static func stateResult(in session: isolated Session, _ args: Arguments) throws -> EncodedResult {
+        let views = session.application.views
+        guard let name = args.optionalString("view") else {
+            let states = views.indices.map { session.encodedState($0) }
+            var bytes = Array(#"{"views":{"#.utf8)
+            for index in views.indices {
+                if index > 0 { bytes.append(UInt8(ascii: ",")) }
+                JSON.string(views[index].name).write(into: &bytes)
+                bytes.append(UInt8(ascii: ":"))
+                bytes.append(contentsOf: states[index].bytes)
+            }
+            bytes.append(contentsOf: "}}".utf8)
+            return EncodedResult(json: ["views": .object(JSONObject(views.indices.map { (views[$0].name, states[$0].json) }))], bytes: bytes)
+        }
+        guard let index = views.firstIndex(where: { $0.name == name.lowercased() }) else {
+            throw ProtocolError(.unknownView, "no view named \"\(name)\"; views: \(views.map(\.name).joined(separator: ", "))")
+        }
+        let state = session.encodedState(index)
+        var bytes = Array(#"{"view":"#.utf8)
+        JSON.string(views[index].name).write(into: &bytes)
+        bytes.append(contentsOf: #","state":"#.utf8)
+        bytes.append(contentsOf: state.bytes)
+        bytes.append(UInt8(ascii: "}"))
+        return EncodedResult(json: ["view": .string(views[index].name), "state": state.json], bytes: bytes)
+    }
 }

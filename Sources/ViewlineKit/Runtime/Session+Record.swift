@@ -14,7 +14,7 @@ extension Session {
     public var record: JSON {
         var views = JSONObject()
         for index in application.views.indices {
-            views[application.views[index].name] = encodedState(index)
+            views[application.views[index].name] = encodedState(index).json
         }
         var alert: JSON = .null
         // The alert as the wire shows it, and whether a flow was waiting on its answer.

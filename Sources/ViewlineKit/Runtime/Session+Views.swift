@@ -34,8 +34,8 @@ extension Session {
         emitDisplay(view: view.name, state: state)
     }
 
-    /// A view's state as the client sees it.
-    func encodedState(_ index: Int) -> JSON {
-        application.views[index].encodeState(states[index]).json
+    /// A view's state as the client sees it, and its encoding.
+    func encodedState(_ index: Int) -> EncodedState {
+        application.views[index].encodeState(states[index])
     }
 }

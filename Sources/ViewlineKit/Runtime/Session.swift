@@ -181,14 +181,16 @@ public actor Session {
         }
         let started = starting(connection)
         defer { commandsRunning -= 1 }
-        let result: Result<JSON, ProtocolError>
         do {
             try checkAllowed(command)
-            result = .success(try perform(self, request.arguments))
+            if let performEncoded = command.performEncoded {
+                let result = try performEncoded(self, request.arguments)
+                return finished(request, .success(result.json), line: ServerMessage.replyLine(re: request.id, encodedResult: result.bytes), started: started, from: connection)
+            }
+            return finished(request, .success(try perform(self, request.arguments)), started: started, from: connection)
         } catch {
-            result = .failure(Self.protocolError(error, running: request.name))
+            return finished(request, .failure(Self.protocolError(error, running: request.name)), started: started, from: connection)
         }
-        return finished(request, result, started: started, from: connection)
     }
 
     /// A command starts: its events are held for `connection` until its reply is out.
@@ -223,8 +225,15 @@ public actor Session {
 
     /// A command is done: its reply goes out, then the events it caused; it is timed
     /// into the slow log and the metrics.
-    private func finished(_ request: Request, _ result: Result<JSON, ProtocolError>, started: ContinuousClock.Instant, from connection: Int) -> Outcome {
-        reply(to: connection, .reply(re: request.id, result: result))
+    private func finished(
+        _ request: Request, _ result: Result<JSON, ProtocolError>, line: [UInt8]? = nil, started: ContinuousClock.Instant, from connection: Int
+    ) -> Outcome {
+        let message = ServerMessage.reply(re: request.id, result: result)
+        if let line {
+            if !closed { connections[connection]?.send(message, line: line) }
+        } else {
+            reply(to: connection, message)
+        }
         let elapsed = ContinuousClock.now - started
         if elapsed >= application.slowLog.threshold {
             // Only a declared name: what a client typed may hold anything.
