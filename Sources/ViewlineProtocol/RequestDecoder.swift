@@ -22,7 +22,9 @@ public enum RequestDecoder {
         return Array(bytes).withUnsafeBufferPointer { decode(buffer: $0, commands: commands) }
     }
 
-    private static func decode(buffer: UnsafeBufferPointer<UInt8>, commands: CommandTable) -> Result<Request, Failure>? {
+    /// Decodes a line given as its bytes in place (a framed line read straight from
+    /// the connection's buffer).
+    public static func decode(buffer: UnsafeBufferPointer<UInt8>, commands: CommandTable) -> Result<Request, Failure>? {
         var start = buffer.startIndex
         var end = buffer.endIndex
         if end > start && buffer[end - 1] == UInt8(ascii: "\r") { end -= 1 }

@@ -7,8 +7,8 @@ extension Session {
     /// The built-ins `help` lists before the view-models' commands.
     static let leadingBuiltIns: Set<String> = ["help", "ping", "state", "wait", "quit", "attach"]
 
-    /// `ping`'s result, built once.
-    private static let pong: JSON = ["pong": true]
+    /// `ping`'s result, built and encoded once: its reply copies the bytes.
+    private static let pong = EncodedResult(json: ["pong": true], bytes: Array(#"{"pong":true}"#.utf8))
 
     static let builtInCommands: [AnyCommand] = [
         AnyCommand(spec: CommandSpec(
@@ -21,7 +21,7 @@ extension Session {
             }
             return ["command": spec.json]
         },
-        AnyCommand(spec: CommandSpec("ping", summary: "Check the connection; replies {\"pong\":true}.")) { _, _ in
+        AnyCommand.encoding(spec: CommandSpec("ping", summary: "Check the connection; replies {\"pong\":true}.")) { _, _ in
             pong
         },
         AnyCommand.encoding(spec: CommandSpec(

@@ -148,7 +148,9 @@ final class ClientConnection: Sendable {
     private func runNow(_ line: ByteBuffer, on session: isolated Session) -> Immediate {
         let application = server.application
         guard !session.isClosed, outbound.isOpen, application.cluster?.isServing() ?? true else { return .queue(.frame(.line(line))) }
-        guard let decoded = RequestDecoder.decode(line: line.readableBytesView, commands: application.commands) else { return .ran }
+        let commands = application.commands
+        guard let decoded = line.withUnsafeReadableBytes({ RequestDecoder.decode(buffer: $0.assumingMemoryBound(to: UInt8.self), commands: commands) })
+        else { return .ran }
         if logsCommands { log(decoded) }
         switch decoded {
         case .success(let request):
