@@ -318,7 +318,6 @@ extension ViewlineBench {
         guard let trigger = Self.connect(port: port) else { throw ValidationError("trigger failed") }
         var triggerReader = LineReader(fd: trigger)
         _ = triggerReader.next()
-        if let pause = ProcessInfo.processInfo.environment["TMP_PAUSE"] { FileHandle.standardError.write("ready\n".data(using: .utf8)!); sleep(UInt32(pause)!) }
         let cpuBefore = serverPid > 0 ? Self.cpuSeconds(serverPid) : 0
         let start = DispatchTime.now().uptimeNanoseconds
         _ = Self.write(trigger, Array("sync\n".utf8))
