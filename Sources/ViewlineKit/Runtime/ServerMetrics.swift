@@ -109,9 +109,18 @@ public final class ServerMetrics: Sendable {
 
     /// One command ran: its outcome (`nil` for ok, else the error code) and time
     /// (`nil` for a line refused before it ran: counted, not timed).
-    func command(_ name: String, failed code: String?, duration: Duration?) {
-        let known = commandSlots[name] != nil ? name : "unknown"
-        let base = commandSlots[known]!
+    ///
+    /// `index`: the command's place in the server's command table, when the request
+    /// carries it (its slots are found without hashing the name).
+    func command(_ name: String, at index: Int? = nil, failed code: String?, duration: Duration?) {
+        let known: String, base: Int
+        if let index, index < commandNames.count, commandNames[index] == name {
+            (known, base) = (name, index * Self.slotsPerCommand)
+        } else if let slot = commandSlots[name] {
+            (known, base) = (name, slot)
+        } else {
+            (known, base) = ("unknown", commandSlots["unknown"]!)
+        }
         if let duration {
             let nanoseconds = duration.nanoseconds
             var bucket = 0

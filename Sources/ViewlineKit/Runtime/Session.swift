@@ -241,7 +241,7 @@ public actor Session {
         }
         if let metrics = application.metrics {
             let code: String? = if case .failure(let error) = result { error.code.rawValue } else { nil }
-            metrics.command(request.name, failed: code, duration: elapsed)
+            metrics.command(request.name, at: request.command, failed: code, duration: elapsed)
         }
         let events = held.end(connection)
         if !events.isEmpty, !closed, let output = connections[connection] {
