@@ -34,6 +34,13 @@ import Testing
         #expect(try frames(Array("12345678\r\n123456789\n".utf8), chunk: 4) == ["12345678\r", "<too long>"])
     }
 
+    @Test(arguments: [1, 3, 1000])
+    func longLinesSentInPiecesAroundShortOnes(_ chunk: Int) throws {
+        let long = String(repeating: "y", count: 5000)
+        let input = Array("a\n\(long)\nb\n\(long)y\nc\r\nlast".utf8)
+        #expect(try frames(input, chunk: chunk, limit: 5000) == ["a", long, "b", "<too long>", "c\r", "last"])
+    }
+
     @Test func aHugeLineIsReportedOnceAndTheBufferStaysSmall() throws {
         let input = Array(repeating: UInt8(ascii: "x"), count: 100_000) + Array("\nafter\n".utf8)
         #expect(try frames(input, chunk: 1000) == ["<too long>", "after"])

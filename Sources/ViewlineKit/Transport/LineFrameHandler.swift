@@ -47,8 +47,9 @@ public final class LineFrameHandler: ChannelInboundHandler {
         var buffer = unwrapInboundIn(data)
         // The kept start was searched already: only the new bytes can hold its end.
         var searched = 0
+        let merged = partial != nil
         if var partial {
-            self.partial = nil
+            self.partial = nil  // uniquely referenced: the read is appended in place
             searched = partial.readableBytes
             partial.writeBuffer(&buffer)
             buffer = partial
@@ -62,7 +63,7 @@ public final class LineFrameHandler: ChannelInboundHandler {
             emitLine(through: newline, of: &buffer, context: context)
         }
         if ended { timer.cancel() }  // a line ended: the next one gets its own time
-        keepIncompleteLine(&buffer, context: context)
+        keepIncompleteLine(&buffer, merged: merged, context: context)
     }
 
     public func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
@@ -100,8 +101,10 @@ public final class LineFrameHandler: ChannelInboundHandler {
     }
 
     /// What is left of a read after its last newline: kept for the next read, or
-    /// dropped once it is over the limit.
-    private func keepIncompleteLine(_ buffer: inout ByteBuffer, context: ChannelHandlerContext) {
+    /// dropped once it is over the limit. A rest of the read's own buffer is copied
+    /// (the read's buffer is let go); a buffer already ours keeps growing in place,
+    /// so a long line sent a byte at a time costs linear time, not a copy per read.
+    private func keepIncompleteLine(_ buffer: inout ByteBuffer, merged: Bool, context: ChannelHandlerContext) {
         if buffer.readableBytes > maximumLength + 1 {  // + 1 leaves room for a `\r`
             if !discarding {
                 discarding = true
@@ -110,9 +113,16 @@ public final class LineFrameHandler: ChannelInboundHandler {
             buffer.moveReaderIndex(forwardBy: buffer.readableBytes)
         }
         if buffer.readableBytes > 0 {
-            var kept = context.channel.allocator.buffer(capacity: buffer.readableBytes)
-            kept.writeBuffer(&buffer)
-            partial = kept
+            if merged {
+                // The lines before the rest (if any) ended in this read: the rest is at
+                // most this read's bytes, moved to the front once.
+                buffer.discardReadBytes()
+                partial = buffer
+            } else {
+                var kept = context.channel.allocator.buffer(capacity: buffer.readableBytes)
+                kept.writeBuffer(&buffer)
+                partial = kept
+            }
         }
         guard let incompleteLineTimeout else { return }
         if partial != nil || discarding { timer.start(after: incompleteLineTimeout, context: context) }
