@@ -83,16 +83,23 @@ final class WebSocketLines: ChannelDuplexHandler {
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         var buffer = unwrapOutboundIn(data)
-        var last: EventLoopFuture<Void>?
+        // Each line is written when the next is found, without a promise; the last one
+        // carries the caller's (a pipelined burst is many lines, one promise).
+        var line: ByteBuffer?
         while let end = buffer.readableBytesView.firstIndex(of: UInt8(ascii: "\n")) {
-            let line = buffer.readSlice(length: end - buffer.readerIndex)!
+            if let line { context.write(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .text, data: line)), promise: nil) }
+            line = buffer.readSlice(length: end - buffer.readerIndex)!
             buffer.moveReaderIndex(forwardBy: 1)
-            last = context.write(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .text, data: line)))
         }
         if buffer.readableBytes > 0 {
-            last = context.write(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .text, data: buffer)))
+            if let line { context.write(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .text, data: line)), promise: nil) }
+            line = buffer
         }
-        if let last { last.cascade(to: promise) } else { promise?.succeed() }
+        if let line {
+            context.write(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .text, data: line)), promise: promise)
+        } else {
+            promise?.succeed()
+        }
     }
 
     func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
