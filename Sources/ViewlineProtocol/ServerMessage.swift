@@ -79,12 +79,18 @@ public enum ServerMessage: Sendable, Equatable {
     /// (a view's state kept encoded for displays, answered to `state` without
     /// writing its tree again).
     public static func replyLine(re: JSON, encodedResult: [UInt8]) -> [UInt8] {
+        replyLine(re: re, resultBytes: encodedResult.count) { $0.append(contentsOf: encodedResult) }
+    }
+
+    /// The line of a successful `.reply(re:result:)` whose result `writeResult`
+    /// appends already encoded (about `resultBytes` long), straight into the line.
+    public static func replyLine(re: JSON, resultBytes: Int, writeResult: (inout [UInt8]) -> Void) -> [UInt8] {
         var out: [UInt8] = []
-        out.reserveCapacity(encodedResult.count + 64)
+        out.reserveCapacity(resultBytes + 64)
         out.append(contentsOf: #"{"type":"reply","re":"#.utf8)
         re.write(into: &out)
         out.append(contentsOf: #","ok":true,"result":"#.utf8)
-        out.append(contentsOf: encodedResult)
+        writeResult(&out)
         out.append(contentsOf: [UInt8(ascii: "}"), 0x0A])
         return out
     }

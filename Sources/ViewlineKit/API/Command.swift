@@ -50,8 +50,8 @@ struct AnyCommand: Sendable {
     let perform: @Sendable (isolated Session, Arguments) async throws -> JSON
     /// `perform` when it never suspends: run without a task (see ``Session/handleNow(_:from:)``).
     let performNow: (@Sendable (isolated Session, Arguments) throws -> JSON)?
-    /// `perform` giving its result already encoded as well (`state`: the states'
-    /// encodings are kept for displays), so the reply copies bytes instead of writing a tree.
+    /// `perform` giving its result already encoded (`state`: the states' encodings
+    /// are kept for displays), so the reply copies bytes instead of writing a tree.
     var performEncoded: (@Sendable (isolated Session, Arguments) throws -> EncodedResult)? = nil
 
     init(spec: CommandSpec, perform: @escaping @Sendable (isolated Session, Arguments) async throws -> JSON) {
@@ -81,8 +81,23 @@ struct AnyCommand: Sendable {
     }
 }
 
-/// A command's result as a tree and as its encoding, made together.
+/// A command's result already encoded, as parts written one after another into the
+/// reply's line (a view's state is one part, kept encoded; no copy is made first).
 struct EncodedResult: Sendable {
-    let json: JSON
-    let bytes: [UInt8]
+    let parts: [[UInt8]]
+
+    init(_ parts: [[UInt8]]) { self.parts = parts }
+
+    var count: Int { parts.reduce(0) { $0 + $1.count } }
+
+    func write(into out: inout [UInt8]) {
+        for part in parts { out.append(contentsOf: part) }
+    }
+
+    /// The result as a tree (a reply handled outside a connection's read, or a test).
+    var json: JSON {
+        var bytes: [UInt8] = []
+        write(into: &bytes)
+        return bytes.withUnsafeBufferPointer { (try? JSONParser.parse($0)) ?? .null }
+    }
 }

@@ -123,10 +123,16 @@ public struct ViewDescription: Sendable {
     /// Reads a state back from its wire form, when the state is `Decodable` (a
     /// session restored on another node of a cluster).
     let decodeState: (@Sendable (JSON) -> (any Sendable)?)?
+    /// `{"view":"<name>","state":`: how `state`'s reply for this view begins.
+    let stateReplyHead: [UInt8]
 
     init<Model: ViewModel>(_ model: Model.Type) {
         name = model.view
         summary = model.stateSummary
+        var head = Array(#"{"view":"#.utf8)
+        JSON.string(model.view).write(into: &head)
+        head.append(contentsOf: #","state":"#.utf8)
+        stateReplyHead = head
         makeState = { model.initialState($0) }
         let encodeTree: @Sendable (Model.State) -> JSON = { state in
             do {
@@ -178,6 +184,13 @@ extension ViewModel {
 }
 
 extension Application {
+    /// The position of the view called `name` (in any case) in ``views``.
+    func index(ofView name: String) -> Int? {
+        if let index = views.firstIndex(where: { $0.name == name }) { return index }
+        let lowercased = name.lowercased()
+        return views.firstIndex { $0.name == lowercased }
+    }
+
     /// The handler of `request`: at its index when this server's table decoded it
     /// (no second lookup by name), else by name.
     func handler(for request: Request) -> AnyCommand? {

@@ -8,7 +8,7 @@ extension Session {
     static let leadingBuiltIns: Set<String> = ["help", "ping", "state", "wait", "quit", "attach"]
 
     /// `ping`'s result, built and encoded once: its reply copies the bytes.
-    private static let pong = EncodedResult(json: ["pong": true], bytes: Array(#"{"pong":true}"#.utf8))
+    private static let pong = EncodedResult([Array(#"{"pong":true}"#.utf8)])
 
     static let builtInCommands: [AnyCommand] = [
         AnyCommand(spec: CommandSpec(
@@ -108,26 +108,20 @@ extension Session {
     private static func stateResult(in session: isolated Session, _ args: Arguments) throws -> EncodedResult {
         let views = session.application.views
         guard let name = args.optionalString("view") else {
-            let states = views.indices.map { session.encodedState($0) }
-            var bytes = Array(#"{"views":{"#.utf8)
+            var parts = [Array(#"{"views":{"#.utf8)]
             for index in views.indices {
-                if index > 0 { bytes.append(UInt8(ascii: ",")) }
-                JSON.string(views[index].name).write(into: &bytes)
-                bytes.append(UInt8(ascii: ":"))
-                bytes.append(contentsOf: states[index].bytes)
+                var key = index > 0 ? [UInt8(ascii: ",")] : []
+                JSON.string(views[index].name).write(into: &key)
+                key.append(UInt8(ascii: ":"))
+                parts += [key, session.encodedState(index).bytes]
             }
-            bytes.append(contentsOf: "}}".utf8)
-            return EncodedResult(json: ["views": .object(JSONObject(views.indices.map { (views[$0].name, states[$0].json) }))], bytes: bytes)
+            return EncodedResult(parts + [Array("}}".utf8)])
         }
-        guard let index = views.firstIndex(where: { $0.name == name.lowercased() }) else {
+        guard let index = session.application.index(ofView: name) else {
             throw ProtocolError(.unknownView, "no view named \"\(name)\"; views: \(views.map(\.name).joined(separator: ", "))")
         }
-        let state = session.encodedState(index)
-        var bytes = Array(#"{"view":"#.utf8)
-        JSON.string(views[index].name).write(into: &bytes)
-        bytes.append(contentsOf: #","state":"#.utf8)
-        bytes.append(contentsOf: state.bytes)
-        bytes.append(UInt8(ascii: "}"))
-        return EncodedResult(json: ["view": .string(views[index].name), "state": state.json], bytes: bytes)
+        return EncodedResult([views[index].stateReplyHead, session.encodedState(index).bytes, stateReplyTail])
     }
+
+    private static let stateReplyTail = [UInt8(ascii: "}")]
 }

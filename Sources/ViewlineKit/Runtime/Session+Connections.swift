@@ -38,6 +38,15 @@ public struct SessionConnection: Sendable {
         }
     }
 
+    /// Sends a line made without its message (a reply from an encoded result): a
+    /// connection that takes messages gets `message()`, made only for it.
+    func send(line: [UInt8], message: () -> ServerMessage) {
+        switch output {
+        case .closures(let send, _): send(message())
+        case .lines(let lines): lines.send(line: line)
+        }
+    }
+
     /// Sends a message whose line is already encoded: a session encodes each event
     /// once, however many connections and logs it goes to.
     func send(_ message: ServerMessage, line: [UInt8]) {

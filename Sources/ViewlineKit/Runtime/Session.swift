@@ -163,13 +163,13 @@ public actor Session {
         if let outcome = handleNow(request, from: connection) { return outcome }
         let started = starting(connection)
         defer { commandsRunning -= 1 }
-        let result: Result<JSON, ProtocolError>
+        let reply: Reply
         do {
-            result = .success(try await runnable(request).perform(self, request.arguments))
+            reply = .result(try await runnable(request).perform(self, request.arguments))
         } catch {
-            result = .failure(Self.protocolError(error, running: request.name))
+            reply = .failure(Self.protocolError(error, running: request.name))
         }
-        return finished(request, result, started: started, from: connection)
+        return finished(request, reply, started: started, from: connection)
     }
 
     /// Runs a command whose work never suspends, all of it before returning (the
@@ -185,9 +185,9 @@ public actor Session {
             try checkAllowed(command)
             if let performEncoded = command.performEncoded {
                 let result = try performEncoded(self, request.arguments)
-                return finished(request, .success(result.json), line: ServerMessage.replyLine(re: request.id, encodedResult: result.bytes), started: started, from: connection)
+                return finished(request, .encoded(result), started: started, from: connection)
             }
-            return finished(request, .success(try perform(self, request.arguments)), started: started, from: connection)
+            return finished(request, .result(try perform(self, request.arguments)), started: started, from: connection)
         } catch {
             return finished(request, .failure(Self.protocolError(error, running: request.name)), started: started, from: connection)
         }
@@ -225,14 +225,26 @@ public actor Session {
 
     /// A command is done: its reply goes out, then the events it caused; it is timed
     /// into the slow log and the metrics.
-    private func finished(
-        _ request: Request, _ result: Result<JSON, ProtocolError>, line: [UInt8]? = nil, started: ContinuousClock.Instant, from connection: Int
-    ) -> Outcome {
-        let message = ServerMessage.reply(re: request.id, result: result)
-        if let line {
-            if !closed { connections[connection]?.send(message, line: line) }
-        } else {
-            reply(to: connection, message)
+    /// What a command answered.
+    private enum Reply {
+        case result(JSON)
+        /// A result already encoded: its bytes go into the reply's line as they are.
+        case encoded(EncodedResult)
+        case failure(ProtocolError)
+    }
+
+    private func finished(_ request: Request, _ answer: Reply, started: ContinuousClock.Instant, from connection: Int) -> Outcome {
+        switch answer {
+        case .result(let result):
+            reply(to: connection, .reply(re: request.id, result: .success(result)))
+        case .encoded(let result):
+            if !closed {
+                connections[connection]?.send(
+                    line: ServerMessage.replyLine(re: request.id, resultBytes: result.count, writeResult: result.write),
+                    message: { .reply(re: request.id, result: .success(result.json)) })
+            }
+        case .failure(let error):
+            reply(to: connection, .reply(re: request.id, result: .failure(error)))
         }
         let elapsed = ContinuousClock.now - started
         if elapsed >= application.slowLog.threshold {
@@ -240,7 +252,7 @@ public actor Session {
             application.slowLog.record(session: id, command: application.handler(for: request) == nil ? "unknown" : request.name, duration: elapsed)
         }
         if let metrics = application.metrics {
-            let code: String? = if case .failure(let error) = result { error.code.rawValue } else { nil }
+            let code: String? = if case .failure(let error) = answer { error.code.rawValue } else { nil }
             metrics.command(request.name, at: request.command, failed: code, duration: elapsed)
         }
         let events = held.end(connection)
