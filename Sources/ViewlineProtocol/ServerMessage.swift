@@ -87,13 +87,20 @@ public enum ServerMessage: Sendable, Equatable {
     public static func replyLine(re: JSON, resultBytes: Int, writeResult: (inout [UInt8]) -> Void) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(resultBytes + 64)
-        out.append(contentsOf: #"{"type":"reply","re":"#.utf8)
+        out.append(contentsOf: replyHead)
         re.write(into: &out)
-        out.append(contentsOf: #","ok":true,"result":"#.utf8)
+        out.append(contentsOf: successfulReplyMiddle)
         writeResult(&out)
-        out.append(contentsOf: [UInt8(ascii: "}"), 0x0A])
+        out.append(contentsOf: replyTail)
         return out
     }
+
+    /// How every reply's line begins, up to its `re`: `{"type":"reply","re":`.
+    public static let replyHead = Array(#"{"type":"reply","re":"#.utf8)
+    /// Between a successful reply's `re` and its result: `,"ok":true,"result":`.
+    public static let successfulReplyMiddle = Array(#","ok":true,"result":"#.utf8)
+    /// How a reply's line ends: `}` and the newline.
+    public static let replyTail: [UInt8] = [UInt8(ascii: "}"), 0x0A]
 
     private static func writeDisplayHead(rev: Int, view: String, into out: inout [UInt8]) {
         out.append(contentsOf: #"{"type":"display","rev":"#.utf8)

@@ -38,12 +38,13 @@ public struct SessionConnection: Sendable {
         }
     }
 
-    /// Sends a line made without its message (a reply from an encoded result): a
-    /// connection that takes messages gets `message()`, made only for it.
-    func send(line: [UInt8], message: () -> ServerMessage) {
+    /// Sends a successful reply whose result is already encoded: a network
+    /// connection writes its parts straight into its outbound buffer (no line made
+    /// first); one that takes messages gets the reply as a message.
+    func send(reply re: JSON, result: EncodedResult) {
         switch output {
-        case .closures(let send, _): send(message())
-        case .lines(let lines): lines.send(line: line)
+        case .closures(let send, _): send(.reply(re: re, result: .success(result.json)))
+        case .lines(let lines): lines.send(reply: re, result: result)
         }
     }
 
@@ -69,6 +70,8 @@ public struct SessionConnection: Sendable {
 protocol LineOutput: AnyObject, Sendable {
     /// Queues one encoded line (ending in `\n`).
     func send(line: [UInt8])
+    /// Queues a successful reply whose result is already encoded.
+    func send(reply re: JSON, result: EncodedResult)
     /// Closes the connection.
     func hangUp()
 }

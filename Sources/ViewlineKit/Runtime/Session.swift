@@ -238,11 +238,7 @@ public actor Session {
         case .result(let result):
             reply(to: connection, .reply(re: request.id, result: .success(result)))
         case .encoded(let result):
-            if !closed {
-                connections[connection]?.send(
-                    line: ServerMessage.replyLine(re: request.id, resultBytes: result.count, writeResult: result.write),
-                    message: { .reply(re: request.id, result: .success(result.json)) })
-            }
+            if !closed { connections[connection]?.send(reply: request.id, result: result) }
         case .failure(let error):
             reply(to: connection, .reply(re: request.id, result: .failure(error)))
         }

@@ -31,9 +31,27 @@ final class OutboundLines: Sendable {
 
     /// Queues one line (already ending in `\n`); safe from any thread, order kept.
     func send(_ line: [UInt8]) {
+        queue(bytes: line.count) { $0.writeBytes(line) }
+    }
+
+    /// Queues a successful reply whose result is already encoded, written from its
+    /// parts straight into the outbound buffer (no line is made first).
+    func send(reply re: JSON, result: EncodedResult) {
+        var id: [UInt8] = []
+        if !re.isNull { re.write(into: &id) }  // `null` (inline commands) needs no bytes of its own
+        queue(bytes: result.count + id.count + 48) { buffer in
+            buffer.writeBytes(ServerMessage.replyHead)
+            if id.isEmpty { buffer.writeStaticString("null") } else { buffer.writeBytes(id) }
+            buffer.writeBytes(ServerMessage.successfulReplyMiddle)
+            for part in result.parts { buffer.writeBytes(part) }
+            buffer.writeBytes(ServerMessage.replyTail)
+        }
+    }
+
+    private func queue(bytes: Int, _ write: (inout ByteBuffer) -> Void) {
         let (schedule, flushNow) = state.withLock { state -> (Bool, Bool) in
-            if state.pending == nil { state.pending = channel.allocator.buffer(capacity: max(line.count, 256)) }
-            state.pending!.writeBytes(line)
+            if state.pending == nil { state.pending = channel.allocator.buffer(capacity: max(bytes, 256)) }
+            write(&state.pending!)
             let full = state.pending!.readableBytes >= Self.flushThreshold
             if state.scheduled { return (false, full) }
             state.scheduled = true
