@@ -37,4 +37,15 @@ import ViewlineKit
         let json = try #require(try RequestDecoder.decode(line: #"{"cmd":"ping"}"#, commands: table)?.get())
         #expect(json.command == table.index(named: "ping"))
     }
+
+    @Test func checkedArgumentsComeInDeclarationOrderWithoutNulls() throws {
+        let spec = CommandSpec("pair", summary: "Two arguments.", arguments: [.word("a"), .optionalInteger("b"), .optionalWord("c")])
+        let inOrder: JSONObject = ["a": "x", "b": 2]
+        #expect(try spec.check(inOrder).json.pairs.map(\.key) == ["a", "b"])
+        #expect(try spec.check(["b": 2, "a": "x"]).json == inOrder)
+        #expect(try spec.check(["a": "x", "c": .null, "b": 2]).json == inOrder)
+        #expect(try spec.check(["a": "x", "b": 2, "c": .null]).json == inOrder)
+        #expect(try spec.check(["c": "z", "a": "x"]).json == ["a": "x", "c": "z"])
+        #expect(throws: ProtocolError.self) { try spec.check(["b": 2]) }
+    }
 }
