@@ -82,14 +82,14 @@ final class ClientConnection: Sendable {
     /// What a queued line costs beyond its bytes (its slot and buffer header).
     static let lineOverhead = 48
 
-    /// Queues what the event loop read, and starts the pump when none runs. Stops
-    /// reading the socket while the queue is full; the pump resumes it once the
-    /// queue is empty.
     /// Nothing queued and nothing being run: what a drain waits for.
     var isIdle: Bool {
         state.withLock { $0.finished || (!$0.pumping && $0.head >= $0.inbox.count) }
     }
 
+    /// Runs a line at once when it can (``runNow(_:)``); otherwise queues what the
+    /// event loop read, and starts the pump when none runs. Stops reading the socket
+    /// while the queue is full; the pump resumes it once the queue is empty.
     func receive(_ input: Input) {
         var input = input
         if case .frame(.line(let line)) = input {
@@ -159,6 +159,9 @@ final class ClientConnection: Sendable {
         return unsafeBitCast(run, to: Plain.self)(self, line, session)
     }
 
+    /// Decodes the line and runs its command if it never suspends; anything else
+    /// (a closed session, no lease, `attach`, `quit`, a command that awaits) is left
+    /// to the pump, decoded when it was.
     private func runNow(_ line: ByteBuffer, on session: isolated Session) -> Immediate {
         let application = server.application
         guard !session.isClosed, outbound.isOpen, application.cluster?.isServing() ?? true else { return .queue(.frame(.line(line))) }
