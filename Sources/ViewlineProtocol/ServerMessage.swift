@@ -50,9 +50,9 @@ public enum ServerMessage: Sendable, Equatable {
     public func write(into out: inout [UInt8]) {
         switch self {
         case .reply(let re, .success(let result)):
-            out.append(contentsOf: #"{"type":"reply","re":"#.utf8)
+            out.append(contentsOf: Self.replyHead)
             re.write(into: &out)
-            out.append(contentsOf: #","ok":true,"result":"#.utf8)
+            out.append(contentsOf: Self.successfulReplyMiddle)
             result.write(into: &out)
             out.append(UInt8(ascii: "}"))
         case .display(let rev, let view, let state):
@@ -75,27 +75,9 @@ public enum ServerMessage: Sendable, Equatable {
         return out
     }
 
-    /// The line of a successful `.reply(re:result:)` whose result is already encoded
-    /// (a view's state kept encoded for displays, answered to `state` without
-    /// writing its tree again).
-    public static func replyLine(re: JSON, encodedResult: [UInt8]) -> [UInt8] {
-        replyLine(re: re, resultBytes: encodedResult.count) { $0.append(contentsOf: encodedResult) }
-    }
-
-    /// The line of a successful `.reply(re:result:)` whose result `writeResult`
-    /// appends already encoded (about `resultBytes` long), straight into the line.
-    public static func replyLine(re: JSON, resultBytes: Int, writeResult: (inout [UInt8]) -> Void) -> [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(resultBytes + 64)
-        out.append(contentsOf: replyHead)
-        re.write(into: &out)
-        out.append(contentsOf: successfulReplyMiddle)
-        writeResult(&out)
-        out.append(contentsOf: replyTail)
-        return out
-    }
-
-    /// How every reply's line begins, up to its `re`: `{"type":"reply","re":`.
+    /// How every reply's line begins, up to its `re`: `{"type":"reply","re":`. With
+    /// ``successfulReplyMiddle`` and ``replyTail``, what a writer needs to put a
+    /// successful reply whose result is already encoded straight into its own buffer.
     public static let replyHead = Array(#"{"type":"reply","re":"#.utf8)
     /// Between a successful reply's `re` and its result: `,"ok":true,"result":`.
     public static let successfulReplyMiddle = Array(#","ok":true,"result":"#.utf8)

@@ -20,12 +20,16 @@ import ViewlineKit
         }
     }
 
-    @Test func aReplyFromAnEncodedResultIsTheSameLine() {
+    @Test func aReplyFromItsPartsIsTheSameLine() {
+        // What a server writes for a result it holds encoded (`state`, `ping`).
         let result: JSON = ["view": "search", "state": ["query": "thai \"food\"", "loading": false, "results": [["rating": 4.5]]]]
         for re: JSON in [.null, 7, "x1"] {
-            var encoded: [UInt8] = []
-            result.write(into: &encoded)
-            #expect(ServerMessage.replyLine(re: re, encodedResult: encoded) == ServerMessage.reply(re: re, result: .success(result)).line)
+            var line = ServerMessage.replyHead
+            re.write(into: &line)
+            line += ServerMessage.successfulReplyMiddle
+            result.write(into: &line)
+            line += ServerMessage.replyTail
+            #expect(line == ServerMessage.reply(re: re, result: .success(result)).line)
         }
     }
 

@@ -82,7 +82,8 @@ struct AnyCommand: Sendable {
 }
 
 /// A command's result already encoded, as parts written one after another into the
-/// reply's line (a view's state is one part, kept encoded; no copy is made first).
+/// reply, straight into the connection's outbound buffer (a view's state is one
+/// part, kept encoded for displays; no copy of the whole is made first).
 struct EncodedResult: Sendable {
     let parts: [[UInt8]]
 
@@ -90,14 +91,9 @@ struct EncodedResult: Sendable {
 
     var count: Int { parts.reduce(0) { $0 + $1.count } }
 
-    func write(into out: inout [UInt8]) {
-        for part in parts { out.append(contentsOf: part) }
-    }
-
-    /// The result as a tree (a reply handled outside a connection's read, or a test).
+    /// The result as a tree (a reply to a connection that takes messages, a test).
     var json: JSON {
-        var bytes: [UInt8] = []
-        write(into: &bytes)
+        let bytes = parts.flatMap { $0 }
         return bytes.withUnsafeBufferPointer { (try? JSONParser.parse($0)) ?? .null }
     }
 }

@@ -223,8 +223,6 @@ public actor Session {
         }
     }
 
-    /// A command is done: its reply goes out, then the events it caused; it is timed
-    /// into the slow log and the metrics.
     /// What a command answered.
     private enum Reply {
         case result(JSON)
@@ -233,6 +231,8 @@ public actor Session {
         case failure(ProtocolError)
     }
 
+    /// A command is done: its reply goes out, then the events it caused; it is timed
+    /// into the slow log and the metrics.
     private func finished(_ request: Request, _ answer: Reply, started: ContinuousClock.Instant, from connection: Int) -> Outcome {
         switch answer {
         case .result(let result):
