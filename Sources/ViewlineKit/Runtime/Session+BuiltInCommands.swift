@@ -31,7 +31,7 @@ extension Session {
         AnyCommand(spec: CommandSpec(
             "wait", summary: "Reply once no background work is running (default timeout 10000 ms): handy at the end of a script.",
             arguments: [.optionalInteger("timeout", unit: "milliseconds", placeholder: "timeout-ms")], example: "wait 5000"
-        )) { _, _ async in
+        )) { _, _ async in  // declared awaiting: never run in a read, `handle` waits for it
             preconditionFailure("wait is handled before commands run")
         },
         AnyCommand(spec: CommandSpec("quit", summary: "Say goodbye and close the connection.")) { _, _ in

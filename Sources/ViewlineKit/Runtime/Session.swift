@@ -176,9 +176,7 @@ public actor Session {
     /// reply sent, its events released): what a connection does in the read that
     /// brought the command. `nil` when the command awaits: ``handle(_:from:)`` runs it.
     func handleNow(_ request: Request, from connection: Int) -> Outcome? {
-        guard request.name != "wait", let command = application.handler(for: request), let perform = command.performNow else {
-            return nil
-        }
+        guard let command = application.handler(for: request), let perform = command.performNow else { return nil }
         let started = starting(connection)
         defer { commandsRunning -= 1 }
         do {

@@ -165,9 +165,7 @@ final class ClientConnection: Sendable {
     private func runNow(_ line: ByteBuffer, on session: isolated Session) -> Immediate {
         let application = server.application
         guard !session.isClosed, outbound.isOpen, application.cluster?.isServing() ?? true else { return .queue(.frame(.line(line))) }
-        let commands = application.commands
-        guard let decoded = line.withUnsafeReadableBytes({ RequestDecoder.decode(buffer: $0.assumingMemoryBound(to: UInt8.self), commands: commands) })
-        else { return .ran }
+        guard let decoded = decode(line) else { return .ran }
         if logsCommands { log(decoded) }
         switch decoded {
         case .success(let request):
@@ -180,6 +178,13 @@ final class ClientConnection: Sendable {
             session.reject(re: failure.re, failure.error, to: number)
             return .ran
         }
+    }
+
+    /// A framed line as a request, decoded from the read's bytes in place (`nil`: a
+    /// blank line).
+    private func decode(_ line: ByteBuffer) -> Result<Request, RequestDecoder.Failure>? {
+        let commands = server.application.commands
+        return line.withUnsafeReadableBytes { RequestDecoder.decode(buffer: $0.assumingMemoryBound(to: UInt8.self), commands: commands) }
     }
 
     /// Runs the queue on `session`'s executor: straight onto it when this thread is
@@ -312,7 +317,7 @@ final class ClientConnection: Sendable {
         let decoded: Result<Request, RequestDecoder.Failure>
         switch input {
         case .frame(.line(let buffer)):
-            guard let result = RequestDecoder.decode(line: buffer.readableBytesView, commands: application.commands) else { return .next }
+            guard let result = decode(buffer) else { return .next }
             decoded = result
             if logsCommands { log(decoded) }
         case .request(let request, _):
