@@ -38,7 +38,7 @@ public enum Account: ViewModel {
     public static let commands: [Command<Account>] = [
         Command(
             "login", summary: "Log in; the session gets an access token with a lifetime.",
-            arguments: [.word("user"), .word("password", allowsEmpty: true)], example: "login alice wonderland"
+            arguments: [.word("user"), .word("password", allowsEmpty: true, secure: true)], example: "login alice wonderland"
         ) { session, args in
             let user = args.string("user")
             switch await logIn(user: user, password: args.string("password"), in: session) {
@@ -112,7 +112,9 @@ public enum Account: ViewModel {
         let services = session.services
         let throttle = services.loginThrottle
         let keys = FailureThrottle.keys(user: user, peer: session.peer)
-        if let seconds = throttle.wait(for: keys, now: services.clock.now()) { return .throttled(seconds: seconds) }
+        if let seconds = throttle.loginWait(user: user, peer: session.peer, now: services.clock.now()) {
+            return .throttled(seconds: seconds)
+        }
         // No user has a longer name: refused like a wrong password, without hashing.
         guard user.utf8.count <= maximumUserNameBytes else {
             throttle.failed(keys, now: services.clock.now())

@@ -62,16 +62,19 @@ public enum Drafts: ViewModel {
         },
         Command(
             "saved", summary: "List your saved drafts, newest first, 20 a page (the newest 100 are kept).",
-            arguments: [.optionalInteger("page")], example: "saved 2"
+            arguments: [.optionalInteger("page", minimum: 1, maximum: savedPages)], example: "saved 2"
         ) { session, args in
             let user = try Account.requireUser(for: "saved", in: session)
-            let page = args.int("page") ?? 1
-            guard page >= 1 else { throw ProtocolError(.badArguments, "page must be 1 or more (got \(page))") }
+            let page = args.int("page") ?? 1  // 1...savedPages: checked before this runs
             let saved = try await session.services.remoteStore.saved(user: user)
+            let pages = max(1, (saved.count + savedPageSize - 1) / savedPageSize)
+            guard page <= pages else {
+                throw ProtocolError(.badArguments, "page must be 1 to \(pages): you have \(saved.count) saved drafts (got \(page))")
+            }
             let shown = saved.dropFirst((page - 1) * savedPageSize).prefix(savedPageSize)
             return [
                 "drafts": .array(shown.map { ["text": .string($0.text), "savedAt": .string($0.savedAt.formatted(.iso8601))] }),
-                "page": .int(page), "pages": .int(max(1, (saved.count + savedPageSize - 1) / savedPageSize)),
+                "page": .int(page), "pages": .int(pages),
             ]
         },
     ]
@@ -106,6 +109,9 @@ public enum Drafts: ViewModel {
 
     /// Saved drafts a `saved` page lists.
     static let savedPageSize = 20
+
+    /// The most pages `saved` can have: the remote store keeps the newest 100.
+    static let savedPages = (SavedDraft.maximumPerUser + savedPageSize - 1) / savedPageSize
 
     static func saveFailedAlert(_ reason: String) -> AlertContent {
         AlertContent(title: "Error", message: "Saving failed: \(reason). Save again?", actions: [.confirm("Save"), .cancel("Discard")])

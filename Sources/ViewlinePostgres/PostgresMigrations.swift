@@ -55,6 +55,8 @@ enum PostgresMigrations {
         ]),
         // Each node's web page, for `moved` to send a browser there.
         (2, ["ALTER TABLE viewline_nodes ADD COLUMN web text NOT NULL DEFAULT ''"]),
+        // Settings every node must share (the node timeout): the first node's value.
+        (3, ["CREATE TABLE viewline_cluster_settings (name text PRIMARY KEY, value text NOT NULL)"]),
     ]
 
     static func run(on client: PostgresClient, logger: Logger) async throws {

@@ -36,6 +36,22 @@ public struct PostgresSessionDirectory: SessionDirectory {
         }
     }
 
+    /// The node timeout every node of the cluster uses: the one stored by the first
+    /// node (which stores `proposed`). Nodes that measured leases with different
+    /// timeouts would each think the other's sessions free: a node started with
+    /// another value adopts the stored one.
+    public func agreedNodeTimeout(proposing proposed: Duration) async throws -> Duration {
+        let milliseconds = String(Int(proposed.inSeconds * 1000))
+        try await store.run("""
+            INSERT INTO viewline_cluster_settings (name, value) VALUES ('node_timeout_ms', \(milliseconds)) ON CONFLICT (name) DO NOTHING
+            """)
+        let stored = try await store.collect("SELECT value FROM viewline_cluster_settings WHERE name = 'node_timeout_ms'") { row in
+            try row.decode(String.self)
+        }.first
+        guard let stored, let value = Int(stored), value > 0 else { return proposed }
+        return .milliseconds(value)
+    }
+
     public func leave(_ node: ClusterNode) async throws {
         try await store.run("DELETE FROM viewline_nodes WHERE id = \(node.id)")
     }

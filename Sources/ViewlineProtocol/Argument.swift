@@ -6,8 +6,10 @@ public struct Argument: Sendable, Equatable {
         case word
         /// All remaining words joined by single spaces (`search <query>`).
         case text
-        /// An integer no smaller than `minimum`; `unit` names it in errors ("a number of milliseconds").
-        case integer(minimum: Int, unit: String?)
+        /// An integer from `minimum` to `maximum`, both included; `unit` names it in errors
+        /// ("a number of milliseconds"). The bounds are checked before any handler runs, so a
+        /// handler's arithmetic on the value never overflows.
+        case integer(minimum: Int, maximum: Int, unit: String?)
         /// Any number of `name=value` words, an object of strings in JSON (`confirm … user=alice`).
         case fields
     }
@@ -20,18 +22,21 @@ public struct Argument: Sendable, Equatable {
     public var allowsEmpty: Bool
     /// How the usage line shows it: `<query>`, `[view]`.
     public var placeholder: String
+    /// A secret (a password): clients hide it as it is typed and in their logs.
+    public var isSecure: Bool
 
-    public init(name: String, kind: Kind, isRequired: Bool, allowsEmpty: Bool = false, placeholder: String? = nil) {
+    public init(name: String, kind: Kind, isRequired: Bool, allowsEmpty: Bool = false, placeholder: String? = nil, isSecure: Bool = false) {
         self.name = name
         self.kind = kind
         self.isRequired = isRequired
         self.allowsEmpty = allowsEmpty
         self.placeholder = placeholder ?? name
+        self.isSecure = isSecure
     }
 
-    /// A required word: `<name>`.
-    public static func word(_ name: String, allowsEmpty: Bool = false, placeholder: String? = nil) -> Argument {
-        Argument(name: name, kind: .word, isRequired: true, allowsEmpty: allowsEmpty, placeholder: placeholder)
+    /// A required word: `<name>`; `secure` for a secret such as a password.
+    public static func word(_ name: String, allowsEmpty: Bool = false, placeholder: String? = nil, secure: Bool = false) -> Argument {
+        Argument(name: name, kind: .word, isRequired: true, allowsEmpty: allowsEmpty, placeholder: placeholder, isSecure: secure)
     }
 
     /// An optional word: `[name]`.
@@ -49,15 +54,43 @@ public struct Argument: Sendable, Equatable {
         Argument(name: name, kind: .text, isRequired: false, placeholder: placeholder)
     }
 
-    /// An optional integer (`[count]`). Before a text argument it is taken only when
-    /// the word is a number; otherwise the word must be one.
-    public static func optionalInteger(_ name: String, minimum: Int = 0, unit: String? = nil, placeholder: String? = nil) -> Argument {
-        Argument(name: name, kind: .integer(minimum: minimum, unit: unit), isRequired: false, placeholder: placeholder)
+    /// An optional integer (`[count]`) from `minimum` to `maximum`. Before a text argument it
+    /// is taken only when the word is a number; otherwise the word must be one. The default
+    /// maximum, 2^53 − 1, is the largest integer every client (JavaScript too) holds exactly.
+    public static func optionalInteger(
+        _ name: String, minimum: Int = 0, maximum: Int = Argument.largestSafeInteger, unit: String? = nil, placeholder: String? = nil
+    ) -> Argument {
+        precondition(minimum <= maximum, "\(name): minimum \(minimum) above maximum \(maximum)")
+        return Argument(name: name, kind: .integer(minimum: minimum, maximum: maximum, unit: unit), isRequired: false, placeholder: placeholder)
     }
+
+    /// 2^53 − 1: the largest integer a JSON number keeps exactly in every client.
+    public static let largestSafeInteger = 9_007_199_254_740_991
 
     /// `name=value` words: `[name=value ...]`.
     public static func fields(_ name: String) -> Argument {
         Argument(name: name, kind: .fields, isRequired: false, placeholder: "name=value ...")
+    }
+
+    /// This argument in `help` (protocol 1.2): what a client needs to draw a typed input
+    /// for it and check it before sending, without knowing the command.
+    public var json: JSON {
+        var object: JSONObject = ["name": .string(name)]
+        switch kind {
+        case .word: object["kind"] = "word"
+        case .text: object["kind"] = "text"
+        case .fields: object["kind"] = "fields"
+        case .integer(let minimum, let maximum, let unit):
+            object["kind"] = "integer"
+            object["minimum"] = .int(minimum)
+            object["maximum"] = .int(maximum)
+            if let unit { object["unit"] = .string(unit) }
+        }
+        object["required"] = .bool(isRequired)
+        if isRequired, allowsEmpty { object["allowsEmpty"] = true }
+        if isSecure { object["secure"] = true }
+        if placeholder != name { object["placeholder"] = .string(placeholder) }
+        return .object(object)
     }
 
     /// How the usage line shows this argument.

@@ -9,6 +9,8 @@ public struct CommandSpec: Sendable, Equatable {
     public var example: String
     public var arguments: [Argument]
     public var adminOnly: Bool
+    /// The view whose view-model declares the command; `nil` for the built-ins.
+    public var view: String?
 
     public init(
         _ name: String, summary: String, arguments: [Argument] = [], example: String? = nil,
@@ -25,11 +27,15 @@ public struct CommandSpec: Sendable, Equatable {
     /// The JSON `args` keys this command accepts.
     public var argumentNames: [String] { arguments.map(\.name) }
 
-    /// The command's entry in `help`.
+    /// The command's entry in `help`: `args` (the names, as protocol 1.0 had them),
+    /// `arguments` (each one's kind, bounds and whether it is required or secret) and
+    /// `view` (the view-model that declares it; `builtin` for the server's own).
     public var json: JSON {
         var object: JSONObject = ["name": .string(name), "usage": .string(usage), "summary": .string(summary)]
         object["args"] = .array(argumentNames.map { .string($0) })
+        object["arguments"] = .array(arguments.map(\.json))
         object["example"] = .string(example)
+        if let view { object["view"] = .string(view) } else { object["builtin"] = true }
         if adminOnly { object["admin"] = true }
         return .object(object)
     }
@@ -57,7 +63,7 @@ public struct CommandSpec: Sendable, Equatable {
             case .text:
                 if !rest.isEmpty { args[argument.name] = .string(rest.joined(separator: " ")) }
                 rest = []
-            case .integer(_, let unit):
+            case .integer(_, _, let unit):
                 guard let word = rest.first else { continue }
                 if let value = Int(word) {
                     args[argument.name] = .int(value)
@@ -103,11 +109,13 @@ public struct CommandSpec: Sendable, Equatable {
                 if argument.isRequired, !argument.allowsEmpty, string.allSatisfy({ $0 == " " || $0 == "\t" }) {
                     throw usageError("\(argument.name) must not be empty")
                 }
-            case .integer(let minimum, _):
-                guard let number = value.intValue, number >= minimum else {
-                    throw usageError(minimum == 0
-                        ? "\(argument.name) must be a non-negative integer"
-                        : "\(argument.name) must be an integer of at least \(minimum)")
+            case .integer(let minimum, let maximum, _):
+                guard let number = value.intValue, number >= minimum, number <= maximum else {
+                    throw usageError(maximum == Argument.largestSafeInteger
+                        ? (minimum == 0
+                            ? "\(argument.name) must be a non-negative integer"
+                            : "\(argument.name) must be an integer of at least \(minimum)")
+                        : "\(argument.name) must be an integer from \(minimum) to \(maximum)")
                 }
             case .fields:
                 guard let object = value.objectValue else { throw usageError("\(argument.name) must be an object of strings") }

@@ -63,8 +63,8 @@ extension Argument {
         switch kind {
         case .word, .text:
             return isRequired && !allowsEmpty ? ["type": "string", "pattern": "[^ \\t]"] : ["type": "string"]
-        case .integer(let minimum, _):
-            return ["type": "integer", "minimum": .int(minimum)]
+        case .integer(let minimum, let maximum, _):
+            return ["type": "integer", "minimum": .int(minimum), "maximum": .int(maximum)]
         case .fields:
             return ["type": "object", "additionalProperties": ["type": "string"]]
         }

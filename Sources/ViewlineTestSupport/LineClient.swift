@@ -54,6 +54,29 @@ public final class LineClient {
         }
     }
 
+    /// Sends as much of `bytes` as the peer takes within `timeout` (a server that stops
+    /// reading fills the socket's buffers); returns how many bytes went, or -1 once the
+    /// peer has closed.
+    public func send(_ bytes: [UInt8], within timeout: Duration) -> Int {
+        let deadline = ContinuousClock.now + timeout
+        var offset = 0
+        while offset < bytes.count {
+            let left = deadline - ContinuousClock.now
+            guard left > .zero else { break }
+            var descriptor = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+            let milliseconds = Int32(left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000)
+            guard poll(&descriptor, 1, max(1, milliseconds)) > 0 else { continue }
+            if descriptor.revents & Int16(POLLERR | POLLHUP) != 0 { return -1 }
+            let n = bytes[offset...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT) | Int32(MSG_NOSIGNAL)) }
+            if n < 0 {
+                if errno == EAGAIN || errno == EWOULDBLOCK { continue }
+                return -1
+            }
+            offset += n
+        }
+        return offset
+    }
+
     /// Closes the sending side only, as `nc -N` does at the end of its input.
     public func shutdownWrite() { shutdown(fd, Int32(SHUT_WR)) }
 
@@ -74,6 +97,21 @@ public final class LineClient {
         while true {
             guard let line = try readLine(timeout: timeout) else { return true }
             received.append(try JSON.parse(line))
+        }
+    }
+
+    /// Whether the server closed the connection within `timeout`, whatever it sent
+    /// before (read and dropped); `false` when it is still open then.
+    public func isClosed(within timeout: Duration) -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            buffer.removeAll(keepingCapacity: true)
+            guard ContinuousClock.now < deadline else { return false }
+            do {
+                guard try fill(until: deadline) else { return true }
+            } catch {
+                return false  // timed out: still open
+            }
         }
     }
 

@@ -78,16 +78,28 @@ public final class WebSocketClient: ProtocolClient {
 
     /// Sends one frame.
     public func sendFrame(opcode: UInt8, payload: [UInt8], fin: Bool = true) throws {
-        var frame: [UInt8] = [(fin ? 0x80 : 0) | opcode]
-        switch payload.count {
-        case ..<126: frame.append(0x80 | UInt8(payload.count))
-        case ..<65536: frame += [0x80 | 126, UInt8(payload.count >> 8), UInt8(payload.count & 0xFF)]
-        default: frame.append(0x80 | 127); frame += (0..<8).reversed().map { UInt8((payload.count >> ($0 * 8)) & 0xFF) }
+        try connection.sendRaw(Self.frame(opcode: opcode, payload: payload, fin: fin))
+    }
+
+    /// One frame's bytes: masked as a client's must be unless `masked` is false (an
+    /// attack), with reserved bits `rsv` (0–7) set and a payload `length` that may claim
+    /// more than `payload` holds (a frame left unfinished).
+    public static func frame(
+        opcode: UInt8, payload: [UInt8], fin: Bool = true, masked: Bool = true, rsv: UInt8 = 0, length: Int? = nil
+    ) -> [UInt8] {
+        let length = length ?? payload.count
+        let maskBit: UInt8 = masked ? 0x80 : 0
+        var frame: [UInt8] = [(fin ? 0x80 : 0) | (rsv & 0x7) << 4 | opcode]
+        switch length {
+        case ..<126: frame.append(maskBit | UInt8(length))
+        case ..<65536: frame += [maskBit | 126, UInt8(length >> 8), UInt8(length & 0xFF)]
+        default: frame.append(maskBit | 127); frame += (0..<8).reversed().map { UInt8((length >> ($0 * 8)) & 0xFF) }
         }
+        guard masked else { return frame + payload }
         let mask: [UInt8] = (0..<4).map { _ in UInt8.random(in: 0...255) }
         frame += mask
         frame += payload.enumerated().map { $0.element ^ mask[$0.offset % 4] }
-        try connection.sendRaw(frame)
+        return frame
     }
 
     /// The next frame: its opcode and payload; `nil` at end of stream.

@@ -21,11 +21,13 @@ struct ViewlineServerCommand: AsyncParsableCommand {
     @Option(help: "Address to listen on.") var host = "127.0.0.1"
     @Option(help: "Port to listen on; 0 picks a free one (printed as `listening on HOST:PORT`).") var port = 7878
     @Flag(help: "Enable admin commands (`fault`).") var admin = false
+    @Option(help: ArgumentHelp("Event loop threads serving connections and sessions; the core count by default. On a machine the load generator shares, 1 may serve more.", valueName: "n")) var eventLoops: Int?
     @Option(help: ArgumentHelp("Also serve the browser page at http://HOST:PORT/ and the protocol over WebSocket at /ws (host: --host; 0 picks a free port, printed as `web on http://HOST:PORT/`).", valueName: "port")) var webPort: Int?
     @Option(help: ArgumentHelp("Serve /metrics (Prometheus), /healthz and /readyz on this port (0 picks a free one, printed as `metrics on http://HOST:PORT/metrics`); off unless given.", valueName: "port")) var metricsPort: Int?
     @Option(help: ArgumentHelp("Address of the metrics listener.", valueName: "host")) var metricsHost = "127.0.0.1"
     @Option(help: ArgumentHelp("On SIGTERM: how long running commands may take to finish (new connections are refused and /readyz says 503 at once) before clients are told bye; a second SIGTERM exits at once.", valueName: "seconds")) var drainSeconds = 10.0
     @Option(help: ArgumentHelp("Commands at least this slow go to the slow log (`slowlog`, admin).", valueName: "ms")) var slowCommandMs = 100
+    @Option(help: ArgumentHelp("A host name the web listener answers to besides IP addresses and localhost (repeatable), e.g. app.example.com; other Host headers get 421 (DNS rebinding).", valueName: "name")) var webHostName: [String] = []
     @Option(help: ArgumentHelp("An origin besides the page's own allowed to open the WebSocket (repeatable), e.g. https://app.example.com.", valueName: "origin")) var webOrigin: [String] = []
     @Flag(help: "Add the demo users alice/wonderland and bob/builder (demos, the tutorial, tests; never a real deployment).") var demo = false
     @Flag(help: "Print the JSON Schema of the commands (derived from the view-models' declarations) and exit.") var printSchema = false
@@ -45,7 +47,7 @@ struct ViewlineServerCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("SQLite database file (`:memory:` for none); the store of a single node.", valueName: "path")) var db = "viewline.sqlite"
     @Option(help: ArgumentHelp("PostgreSQL instead of SQLite, for several nodes over one database (also VIEWLINE_POSTGRES).", valueName: "postgres://user@host/db")) var postgres: String?
     @Option(help: ArgumentHelp("With --postgres: the address other nodes send clients to for this node's sessions (`moved`); the listening address by default.", valueName: "host:port")) var advertise: String?
-    @Option(help: ArgumentHelp("With --postgres: a node silent this long is gone, and its sessions are restored where clients attach.", valueName: "seconds")) var nodeTimeout = 5
+    @Option(help: ArgumentHelp("With --postgres: a node silent this long is gone, and its sessions are restored where clients attach (5 by default). The first node stores it for the cluster; a node started with another value adopts the stored one, with a warning.", valueName: "seconds")) var nodeTimeout: Int?
     @Option(help: ArgumentHelp("JSON array of {\"user\",\"password\"} objects: the users who can log in.", valueName: "file")) var users: String?
     @Option(help: ArgumentHelp("Lifetime of an access token issued at login.", valueName: "seconds")) var tokenTtl = 3600
     @Option(help: ArgumentHelp("JSON array of {\"name\",\"phone\",\"address\"} read at every contacts sync.", valueName: "file")) var remoteContacts: String?
@@ -55,6 +57,7 @@ struct ViewlineServerCommand: AsyncParsableCommand {
 
     func validate() throws {
         guard (0...65535).contains(port) else { throw ValidationError("--port must be between 0 and 65535") }
+        if let eventLoops, !(1...256).contains(eventLoops) { throw ValidationError("--event-loops must be between 1 and 256") }
         guard backendLatency >= 0 else { throw ValidationError("--backend-latency must not be negative") }
         guard maxLineBytes >= 16 else { throw ValidationError("--max-line-bytes must be at least 16") }
         guard (tlsCert == nil) == (tlsKey == nil) else { throw ValidationError("--tls-cert and --tls-key go together") }
@@ -65,7 +68,7 @@ struct ViewlineServerCommand: AsyncParsableCommand {
         guard eventLogBudget >= 0 else { throw ValidationError("--event-log-budget must not be negative") }
         guard maxClients > 0 else { throw ValidationError("--max-clients must be positive") }
         guard maxClientsPerAddress >= 0, maxSessionsPerAddress >= 0 else { throw ValidationError("per-address caps must not be negative") }
-        guard nodeTimeout > 0 else { throw ValidationError("--node-timeout must be positive") }
+        if let nodeTimeout, nodeTimeout <= 0 { throw ValidationError("--node-timeout must be positive") }
         guard lineTimeout >= 0 else { throw ValidationError("--line-timeout must not be negative") }
         guard tokenTtl > 0 else { throw ValidationError("--token-ttl must be positive") }
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("unknown --log-level \(logLevel)") }
@@ -110,6 +113,8 @@ struct ViewlineServerCommand: AsyncParsableCommand {
         configuration.tlsKeyFile = tlsKey
         configuration.webPort = webPort
         configuration.webOrigins = webOrigin
+        configuration.webHostNames = webHostName
+        configuration.eventLoops = eventLoops
         configuration.drainTimeout = .milliseconds(Int(drainSeconds * 1000))
         configuration.slowCommandThreshold = .milliseconds(slowCommandMs)
         configuration.metricsPort = metricsPort
@@ -141,9 +146,17 @@ struct ViewlineServerCommand: AsyncParsableCommand {
         if let url = postgres ?? ProcessInfo.processInfo.environment["VIEWLINE_POSTGRES"].flatMap({ $0.isEmpty ? nil : $0 }) {
             let postgresStore = try await PostgresStore.connect(try PostgresURL(url), logger: logger)
             store = postgresStore
-            cluster = Cluster(
-                directory: PostgresSessionDirectory(store: postgresStore), address: advertise, nodeTimeout: .seconds(nodeTimeout),
-                logger: logger)
+            let directory = PostgresSessionDirectory(store: postgresStore)
+            // One node timeout for the whole cluster: nodes that measured leases
+            // differently would each take the other's live sessions.
+            let proposed = Duration.seconds(nodeTimeout ?? 5)
+            let agreed = try await directory.agreedNodeTimeout(proposing: proposed)
+            if agreed != proposed, nodeTimeout != nil {
+                logger.warning("the cluster's node timeout is stored in its database; using it instead of --node-timeout", metadata: [
+                    "node-timeout": "\(agreed)", "requested": "\(proposed)",
+                ])
+            }
+            cluster = Cluster(directory: directory, address: advertise, nodeTimeout: agreed, logger: logger)
             logger.info("using PostgreSQL", metadata: ["url": "\(postgresStore.url.redacted)"])
         } else {
             store = try SQLiteStore.open(path: db)

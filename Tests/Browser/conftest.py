@@ -33,7 +33,8 @@ def free_port() -> int:
 class Server:
     """viewline-server on fixed free ports (so a restart comes back on them)."""
 
-    def __init__(self):
+    def __init__(self, extra: Optional[List[str]] = None):
+        self.extra = extra or []
         self.port = free_port()
         self.web_port = free_port()
         self.process: Optional[subprocess.Popen] = None
@@ -47,7 +48,7 @@ class Server:
     def start(self) -> None:
         self.process = subprocess.Popen(
             [SERVER, "--port", str(self.port), "--web-port", str(self.web_port), "--db", ":memory:",
-             "--demo", "--admin", "--log-level", "warning"],
+             "--demo", "--admin", "--log-level", "warning", *self.extra],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         first = self.process.stdout.readline().decode()
         second = self.process.stdout.readline().decode()

@@ -11,7 +11,7 @@ import pytest
 from selenium.webdriver.common.by import By
 
 from conftest import ROOT, SERVER, free_port
-from test_page import run, status, view, wait
+from test_page import join_offered_session, run, status, view, wait
 
 sys.path.insert(0, str(ROOT / "Tests" / "support"))
 from line_client import LineClient  # noqa: E402
@@ -49,6 +49,7 @@ def test_the_page_follows_moved_to_the_node_that_owns_the_session(page, two_node
     assert owner.command("login alice wonderland")["ok"]
     time.sleep(0.5)  # the session's record is written in the next batch
     page.get(f"{origins['b']}/#attach={owner.welcome['token']}")
+    join_offered_session(page)
     wait(page, lambda: "alice" in view(page, "session").text)
     assert status(page) == "connected"
     # Commands from the page run in the session on node A: its TCP client sees them.

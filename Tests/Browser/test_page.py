@@ -30,6 +30,15 @@ def named(driver, css: str, name: str):
     return None
 
 
+def join_offered_session(driver, join: bool = True):
+    """Answers the page's question before it joins a session from an `#attach=` link."""
+    dialog = wait(driver, lambda: next((d for d in driver.find_elements(By.CSS_SELECTOR, "dialog[open]")
+                                         if d.accessible_name == "Join another session?"), None))
+    button = named(driver, "dialog[open] button", "Join this session" if join else "Stay in my own session")
+    button.click()
+    wait(driver, lambda: not dialog.is_displayed())
+
+
 def command_form(driver, name: str):
     form = wait(driver, lambda: named(driver, "form", name))
     return form
@@ -202,3 +211,49 @@ def test_a_burst_of_displays_shows_the_last_state_within_a_second(page, server: 
     wait(page, lambda: "final" in section.text and "loading\nno" in section.text, seconds=1.0)
     assert time.monotonic() - shown < 1.0
     assert last["rev"] >= 2000
+
+
+def test_a_link_with_someone_elses_session_is_joined_only_when_the_person_says_so(page, server: Server):
+    # Session fixation: an attacker sends a link with its own session's token. The page
+    # asks first, and staying in one's own session is the default (Escape, or the button).
+    attacker = server.tcp()
+    token = attacker.welcome["token"]
+    page.get(f"{server.url}#attach={token}")
+    dialog = wait(page, lambda: next((d for d in page.find_elements(By.CSS_SELECTOR, "dialog[open]")
+                                       if d.accessible_name == "Join another session?"), None))
+    assert token[:8] in dialog.text
+    assert "see everything" in dialog.text
+    assert page.switch_to.active_element.accessible_name == "Stay in my own session"
+    assert "attach=" not in page.current_url  # the token left the address bar at once
+    dialog.send_keys(Keys.ESCAPE)
+    wait(page, lambda: status(page) == "connected")
+    assert page.find_element(By.ID, "token").text != token
+    # The victim logs in; the attacker's session learns nothing.
+    run(page, "login", user="bob", password="builder")
+    wait(page, lambda: "bob" in view(page, "session").text)
+    assert "bob" not in json.dumps(attacker.command("state session")["result"])
+    # Answered "join": the page drives that session (the person chose to).
+    page.get(f"{server.url}#attach={token}")
+    join_offered_session(page)
+    wait(page, lambda: page.find_element(By.ID, "token").text == token)
+
+
+def test_a_form_sends_typed_json_so_a_password_with_spaces_and_quotes_logs_in(page, tmp_path):
+    users = tmp_path / "users.json"
+    users.write_text(json.dumps([{"user": "carol", "password": 'open "sesame" now'}]))
+    server = Server(["--users", str(users)])
+    try:
+        page.get(server.url)
+        wait(page, lambda: status(page) == "connected")
+        run(page, "login", user="carol", password='open "sesame" now')
+        wait(page, lambda: "carol" in view(page, "session").text)
+        # An integer argument is a number input with its declared bounds.
+        page_box = command_form(page, "saved").find_element(By.NAME, "page")
+        assert page_box.get_attribute("type") == "number"
+        assert page_box.get_attribute("min") == "1" and page_box.get_attribute("max") == "5"
+        # An empty optional is left out by name: attach with only lastRev filled is
+        # refused by the browser (token is required), never sent with lastRev as the token.
+        attach = command_form(page, "attach")
+        assert attach.find_element(By.NAME, "token").get_attribute("required") == "true"
+    finally:
+        server.stop()

@@ -52,6 +52,30 @@ import ViewlineTesting
         #expect(throttle.wait(for: FailureThrottle.keys(user: "bob", peer: "10.0.2.1"), now: start) == 1)
     }
 
+    @Test func twelveAttackingAddressesNeverLockTheUserOutOfAnAddressThatHasNotFailed() {
+        // The default allowance: 5 per (user, address), 50 for the user from anywhere.
+        let throttle = FailureThrottle(freeFailures: 5)
+        var now = start
+        // A minute of guessing from 12 addresses, each as often as it is let through.
+        var honestGotThrough = 0
+        for second in 0..<60 {
+            now = start + TimeInterval(second)
+            for n in 0..<12 where throttle.loginWait(user: "alice", peer: "198.51.100.\(n)", now: now) == nil {
+                throttle.failed(FailureThrottle.keys(user: "alice", peer: "198.51.100.\(n)"), now: now)
+            }
+            // Alice, from her own address, every 2 s: slowed at most, never locked out.
+            if second.isMultiple(of: 2), throttle.loginWait(user: "alice", peer: "203.0.113.7", now: now) == nil { honestGotThrough += 1 }
+        }
+        #expect(honestGotThrough == 30, "alice got through \(honestGotThrough) times in 30")
+        // The attacking addresses are held off alice (they failed).
+        #expect(throttle.loginWait(user: "alice", peer: "198.51.100.3", now: now) != nil)
+        // A clean address is slowed to one attempt a second for the user, all such addresses together.
+        let later = now + 0.5
+        #expect(throttle.loginWait(user: "alice", peer: "203.0.113.8", now: later) == nil)
+        #expect(throttle.loginWait(user: "alice", peer: "203.0.113.9", now: later) == 1)
+        #expect(throttle.loginWait(user: "alice", peer: "203.0.113.9", now: later + 1) == nil)
+    }
+
     @Test func failuresAreForgottenAfterAQuietQuarterOfAnHour() {
         let throttle = FailureThrottle(freeFailures: 2, baseDelay: 1, maximumDelay: 8)
         let keys = FailureThrottle.keys(user: "alice", peer: "10.0.0.1")
@@ -133,5 +157,34 @@ final class Gate: Sendable {
         #expect(try await other.value == 42)
         // Its share is free again once its jobs are done.
         #expect(try await pool.run(key: "10.0.0.9") { 7 } == 7)
+    }
+
+    @Test func addressesThatFillTheQueueWithTheirShareCannotKeepAnotherOut() async throws {
+        // 8 addresses × 4 log-ins in flight (right passwords: successes count too) fill a
+        // queue of 32; a 9th address still gets in, and is served in the next turn.
+        let pool = BlockingPool(threads: 1, queueLimit: 32, perKeyLimit: 4)
+        let gate = Gate()
+        final class Order: Sendable {
+            let served = Mutex<[String]>([])
+            func append(_ key: String) { served.withLock { $0.append(key) } }
+        }
+        let order = Order()
+        var held: [Task<Void, any Error>] = []
+        for address in 0..<8 {
+            for _ in 0..<4 {
+                held.append(Task { try await pool.run(key: "10.0.0.\(address)") { gate.wait(); order.append("10.0.0.\(address)") } })
+            }
+        }
+        for _ in 0..<1000 where pool.load < 32 { try await Task.sleep(for: .milliseconds(1)) }
+        await #expect(throws: BlockingPool.Full.self) { try await pool.run(key: "10.0.0.0") { () } }
+        let honest = Task { try await pool.run(key: "192.0.2.1") { order.append("192.0.2.1") } }
+        for _ in 0..<1000 where pool.load < 33 { try await Task.sleep(for: .milliseconds(1)) }
+        #expect(pool.load == 33)
+        gate.open()
+        try await honest.value
+        for task in held { try await task.value }
+        // Taken in turn: the honest job ran within the first round (9 jobs), not after 32.
+        let position = try #require(order.served.withLock { $0 }.firstIndex(of: "192.0.2.1"))
+        #expect(position <= 9, "served \(position + 1)th")
     }
 }

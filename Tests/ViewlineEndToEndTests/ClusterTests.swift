@@ -184,6 +184,85 @@ import ViewlineTestSupport
         #expect(search.last?["state"]?["query"] == "noodle")
     }
 
+    @Test func aCleanShutdownUnderAFastCommandRateKeepsTheLastAcknowledgedChange() throws {
+        let (_, nodes) = try startCluster(2)
+        let (onA, token) = try open(nodes[0])
+        // Searches faster than the record rate limit (5 a second): the final flush must
+        // write the last one whatever that limit says.
+        var acknowledged = ""
+        for n in 0..<40 {
+            #expect(try onA.command("search q\(n)").isOK)
+            acknowledged = "q\(n)"
+            usleep(20_000)
+        }
+        nodes[0].signal(SIGTERM)
+        _ = try onA.read(until: { $0.type == "bye" })
+        let onB = try connect(nodes[1])
+        #expect(try onB.command("attach \(token)")["result"]?["snapshot"] == true)
+        let search = try onB.read(until: { $0["view"] == "search" })
+        #expect(search.last?["state"]?["query"]?.stringValue == acknowledged)
+    }
+
+    @Test func nodesStartedWithDifferentTimeoutsUseTheClustersOneAndNeverShareASession() throws {
+        let database = try PostgresServer.shared.createDatabase()
+        let url = PostgresServer.shared.url(database: database)
+        let a = try ServerProcess(["--postgres", url, "--demo", "--node-timeout", "10"])
+        let b = try ServerProcess(["--postgres", url, "--demo", "--node-timeout", "1"])
+        let (onA, token) = try open(a)
+        #expect(try onA.command("search ramen").isOK)
+        usleep(1_500_000)  // past B's own 1 s, well within the cluster's 10 s
+        let reply = try connect(b).command("attach \(token)")
+        #expect(reply.errorCode == "moved", "\(reply.encoded)")
+        #expect(try onA.command("ping").isOK)
+        #expect(try PostgresServer.shared.query("SELECT value FROM viewline_cluster_settings WHERE name = 'node_timeout_ms'", database: database) == "10000")
+    }
+
+    @Test func anAcknowledgedQuitIsNotUndoneByACrash() throws {
+        let (_, nodes) = try startCluster(2, ["--node-timeout", "1"])
+        let (onA, token) = try open(nodes[0])
+        #expect(try onA.command("login alice wonderland").isOK)
+        usleep(300_000)  // the record is written
+        try onA.send("quit")
+        #expect(try onA.read(until: { $0.type == "bye" }).contains { $0["result"]?["bye"] == true })
+        nodes[0].signal(SIGKILL)  // before any batch could delete the record
+        _ = try nodes[0].waitForExit()
+        usleep(1_500_000)  // node A's lease expires: its sessions may be restored
+        #expect(try connect(nodes[1]).command("attach \(token)").errorCode == "bad_token")
+    }
+
+    @Test func restoredSessionsKeepTheirOwnAddressesAndARestoreEndsNoOtherSession() throws {
+        let (_, nodes) = try startCluster(2, ["--node-timeout", "1", "--max-sessions-per-address", "3"])
+        // Four users on four addresses, each with a session on node A.
+        var tokens: [String] = []
+        var clients: [LineClient] = []
+        for n in 0..<4 {
+            let client = try LineClient(port: nodes[0].port, from: "127.0.0.\(10 + n)")
+            tokens.append(try #require(try client.next()["token"]?.stringValue))
+            #expect(try client.command("search q\(n)").isOK)
+            clients.append(client)
+        }
+        usleep(300_000)
+        nodes[0].signal(SIGKILL)
+        _ = try nodes[0].waitForExit()
+        usleep(1_500_000)
+        // Each comes back on node B through one address (a proxy, a NAT): none is
+        // refused or evicted by a cap meant for one hostile address.
+        var proxy: [LineClient] = []
+        for n in 0..<4 {
+            let client = try LineClient(port: nodes[1].port, from: "127.0.0.20")
+            proxy.append(client)
+            _ = try client.next()
+            let reply = try client.command("attach \(tokens[n])")
+            #expect(reply.isOK, "\(reply.encoded)")
+        }
+        for (n, token) in tokens.enumerated() {
+            let again = try LineClient(port: nodes[1].port, from: "127.0.0.\(10 + n)")
+            _ = try again.next()
+            #expect(try again.command("attach \(token)").isOK, "session \(n) was lost")
+        }
+        _ = clients
+    }
+
     @Test func aSessionThatQuitIsGoneFromEveryNode() throws {
         let (_, nodes) = try startCluster(2)
         let (onA, token) = try open(nodes[0])

@@ -46,7 +46,7 @@ public struct Command<Model: ViewModel>: Sendable {
 
 /// A command with its view-model's type erased, as the runtime keeps it.
 struct AnyCommand: Sendable {
-    let spec: CommandSpec
+    var spec: CommandSpec
     let perform: @Sendable (isolated Session, Arguments) async throws -> JSON
     /// `perform` when it never suspends: run without a task (see ``Session/handleNow(_:from:)``).
     let performNow: (@Sendable (isolated Session, Arguments) throws -> JSON)?

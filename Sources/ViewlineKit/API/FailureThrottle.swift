@@ -82,6 +82,35 @@ public final class FailureThrottle: Sendable {
         ]
     }
 
+    /// How long a log-in as `user` from `peer` must still wait, in whole seconds, or
+    /// `nil` when it may go ahead. The (user, address) and address counts apply as
+    /// ``wait(for:now:)`` says; the user's count from anywhere only slows an address
+    /// that has not failed for this user (one attempt a second for the user from all
+    /// such addresses together) and never locks it out, while it blocks the addresses
+    /// that have failed. So guesses spread over many addresses buy each address one
+    /// guess, and the user still gets in from anywhere else (PROTOCOL §8).
+    public func loginWait(user: String, peer: String?, now: Date) -> Int? {
+        let keys = Self.keys(user: user, peer: peer)
+        let (pair, address, anywhere) = (keys[0], keys[1], keys[2])
+        let slot = Key("login-user-clean", user)
+        let until = records.withLock { records -> Date? in
+            var waits = [pair, address].compactMap { records[$0]?.blockedUntil }
+            if let everywhere = records[anywhere], everywhere.blockedUntil > now {
+                if (records[pair]?.failures ?? 0) > 0 {
+                    waits.append(everywhere.blockedUntil)
+                } else if let last = records[slot]?.lastSeen, now.timeIntervalSince(last) < 1 {
+                    waits.append(last + 1)
+                } else {
+                    if records[slot] == nil { makeRoom(in: &records, now: now) }
+                    records[slot] = Record(lastSeen: now)
+                }
+            }
+            return waits.max()
+        }
+        guard let until, until > now else { return nil }
+        return Int(until.timeIntervalSince(now).rounded(.up))
+    }
+
     /// The key a log-in success clears: only the user at that address (a good
     /// log-in of one's own never clears the address's or the user's count).
     public static func successKey(user: String, peer: String?) -> [Key] {

@@ -10,7 +10,7 @@ extension Application {
         let uptime = ContinuousClock.now - startedAt
         var server: JSONObject = [
             "name": .string(serverName), "uptimeSeconds": .int(Int(uptime.components.seconds)),
-            "eventLoops": .int(System.coreCount),
+            "eventLoops": .int(eventLoopCount.load(ordering: .relaxed)),
         ]
         if let resident = ProcessFigures.residentBytes() { server["residentBytes"] = .int(resident) }
         if let files = ProcessFigures.openFiles() { server["openFiles"] = .int(files) }

@@ -1,3 +1,5 @@
+import NIOCore
+import Synchronization
 import Prometheus
 import Foundation
 
@@ -39,6 +41,8 @@ public final class Application: Sendable {
     /// The last slow commands (`slowlog`).
     public let slowLog: SlowLog
     /// When this application started (`info`'s uptime).
+    /// Event loops serving this application (`info`): set by the server that runs it.
+    let eventLoopCount = Atomic<Int>(System.coreCount)
     public let startedAt = ContinuousClock.now
     /// Connections open now by transport, kept by the server (`info`, `/metrics`).
     public let connections = ConnectionCounts()
@@ -64,7 +68,11 @@ public final class Application: Sendable {
             precondition(!views.contains { $0.name == model.view }, "two views are named \"\(model.view)\"")
             viewIndex[ObjectIdentifier(model)] = views.count
             views.append(ViewDescription(model))
-            modelCommands += model.erasedCommands
+            modelCommands += model.erasedCommands.map { command in
+                var command = command
+                command.spec.view = model.view
+                return command
+            }
             backends += model.backends.filter { backend in !backends.contains { $0.name == backend.name } }
             errors += model.errors.filter { !errors.contains($0) }
             hooks.append(model.erasedUserChanged)

@@ -208,7 +208,7 @@ public final class Cluster: Sendable {
         // A batch the loop has in flight finishes first (written, or queued again if
         // its write was cancelled); then everything left is written here.
         await task?.value
-        await flush()
+        await flush(final: true)  // every record, whatever the rate limit: a clean shutdown loses nothing
         lease.withLock { $0.left = true }
         try? await directory.leave(node)
     }
@@ -228,11 +228,27 @@ public final class Cluster: Sendable {
         endedLookups.withLock { _ = $0.insert(lookup) }
     }
 
+    /// `quit`: deletes the session's record now, before the reply (and again with the
+    /// next batch, after any batch in flight that may still hold it). Throws
+    /// `unavailable` when the database does not take the delete: the quit is not
+    /// acknowledged.
+    func forget(_ session: Session) async throws {
+        let (lookup, _) = SessionRegistry.split(session.token)
+        do {
+            try await directory.remove(lookup: lookup)
+            ended(session)
+        } catch {
+            logger.warning("could not delete a quitting session's record", metadata: ["session": "\(session.id)", "error": "\(error)"])
+            throw ProtocolError(.unavailable, "the session could not be ended right now; try again")
+        }
+    }
+
     /// Writes the records of every session that changed since the last batch, then
     /// deletes those of sessions that ended.
-    /// `now` decides which records are due (tests pass their own).
-    func flush(now: ContinuousClock.Instant = .now) async {
-        await writeChanged(now: now)
+    /// `now` decides which records are due (tests pass their own); a `final` flush
+    /// (leaving the cluster) writes every changed record whatever the rate limit.
+    func flush(now: ContinuousClock.Instant = .now, final: Bool = false) async {
+        await writeChanged(now: now, final: final)
         let ended = endedLookups.withLock { ended in
             defer { ended = [] }
             return ended
@@ -245,7 +261,7 @@ public final class Cluster: Sendable {
         }
     }
 
-    private func writeChanged(now: ContinuousClock.Instant) async {
+    private func writeChanged(now: ContinuousClock.Instant, final: Bool) async {
         let sessions = dirty.withLock { dirty in
             defer { dirty = [:] }
             return Array(dirty.values)
@@ -255,7 +271,7 @@ public final class Cluster: Sendable {
         var later: [Session] = []
         for session in sessions {
             switch await session.recordIfDue(
-                now: now, window: Self.recordWindow, burst: Self.recordsPerWindow, maximumBytes: Self.maximumRecordBytes)
+                now: now, window: Self.recordWindow, burst: final ? .max : Self.recordsPerWindow, maximumBytes: Self.maximumRecordBytes)
             {
             case .closed:
                 continue
@@ -333,7 +349,7 @@ public final class Cluster: Sendable {
         if location.ownerAlive { return .moved(address: location.ownerAddress, web: location.ownerWeb) }
         // A full node does not take the record it could not hold: the session stays
         // claimable by a node with room.
-        guard application.sessions.hasRoom else { throw Self.full }
+        guard application.sessions.hasRoomToRestore else { throw Self.full }
         guard try await directory.claim(lookup: lookup, from: location.record.owner, for: node, nodeTimeout: nodeTimeout) else {
             // Another node restored it first (or its owner came back): send the client there.
             guard let winner = try await directory.find(lookup: lookup, nodeTimeout: nodeTimeout), winner.ownerAlive else { return .unknown }
@@ -342,7 +358,7 @@ public final class Cluster: Sendable {
         logger.debug("claimed", metadata: ["record": "\(lookup)", "previous-owner": "\(location.record.owner)"])
         let snapshot = (try? JSON.parse(location.record.snapshot)) ?? .null
         let session = await Session.restore(snapshot, token: token, application: application)
-        let registered = application.sessions.register(session)
+        let registered = application.sessions.register(session, restoring: true)
         if case .success(let evicted?) = registered { await evicted.close(.evicted) }
         guard case .success = registered else {
             // Filled up since the check: stop what the restore started and hand the

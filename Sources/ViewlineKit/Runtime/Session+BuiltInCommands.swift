@@ -7,6 +7,9 @@ extension Session {
     /// The built-ins `help` lists before the view-models' commands.
     static let leadingBuiltIns: Set<String> = ["help", "ping", "state", "wait", "quit", "attach"]
 
+    /// The longest `wait` a client may ask for: an hour.
+    static let maximumWaitMilliseconds = 3_600_000
+
     /// `ping`'s result, built and encoded once: its reply copies the bytes.
     private static let pong = EncodedResult([Array(#"{"pong":true}"#.utf8)])
 
@@ -30,12 +33,16 @@ extension Session {
         )) { session, args in try stateResult(in: session, args) },
         AnyCommand(spec: CommandSpec(
             "wait", summary: "Reply once no background work is running (default timeout 10000 ms): handy at the end of a script.",
-            arguments: [.optionalInteger("timeout", unit: "milliseconds", placeholder: "timeout-ms")], example: "wait 5000"
+            arguments: [.optionalInteger("timeout", maximum: maximumWaitMilliseconds, unit: "milliseconds", placeholder: "timeout-ms")],
+            example: "wait 5000"
         )) { _, _ async in  // declared awaiting: never run in a read, `handle` waits for it
             preconditionFailure("wait is handled before commands run")
         },
-        AnyCommand(spec: CommandSpec("quit", summary: "Say goodbye and close the connection.")) { _, _ in
-            ["bye": true]
+        AnyCommand(spec: CommandSpec("quit", summary: "Say goodbye and close the connection.")) { session, _ async throws in
+            // In a cluster the record goes before the reply: an acknowledged quit is
+            // never undone by a crash (another node would restore the session).
+            try await session.application.cluster?.forget(session)
+            return ["bye": true]
         },
         AnyCommand(spec: CommandSpec(
             "attach",
@@ -58,12 +65,9 @@ extension Session {
         },
         AnyCommand(spec: CommandSpec(
             "slowlog", summary: "The newest commands slower than the server's threshold, newest first (default 10, at most 128; admin only).",
-            arguments: [.optionalInteger("count")], example: "slowlog 5", adminOnly: true
+            arguments: [.optionalInteger("count", minimum: 1, maximum: SlowLog.capacity)], example: "slowlog 5", adminOnly: true
         )) { session, args in
             let count = args.int("count") ?? 10
-            guard (1...SlowLog.capacity).contains(count) else {
-                throw ProtocolError(.badArguments, "count must be 1 to \(SlowLog.capacity) (got \(count))")
-            }
             let log = session.application.slowLog
             return [
                 "thresholdMs": .int(Int(log.threshold.components.seconds * 1000 + log.threshold.components.attoseconds / 1_000_000_000_000_000)),
@@ -90,7 +94,7 @@ extension Session {
         },
         AnyCommand(spec: CommandSpec(
             "fault", summary: "Make the next count calls (default 1) of a backend service fail (admin only).",
-            arguments: [.word("service"), .optionalInteger("count"), .optionalText("message")],
+            arguments: [.word("service"), .optionalInteger("count", maximum: 1_000_000), .optionalText("message")],
             example: "fault save 2 disk full", adminOnly: true
         )) { session, args in
             let application = session.application

@@ -27,6 +27,8 @@ extension Session {
         return [
             "id": .string(id), "rev": .int(rev), "user": user.map(JSON.string) ?? .null,
             "views": .object(views), "alert": alert, "nextAlert": .int(nextAlertNumber),
+            // The address that made the session: per-address limits count it there on any node.
+            "address": peer.map(JSON.string) ?? .null,
         ]
     }
 
@@ -61,7 +63,8 @@ extension Session {
     /// revs go on from the recorded one, so a client that attaches gets a snapshot
     /// with revs newer than anything it saw.
     static func restore(_ record: JSON, token: String, application: Application) async -> Session {
-        let session = Session(restoring: record["id"]?.stringValue ?? "s0", token: token, application: application)
+        let session = Session(
+            restoring: record["id"]?.stringValue ?? "s0", token: token, peer: record["address"]?.stringValue, application: application)
         await session.apply(record)
         return session
     }

@@ -133,8 +133,8 @@ public actor Session {
 
     /// A session rebuilt from a cluster record (see Session+Record.swift): the same
     /// id and token, no connection yet.
-    init(restoring id: String, token: String, application: Application) {
-        self.init(id: id, application: application, peer: nil, eventLoop: nil, connections: [:], token: token)
+    init(restoring id: String, token: String, peer: String?, application: Application) {
+        self.init(id: id, application: application, peer: peer, eventLoop: nil, connections: [:], token: token)
     }
 
     /// The backends, database and clock this session's view-models reach.
@@ -345,6 +345,12 @@ public actor Session {
     }
 
     /// A fresh unguessable secret: 192 random bits from the system generator, hex.
+    /// Whether `token` has the shape ``makeSecret()`` gives: 48 lowercase hex digits.
+    /// Anything else is refused before any lookup.
+    public static func isWellFormedToken(_ token: String) -> Bool {
+        token.utf8.count == 48 && token.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }
+    }
+
     public static func makeSecret() -> String {
         var generator = SystemRandomNumberGenerator()
         return (0..<3).map { _ in

@@ -117,13 +117,20 @@ public final class SessionRegistry: Sendable {
     /// registry is full, the address holding the most sessions gives up its oldest
     /// detached one first, then the new session's own address, then the oldest
     /// detached session of all. The one that made room is returned, to be closed.
-    func register(_ session: Session) -> Result<Session?, Refusal> {
+    ///
+    /// A session `restoring` from another node's record keeps the address that made it
+    /// (in its record) for these counts, but is never refused or makes room for a
+    /// per-address cap (a limit on a hostile address, not on a failover), and never
+    /// ends another session: past the global cap it is refused, for a node with room.
+    func register(_ session: Session, restoring: Bool = false) -> Result<Session?, Refusal> {
         guard let lookup = Self.key(of: session.token) else { preconditionFailure("a session token starts with 16 hex digits") }
         let address = session.peer ?? ""
         let (result, start) = state.withLock { state -> (Result<Session?, Refusal>, Bool) in
             var evicted: Session?
             let perAddress = limits.maximumSessionsPerAddress
-            if perAddress > 0, let count = state.addresses[address]?.sessions, count >= perAddress {
+            if restoring {
+                guard state.entries.count < limits.maximumSessions else { return (.failure(.full), false) }
+            } else if perAddress > 0, let count = state.addresses[address]?.sessions, count >= perAddress {
                 guard let victim = state.addresses[address]?.detached.oldest else { return (.failure(.addressFull), false) }
                 evicted = Self.take(victim, from: &state)
             } else if state.entries.count >= limits.maximumSessions {
@@ -154,6 +161,11 @@ public final class SessionRegistry: Sendable {
     /// particular now (there is room, or a detached session to make room).
     var hasRoom: Bool {
         state.withLock { state in state.entries.count < limits.maximumSessions || state.detached.oldest != nil }
+    }
+
+    /// Whether ``register(_:restoring:)`` would take a restored session now (it ends none).
+    var hasRoomToRestore: Bool {
+        state.withLock { state in state.entries.count < limits.maximumSessions }
     }
 
     /// The session `token` belongs to, or `nil` — in the same time either way.

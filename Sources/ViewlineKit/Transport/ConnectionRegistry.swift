@@ -2,12 +2,17 @@ import NIOCore
 import Synchronization
 
 /// The open connections, so that shutdown can wait for what each still has to run
-/// and say `bye` to each one.
+/// and say `bye` to each one; and the places held by HTTP connections (the page, the
+/// operations listener, a WebSocket before its upgrade), which count against the same
+/// limits from `accept` on: every descriptor a client holds is one of `--max-clients`
+/// and of its address's `--max-clients-per-address`.
 final class ConnectionRegistry: Sendable {
     private struct State {
         var next = 1
         var connections: [Int: (channel: any Channel, outbound: OutboundLines, address: String, client: ClientConnection?)] = [:]
-        /// Open connections per client address.
+        /// HTTP connections holding a place (not protocol connections yet).
+        var reserved = 0
+        /// Open connections per client address, reserved places included.
         var perAddress: [String: Int] = [:]
         var emptyWaiters: [CheckedContinuation<Void, Never>] = []
     }
@@ -32,7 +37,7 @@ final class ConnectionRegistry: Sendable {
     func add(_ number: Int, channel: any Channel, outbound: OutboundLines, limit: Int, perAddress: Int) -> Refusal? {
         let address = channel.remoteAddress?.ipAddress ?? ""
         return state.withLock { state in
-            guard state.connections.count < limit else { return .full }
+            guard state.connections.count + state.reserved < limit else { return .full }
             let fromAddress = state.perAddress[address] ?? 0
             guard perAddress == 0 || fromAddress < perAddress else { return .addressFull }
             state.connections[number] = (channel, outbound, address, nil)
@@ -40,6 +45,31 @@ final class ConnectionRegistry: Sendable {
             return nil
         }
     }
+
+    /// Holds a place for an HTTP connection from `address` under the same limits as
+    /// ``add(_:channel:outbound:limit:perAddress:)``; ``release(address:)`` gives it back.
+    func reserve(address: String, limit: Int, perAddress: Int) -> Refusal? {
+        state.withLock { state in
+            guard state.connections.count + state.reserved < limit else { return .full }
+            let fromAddress = state.perAddress[address] ?? 0
+            guard perAddress == 0 || fromAddress < perAddress else { return .addressFull }
+            state.reserved += 1
+            state.perAddress[address] = fromAddress + 1
+            return nil
+        }
+    }
+
+    /// Gives back a place ``reserve(address:limit:perAddress:)`` held.
+    func release(address: String) {
+        state.withLock { state in
+            state.reserved -= 1
+            let left = (state.perAddress[address] ?? 1) - 1
+            state.perAddress[address] = left > 0 ? left : nil
+        }
+    }
+
+    /// Places HTTP connections hold now.
+    var reservedCount: Int { state.withLock { $0.reserved } }
 
     /// The connection's handler, once it has one (a drain asks it what is left to run).
     func bind(_ number: Int, to client: ClientConnection) {

@@ -35,6 +35,12 @@ public struct ServerConfiguration: Sendable {
     /// Origins besides the page's own whose pages may open the WebSocket (e.g.
     /// `https://app.example.com`); any other `Origin` gets 403.
     public var webOrigins: [String] = []
+    /// Host names (besides IP addresses and `localhost`) the web listener answers to,
+    /// e.g. `app.example.com`: a request whose `Host` is another name gets 421, so a
+    /// page on a domain rebound to this address (DNS rebinding) reaches nothing.
+    public var webHostNames: [String] = []
+    /// Event loop threads (`--event-loops`); `nil`: one per core.
+    public var eventLoops: Int?
     /// With a port (0 picks a free one), an HTTP listener on ``metricsHost`` serves
     /// `/metrics` (Prometheus), `/healthz` and `/readyz`, and the server records
     /// its ``ServerMetrics``; without one it records nothing.

@@ -88,7 +88,9 @@ public final class ViewlineServer: Sendable {
         self.application = application
         self.logger = logger
         maximumClients = Self.clientLimit(configuration.maximumClients, logger: logger)
-        self.group = MultiThreadedEventLoopGroup(numberOfThreads: System.coreCount)
+        let loops = configuration.eventLoops ?? System.coreCount
+        self.group = MultiThreadedEventLoopGroup(numberOfThreads: loops)
+        application.eventLoopCount.store(loops, ordering: .relaxed)
         let maximumLineBytes = configuration.maximumLineBytes
         let lineTimeout = configuration.incompleteLineTimeout.map { TimeAmount.nanoseconds(Int64($0.seconds * 1e9)) }
         let tls = try Self.tlsContext(configuration)
@@ -229,8 +231,13 @@ public final class ViewlineServer: Sendable {
     /// (same ``ConnectionHandler``, limits and client count).
     private func bindWeb(port: Int, tls: NIOSSLContext?) async throws -> any Channel {
         let maximumLineBytes = configuration.maximumLineBytes
-        let origins = WebOrigins(scheme: tls == nil ? "http" : "https", allowed: Set(configuration.webOrigins))
-        let idleTimeout = Self.httpIdleTimeout(configuration)
+        let origins = WebOrigins(
+            scheme: tls == nil ? "http" : "https", allowed: Set(configuration.webOrigins),
+            hostNames: configuration.webHostNames + configuration.webOrigins.compactMap { origin in
+                origin.split(separator: "/").dropFirst().first.flatMap { WebOrigins.hostName(String($0)) }
+            })
+        let admission = httpAdmission
+        let timeout = Self.httpTimeout(configuration)
         return try await ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -242,53 +249,66 @@ public final class ViewlineServer: Sendable {
                     if let tls {
                         try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls))
                     }
-                    let idle = idleTimeout.map(HTTPIdleTimeout.handlers(after:)) ?? []
-                    for handler in idle { try channel.pipeline.syncOperations.addHandler(handler) }
+                    let guarded = HTTPConnectionGuard(admission: admission, timeout: timeout)
                     let page = WebPageHandler(origins: origins)
                     let upgrader = NIOWebSocketServerUpgrader(
                         // A frame somewhat over the line limit still arrives, to be
                         // answered `line_too_long`; far over it, the socket closes (1009).
                         maxFrameSize: min(Int(UInt32.max), maximumLineBytes * 2 + 1024),
                         shouldUpgrade: { channel, head in
-                            let allowed = head.uri.split(separator: "?").first == "/ws" && origins.allows(head)
+                            let allowed = head.uri.split(separator: "?").first == "/ws" && origins.acceptsHost(head)
+                                && origins.allows(head, port: channel.localAddress?.port)
                             return channel.eventLoop.makeSucceededFuture(allowed ? HTTPHeaders() : nil)
                         },
                         upgradePipelineHandler: { [unowned self] channel, _ in
                             channel.eventLoop.makeCompletedFuture {
-                                try channel.pipeline.syncOperations.addHandlers(
-                                    WebSocketLines(maximumLength: maximumLineBytes), ConnectionHandler(server: self, transport: .websocket))
+                                let lines = WebSocketLines(maximumLength: maximumLineBytes, incompleteMessageTimeout: timeout)
+                                try channel.pipeline.syncOperations.addHandler(
+                                    lines.inputDeadline,
+                                    position: .before(try channel.pipeline.syncOperations.handler(type: ByteToMessageHandler<WebSocketFrameDecoder>.self)))
+                                try channel.pipeline.syncOperations.addHandlers(lines, ConnectionHandler(server: self, transport: .websocket))
                             }
                         })
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(
                         withServerUpgrade: (upgraders: [upgrader], completionHandler: { context in
+                            // The guard's place goes back: the protocol connection takes its own.
                             context.pipeline.syncOperations.removeHandler(page, promise: nil)
-                            for handler in idle { context.pipeline.syncOperations.removeHandler(handler, promise: nil) }
+                            context.pipeline.syncOperations.removeHandler(guarded, promise: nil)
                         }))
-                    try channel.pipeline.syncOperations.addHandler(page)
+                    try channel.pipeline.syncOperations.addHandlers(guarded, page)
                 }
             }
             .bind(host: configuration.host, port: port).get()
     }
 
-    /// How long an HTTP connection may send nothing before it is closed: the line
-    /// timeout (`--line-timeout`), which bounds an incomplete line the same way.
-    static func httpIdleTimeout(_ configuration: ServerConfiguration) -> TimeAmount? {
+    /// Where HTTP connections hold their places: the same registry and limits as
+    /// protocol connections.
+    private var httpAdmission: HTTPConnectionGuard.Admission {
+        .init(registry: registry, limit: maximumClients, perAddress: configuration.maximumClientsPerAddress)
+    }
+
+    /// How long an HTTP request's head may take to arrive whole, a keep-alive
+    /// connection may stay idle, or a response backlog over the budget may take to
+    /// drain: the line timeout (`--line-timeout`), which bounds an incomplete line the
+    /// same way.
+    static func httpTimeout(_ configuration: ServerConfiguration) -> TimeAmount? {
         configuration.incompleteLineTimeout.map { TimeAmount.nanoseconds(Int64($0.seconds * 1e9)) }
     }
 
-    /// Binds the operations listener: the same HTTP plumbing as the web listener.
+    /// Binds the operations listener: the same HTTP plumbing and limits as the web listener.
     private func bindOperations(host: String, port: Int) async throws -> any Channel {
-        let idleTimeout = Self.httpIdleTimeout(configuration)
+        let admission = httpAdmission
+        let timeout = Self.httpTimeout(configuration)
+        let budget = configuration.maximumOutputBytes
         return try await ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 64)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.writeBufferWaterMark, value: .init(low: budget / 2, high: budget))
             .childChannelInitializer { [unowned self] channel in
                 channel.eventLoop.makeCompletedFuture {
-                    for handler in idleTimeout.map(HTTPIdleTimeout.handlers(after:)) ?? [] {
-                        try channel.pipeline.syncOperations.addHandler(handler)
-                    }
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline()
-                    try channel.pipeline.syncOperations.addHandler(OperationsHandler(server: self))
+                    try channel.pipeline.syncOperations.addHandlers(
+                        HTTPConnectionGuard(admission: admission, timeout: timeout), OperationsHandler(server: self))
                 }
             }
             .bind(host: host, port: port).get()
@@ -297,7 +317,8 @@ public final class ViewlineServer: Sendable {
     /// `/metrics`: the Prometheus text exposition (empty without metrics).
     func metricsExposition() -> [UInt8] {
         application.metrics?.exposition(
-            sessions: application.sessions, connections: application.connections, eventLoopCount: System.coreCount,
+            sessions: application.sessions, connections: application.connections,
+            eventLoopCount: configuration.eventLoops ?? System.coreCount,
             cluster: application.cluster) ?? []
     }
 
@@ -395,6 +416,14 @@ public final class ViewlineServer: Sendable {
             return nil
         }
         let token = request.arguments.string("token")
+        let badToken = ProtocolError(.badToken, "no session has that token (it may have expired)")
+        guard Session.isWellFormedToken(token) else {
+            // Not a token this server makes: no lookup (a NUL byte or a quote never reaches
+            // the database), and a guess like any other.
+            attachThrottle.failed(keys, now: Date())
+            await current.reject(re: request.id, badToken, to: number, command: "attach")
+            return nil
+        }
         var found = application.sessions.session(for: token)
         if found == nil, let cluster = application.cluster {
             // A database lookup is what a guess costs the cluster. An address has at
@@ -431,18 +460,19 @@ public final class ViewlineServer: Sendable {
                 case .restored(let session):
                     found = session  // registered by the cluster
                 }
-            } catch let error as ProtocolError {  // the node (full), not the token, failed
+            } catch let error as ProtocolError {  // the node (full, no lease), not the token: its own words
                 await current.reject(re: request.id, error, to: number, command: "attach")
                 return nil
-            } catch let error as any ProtocolErrorConvertible {  // the database, not the token, failed
-                await current.reject(re: request.id, error.protocolError, to: number, command: "attach")
-                return nil
             } catch {
-                await current.reject(re: request.id, ProtocolError(.unavailable, "cannot look the session up: \(error)"), to: number, command: "attach")
+                // The database failed: logged here, never named to the client, and counted
+                // as a failure (a token that makes every lookup fail is no cheaper to try).
+                attachThrottle.failed(keys, now: Date())
+                logger.error("attach: session lookup failed", metadata: ["peer": "\(peer ?? "?")", "error": "\(String(reflecting: error))"])
+                await current.reject(re: request.id, ProtocolError(
+                    .unavailable, "the session cannot be looked up right now; try again shortly", retryAfter: 1), to: number, command: "attach")
                 return nil
             }
         }
-        let badToken = ProtocolError(.badToken, "no session has that token (it may have expired)")
         guard let target = found else {
             attachThrottle.failed(keys, now: Date())
             await current.reject(re: request.id, badToken, to: number, command: "attach")
@@ -463,24 +493,28 @@ public final class ViewlineServer: Sendable {
             // Ended meanwhile: its connections were told `bye`; this one goes too.
             return nil
         }
-        // Counted as attached before it is joined, so it cannot expire in between;
-        // the connection leaves `current` only once `target` took it.
+        // Counted as attached before it is joined, so it cannot expire in between.
+        // The connection leaves `current` before it joins `target`: nothing of the old
+        // session follows the attach's reply (an old `display` after the snapshot).
+        // If the join fails, it goes back to `current`, which answers the error.
         application.sessions.attached(target)
+        await current.detach(number)
         let joined: Bool
         do {
             joined = try await target.attach(link, as: number, lastRev: lastRev, re: request.id)
         } catch {
             application.sessions.detached(target)
+            await current.connect(link, as: number)
             await current.reject(re: request.id, error, to: number, command: "attach")
             return nil
         }
         guard joined else {
             // It ended (quit, eviction, expiry) between the lookup and the join.
             application.sessions.detached(target)
+            await current.connect(link, as: number)
             await current.reject(re: request.id, badToken, to: number, command: "attach")
             return nil
         }
-        await current.detach(number)
         application.sessions.detached(current)
         if current === own, await current.connectionCount == 0 {
             // The connection's own session goes: nobody else uses it.

@@ -22,12 +22,17 @@ final class WebPageHandler: ChannelInboundHandler, RemovableChannelHandler {
 
     private func respond(to head: HTTPRequestHead, context: ChannelHandlerContext) {
         let path = head.uri.split(separator: "?", maxSplits: 1).first.map(String.init) ?? "/"
+        guard origins.acceptsHost(head) else {
+            // A name this listener does not answer to (DNS rebinding): nothing is served.
+            return send(.misdirectedRequest, "unknown host: use this server's address or a --web-host-name\n",
+                        type: "text/plain; charset=utf-8", head: head, context: context)
+        }
         guard head.method == .GET || head.method == .HEAD else {
             return send(.methodNotAllowed, "only GET\n", type: "text/plain; charset=utf-8", head: head, context: context,
                         extra: [("Allow", "GET, HEAD")])
         }
         if path == "/ws" {
-            if !origins.allows(head) {
+            if !origins.allows(head, port: context.channel.localAddress?.port) {
                 return send(.forbidden, "cross-origin WebSocket refused\n", type: "text/plain; charset=utf-8", head: head, context: context)
             }
             return send(.badRequest, "a WebSocket upgrade is expected here\n", type: "text/plain; charset=utf-8", head: head, context: context)
@@ -38,7 +43,8 @@ final class WebPageHandler: ChannelInboundHandler, RemovableChannelHandler {
         guard let asset = WebAssets.asset(at: path) else {
             return send(.notFound, "not found\n", type: "text/plain; charset=utf-8", head: head, context: context)
         }
-        send(.ok, asset.body, type: asset.contentType, head: head, context: context, extra: [("Cache-Control", asset.cacheControl)])
+        HTTPReply.send(.ok, asset.body, type: asset.contentType, to: head, context: context,
+                       headers: securityHeaders + [("Cache-Control", asset.cacheControl)])
     }
 
     private func send(
@@ -79,18 +85,87 @@ final class WebPageHandler: ChannelInboundHandler, RemovableChannelHandler {
     }
 }
 
-/// Which pages may open a WebSocket: the page's own origin (the request's `Host`,
-/// over the listener's scheme) and those listed with `--web-origin`. A request with
-/// no `Origin` (not a browser) is allowed: only browsers send cookies and ambient
-/// credentials across sites, and the protocol uses none.
+/// Which requests the web listener answers, and which pages may open its WebSocket.
+///
+/// **Host** (DNS rebinding): a request is answered only when its `Host` names this
+/// listener: an IP address, `localhost`, or a name given with `--web-host-name`.
+/// A page on `evil.test` whose name was rebound to this address sends
+/// `Host: evil.test` and gets 421, so it can neither read the page nor open a socket.
+///
+/// **Origin**: a WebSocket may be opened by a page whose origin is listed with
+/// `--web-origin`, or whose origin is this listener itself (its scheme and port, a
+/// host name as above); never because the `Origin` matches the request's own `Host`,
+/// which the client chose. A request with no `Origin` (not a browser) is allowed: only
+/// browsers send ambient credentials across sites, and the protocol uses none.
 struct WebOrigins: Sendable {
     var scheme: String
     var allowed: Set<String>
+    /// Names besides IP addresses and `localhost` this listener answers to, lowercased.
+    var hostNames: Set<String> = []
 
-    func allows(_ head: HTTPRequestHead) -> Bool {
+    init(scheme: String, allowed: Set<String>, hostNames: [String] = []) {
+        self.scheme = scheme
+        self.allowed = allowed
+        self.hostNames = Set(hostNames.map { $0.lowercased() })
+    }
+
+    /// Whether `Host` (HTTP/1.0 may have none) names this listener.
+    func acceptsHost(_ head: HTTPRequestHead) -> Bool {
+        guard let host = head.headers.first(name: "Host") else { return head.version.major == 1 && head.version.minor == 0 }
+        guard head.headers[canonicalForm: "Host"].count == 1, let name = Self.hostName(host) else { return false }
+        return isOwnName(name)
+    }
+
+    /// Whether the request may open the WebSocket.
+    func allows(_ head: HTTPRequestHead, port: Int?) -> Bool {
         guard let origin = head.headers.first(name: "Origin") else { return true }
         if allowed.contains(origin) { return true }
-        guard let host = head.headers.first(name: "Host") else { return false }
-        return origin == "\(scheme)://\(host)"
+        let prefix = scheme + "://"
+        guard origin.lowercased().hasPrefix(prefix), let port else { return false }
+        let authority = String(origin.dropFirst(prefix.count))
+        guard let name = Self.hostName(authority), isOwnName(name) else { return false }
+        let defaultPort = scheme == "https" ? 443 : 80
+        return Self.port(of: authority) ?? defaultPort == port
+    }
+
+    private func isOwnName(_ name: String) -> Bool {
+        name == "localhost" || hostNames.contains(name) || Self.isIPAddress(name)
+    }
+
+    /// The host of an authority (`name:port`, `[::1]:port`), lowercased; `nil` when malformed.
+    static func hostName(_ authority: String) -> String? {
+        let authority = authority.lowercased()
+        if authority.hasPrefix("[") {
+            guard let close = authority.firstIndex(of: "]") else { return nil }
+            let rest = authority[authority.index(after: close)...]
+            guard rest.isEmpty || (rest.hasPrefix(":") && port(of: authority) != nil) else { return nil }
+            return String(authority[...close])
+        }
+        let parts = authority.split(separator: ":", omittingEmptySubsequences: false)
+        guard parts.count <= 2, let name = parts.first, !name.isEmpty,
+            name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == ".") })
+        else { return nil }
+        if parts.count == 2, port(of: authority) == nil { return nil }
+        return String(name.hasSuffix(".") ? name.dropLast() : name)
+    }
+
+    /// The port of an authority, if it names one.
+    static func port(of authority: String) -> Int? {
+        guard let colon = authority.lastIndex(of: ":"), !authority[colon...].contains("]") else { return nil }
+        let digits = authority[authority.index(after: colon)...]
+        guard !digits.isEmpty, digits.count <= 5, digits.allSatisfy(\.isASCII), let port = Int(digits), port <= 65535 else { return nil }
+        return port
+    }
+
+    /// An IPv4 literal (`127.0.0.1`) or a bracketed IPv6 one (`[::1]`).
+    static func isIPAddress(_ name: String) -> Bool {
+        if name.hasPrefix("[") && name.hasSuffix("]") {
+            let inner = name.dropFirst().dropLast()
+            return !inner.isEmpty && inner.contains(":") && inner.allSatisfy { $0.isHexDigit || $0 == ":" || $0 == "." }
+        }
+        let octets = name.split(separator: ".", omittingEmptySubsequences: false)
+        return octets.count == 4 && octets.allSatisfy { octet in
+            !octet.isEmpty && octet.count <= 3 && octet.allSatisfy(\.isASCII) && Int(octet).map { $0 <= 255 } == true
+        }
     }
 }

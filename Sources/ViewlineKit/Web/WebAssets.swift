@@ -1,8 +1,12 @@
+import NIOCore
+
 /// The browser page's files (`Web/page/`), compiled into the binary: one HTML file,
-/// one ES module, one style sheet; no build step, no external resource.
+/// one ES module, one style sheet; no build step, no external resource. Each body is
+/// encoded once into a buffer every response shares (a write takes a reference, not a
+/// copy), so a thousand pipelined requests for the script hold its bytes once.
 enum WebAssets {
-    struct Asset {
-        var body: String
+    struct Asset: Sendable {
+        var body: ByteBuffer
         var contentType: String
         var cacheControl: String
     }
@@ -20,12 +24,12 @@ enum WebAssets {
     // The page revalidates every time (a new server version shows at once); the
     // script and style are small and revalidated too, never cached across versions.
     static let page = Asset(
-        body: String(decoding: PackageResources.index_html, as: UTF8.self), contentType: "text/html; charset=utf-8",
+        body: ByteBuffer(bytes: PackageResources.index_html), contentType: "text/html; charset=utf-8",
         cacheControl: "no-cache")
     static let script = Asset(
-        body: String(decoding: PackageResources.app_js, as: UTF8.self), contentType: "text/javascript; charset=utf-8",
+        body: ByteBuffer(bytes: PackageResources.app_js), contentType: "text/javascript; charset=utf-8",
         cacheControl: "no-cache")
     static let style = Asset(
-        body: String(decoding: PackageResources.app_css, as: UTF8.self), contentType: "text/css; charset=utf-8",
+        body: ByteBuffer(bytes: PackageResources.app_css), contentType: "text/css; charset=utf-8",
         cacheControl: "no-cache")
 }

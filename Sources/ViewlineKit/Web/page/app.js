@@ -15,6 +15,8 @@ let attaching = false;
 let endpoint = null;            // another node's /ws, after `moved` named its page
 let hops = 0;                   // `moved` followed in a row (at most 3)
 let snapshotNext = false;       // attach without a rev next (the rev kept is another session's)
+let offered = takeOffer();      // a token from an `#attach=` link, until the person answers
+let formAttachToken = null;     // the token the attach form sent last
 const views = new Map();        // view name → latest state
 const dirty = new Set();        // views to redraw on the next animation frame
 const pending = new Map();      // command id → label, for the log
@@ -109,23 +111,61 @@ function receive(message) {
   }
 }
 
+// A link's `#attach=TOKEN`, taken out of the address bar at once (the fragment never
+// reaches the server; it must not stay in history either).
+function takeOffer() {
+  const token = new URLSearchParams(location.hash.slice(1)).get("attach");
+  if (token) window.history.replaceState(null, "", location.pathname);
+  return token;
+}
+
 function welcome(message) {
   backoff = 250;
-  const fragment = new URLSearchParams(location.hash.slice(1)).get("attach");
-  const token = fragment || store.getItem("viewline.token");
-  if (fragment) window.history.replaceState(null, "", location.pathname);  // the token leaves the address bar
+  if (offered && offered !== message.token && offered !== store.getItem("viewline.token")) {
+    // Never joined silently: whoever made the link can see and drive the session it
+    // names (session fixation), so the person decides, and staying is the default.
+    const token = offered;
+    offered = null;
+    askToJoin(token, (join) => join ? attach(token, undefined) : resume(message));
+  } else {
+    offered = null;
+    resume(message);
+  }
+  if (!helpLoaded) send({ cmd: "help" }, "help");
+}
+
+// This page's own session: the one it had (reload, reconnect) or the new one.
+function resume(message) {
+  const token = store.getItem("viewline.token");
   if (token && token !== message.token) {
-    attaching = true;
-    const lastRev = fragment || snapshotNext ? undefined : Number(store.getItem("viewline.rev") || 0);
+    const lastRev = snapshotNext ? undefined : Number(store.getItem("viewline.rev") || 0);
     snapshotNext = false;
-    const args = lastRev === undefined ? { token } : { token, lastRev };
-    send({ cmd: "attach", args }, "attach");
-    setToken(token);
+    attach(token, lastRev);
   } else {
     setToken(message.token);
     status("connected", "connected");
   }
-  if (!helpLoaded) send({ cmd: "help" }, "help");
+}
+
+function attach(token, lastRev) {
+  attaching = true;
+  const args = lastRev === undefined ? { token } : { token, lastRev };
+  send({ cmd: "attach", args }, "attach");
+  setToken(token);
+}
+
+function askToJoin(token, answered) {
+  const dialog = $("join");
+  $("join-session").textContent = `${token.slice(0, 8)}…`;
+  const done = (join) => {
+    dialog.close();
+    answered(join);
+  };
+  $("join-yes").onclick = () => done(true);
+  $("join-no").onclick = () => done(false);
+  dialog.oncancel = (event) => { event.preventDefault(); done(false); };  // Escape stays
+  dialog.showModal();
+  $("join-no").focus();
 }
 
 function setToken(token) {
@@ -160,7 +200,14 @@ function reply(message) {
     scheduleRender();
     return;
   }
-  if (label === "attach") {
+  if (label === "attach (form)" && message.ok) {
+    // The person chose to join this session: the page follows it from now on.
+    if (formAttachToken) setToken(formAttachToken);
+  }
+  if (label === "attach (form)" && !message.ok) {
+    return log(`attach: ${message.error.code}: ${message.error.message}`, "error");
+  }
+  if (label === "attach" || label === "attach (form)") {
     attaching = false;
     if (message.ok) {
       hops = 0;
@@ -319,13 +366,26 @@ function renderCommands(commands) {
     form.className = "command";
     form.setAttribute("aria-label", command.name);
     form.title = command.summary;
-    for (const arg of command.args) {
+    // Each argument as `help` declares it (protocol 1.2): its kind, bounds, whether it
+    // is required or secret. A server before 1.2 lists names only: words, then.
+    const declared = command.arguments || command.args.map((name) => ({ name, kind: "word", required: false }));
+    const inputs = declared.filter((arg) => arg.kind !== "fields");
+    for (const arg of inputs) {
       const label = document.createElement("label");
-      label.textContent = arg;
+      label.textContent = arg.name;
       const input = document.createElement("input");
-      input.name = arg;
+      input.name = arg.name;
       input.spellcheck = false;
-      if (SECRET.test(arg)) input.type = "password";
+      if (arg.secure || (!command.arguments && SECRET.test(arg.name))) {
+        input.type = "password";
+        input.autocomplete = "current-password";
+      } else if (arg.kind === "integer") {
+        input.type = "number";
+        input.step = "1";
+        input.min = String(arg.minimum);
+        if (arg.maximum !== undefined) input.max = String(arg.maximum);
+      }
+      if (arg.required && !arg.allowsEmpty) input.required = true;
       label.append(input);
       form.append(label);
     }
@@ -334,9 +394,22 @@ function renderCommands(commands) {
     form.append(button);
     form.addEventListener("submit", (event) => {
       event.preventDefault();
-      const values = command.args.map((arg) => form.elements[arg].value.trim()).filter((value) => value !== "");
-      sendLine([command.name, ...values].join(" "));
-      for (const arg of command.args) if (form.elements[arg].type === "password") form.elements[arg].value = "";
+      if (!form.reportValidity()) return;  // required and bounds, checked before sending
+      // Sent as JSON with typed values: nothing is split on spaces or quotes again,
+      // and an empty optional is left out by name (it never shifts the next one).
+      const args = {};
+      const shown = [command.name];
+      for (const arg of inputs) {
+        const input = form.elements[arg.name];
+        const raw = arg.secure || arg.kind === "text" ? input.value : input.value.trim();
+        if (raw === "" && !(arg.required && arg.allowsEmpty)) continue;
+        args[arg.name] = arg.kind === "integer" ? Number(raw) : raw;
+        shown.push(arg.secure || input.type === "password" ? "••••" : raw);
+      }
+      log(`> ${shown.join(" ")}`, "sent");
+      if (command.name === "attach") formAttachToken = args.token;
+      send({ cmd: command.name, args }, command.name === "attach" ? "attach (form)" : command.name);
+      for (const arg of inputs) if (form.elements[arg.name].type === "password") form.elements[arg.name].value = "";
     });
     (command.admin ? admin : plain).append(form);
   }
@@ -426,7 +499,9 @@ $("alert-form").addEventListener("submit", (event) => {
 });
 
 window.addEventListener("hashchange", () => {
-  if (new URLSearchParams(location.hash.slice(1)).get("attach") && socket) socket.close();
+  // A link followed in this tab: asked on the next welcome, like one opened afresh.
+  const token = takeOffer();
+  if (token) { offered = token; socket?.close(); }
 });
 
 connect();

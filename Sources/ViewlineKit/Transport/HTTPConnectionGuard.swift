@@ -1,0 +1,154 @@
+import NIOCore
+import NIOHTTP1
+
+/// The limits of an HTTP connection (the web listener before a WebSocket upgrade, the
+/// operations listener), the way nginx bounds one:
+///
+/// - **A place from `accept`.** The connection holds one of `--max-clients` and of its
+///   address's `--max-clients-per-address` from the moment it opens (refused places
+///   close at once), so idle or half-sent requests cannot take every descriptor.
+/// - **Deadlines that bytes do not reset.** A request's head (and its body, read and
+///   dropped) must arrive whole within the timeout from the moment the connection is
+///   ready for it (opened, or its previous response written), however slowly it
+///   trickles in; a keep-alive connection that sends nothing for as long is closed too.
+/// - **An output budget.** While the connection's backlog is over the high-water mark
+///   (`--max-output-bytes`: the client is not reading), no further request is handed
+///   on (NIO's pipelining handler reads no more meanwhile), so pipelined requests cost
+///   at most one response beyond the budget; a backlog that does not drain within the
+///   timeout closes the connection.
+///
+/// Removed at a WebSocket upgrade, giving its place back: the protocol connection
+/// that follows takes a place of its own and lives by the line protocol's limits.
+final class HTTPConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias InboundOut = HTTPServerRequestPart
+    typealias OutboundIn = HTTPServerResponsePart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    /// Where places are held (the server's connection registry) and its limits.
+    struct Admission: Sendable {
+        var registry: ConnectionRegistry
+        var limit: Int
+        var perAddress: Int
+    }
+
+    private let admission: Admission
+    private let timeout: TimeAmount?
+    /// The address whose place this connection holds; `nil` before or after.
+    private var place: String?
+    /// Request parts held back while the backlog is over the budget, in order.
+    private var held: [HTTPServerRequestPart] = []
+    private var deadline: Scheduled<Void>?
+    /// Between a request's head and its end: the deadline is the request's.
+    private var readingRequest = false
+
+    init(admission: Admission, timeout: TimeAmount?) {
+        self.admission = admission
+        self.timeout = timeout
+    }
+
+    // MARK: place
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        if context.channel.isActive { opened(context: context) }
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        opened(context: context)
+        context.fireChannelActive()
+    }
+
+    private func opened(context: ChannelHandlerContext) {
+        guard place == nil else { return }
+        let address = context.channel.remoteAddress?.ipAddress ?? ""
+        if admission.registry.reserve(address: address, limit: admission.limit, perAddress: admission.perAddress) != nil {
+            // No place: nothing is read or written; the descriptor goes at once.
+            context.close(promise: nil)
+            return
+        }
+        place = address
+        armDeadline(context: context)
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        letGo()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        letGo()
+        context.fireChannelInactive()
+    }
+
+    private func letGo() {
+        deadline?.cancel()
+        deadline = nil
+        held = []
+        if let place {
+            admission.registry.release(address: place)
+            self.place = nil
+        }
+    }
+
+    // MARK: requests in
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let part = unwrapInboundIn(data)
+        guard held.isEmpty, context.channel.isWritable else {
+            // Over the budget: held, and the backlog must drain within the timeout.
+            if held.isEmpty { armDeadline(context: context) }
+            held.append(part)
+            return
+        }
+        pass(part, context: context)
+    }
+
+    private func pass(_ part: HTTPServerRequestPart, context: ChannelHandlerContext) {
+        switch part {
+        case .head:
+            readingRequest = true
+        case .body:
+            break
+        case .end:
+            // Answering now: no deadline until the response is written.
+            readingRequest = false
+            deadline?.cancel()
+            deadline = nil
+        }
+        context.fireChannelRead(wrapInboundOut(part))
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable {
+            while !held.isEmpty, context.channel.isWritable, context.channel.isActive {
+                pass(held.removeFirst(), context: context)
+            }
+        } else if deadline == nil {
+            // Over the budget mid-response: the backlog must drain within the timeout.
+            armDeadline(context: context)
+        }
+        context.fireChannelWritabilityChanged()
+    }
+
+    // MARK: responses out
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        guard case .end = unwrapOutboundIn(data) else { return context.write(data, promise: promise) }
+        // Once the response is handed to the socket, the connection is ready for the next
+        // request: its head has the whole timeout to arrive.
+        let written = promise ?? context.eventLoop.makePromise()
+        written.futureResult.whenSuccess { [weak self] in
+            guard let self, !self.readingRequest, self.place != nil else { return }
+            self.armDeadline(context: context)
+        }
+        context.write(data, promise: written)
+    }
+
+    private func armDeadline(context: ChannelHandlerContext) {
+        deadline?.cancel()
+        guard let timeout else { return }
+        deadline = context.eventLoop.scheduleTask(in: timeout) { [weak self] in
+            self?.deadline = nil
+            context.close(promise: nil)
+        }
+    }
+}
