@@ -27,19 +27,24 @@ actor LeaseConnection {
         var description: String { "the lease renewal timed out" }
     }
 
-    /// Runs `query` on the lease connection within `timeout`.
-    func run(_ query: PostgresQuery, timeout: Duration) async throws {
+    /// Runs `query`, whose one row holds one boolean, on the lease connection within `timeout`.
+    func bool(_ query: PostgresQuery, timeout: Duration) async throws -> Bool {
         let connection = try await open()
         let logger = logger
         do {
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask { _ = try await connection.query(query, logger: logger).collect() }
+            return try await withThrowingTaskGroup(of: Bool?.self) { group in
+                group.addTask {
+                    var value = false
+                    for try await row in try await connection.query(query, logger: logger) { value = try row.decode(Bool.self) }
+                    return value
+                }
                 group.addTask {
                     try await Task.sleep(for: timeout)
                     throw TimedOut()
                 }
-                try await group.next()
+                let value = try await group.next()!
                 group.cancelAll()
+                return value ?? false
             }
         } catch {
             self.connection = nil

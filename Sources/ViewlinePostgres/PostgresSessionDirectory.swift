@@ -21,10 +21,15 @@ public struct PostgresSessionDirectory: SessionDirectory {
 
     // Every time below is PostgreSQL's (`clock_timestamp()`), never a node's.
 
-    public func renewLease(_ node: ClusterNode, recordsExpireAfter: Duration) async throws {
-        try await lease.run("""
-            INSERT INTO viewline_nodes (id, address, web, heartbeat_at) VALUES (\(node.id), \(node.address), \(node.web), clock_timestamp())
-            ON CONFLICT (id) DO UPDATE SET address = excluded.address, web = excluded.web, heartbeat_at = excluded.heartbeat_at
+    public func renewLease(_ node: ClusterNode, nodeTimeout: Duration, recordsExpireAfter: Duration) async throws -> LeaseRenewal {
+        // `previous` reads the row as it was before this statement: the lease renewed.
+        let expired = try await lease.bool("""
+            WITH previous AS (SELECT heartbeat_at FROM viewline_nodes WHERE id = \(node.id)),
+            renewed AS (
+                INSERT INTO viewline_nodes (id, address, web, heartbeat_at) VALUES (\(node.id), \(node.address), \(node.web), clock_timestamp())
+                ON CONFLICT (id) DO UPDATE SET address = excluded.address, web = excluded.web, heartbeat_at = excluded.heartbeat_at
+                RETURNING heartbeat_at)
+            SELECT COALESCE((SELECT heartbeat_at FROM previous) <= (SELECT heartbeat_at FROM renewed) - make_interval(secs => \(nodeTimeout.inSeconds)), false)
             """, timeout: .seconds(2))
         // Housekeeping, off the renewal's path: records of sessions whose node is long
         // gone and that nobody attached to.
@@ -34,6 +39,7 @@ public struct PostgresSessionDirectory: SessionDirectory {
                 AND NOT EXISTS (SELECT 1 FROM viewline_nodes n WHERE n.id = s.owner AND n.heartbeat_at > clock_timestamp() - interval '60 seconds')
                 """)
         }
+        return LeaseRenewal(previousExpired: expired)
     }
 
     /// The node timeout every node of the cluster uses: the one stored by the first
@@ -56,18 +62,21 @@ public struct PostgresSessionDirectory: SessionDirectory {
         try await store.run("DELETE FROM viewline_nodes WHERE id = \(node.id)")
     }
 
-    public func save(_ records: [SessionRecord]) async throws {
-        guard !records.isEmpty else { return }
+    public func save(_ records: [SessionRecord]) async throws -> [String] {
+        guard !records.isEmpty else { return [] }
         // One statement for the whole batch; a record another node claimed meanwhile
         // is not taken back (the owner fences the write: a node id is never reused).
-        try await store.run("""
+        let written = try await store.collect("""
             INSERT INTO viewline_sessions (lookup, secret_digest, owner, snapshot, updated_at)
             SELECT l, decode(d, 'hex'), o, s, clock_timestamp()
             FROM unnest(\(records.map(\.lookup))::text[], \(records.map { Self.hex($0.secretDigest) })::text[],
                         \(records.map(\.owner))::text[], \(records.map(\.snapshot))::text[]) AS r(l, d, o, s)
             ON CONFLICT (lookup) DO UPDATE SET snapshot = excluded.snapshot, updated_at = excluded.updated_at
             WHERE viewline_sessions.owner = excluded.owner
-            """)
+            RETURNING lookup
+            """) { row in try row.decode(String.self) }
+        let kept = Set(written)
+        return records.map(\.lookup).filter { !kept.contains($0) }
     }
 
     public func remove(lookup: String) async throws {

@@ -22,9 +22,9 @@ import ViewlineTestSupport
 
     @Test func aSessionIsClaimedOnlyOnceItsOwnersLeaseExpiredByTheDatabasesClock() async throws {
         let directory = try await directory()
-        try await directory.renewLease(zombie, recordsExpireAfter: .seconds(86_400))
-        try await directory.save([record(owner: zombie, snapshot: #"{"v":1}"#)])
-        try await directory.renewLease(successor, recordsExpireAfter: .seconds(86_400))
+        _ = try await directory.renewLease(zombie, nodeTimeout: .seconds(30), recordsExpireAfter: .seconds(86_400))
+        _ = try await directory.save([record(owner: zombie, snapshot: #"{"v":1}"#)])
+        _ = try await directory.renewLease(successor, nodeTimeout: .seconds(30), recordsExpireAfter: .seconds(86_400))
 
         let alive = try await directory.find(lookup: "0123456789abcdef", nodeTimeout: .seconds(30))
         #expect(alive?.ownerAlive == true)
@@ -39,16 +39,16 @@ import ViewlineTestSupport
 
     @Test func aZombiesLateRecordWriteIsRefused() async throws {
         let directory = try await directory()
-        try await directory.renewLease(zombie, recordsExpireAfter: .seconds(86_400))
-        try await directory.save([record(owner: zombie, snapshot: #"{"v":1}"#)])
+        _ = try await directory.renewLease(zombie, nodeTimeout: .seconds(30), recordsExpireAfter: .seconds(86_400))
+        _ = try await directory.save([record(owner: zombie, snapshot: #"{"v":1}"#)])
         try await Task.sleep(for: .milliseconds(300))
-        try await directory.renewLease(successor, recordsExpireAfter: .seconds(86_400))
+        _ = try await directory.renewLease(successor, nodeTimeout: .seconds(30), recordsExpireAfter: .seconds(86_400))
         #expect(try await directory.claim(lookup: "0123456789abcdef", from: zombie.id, for: successor, nodeTimeout: .milliseconds(200)))
-        try await directory.save([record(owner: successor, snapshot: #"{"v":2}"#)])
+        _ = try await directory.save([record(owner: successor, snapshot: #"{"v":2}"#)])
 
         // The zombie wakes up and writes what it had batched: the database keeps the
         // successor's record, and tells the zombie the session is lost.
-        try await directory.save([record(owner: zombie, snapshot: #"{"v":"late"}"#)])
+        #expect(try await directory.save([record(owner: zombie, snapshot: #"{"v":"late"}"#)]) == ["0123456789abcdef"])
         let location = try await directory.find(lookup: "0123456789abcdef", nodeTimeout: .seconds(30))
         #expect(location?.record.owner == successor.id)
         #expect(location?.record.snapshot == #"{"v":2}"#)
@@ -59,14 +59,24 @@ import ViewlineTestSupport
     @Test func liveNodesCountsTheLeasesValidByTheDatabasesClock() async throws {
         let directory = try await directory()
         #expect(try await directory.liveNodes(nodeTimeout: .seconds(30)) == 0)
-        try await directory.renewLease(zombie, recordsExpireAfter: .seconds(86_400))
+        _ = try await directory.renewLease(zombie, nodeTimeout: .seconds(30), recordsExpireAfter: .seconds(86_400))
         try await Task.sleep(for: .milliseconds(1500))
-        try await directory.renewLease(successor, recordsExpireAfter: .seconds(86_400))
+        _ = try await directory.renewLease(successor, nodeTimeout: .seconds(30), recordsExpireAfter: .seconds(86_400))
         // 1 s by the database's clock: only the lease renewed since is valid (the margin
         // keeps a loaded machine's delays from deciding).
         #expect(try await directory.liveNodes(nodeTimeout: .seconds(1)) == 1)
         #expect(try await directory.liveNodes(nodeTimeout: .seconds(30)) == 2)
         try await directory.leave(successor)
         #expect(try await directory.liveNodes(nodeTimeout: .seconds(30)) == 1)
+    }
+
+    @Test func aRenewalRunAfterTheLeaseExpiredSaysSoByTheDatabasesClock() async throws {
+        let directory = try await directory()
+        #expect(try await directory.renewLease(zombie, nodeTimeout: .seconds(1), recordsExpireAfter: .seconds(86_400)).previousExpired == false)
+        #expect(try await directory.renewLease(zombie, nodeTimeout: .seconds(1), recordsExpireAfter: .seconds(86_400)).previousExpired == false)
+        try await Task.sleep(for: .milliseconds(1300))
+        // Sent whenever the node liked: what counts is when it ran in the database.
+        #expect(try await directory.renewLease(zombie, nodeTimeout: .seconds(1), recordsExpireAfter: .seconds(86_400)).previousExpired == true)
+        #expect(try await directory.renewLease(zombie, nodeTimeout: .seconds(1), recordsExpireAfter: .seconds(86_400)).previousExpired == false)
     }
 }

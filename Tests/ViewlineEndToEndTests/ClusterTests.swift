@@ -137,6 +137,30 @@ import ViewlineTestSupport
         #expect(try onB.command("state session")["result"]?["state"]?["user"] == .null)
     }
 
+    @Test func backgroundWorkThatFinishesAfterTheLeaseWasLostShowsNothing() throws {
+        // The search's backend takes 1 s; the node is paused past its lease and past
+        // that second, so the search finishes the moment the node wakes up.
+        let (_, nodes) = try startCluster(2, ["--node-timeout", "1", "--backend-latency", "1000"])
+        let (onA, token) = try open(nodes[0])
+        #expect(try onA.command("search dumplings").isOK)  // its results come in 1 s
+        usleep(300_000)  // the record is written in the next batch
+        nodes[0].signal(SIGSTOP)
+        usleep(2_000_000)
+        let onB = try connect(nodes[1])
+        #expect(try onB.command("attach \(token)")["result"]?["snapshot"] == true)
+        nodes[0].signal(SIGCONT)
+        // A wakes up as its search finishes: without a lease it shows nothing, and once
+        // it renewed it lets the session go. Its client never sees the late results.
+        var seen: [JSON] = []
+        do {
+            seen = try onA.read(until: { $0.type == "bye" }, timeout: .seconds(10))
+        } catch {
+            Issue.record("\(error)")
+        }
+        #expect(seen.last?["code"] == "moved", "\(seen.map(\.encoded))")
+        #expect(!seen.contains { $0["view"] == "search" && $0["state"]?["loading"] == false }, "\(seen.map(\.encoded))")
+    }
+
     @Test func aSessionWhoseNodeWasKilledIsRestoredFromItsRecordWhereTheClientAttaches() throws {
         let (_, nodes) = try startCluster(2, ["--node-timeout", "1"])
         let (onA, token) = try open(nodes[0])

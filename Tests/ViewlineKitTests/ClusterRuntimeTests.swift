@@ -16,18 +16,28 @@ import Testing
         var clockOffset: TimeInterval = 0
         private var now: Date { Date().addingTimeInterval(clockOffset) }
 
-        func renewLease(_ node: ClusterNode, recordsExpireAfter: Duration) async throws {
-            lock.withLock { nodes[node.id] = (node.address, now) }
+        func renewLease(_ node: ClusterNode, nodeTimeout: Duration, recordsExpireAfter: Duration) async throws -> LeaseRenewal {
+            lock.withLock {
+                let expired = nodes[node.id].map { $0.renewed <= now.addingTimeInterval(-nodeTimeout.seconds) } ?? false
+                nodes[node.id] = (node.address, now)
+                return LeaseRenewal(previousExpired: expired)
+            }
         }
         func leave(_ node: ClusterNode) async throws { lock.withLock { nodes[node.id] = nil } }
         /// Records written so far, by lookup.
         var writes: [String: Int] = [:]
-        func save(_ saved: [SessionRecord]) async throws {
+        func save(_ saved: [SessionRecord]) async throws -> [String] {
             lock.withLock {
+                var refused: [String] = []
                 for record in saved { writes[record.lookup, default: 0] += 1 }
-                for record in saved where records[record.lookup].map({ $0.owner == record.owner }) ?? true {
-                    records[record.lookup] = record
+                for record in saved {
+                    if records[record.lookup].map({ $0.owner == record.owner }) ?? true {
+                        records[record.lookup] = record
+                    } else {
+                        refused.append(record.lookup)
+                    }
                 }
+                return refused
             }
         }
         /// How many of the next removes fail (the database went away for a moment).
@@ -301,6 +311,52 @@ import Testing
         // A's late write of the session it lost is refused: the record stays B's.
         let lookup = String(taken.token.prefix(16))
         #expect(directory.record(lookup)?.owner == b.cluster!.nodeID)
+    }
+
+    @Test func aRenewalSentInTimeButRunLateIsALapseAndClosesWhatWasClaimed() async throws {
+        let directory = MemoryDirectory()
+        let a = try await leasedNode(directory, "10.0.0.1:7878", timeout: .seconds(600))
+        let b = try await leasedNode(directory, "10.0.0.2:7878", timeout: .seconds(600))
+        let byes = Mutex<[String]>([])
+        let session = Session(id: "s1", application: a, output: { message in
+            if case .bye(let bye) = message { byes.withLock { $0.append(bye.reason) } }
+        })
+        _ = try a.sessions.register(session).get()
+        a.sessions.attached(session)
+        a.cluster!.changed(session)
+        await a.cluster!.flush()
+        // A's renewal leaves in time by A's clock, but a slow link holds it until A's lease
+        // has expired by the database's: meanwhile B claims the session.
+        directory.kill(a.cluster!.nodeID)
+        guard case .restored = try await b.cluster!.locate(session.token, application: b) else {
+            Issue.record("B must restore a session whose owner's lease expired")
+            return
+        }
+        #expect(a.cluster!.isServing())  // by A's own clock nothing lapsed
+        try await a.cluster!.renew()
+        // The database said the renewed lease had expired: A checked and let go.
+        #expect(await session.isClosed && byes.withLock { $0 } == ["session moved"])
+    }
+
+    @Test func aRecordWriteTheDatabaseFencesOffClosesThatSession() async throws {
+        let directory = MemoryDirectory()
+        let a = try await leasedNode(directory, "10.0.0.1:7878", timeout: .seconds(600))
+        let b = try await leasedNode(directory, "10.0.0.2:7878", timeout: .seconds(600))
+        let session = Session(id: "s1", application: a, output: { _ in })
+        _ = try a.sessions.register(session).get()
+        a.cluster!.changed(session)
+        await a.cluster!.flush()
+        directory.kill(a.cluster!.nodeID)
+        guard case .restored = try await b.cluster!.locate(session.token, application: b) else {
+            Issue.record("B must restore a session whose owner's lease expired")
+            return
+        }
+        // A changes the session and writes its record: refused, and A closes the session.
+        _ = await session.handle(Request(id: .null, name: "increment", arguments: Arguments()), from: 0)
+        a.cluster!.changed(session)
+        await a.cluster!.flush()
+        #expect(await session.isClosed)
+        #expect(directory.record(String(session.token.prefix(16)))?.owner == b.cluster!.nodeID)
     }
 
     @Test func leasesAreMeasuredByTheDirectorysClockWhateverTheNodesClockSays() async throws {

@@ -50,8 +50,12 @@ import ViewlineTesting
         #expect(help["views"] == [["name": "counter", "state": "{count, label, busy}"]])
         #expect(help["services"]?.arrayValue?.first?["name"] == "adder")
         #expect(help["errors"]?.arrayValue?.contains { $0["code"] == "too_big" } == true)
+        // Each argument's kind (protocol 1.2) and the view that declares the command.
+        #expect(increment["arguments"] == [["name": "by", "kind": "integer", "minimum": 1, "maximum": 9_007_199_254_740_991, "required": false]])
+        #expect(commands.first { $0["name"] == "ping" }?["builtin"] == true)
         await store.send("help label", reply: ["command": [
-            "name": "label", "usage": "label <text>", "summary": "Name the counter.", "args": ["text"], "example": "label my counter",
+            "name": "label", "usage": "label <text>", "summary": "Name the counter.", "args": ["text"],
+            "arguments": [["name": "text", "kind": "text", "required": true]], "example": "label my counter", "view": "counter",
         ]])
         await store.finish()
     }

@@ -14,12 +14,17 @@ import Foundation
 /// while its last renewal is younger than the node timeout by that clock.
 public protocol SessionDirectory: Sendable {
     /// Renews `node`'s lease now (by the directory's clock) and records its address;
-    /// clears records older than `recordsExpireAfter` whose owner is not alive.
-    func renewLease(_ node: ClusterNode, recordsExpireAfter: Duration) async throws
+    /// clears records older than `recordsExpireAfter` whose owner is not alive. Says
+    /// whether the lease it renewed had already expired (older than `nodeTimeout` by
+    /// the directory's clock when the renewal ran): a renewal sent in time but run
+    /// late is a lapse, whatever the node's own clock says.
+    func renewLease(_ node: ClusterNode, nodeTimeout: Duration, recordsExpireAfter: Duration) async throws -> LeaseRenewal
     /// Says `node` is gone (a clean shutdown): its sessions can be restored at once.
     func leave(_ node: ClusterNode) async throws
-    /// Inserts or replaces records (one transaction).
-    func save(_ records: [SessionRecord]) async throws
+    /// Inserts or replaces records (one transaction); a record another node owns now
+    /// is left as it is. Returns the lookups of those refused records: sessions the
+    /// writer no longer owns.
+    func save(_ records: [SessionRecord]) async throws -> [String]
     /// Deletes the record of a session that ended.
     func remove(lookup: String) async throws
     /// The record for a token's lookup part, with where its owner is and whether its
@@ -43,6 +48,17 @@ public protocol SessionDirectory: Sendable {
 
 extension SessionDirectory {
     public func liveNodes(nodeTimeout: Duration) async throws -> Int? { nil }
+}
+
+/// What a lease renewal found, by the directory's clock.
+public struct LeaseRenewal: Sendable, Equatable {
+    /// The renewed lease had already expired when the renewal ran (another node may
+    /// have claimed the node's sessions meanwhile); `false` for a node's first lease.
+    public var previousExpired: Bool
+
+    public init(previousExpired: Bool) {
+        self.previousExpired = previousExpired
+    }
 }
 
 /// A node of a cluster: a name unique to this process's life, and the address

@@ -172,13 +172,25 @@ public final class Cluster: Sendable {
         }
         if lapsed { lease.withLock { $0.reconciling = true } }
         // Records of dead nodes' sessions nobody attached to in a day go.
-        try await directory.renewLease(node, recordsExpireAfter: .seconds(86_400))
-        if lapsed || lease.withLock({ $0.reconciling }) {
+        let renewal = try await directory.renewLease(node, nodeTimeout: nodeTimeout, recordsExpireAfter: .seconds(86_400))
+        if renewal.previousExpired {
+            // Sent in time by this node's clock but run late by the database's: the
+            // lease lapsed all the same, and another node may hold some sessions now.
+            lease.withLock { $0.reconciling = true }
+            if !lapsed { logger.warning("this node's lease lapsed by the database's clock; checking its sessions") }
+        }
+        let reconciled = lapsed || lease.withLock({ $0.reconciling })
+        if reconciled {
             try await closeLostSessions()
         }
         lease.withLock { lease in
             lease.renewedAt = sent
             lease.reconciling = false
+        }
+        if reconciled, let sessions = registry.withLock({ $0.sessions }) {
+            // Sessions that withheld output while the lease was not valid (kept: the
+            // lost ones are closed) show their state again.
+            for session in sessions.all { await session.leaseRestored() }
         }
     }
 
@@ -189,8 +201,13 @@ public final class Cluster: Sendable {
         guard let sessions = registry.withLock({ $0.sessions }) else { return }
         let held = sessions.all
         let lookups = held.map { SessionRegistry.split($0.token).lookup }
-        let lost = Set(try await directory.lost(lookups, by: node))
-        for session in held where lost.contains(SessionRegistry.split(session.token).lookup) {
+        await close(lost: Set(try await directory.lost(lookups, by: node)))
+    }
+
+    /// Closes the held sessions whose records (by lookup) another node owns now.
+    private func close(lost: Set<String>) async {
+        guard !lost.isEmpty, let sessions = registry.withLock({ $0.sessions }) else { return }
+        for session in sessions.all where lost.contains(SessionRegistry.split(session.token).lookup) {
             sessions.drop(session)
             dirty.withLock { $0[ObjectIdentifier(session)] = nil }
             logger.info("a session moved to another node while this one had no lease", metadata: ["session": "\(session.id)"])
@@ -293,8 +310,10 @@ public final class Cluster: Sendable {
         }
         guard !records.isEmpty else { return }
         do {
-            try await directory.save(records)
+            let refused = try await directory.save(records)
             Self.recordsPerBatch.record(records.count)
+            // A write the database fenced off: another node owns that session now.
+            await close(lost: Set(refused))
         } catch {
             // Try again with the next batch (unless a newer change is already queued).
             dirty.withLock { dirty in

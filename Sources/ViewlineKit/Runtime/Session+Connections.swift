@@ -140,6 +140,14 @@ extension Session {
         _ = held.end(number)
     }
 
+    /// The lease is valid again and the session is still this node's: what was withheld
+    /// meanwhile is sent as every view's state (and the alert) again.
+    func leaseRestored() {
+        guard withheldWithoutLease, !closed else { return }
+        withheldWithoutLease = false
+        sendSnapshot()
+    }
+
     /// Every view's state and the presented alert, as new events to every connection.
     private func sendSnapshot() {
         for index in application.views.indices { display(index) }

@@ -50,6 +50,9 @@ public actor Session {
     /// Events held for each connection whose command is running, until its reply is out.
     var held = HeldEvents()
     var closed = false
+    /// Output was withheld while this node held no valid lease: once the lease is back
+    /// and the session is still this node's, every view is sent again.
+    var withheldWithoutLease = false
 
     // Views: one state per view-model, in the application's order, made on first
     // use (an idle session holds none).
@@ -232,6 +235,9 @@ public actor Session {
     /// A command is done: its reply goes out, then the events it caused; it is timed
     /// into the slow log and the metrics.
     private func finished(_ request: Request, _ answer: Reply, started: ContinuousClock.Instant, from connection: Int) -> Outcome {
+        // A command that finished after this node lost its lease answers `unavailable`,
+        // never its (possibly stale) result.
+        let answer = leased ? answer : .failure(Cluster.noLease)
         switch answer {
         case .result(let result):
             reply(to: connection, .reply(re: request.id, result: .success(result)))
@@ -301,8 +307,18 @@ public actor Session {
         connections[connection]?.send(message)
     }
 
+    /// Whether this node may speak for the session now: always on a single node; in a
+    /// cluster, only while its lease is valid (checked as each output goes, not only
+    /// when a command starts: a node that lost its lease meanwhile says nothing).
+    var leased: Bool {
+        guard let cluster = application.cluster else { return true }
+        if cluster.isServing() { return true }
+        withheldWithoutLease = true
+        return false
+    }
+
     private func broadcast(_ event: ServerMessage, line: [UInt8]) {
-        guard !closed else { return }
+        guard !closed, leased else { return }
         if held.isEmpty {
             for connection in connections.values { connection.send(event, line: line) }
             return
