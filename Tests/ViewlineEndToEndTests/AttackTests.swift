@@ -15,6 +15,26 @@ import ViewlineTestSupport
         return (Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0) * 1024
     }
 
+    /// The peak growth of `pid`'s resident memory while `attack` runs, in bytes (sampled
+    /// every millisecond: VmHWM would report start-up's).
+    static func peakGrowth(of pid: Int32, during attack: () throws -> Void) throws -> Int {
+        let before = residentBytes(pid)
+        let peak = Mutex(before)
+        let sampling = Mutex(true)
+        let sampler = Thread {
+            while sampling.withLock({ $0 }) {
+                let now = residentBytes(pid)
+                peak.withLock { $0 = max($0, now) }
+                usleep(1000)
+            }
+        }
+        sampler.start()
+        defer { sampling.withLock { $0 = false } }
+        try attack()
+        usleep(100_000)
+        return peak.withLock { $0 } - before
+    }
+
     /// The slowest of `count` pings on `client`, in milliseconds.
     func slowestPing(_ client: LineClient, count: Int) throws -> Double {
         var slowest = 0.0
@@ -62,25 +82,12 @@ import ViewlineTestSupport
         }()
         #expect(try attacker.command("search golden").isOK)  // a large state: 20 results
         _ = try attacker.read(until: { $0["state"]?["loading"] == false })
-        let pid = server.process.processIdentifier
-        let before = Self.residentBytes(pid)
-        // The peak, sampled while the attack runs (VmHWM would report start-up's).
-        let peak = Mutex(before)
-        let sampling = Mutex(true)
-        let sampler = Thread {
-            while sampling.withLock({ $0 }) {
-                let now = Self.residentBytes(pid)
-                peak.withLock { $0 = max($0, now) }
-                usleep(1000)
-            }
+        let growth = try Self.peakGrowth(of: server.process.processIdentifier) { () throws in
+            // 262 KB of `state` lines: each reply is every view's state (3.4 KB); it never reads.
+            try attacker.sendRaw(Array(String(repeating: "state\n", count: 43_700).utf8))
+            #expect(try attacker.isClosedByPeer(timeout: .seconds(30)))
+            usleep(100_000)
         }
-        sampler.start()
-        // 262 KB of `state` lines: each reply is every view's state (3.4 KB); it never reads.
-        try attacker.sendRaw(Array(String(repeating: "state\n", count: 43_700).utf8))
-        #expect(try attacker.isClosedByPeer(timeout: .seconds(30)))
-        usleep(200_000)
-        sampling.withLock { $0 = false }
-        let growth = peak.withLock { $0 } - before
         // Under 2 × the backlog limit + 1 MiB (the bound), plus 2 MiB of slack
         // for a debug build's allocator; the old pump grew ~10 MB here.
         #expect(growth < 2 * limit + 3 << 20, "RSS grew \(growth) bytes")

@@ -133,8 +133,25 @@ import Testing
         #expect(result["snapshot"] == true)
         let events = messages.dropFirst()
         #expect(events.count == 2)  // the counter's display, the unanswered error alert
-        if case .display(let rev, _, let state) = events.first { #expect(rev == 10 && state["count"] == 3) } else { Issue.record("no display") }
-        if case .alert(let rev, _, let content) = events.last { #expect(rev == 11 && content.message == "the adder is down") } else { Issue.record("no alert") }
+        // The new owner's revs start a whole record lag above the record's (rev 4): above
+        // anything node A could have sent.
+        let start = 4 + Session.maximumRecordLag
+        if case .display(let rev, _, let state) = events.first { #expect(rev == start + 1 && state["count"] == 3) } else { Issue.record("no display") }
+        if case .alert(let rev, _, let content) = events.last { #expect(rev == start + 2 && content.message == "the adder is down") } else { Issue.record("no alert") }
+        // A second device that saw up to rev 7 on node A attaches after the first: it gets
+        // a snapshot above its rev too, never a replay that skips what node A had shown.
+        let second = Mutex<[ServerMessage]>([])
+        try await restored.attach(SessionConnection(send: { message in second.withLock { $0.append(message) } }, close: {}), as: 2, lastRev: 7, re: .null)
+        guard case .reply(_, .success(let again)) = second.withLock({ $0 }).first else {
+            Issue.record("expected the second attach's reply")
+            return
+        }
+        #expect(again["snapshot"] == true)
+        #expect(second.withLock { $0 }.dropFirst().allSatisfy { message in
+            if case .display(let rev, _, _) = message { return rev > start + 2 }
+            if case .alert(let rev, _, _) = message { return rev > start + 2 }
+            return false
+        })
         // Node B owns it now: another node is sent to B.
         let c = try await node(directory, "10.0.0.3:7878")
         await b.cluster!.flush()
@@ -313,6 +330,22 @@ import Testing
         #expect(directory.record(lookup)?.owner == b.cluster!.nodeID)
     }
 
+    /// `session` held by node A (its record written), A's lease expired by the
+    /// directory's clock, and the session restored on B. `false` (an issue recorded)
+    /// when B could not restore it.
+    func claim(_ session: Session, from a: Application, by b: Application, in directory: MemoryDirectory) async throws -> Bool {
+        _ = try a.sessions.register(session).get()
+        a.sessions.attached(session)
+        a.cluster!.changed(session)
+        await a.cluster!.flush()
+        directory.kill(a.cluster!.nodeID)
+        guard case .restored = try await b.cluster!.locate(session.token, application: b) else {
+            Issue.record("B must restore a session whose owner's lease expired")
+            return false
+        }
+        return true
+    }
+
     @Test func aRenewalSentInTimeButRunLateIsALapseAndClosesWhatWasClaimed() async throws {
         let directory = MemoryDirectory()
         let a = try await leasedNode(directory, "10.0.0.1:7878", timeout: .seconds(600))
@@ -321,17 +354,9 @@ import Testing
         let session = Session(id: "s1", application: a, output: { message in
             if case .bye(let bye) = message { byes.withLock { $0.append(bye.reason) } }
         })
-        _ = try a.sessions.register(session).get()
-        a.sessions.attached(session)
-        a.cluster!.changed(session)
-        await a.cluster!.flush()
         // A's renewal leaves in time by A's clock, but a slow link holds it until A's lease
         // has expired by the database's: meanwhile B claims the session.
-        directory.kill(a.cluster!.nodeID)
-        guard case .restored = try await b.cluster!.locate(session.token, application: b) else {
-            Issue.record("B must restore a session whose owner's lease expired")
-            return
-        }
+        guard try await claim(session, from: a, by: b, in: directory) else { return }
         #expect(a.cluster!.isServing())  // by A's own clock nothing lapsed
         try await a.cluster!.renew()
         // The database said the renewed lease had expired: A checked and let go.
@@ -343,14 +368,7 @@ import Testing
         let a = try await leasedNode(directory, "10.0.0.1:7878", timeout: .seconds(600))
         let b = try await leasedNode(directory, "10.0.0.2:7878", timeout: .seconds(600))
         let session = Session(id: "s1", application: a, output: { _ in })
-        _ = try a.sessions.register(session).get()
-        a.cluster!.changed(session)
-        await a.cluster!.flush()
-        directory.kill(a.cluster!.nodeID)
-        guard case .restored = try await b.cluster!.locate(session.token, application: b) else {
-            Issue.record("B must restore a session whose owner's lease expired")
-            return
-        }
+        guard try await claim(session, from: a, by: b, in: directory) else { return }
         // A changes the session and writes its record: refused, and A closes the session.
         _ = await session.handle(Request(id: .null, name: "increment", arguments: Arguments()), from: 0)
         a.cluster!.changed(session)

@@ -34,6 +34,27 @@ import ViewlineProtocol
         #expect(budget.bytes == 0)
     }
 
+    @Test func oneAddressCannotSpendTheBudgetOthersReplayFrom() {
+        let budget = EventLogBudget(limit: 400_000)
+        // A victim's log, from its own address, within every limit.
+        var victim = EventLog(maximumEvents: 256, maximumBytes: 64 * 1024, budget: budget, address: "192.0.2.1")
+        for rev in 1...5 { victim.append(line(rev, bytes: 10_000), rev: rev) }
+        // 30 sessions of one address, each filling its own log to its limit.
+        var attackers = (0..<30).map { _ in EventLog(maximumEvents: 256, maximumBytes: 64 * 1024, budget: budget, address: "198.51.100.9") }
+        for rev in 1...20 {
+            for index in attackers.indices { attackers[index].append(line(rev, bytes: 10_000), rev: rev) }
+        }
+        // The attacker's address holds at most its quarter (give or take the one event
+        // each log always keeps); the budget is never spent, so the victim's log is whole.
+        let attacking = attackers.reduce(0) { $0 + $1.bytes }
+        #expect(attacking <= 100_000 + 30 * 10_100, "\(attacking)")
+        #expect(!budget.isOver)
+        #expect(victim.count == 5 && victim.lines(after: 0, current: 5)?.count == 5)
+        for index in attackers.indices { attackers[index].removeAll() }
+        victim.removeAll()
+        #expect(budget.bytes == 0)
+    }
+
     @Test func aDisplayKeptAsItsStateEncodingReplaysTheLineThatWasSent() {
         var log = EventLog(maximumEvents: 256, maximumBytes: 64 * 1024)
         let state = Array(#"{"query":"pizza","loading":false}"#.utf8)

@@ -53,7 +53,7 @@ public final class Application: Sendable {
     /// - Precondition: view names and command names are unique, built-in ones included.
     public init(
         _ models: [any ViewModel.Type], services: Services = Services(), faults: FaultInjector = FaultInjector(),
-        admin: Bool = false, serverName: String = "viewline/1.1", limits: SessionLimits = SessionLimits(),
+        admin: Bool = false, serverName: String = "viewline/1.2", limits: SessionLimits = SessionLimits(),
         cluster: Cluster? = nil, recordsMetrics: Bool = false, metricsRegistry: PrometheusCollectorRegistry? = nil,
         slowCommandThreshold: Duration = .milliseconds(100)
     ) {
@@ -207,7 +207,9 @@ extension Application {
     }
 
     /// A new, empty event log within this application's limits and budget.
-    func makeEventLog() -> EventLog {
-        EventLog(maximumEvents: sessions.limits.eventLogEvents, maximumBytes: sessions.limits.eventLogBytes, budget: eventLogBudget)
+    func makeEventLog(address: String?) -> EventLog {
+        EventLog(
+            maximumEvents: sessions.limits.eventLogEvents, maximumBytes: sessions.limits.eventLogBytes, budget: eventLogBudget,
+            address: address)
     }
 }

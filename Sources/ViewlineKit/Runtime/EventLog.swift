@@ -26,14 +26,23 @@ struct EventLog {
     let maximumEvents: Int
     let maximumBytes: Int
     let budget: EventLogBudget?
+    /// What the logs of this session's address hold together (`nil`: not counted).
+    let share: EventLogBudget.Share?
 
     /// What one kept line costs beyond its bytes (its array and slot).
     static let overhead = 48
 
-    init(maximumEvents: Int = 256, maximumBytes: Int = 1 << 20, budget: EventLogBudget? = nil) {
+    init(maximumEvents: Int = 256, maximumBytes: Int = 1 << 20, budget: EventLogBudget? = nil, address: String? = nil) {
         self.maximumEvents = maximumEvents
         self.maximumBytes = maximumBytes
         self.budget = budget
+        share = budget?.share(for: address)
+    }
+
+    /// Whether the server-wide budget, or this address's share of it, is spent.
+    private var overBudget: Bool {
+        guard let budget else { return false }
+        return budget.isOver || (share.map { $0.bytes > budget.addressLimit } ?? false)
     }
 
     var count: Int { events.count - start }
@@ -53,7 +62,8 @@ struct EventLog {
         events.append((rev, size, kept))
         bytes += size
         budget?.add(size)
-        while count > maximumEvents || (bytes > maximumBytes && count > 1) || (budget?.isOver == true && count > 1) {
+        share?.add(size)
+        while count > maximumEvents || (bytes > maximumBytes && count > 1) || (count > 1 && overBudget) {
             dropOldest()
         }
         if start > 16 && start * 2 > events.count {
@@ -67,12 +77,14 @@ struct EventLog {
         events[start].kept = .line([])  // let go of the bytes now, not at the next compaction
         bytes -= size
         budget?.add(-size)
+        share?.add(-size)
         start += 1
     }
 
     /// Forgets everything (the session ended, or starts over from a record).
     mutating func removeAll() {
         budget?.add(-bytes)
+        share?.add(-bytes)
         events = []
         start = 0
         bytes = 0
@@ -93,13 +105,46 @@ struct EventLog {
     }
 }
 
-/// The bytes all event logs of a server may hold together.
+/// The bytes all event logs of a server may hold together, and each address's share:
+/// the logs of one address's sessions may hold at most a quarter of the budget, so one
+/// address cannot spend it for everyone (its own logs drop their oldest events first).
 final class EventLogBudget: Sendable {
     let limit: Int
     private let used = Atomic<Int>(0)
+    private let shares = Mutex<(byAddress: [String: WeakShare], sweepAt: Int)>(([:], 1024))
+
+    /// What one address's logs hold; kept alive by its sessions' logs.
+    final class Share: Sendable {
+        private let used = Atomic<Int>(0)
+        func add(_ bytes: Int) { used.add(bytes, ordering: .relaxed) }
+        var bytes: Int { used.load(ordering: .relaxed) }
+    }
+
+    private struct WeakShare {
+        weak var share: Share?
+    }
 
     init(limit: Int) {
         self.limit = limit
+    }
+
+    /// The most one address's logs may hold together.
+    var addressLimit: Int { limit / 4 }
+
+    /// The share of `address` (made on first use); `nil` for none (tests, restores
+    /// without one are counted server-wide only).
+    func share(for address: String?) -> Share? {
+        guard let address else { return nil }
+        return shares.withLock { shares in
+            if let share = shares.byAddress[address]?.share { return share }
+            if shares.byAddress.count >= shares.sweepAt {
+                shares.byAddress = shares.byAddress.filter { $0.value.share != nil }
+                shares.sweepAt = max(1024, shares.byAddress.count * 2)
+            }
+            let share = Share()
+            shares.byAddress[address] = WeakShare(share: share)
+            return share
+        }
     }
 
     func add(_ bytes: Int) {

@@ -106,14 +106,17 @@ extension Session {
             throw ProtocolError(.badArguments, "last-rev must be 0 or more (got \(lastRev))")
         }
         var missed = lastRev.flatMap { log.lines(after: $0, current: rev) }
+        if restoredFromRecord, let lastRev, lastRev > rev {
+            // A restored session's revs start a whole ``maximumRecordLag`` above its
+            // record's: no owner ever sent this one.
+            throw ProtocolError(.badArguments, "last-rev \(lastRev) is ahead of anything this session sent (rev \(rev))")
+        }
         if restoredFromRecord {
             // The record may be older than what the client saw on the node that died:
-            // no replay, and the snapshot's revs come after anything it has.
-            if let lastRev, lastRev > rev, lastRev - rev > Self.maximumRecordLag {
-                throw ProtocolError(.badArguments, "last-rev \(lastRev) is ahead of anything this session sent (rev \(rev))")
-            }
+            // no replay, and the snapshot's revs come after anything it has (the old
+            // owner's revs are all below this owner's; a later last-rev from it finds
+            // nothing in the log and gets a snapshot as well).
             restoredFromRecord = false
-            rev = max(rev, lastRev ?? 0)
             log.removeAll()
             missed = nil
         }

@@ -71,7 +71,10 @@ extension Session {
 
     private func apply(_ record: JSON) async {
         // A record is trusted as far as it is sane: never a rev that could overflow.
-        rev = min(max(0, record["rev"]?.intValue ?? 0), Int.max / 4)
+        // The new owner's revs start a whole lag above the record's: the old owner may
+        // have sent events after its last record, and its revs and the new owner's never
+        // overlap, so any last-rev from the old owner gets a snapshot numbered above it.
+        rev = min(max(0, record["rev"]?.intValue ?? 0), Int.max / 4) + Self.maximumRecordLag
         nextAlertNumber = max(1, record["nextAlert"]?.intValue ?? 1)
         user = record["user"]?.stringValue
         for index in application.views.indices {

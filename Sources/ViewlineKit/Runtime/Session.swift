@@ -126,7 +126,7 @@ public actor Session {
         self.application = application
         self.peer = peer
         self.connections = connections
-        log = application.makeEventLog()
+        log = application.makeEventLog(address: peer)
     }
 
     deinit {

@@ -43,6 +43,8 @@ final class ClientConnection: Sendable {
     let number: Int
     let channel: any Channel
     let outbound: OutboundLines
+    /// The session told this connection `bye` and hung up on it (it never says it twice).
+    private let hungUp = Atomic<Bool>(false)
     /// This connection as its session sees it.
     var link: SessionConnection { SessionConnection(self) }
     let peer: String?
@@ -309,8 +311,9 @@ final class ClientConnection: Sendable {
         let application = server.application
         if session.isClosed {
             // The session ended under this connection (quit elsewhere, eviction,
-            // expiry racing an attach): say so rather than go silent.
-            outbound.send(ServerMessage.bye(.ended).line)
+            // expiry racing an attach): say so rather than go silent, unless the
+            // session already told this connection its `bye` (one per connection).
+            if !hungUp.load(ordering: .acquiring) { outbound.send(ServerMessage.bye(.ended).line) }
             outbound.flushThenClose()
             return .ended
         }
@@ -385,7 +388,10 @@ extension ClientConnection: LineOutput {
     func send(line: [UInt8]) { outbound.send(line) }
     func send(reply re: JSON, result: EncodedResult) { outbound.send(reply: re, result: result) }
     /// Closes the connection once what was sent to it (a `bye`) is written.
-    func hangUp() { outbound.flushThenClose() }
+    func hangUp() {
+        hungUp.store(true, ordering: .releasing)
+        outbound.flushThenClose()
+    }
 }
 
 extension Session {

@@ -57,7 +57,7 @@ public struct ServerConfiguration: Sendable {
     /// Commands at least this slow are kept in the slow log (`slowlog`).
     public var slowCommandThreshold: Duration = .milliseconds(100)
     /// Names the server in `welcome`.
-    public var serverName = "viewline/1.1"
+    public var serverName = "viewline/1.2"
 
     public init() {}
 }

@@ -171,7 +171,7 @@ function askToJoin(token, answered) {
 function setToken(token) {
   store.setItem("viewline.token", token);
   $("token").textContent = token;
-  $("share").href = `#attach=${encodeURIComponent(token)}`;
+  $("share").href = `${location.pathname}#attach=${encodeURIComponent(token)}`;
 }
 
 function forget() {
