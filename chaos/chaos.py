@@ -626,7 +626,7 @@ def main() -> int:
     parser.add_argument("--bin", required=True)
     parser.add_argument("--seconds", type=float, default=60)
     parser.add_argument("--pg-port", type=int, required=True)
-    parser.add_argument("--pg-ctl", required=True, help="the pg_ctl command line, data directory included")
+    parser.add_argument("--pg-restart", required=True, help="the command line that restarts PostgreSQL on its port (Tests/support/postgres restart DIR)")
     parser.add_argument("--psql", required=True, help="the psql command line, connection options included")
     parser.add_argument("--dir", required=True)
     parser.add_argument("--report", required=True)
@@ -634,7 +634,7 @@ def main() -> int:
     parser.add_argument("--skew-minutes", type=int, default=10)
     parser.add_argument("--seed", type=int, default=int(time.time()))
     args = parser.parse_args()
-    args.pg_ctl = args.pg_ctl.split()
+    args.pg_restart = args.pg_restart.split()
     args.psql = args.psql.split()
     run = Run(args.seed)
     rng = random.Random(args.seed)
@@ -716,9 +716,9 @@ def drive(args, run: Run, rng: random.Random, nodes: List[Node], serve_log: Serv
             node.link.set_cut(False)
             what = f"cut {node.incarnations[-1].label} off PostgreSQL for {now() - t0:.1f} s"
         else:
-            # Its log to a file: a server holding this script's pipes would never let go.
-            subprocess.run(args.pg_ctl + ["-m", "fast", "-w", "-l", os.path.join(args.dir, "postgres.log"), "restart"],
-                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+            # Output to nowhere: a server holding this script's pipes would never let go.
+            subprocess.run(args.pg_restart, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, check=True)
             what = "restarted PostgreSQL"
         run.faults.append((t0, now(), what))
         print(f"  {t0 - started:6.1f} s  {what}", flush=True)

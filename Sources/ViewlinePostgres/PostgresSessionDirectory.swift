@@ -71,7 +71,8 @@ public struct PostgresSessionDirectory: SessionDirectory {
             SELECT l, decode(d, 'hex'), o, s, clock_timestamp()
             FROM unnest(\(records.map(\.lookup))::text[], \(records.map { Self.hex($0.secretDigest) })::text[],
                         \(records.map(\.owner))::text[], \(records.map(\.snapshot))::text[]) AS r(l, d, o, s)
-            ON CONFLICT (lookup) DO UPDATE SET snapshot = excluded.snapshot, updated_at = excluded.updated_at
+            ON CONFLICT (lookup) DO UPDATE SET secret_digest = excluded.secret_digest, snapshot = excluded.snapshot,
+                                               updated_at = excluded.updated_at
             WHERE viewline_sessions.owner = excluded.owner
             RETURNING lookup
             """) { row in try row.decode(String.self) }

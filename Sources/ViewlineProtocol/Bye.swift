@@ -20,16 +20,29 @@ public struct Bye: Sendable, Equatable {
         /// The server is shutting down; in a cluster its sessions were handed over:
         /// attach on another node (or this one when it is back).
         public static let shutdown = Code(rawValue: "shutdown")
+        /// Another connection of the session ended this one (`end-others`) and the
+        /// session's token changed: the session lives on, but not for this client (final).
+        public static let revoked = Code(rawValue: "revoked")
         /// The connection was refused before its session began (too many clients,
         /// or from this address): try again later.
         public static let refused = Code(rawValue: "refused")
 
         /// Whether the session is gone for good, so a client should not try to resume it.
-        public var isFinal: Bool { self == .quit || self == .ended || self == .expired || self == .evicted }
+        public var isFinal: Bool { self == .quit || self == .ended || self == .expired || self == .evicted || self == .revoked }
     }
 
     public var code: Code
     public var reason: String
+
+    /// What servers before 1.1 (no `code`) said in `reason` when the session ended.
+    public static let finalReasonsBeforeCodes: Set<String> = ["client quit", "session ended", "session expired", "session evicted"]
+
+    /// Whether a `bye` with this `code` (`nil` from a server before 1.1) and `reason`
+    /// ends the session for the client: resuming is pointless. An unknown code is not
+    /// final (PROTOCOL §4: try to resume, `attach` says whether the session lives).
+    public static func isFinal(code: String?, reason: String) -> Bool {
+        code.map { Code(rawValue: $0).isFinal } ?? finalReasonsBeforeCodes.contains(reason)
+    }
 
     public init(_ code: Code, _ reason: String) {
         self.code = code
@@ -40,6 +53,7 @@ public struct Bye: Sendable, Equatable {
     public static let ended = Bye(.ended, "session ended")
     public static let expired = Bye(.expired, "session expired")
     public static let evicted = Bye(.evicted, "session evicted")
+    public static let revoked = Bye(.revoked, "ended by another connection of the session")
     public static let moved = Bye(.moved, "session moved")
     public static let shutdown = Bye(.shutdown, "server shutting down")
 }

@@ -80,6 +80,7 @@ extension JSON {
             } else {
                 out.append(contentsOf: "null".utf8)
             }
+        case .number(let text): out.append(contentsOf: text.utf8)
         case .string(let s): JSON.writeString(s, into: &out)
         case .array(let items):
             out.append(UInt8(ascii: "["))

@@ -181,6 +181,7 @@ extension JSON: Encodable {
             case .bool(let value): try container.encode(value)
             case .int(let value): try container.encode(value)
             case .double(let value): try container.encode(value)
+            case .number(let text): try container.encode(Double(text) ?? 0)
             case .string(let value): try container.encode(value)
             case .object, .array: break
             }

@@ -9,6 +9,10 @@ public enum JSON: Sendable, Hashable {
     case bool(Bool)
     case int(Int)
     case double(Double)
+    /// A number kept as the text it arrived in: a request's `id` that would not be
+    /// written back the same way as an `int` or a `double` (its reply echoes it byte
+    /// for byte). The server's own values never use it.
+    case number(String)
     case string(String)
     case array([JSON])
     case object(JSONObject)
@@ -78,6 +82,7 @@ extension JSON {
         switch self {
         case .int(let i): return i
         case .double(let d) where d.rounded() == d && abs(d) < 9e15: return Int(d)
+        case .number(let text): return JSON.double(Double(text) ?? .nan).intValue
         default: return nil
         }
     }
@@ -85,6 +90,7 @@ extension JSON {
         switch self {
         case .int(let i): return Double(i)
         case .double(let d): return d
+        case .number(let text): return Double(text)
         default: return nil
         }
     }

@@ -127,7 +127,10 @@ public struct JSONParser {
             guard index < bytes.endIndex, bytes[index] == UInt8(ascii: ":") else { throw malformed("':' was expected") }
             index += 1
             skipWhitespace()
-            pairs.append((key, try value(depth: depth)))
+            let start = index
+            var value = try value(depth: depth)
+            if depth == 1, key == "id" { value = keepingNumberText(value, from: start) }
+            pairs.append((key, value))
             skipWhitespace()
             guard index < bytes.endIndex else { throw malformed("'}' was expected") }
             if bytes[index] == UInt8(ascii: ",") {
@@ -245,6 +248,21 @@ public struct JSONParser {
             index += 1
         }
         return value
+    }
+
+    /// A top-level `id` that is a number keeps the text it came as when its value
+    /// would be written otherwise (`12345678901234567890`, `1.50`, `1e3`, `-0`): a
+    /// reply echoes a request's id byte for byte.
+    private func keepingNumberText(_ value: JSON, from start: Int) -> JSON {
+        switch value {
+        case .int, .double:
+            let text = bytes[start..<index]
+            var written: [UInt8] = []
+            value.write(into: &written)
+            return text.elementsEqual(written) ? value : .number(String(decoding: UnsafeBufferPointer(rebasing: text), as: UTF8.self))
+        default:
+            return value
+        }
     }
 
     private mutating func number() throws(Failure) -> JSON {

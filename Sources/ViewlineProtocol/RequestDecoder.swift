@@ -143,7 +143,7 @@ public enum RequestDecoder {
         var id: JSON = .null
         if let raw = object["id"] {
             switch raw {
-            case .string, .int, .double, .null: id = raw
+            case .string, .int, .double, .number, .null: id = raw
             default:
                 return .failure(Failure(re: .null, error: ProtocolError(.badJSON, "id must be a string or a number")))
             }

@@ -12,8 +12,8 @@ public struct ClientSession {
     public var session: String?
     /// The highest `rev` seen: where a resumed session picks up.
     public var rev = 0
-    /// The server said a `bye` that ends the session (`quit`, `ended`, `expired`,
-    /// `evicted`): do not resume. After any other (`shutdown` in a rolling restart,
+    /// The server said a `bye` that ends the session for this client (`quit`, `ended`,
+    /// `expired`, `evicted`, `revoked`): do not resume. After any other (`shutdown` in a rolling restart,
     /// `moved`) the session lives on and the REPL resumes it.
     public var ended = false
 
@@ -28,11 +28,7 @@ public struct ClientSession {
             token = message["token"]?.stringValue
             session = message["session"]?.stringValue
         case "bye":
-            if let code = message["code"]?.stringValue {
-                ended = Bye.Code(rawValue: code).isFinal
-            } else {  // a server before 1.1: only a reason
-                ended = ["client quit", "session ended", "session expired", "session evicted"].contains(message["reason"]?.stringValue ?? "")
-            }
+            ended = Bye.isFinal(code: message["code"]?.stringValue, reason: message["reason"]?.stringValue ?? "")
         case "alert": presentedAlert = message
         case "dismiss":
             if presentedAlert?["id"] == message["id"] { presentedAlert = nil }
@@ -41,6 +37,12 @@ public struct ClientSession {
                 presentedAlert?["id"] == answered
             {
                 presentedAlert = nil
+            }
+            // `end-others`' reply (`{ended, token}`): the session's new token, the one to resume with.
+            if message["ok"]?.boolValue == true, let result = message["result"]?.objectValue, result.keys.sorted() == ["ended", "token"],
+                let fresh = result["token"]?.stringValue
+            {
+                token = fresh
             }
             if let commands = message["result"]?["commands"]?.arrayValue {
                 commandNames = commands.compactMap { $0["name"]?.stringValue }

@@ -24,6 +24,7 @@ public struct EventRenderer: Sendable {
         case "display":
             let view = message["view"]?.stringValue ?? "?", state = message["state"] ?? .null
             if view == "playlist" { return renderPlaylistDisplay(state) }
+            if view == "connections" { return renderConnections(state["count"]?.intValue ?? 1) }
             return renderDisplay(view: view, state: state)
         case "alert":
             return renderAlert(message)
@@ -36,6 +37,13 @@ public struct EventRenderer: Sendable {
         default:
             return message.encoded
         }
+    }
+
+    /// The server's own view: how many places the session is open in.
+    func renderConnections(_ count: Int) -> String {
+        count > 1
+            ? style.dim("this session is also open in \(count - 1) other place\(count == 2 ? "" : "s"); end-others ends them and changes the token")
+            : style.dim("this session is open only here")
     }
 
     // MARK: - Replies
@@ -67,6 +75,10 @@ public struct EventRenderer: Sendable {
             return table(["SAVED AT", "TEXT"], drafts.map { [$0["savedAt"]?.stringValue ?? "", $0["text"]?.stringValue ?? ""] })
         }
         if result["pong"]?.boolValue == true { return style.green("pong") }
+        if let ended = result["ended"]?.intValue, result["token"] != nil {
+            // end-others: the token is new (kept for resuming), never printed for a shoulder to read.
+            return style.green("ok ") + style.dim("ended \(ended) other connection\(ended == 1 ? "" : "s"); the session has a new token")
+        }
         if result["accepted"]?.boolValue == true { return nil }  // the displays that follow say it all
         if let summary = summary(of: result) { return style.green("ok ") + style.dim(summary) }
         if let object = result.objectValue, !object.isEmpty {
@@ -245,6 +257,7 @@ public struct EventRenderer: Sendable {
         switch value {
         case .string(let s): s
         case .int(let i): String(i)
+        case .number(let text): text
         case .null: "null"
         default: value.encoded
         }

@@ -4,102 +4,106 @@ import Foundation
 import Glibc
 #endif
 
-/// A real, throwaway PostgreSQL server from Debian's packages: `initdb` into a
-/// temporary directory, `pg_ctl start` on a free loopback port, stopped and
-/// deleted with the value (or at exit for ``shared``). As root, the data
-/// directory belongs to the `postgres` system user and the server runs as it
-/// (initdb refuses root). Never a mock.
+/// A real, throwaway PostgreSQL server from Debian's packages, through the one
+/// starter every suite shares (`Tests/support/postgres`): `initdb` into a temporary
+/// directory, started on a free loopback port, stopped and deleted with the value
+/// (or at exit for ``shared``). ``shared`` is the server `dev test` started when
+/// `VIEWLINE_TEST_POSTGRES` names it (each test makes its own database there). Never a mock.
 public final class PostgresServer: @unchecked Sendable {
-    /// The directory holding `data/` (the cluster), the socket and the log.
-    public let directory: String
+    /// The directory holding `data/` (the cluster), the socket and the log; `nil` for
+    /// the server `VIEWLINE_TEST_POSTGRES` names (started and stopped by whoever started it).
+    public let directory: String?
     public let port: Int
+    /// The admin URL (database `postgres`).
+    private let adminURL: String
     private var running = false
     private let lock = NSLock()
 
-    /// One server for the whole test process, stopped when it exits.
+    /// One server for the whole test process: `VIEWLINE_TEST_POSTGRES`'s, or one started
+    /// here and stopped when the process exits.
     public static let shared: PostgresServer = {
-        let server = try! PostgresServer()
-        atexit {
-            PostgresServer.shared.stop()
-            try? FileManager.default.removeItem(atPath: PostgresServer.shared.directory)
+        if let url = ProcessInfo.processInfo.environment["VIEWLINE_TEST_POSTGRES"], !url.isEmpty {
+            return try! PostgresServer(url: url)
         }
+        let server = try! PostgresServer()
+        atexit { PostgresServer.shared.remove() }
         return server
     }()
 
-    /// `postgres://` URL of `database` (created with ``createDatabase(_:)``).
+    /// The starter script, beside this package's tests.
+    static let script = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .appending(path: "Tests/support/postgres").path
+
+    /// `postgres://` URL of `database` (created with ``createDatabase()``).
     public func url(database: String = "postgres") -> String {
         "postgres://postgres@127.0.0.1:\(port)/\(database)?sslmode=disable"
     }
 
-    /// Where Debian installs the server's programs (the newest version there).
-    public static var binDirectory: String? {
-        let root = "/usr/lib/postgresql"
-        let versions = (try? FileManager.default.contentsOfDirectory(atPath: root)) ?? []
-        return versions.compactMap(Int.init).sorted().last.map { "\(root)/\($0)/bin" }
-    }
-
-    /// Creates and starts a cluster. `fsync` off: tests kill nodes, not this server.
+    /// Creates and starts a server of its own (a test that stops it needs one).
     public init() throws {
-        guard let bin = Self.binDirectory else {
-            throw Failure(description: "PostgreSQL is not installed (apt-get install postgresql)")
-        }
-        directory = FileManager.default.temporaryDirectory.appendingPathComponent("viewline-pg-\(UUID().uuidString.prefix(8))").path
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        port = try Self.freePort()
-        if getuid() == 0 { try Self.run("/bin/chown", ["postgres:postgres", directory]) }
-        try asServerUser("\(bin)/initdb", ["-D", "\(directory)/data", "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"])
-        try start()
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("viewline-pg-\(UUID().uuidString.prefix(8))").path
+        self.directory = directory
+        adminURL = try Self.run([Self.script, "start", directory])
+        port = try Self.port(of: adminURL)
+        running = true
     }
 
-    /// Starts the server (again, after ``stop()``), waiting until it accepts connections.
+    /// A server someone else started (`VIEWLINE_TEST_POSTGRES`): never stopped from here.
+    init(url: String) throws {
+        directory = nil
+        adminURL = url
+        port = try Self.port(of: url)
+    }
+
+    /// Starts the server again after ``stop()``, waiting until it accepts connections.
     public func start() throws {
-        guard let bin = Self.binDirectory else { return }
-        let options = "-p \(port) -k \(directory) -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200"
-        try asServerUser("\(bin)/pg_ctl", ["-D", "\(directory)/data", "-l", "\(directory)/log", "-o", options, "-w", "-t", "30", "start"])
+        guard let directory else { return }
+        _ = try Self.run([Self.script, "start", directory])
         lock.withLock { running = true }
     }
 
     /// Stops the server at once (`immediate`: clients see the connection drop, as in a crash).
     public func stop() {
-        guard lock.withLock({ running }), let bin = Self.binDirectory else { return }
-        try? asServerUser("\(bin)/pg_ctl", ["-D", "\(directory)/data", "-m", "immediate", "-w", "stop"])
+        guard let directory, lock.withLock({ running }) else { return }
+        _ = try? Self.run([Self.script, "stop", directory])
         lock.withLock { running = false }
     }
 
-    /// A new empty database, so each test starts from nothing.
-    public func createDatabase(_ name: String = "t\(UUID().uuidString.prefix(8).lowercased())") throws -> String {
-        guard let bin = Self.binDirectory else { throw Failure(description: "PostgreSQL is not installed") }
-        try asServerUser("\(bin)/psql", ["-h", "127.0.0.1", "-p", "\(port)", "-U", "postgres", "-q", "-c", "CREATE DATABASE \(name)"])
-        return name
+    /// Stops the server and deletes its directory.
+    func remove() {
+        guard let directory else { return }
+        _ = try? Self.run([Self.script, "remove", directory])
+        lock.withLock { running = false }
+    }
+
+    /// A new empty database, so each test starts from nothing; returns its name.
+    public func createDatabase() throws -> String {
+        let url = try Self.run([Self.script, "createdb", adminURL])
+        guard let name = URL(string: url)?.path.dropFirst(), !name.isEmpty else { throw Failure(description: "createdb said \(url)") }
+        return String(name)
     }
 
     /// Runs `sql` in `database` with psql and returns its unaligned output, trimmed.
     public func query(_ sql: String, database: String) throws -> String {
-        guard let bin = Self.binDirectory else { throw Failure(description: "PostgreSQL is not installed") }
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("viewline-pg-\(UUID().uuidString).query").path
-        defer { unlink(path) }
-        try asServerUser("/bin/sh", ["-c", "\"$0\" -h 127.0.0.1 -p \(port) -U postgres -d \(database) -Atc \"$1\" > \(path)", "\(bin)/psql", sql])
-        return ((try? String(contentsOfFile: path, encoding: .utf8)) ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
+        try Self.run([Self.script, "psql", url(database: database), "-c", sql])
     }
 
     deinit {
-        stop()
-        try? FileManager.default.removeItem(atPath: directory)
+        remove()
     }
 
-    /// Runs a server program, as the `postgres` user when we are root.
-    private func asServerUser(_ program: String, _ arguments: [String]) throws {
-        if getuid() == 0 {
-            try Self.run("/usr/sbin/runuser", ["-u", "postgres", "--", program] + arguments)
-        } else {
-            try Self.run(program, arguments)
-        }
+    private static func port(of url: String) throws -> Int {
+        guard let port = URL(string: url)?.port else { throw Failure(description: "no port in \(url)") }
+        return port
     }
 
-    /// Runs a program to its end with `posix_spawn` and `waitpid` (Foundation's
-    /// `Process.waitUntilExit` can hang when the program leaves a daemon behind, as
-    /// `pg_ctl start` does). Output goes to a file, not a pipe the daemon would keep.
-    private static func run(_ program: String, _ arguments: [String]) throws {
+    /// Runs a program to its end with `posix_spawn` and `waitpid` and returns its
+    /// output, trimmed (Foundation's `Process.waitUntilExit` can hang when the program
+    /// leaves a daemon behind, as `pg_ctl start` does). Output goes to a file, not a
+    /// pipe the daemon would keep.
+    @discardableResult
+    static func run(_ command: [String]) throws -> String {
         let outputPath = FileManager.default.temporaryDirectory.appendingPathComponent("viewline-pg-\(UUID().uuidString).out").path
         defer { unlink(outputPath) }
         var actions = posix_spawn_file_actions_t()
@@ -108,36 +112,19 @@ public final class PostgresServer: @unchecked Sendable {
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
         posix_spawn_file_actions_adddup2(&actions, 1, 2)
-        let argv = ([program] + arguments).map { strdup($0) } + [nil]
+        let argv = command.map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }
         var pid = pid_t()
-        let spawned = posix_spawn(&pid, program, &actions, nil, argv, environ)
-        guard spawned == 0 else { throw Failure(description: "cannot start \(program): error \(spawned)") }
+        let spawned = posix_spawn(&pid, command[0], &actions, nil, argv, environ)
+        guard spawned == 0 else { throw Failure(description: "cannot start \(command[0]): error \(spawned)") }
         var status: Int32 = 0
         while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
         let exitCode = (status & 0x7f) == 0 ? (status >> 8) & 0xff : -1
+        let text = ((try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
         guard exitCode == 0 else {
-            let text = (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
-            throw Failure(description: "\(program) \(arguments.joined(separator: " ")) failed (\(exitCode)): \(text)")
+            throw Failure(description: "\(command.joined(separator: " ")) failed (\(exitCode)): \(text)")
         }
-    }
-
-    /// A port nobody listens on right now.
-    static func freePort() throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer -> Bool in
-                bind(fd, pointer, length) == 0 && getsockname(fd, pointer, &length) == 0
-            }
-        }
-        guard bound else { throw Failure(description: "no free port") }
-        return Int(UInt16(bigEndian: address.sin_port))
+        return text
     }
 
     public struct Failure: Error, CustomStringConvertible {

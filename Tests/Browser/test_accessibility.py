@@ -33,8 +33,12 @@ def test_axe_core_finds_nothing_in_any_state(page, server: Server):
     run(page, "search", query="pizza")
     wait(page, lambda: view(page, "search").find_elements(By.CSS_SELECTOR, "table tbody tr"))
     assert_clean(page, "search results")
-    # A failing backend's alert, open as a modal dialog.
-    server.tcp().command(f"attach {page.find_element(By.ID, 'token').text}")
+    # Open somewhere else too (the notice and its button), then a failing backend's
+    # alert, open as a modal dialog.
+    other = server.tcp()
+    other.command(f"attach {page.find_element(By.ID, 'token').text}")
+    wait(page, lambda: page.find_element(By.ID, "connections").is_displayed())
+    assert_clean(page, "open in two places")
     run(page, "fault", service="search", count="1", message="places backend timed out")
     run(page, "search", query="noodle")
     wait(page, lambda: dialog(page))

@@ -238,6 +238,30 @@ def test_a_link_with_someone_elses_session_is_joined_only_when_the_person_says_s
     wait(page, lambda: page.find_element(By.ID, "token").text == token)
 
 
+def test_the_page_says_where_else_the_session_is_open_and_ends_the_others(page, server: Server):
+    page.get(server.url)
+    wait(page, lambda: status(page) == "connected")
+    token = wait(page, lambda: named(page, "code", "session token")).text
+    assert not page.find_element(By.ID, "connections").is_displayed()  # alone: nothing to say
+    # Someone else got the token (a link, a shoulder) and joins.
+    other = server.tcp()
+    other.send(f"attach {token}")
+    assert other.reply()["ok"]
+    notice = page.find_element(By.ID, "connections")
+    wait(page, lambda: notice.is_displayed())
+    assert "Also open in 1 other place" in notice.text
+    named(page, "button", "End the others").click()
+    bye = other.until(lambda m: m.get("type") == "bye")
+    assert bye["code"] == "revoked"
+    wait(page, lambda: not notice.is_displayed())
+    fresh = page.find_element(By.ID, "token").text
+    assert len(fresh) == 48 and fresh != token and fresh[:16] == token[:16]
+    # The old token joins nothing; the page keeps working with the new one.
+    assert server.tcp().command(f"attach {token}")["error"]["code"] == "bad_token"
+    run(page, "search", query="ramen")
+    wait(page, lambda: "ramen" in view(page, "search").text)
+
+
 def test_a_form_sends_typed_json_so_a_password_with_spaces_and_quotes_logs_in(page, tmp_path):
     users = tmp_path / "users.json"
     users.write_text(json.dumps([{"user": "carol", "password": 'open "sesame" now'}]))

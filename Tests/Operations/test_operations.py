@@ -116,7 +116,7 @@ def test_health_and_readiness(server):
 
 def test_readyz_is_503_while_the_database_is_down_and_200_when_it_is_back():
     import time
-    pg = Postgres()
+    pg = Postgres(own=True)  # it halts the server
     process = None
     try:
         process = subprocess.Popen(

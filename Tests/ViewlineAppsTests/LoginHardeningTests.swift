@@ -85,7 +85,6 @@ import ViewlineTesting
     }
 
     @Test func aLongUserNameCostsWhatAShortOneDoes() {
-        let throttle = FailureThrottle(capacity: 100)
         let long = FailureThrottle.keys(user: String(repeating: "x", count: 65_536), peer: "10.0.0.1")
         let short = FailureThrottle.keys(user: "x", peer: "10.0.0.1")
         #expect(zip(long, short).allSatisfy { "\($0.0)".count == "\($0.1)".count })
@@ -123,7 +122,7 @@ import ViewlineTesting
         let blocker = Task {
             try await pool.run { gate.wait() }
         }
-        for _ in 0..<1000 where pool.load == 0 { try await Task.sleep(for: .milliseconds(1)) }
+        try await LoginQueuePerAddressTests.waitUntil { pool.load > 0 }
         let store = harness.makeStore()
         await store.send("login alice wonderland", fails: .serverBusy)
         gate.open()
@@ -149,7 +148,7 @@ final class Gate: Sendable {
         let pool = BlockingPool(threads: 1, queueLimit: 32, perKeyLimit: 2)
         let gate = Gate()
         let held = (0..<2).map { _ in Task { try await pool.run(key: "10.0.0.9") { gate.wait() } } }
-        for _ in 0..<1000 where pool.load < 2 { try await Task.sleep(for: .milliseconds(1)) }
+        try await Self.waitUntil { pool.load >= 2 }
         await #expect(throws: BlockingPool.Full.self) { try await pool.run(key: "10.0.0.9") { () } }
         let other = Task { try await pool.run(key: "10.0.0.1") { 42 } }
         gate.open()
@@ -175,10 +174,10 @@ final class Gate: Sendable {
                 held.append(Task { try await pool.run(key: "10.0.0.\(address)") { gate.wait(); order.append("10.0.0.\(address)") } })
             }
         }
-        for _ in 0..<1000 where pool.load < 32 { try await Task.sleep(for: .milliseconds(1)) }
+        try await Self.waitUntil { pool.load >= 32 }
         await #expect(throws: BlockingPool.Full.self) { try await pool.run(key: "10.0.0.0") { () } }
         let honest = Task { try await pool.run(key: "192.0.2.1") { order.append("192.0.2.1") } }
-        for _ in 0..<1000 where pool.load < 33 { try await Task.sleep(for: .milliseconds(1)) }
+        try await Self.waitUntil { pool.load >= 33 }
         #expect(pool.load == 33)
         gate.open()
         try await honest.value
@@ -186,5 +185,12 @@ final class Gate: Sendable {
         // Taken in turn: the honest job ran within the first round (9 jobs), not after 32.
         let position = try #require(order.served.withLock { $0 }.firstIndex(of: "192.0.2.1"))
         #expect(position <= 9, "served \(position + 1)th")
+    }
+
+    /// Waits until `condition` holds (tasks queue their jobs in their own time: a
+    /// busy machine may take a while), or 10 s.
+    static func waitUntil(_ condition: () -> Bool) async throws {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while !condition() && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(2)) }
     }
 }

@@ -56,6 +56,24 @@ import ViewlineTestSupport
         #expect(try await directory.lost(["0123456789abcdef"], by: successor) == [])
     }
 
+    @Test func aNewTokenReplacesTheRecordsDigestAndTheZombieCannotPutItBack() async throws {
+        // `end-others` gave the session a new token: the owner's next write carries its digest.
+        let directory = try await directory()
+        _ = try await directory.renewLease(zombie, nodeTimeout: .seconds(30), recordsExpireAfter: .seconds(86_400))
+        var first = record(owner: zombie, snapshot: #"{"v":1}"#)
+        first.secretDigest = Array(repeating: 1, count: 32)
+        _ = try await directory.save([first])
+        var rotated = first
+        rotated.secretDigest = Array(repeating: 2, count: 32)
+        #expect(try await directory.save([rotated]) == [])
+        #expect(try await directory.find(lookup: first.lookup, nodeTimeout: .seconds(30))?.record.secretDigest == rotated.secretDigest)
+        // Another owner's write (the old digest) is refused like any other.
+        var foreign = first
+        foreign.owner = successor.id
+        #expect(try await directory.save([foreign]) == [first.lookup])
+        #expect(try await directory.find(lookup: first.lookup, nodeTimeout: .seconds(30))?.record.secretDigest == rotated.secretDigest)
+    }
+
     @Test func liveNodesCountsTheLeasesValidByTheDatabasesClock() async throws {
         let directory = try await directory()
         #expect(try await directory.liveNodes(nodeTimeout: .seconds(30)) == 0)

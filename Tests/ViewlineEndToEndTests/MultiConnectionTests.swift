@@ -21,8 +21,9 @@ import ViewlineTestSupport
             let (a, token) = try open(server)
             let b = try connect(server)
             try b.send("attach \(token)")
-            _ = try b.read(until: { $0["view"] == "playlist" })
-            _ = try a.read(until: { $0["view"] == "playlist" })
+            // Both are told the session has two connections now: the last event of the attach.
+            _ = try b.read(until: { $0["view"] == "connections" })
+            _ = try a.read(until: { $0["view"] == "connections" })
             // A's log-in suspends (password hashing) while B's pings run and finish.
             try a.send("login alice wonderland")
             try b.sendRaw(Array(String(repeating: "ping\n", count: 200).utf8))
@@ -58,6 +59,35 @@ import ViewlineTestSupport
             _ = try a.read(until: { $0.type == "reply" && $0["result"]?["user"] == "alice" })
             _ = try a.read(until: { $0.type == "reply" })
         }
+    }
+
+    @Test func everyConnectionSeesHowManyThereAreAndOneCanEndTheOthers() throws {
+        let server = try startServer()
+        let (a, token) = try open(server)
+        // Someone who got the token (a link, a shoulder) joins: both are told there are two.
+        let b = try connect(server)
+        #expect(try b.command("attach \(token)").isOK)
+        #expect(try b.read(until: { $0["view"] == "connections" }).last?["state"] == ["count": 2])
+        #expect(try a.read(until: { $0["view"] == "connections" }).last?["state"] == ["count": 2])
+        // The person ends the others: B is told why (a final code) and closed, and the
+        // token changes, so the one B holds joins nothing.
+        let ended = try a.command("end-others")
+        #expect(ended["result"]?["ended"] == 1)
+        let fresh = try #require(ended["result"]?["token"]?.stringValue)
+        #expect(fresh != token && fresh.prefix(16) == token.prefix(16))
+        #expect(try b.read(until: { $0.type == "bye" }).last?["code"] == "revoked")
+        #expect(try b.isClosedByPeer())
+        #expect(try a.read(until: { $0["view"] == "connections" }).last?["state"] == ["count": 1])
+        let intruder = try connect(server)
+        #expect(try intruder.command("attach \(token)")["error"]?["code"] == "bad_token")
+        // The new token is the session's, with its state.
+        #expect(try a.command("search pizza").isOK)
+        let owner = try connect(server)
+        #expect(try owner.command("attach \(fresh)")["result"]?["session"] == "s1")
+        #expect(try owner.read(until: { $0["view"] == "search" }).last?["state"]?["query"] == "pizza")
+        // Alone, ending the others ends none (and still changes the token).
+        #expect(try owner.command("end-others")["result"]?["ended"] == 1)
+        #expect(try owner.command("end-others")["result"]?["ended"] == 0)
     }
 
     @Test func attachingTwiceOnOneConnectionLeavesTheFirstSessionAlive() throws {

@@ -55,6 +55,9 @@ import ViewlineTestSupport
         #expect(try second.next()["result"]?["snapshot"] == true)
         for _ in 0..<5 { _ = try second.next() }
         for _ in 0..<5 { _ = try first.next() }  // the snapshot reaches every connection
+        // Then both are told the session has two connections.
+        #expect(try first.next()["state"] == ["count": 2])
+        #expect(try second.next()["state"] == ["count": 2])
         #expect(try first.command("fault search 1 boom").isOK)
         try first.send("search x")
         let seenByFirst = try first.read(until: { $0.type == "alert" })

@@ -44,6 +44,21 @@ import ViewlineTestSupport
         #expect(replies[1].errorCode == "unknown_command")
     }
 
+    @Test func rule3_aNumberIdIsEchoedByteForByte() throws {
+        let server = try startServer()
+        let client = try connect(server)
+        // Ids a double would rewrite (precision, trailing zeros, exponents, -0), and a failing command.
+        let ids = ["12345678901234567890", "1.50", "1e3", "-0", "0.1", "9007199254740993"]
+        for id in ids {
+            try client.send(#"{"id":\#(id),"cmd":"ping"}"#)
+            let line = String(decoding: try #require(try client.readLine(timeout: .seconds(5))), as: UTF8.self)
+            #expect(line.hasPrefix(#"{"type":"reply","re":\#(id),"ok":true"#), "\(line)")
+        }
+        try client.send(#"{"id":12345678901234567890,"line":"nope"}"#)
+        let failed = String(decoding: try #require(try client.readLine(timeout: .seconds(5))), as: UTF8.self)
+        #expect(failed.hasPrefix(#"{"type":"reply","re":12345678901234567890,"ok":false"#), "\(failed)")
+    }
+
     @Test func rule3_aCommandThatAwaitsIsNotOvertakenByTheImmediateOnesBehindIt() throws {
         let server = try startServer()
         let client = try connect(server)

@@ -267,6 +267,37 @@ import Testing
         }
     }
 
+    @Test func endOthersRecordsTheNewTokenBeforeItsReplySoAFailoverNeverBringsTheOldOneBack() async throws {
+        let directory = MemoryDirectory()
+        let a = try await node(directory, "10.0.0.1:7878")
+        let b = try await node(directory, "10.0.0.2:7878")
+        let session = Session(id: "s1", application: a)
+        try a.sessions.register(session).get()
+        let received = Mutex<[ServerMessage]>([])
+        await session.connect(SessionConnection(send: { message in received.withLock { $0.append(message) } }, close: {}), as: 1)
+        a.cluster!.changed(session)
+        await a.cluster!.flush()
+        let old = session.token
+        // No flush after the command: what the reply promises is already in the directory.
+        _ = await session.handle(Request(id: .int(1), name: "end-others", arguments: Arguments()), from: 1)
+        guard case .reply(_, .success(let result))? = received.withLock({ $0.last }), let fresh = result["token"]?.stringValue else {
+            Issue.record("end-others replies the new token")
+            return
+        }
+        #expect(fresh != old && fresh == session.token)
+        #expect(directory.record(String(old.prefix(16)))?.secretDigest == Cluster.digest(Array(fresh.utf8.dropFirst(16))))
+        // The node dies: another restores the session for the new token only.
+        directory.kill(a.cluster!.nodeID)
+        guard case .unknown = try await b.cluster!.locate(old, application: b) else {
+            Issue.record("the token end-others replaced must not restore the session")
+            return
+        }
+        guard case .restored = try await b.cluster!.locate(fresh, application: b) else {
+            Issue.record("the new token restores the session")
+            return
+        }
+    }
+
     @Test func recordsKeepTheSHA256OfTheSecretNotTheSecret() {
         let hex = Cluster.digest(Array("abc".utf8)).map { String(format: "%02x", $0) }.joined()
         #expect(hex == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")  // FIPS 180-2's example

@@ -55,6 +55,30 @@ import ViewlineProtocol
         #expect(budget.bytes == 0)
     }
 
+    @Test func aStateEncodingSharedByManyLogsCountsOnceAgainstTheBudget() {
+        let budget = EventLogBudget(limit: 1 << 20)
+        // One snapshot shown by 1,000 sessions: its 50 KB are held once, not 1,000 times.
+        let shared = Array(repeating: UInt8(ascii: "x"), count: 50_000)
+        let lineLength = shared.count + 40
+        var logs = (0..<1000).map { _ in EventLog(maximumEvents: 256, maximumBytes: 1 << 20, budget: budget) }
+        for index in logs.indices { logs[index].appendDisplay(view: "contacts", state: shared, lineLength: lineLength, rev: 1) }
+        #expect(budget.bytes == shared.count + 1000 * (40 + EventLog.overhead))
+        #expect(!budget.isOver)
+        // Each log still counts the whole line against its own bound.
+        #expect(logs[0].bytes == lineLength + EventLog.overhead)
+        // Equal bytes in another array are another copy: counted again.
+        var other = EventLog(maximumEvents: 256, maximumBytes: 1 << 20, budget: budget)
+        other.appendDisplay(view: "contacts", state: shared.map { $0 }, lineLength: lineLength, rev: 1)
+        #expect(budget.bytes == 2 * shared.count + 1001 * (40 + EventLog.overhead))
+        // The bytes stop counting when the last log lets go of them.
+        for index in logs.indices.dropLast() { logs[index].removeAll() }
+        #expect(budget.bytes == 2 * shared.count + 2 * (40 + EventLog.overhead))
+        logs[logs.count - 1].append(line(2, bytes: 10), rev: 2)
+        logs[logs.count - 1].removeAll()
+        other.removeAll()
+        #expect(budget.bytes == 0)
+    }
+
     @Test func aDisplayKeptAsItsStateEncodingReplaysTheLineThatWasSent() {
         var log = EventLog(maximumEvents: 256, maximumBytes: 64 * 1024)
         let state = Array(#"{"query":"pizza","loading":false}"#.utf8)

@@ -47,7 +47,10 @@ import ViewlineTesting
         #expect(increment["args"] == ["by"])
         #expect(commands.first { $0["name"] == "label" }?["usage"] == "label <text>")
         #expect(commands.compactMap { $0["name"]?.stringValue }.prefix(5) == ["help", "ping", "state", "wait", "quit"])
-        #expect(help["views"] == [["name": "counter", "state": "{count, label, busy}"]])
+        #expect(help["views"] == [
+            ["name": "counter", "state": "{count, label, busy}"],
+            ["name": "connections", "state": "{count}: the session's connections, once more than one", "builtin": true],
+        ])
         #expect(help["services"]?.arrayValue?.first?["name"] == "adder")
         #expect(help["errors"]?.arrayValue?.contains { $0["code"] == "too_big" } == true)
         // Each argument's kind (protocol 1.2) and the view that declares the command.

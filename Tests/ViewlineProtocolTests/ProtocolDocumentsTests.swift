@@ -65,6 +65,30 @@ import ViewlineKit
         }
     }
 
+    @Test func whichByeEndsASessionIsTheSchemasList() throws {
+        // The one source every client's table is checked against (Python, Node, the page).
+        let schema = try Self.schema("bye")
+        let final = try #require(schema["x-final-codes"]?.arrayValue).compactMap(\.stringValue)
+        let resumable = try #require(schema["x-resumable-codes"]?.arrayValue).compactMap(\.stringValue)
+        let reasons = try #require(schema["x-final-reasons-before-1.1"]?.arrayValue).compactMap(\.stringValue)
+        for code in final { #expect(Bye.isFinal(code: code, reason: ""), "\(code)") }
+        for code in resumable + ["a_code_from_a_later_server"] { #expect(!Bye.isFinal(code: code, reason: "client quit"), "\(code)") }
+        #expect(Bye.finalReasonsBeforeCodes == Set(reasons))
+        // The page's copy, in the script the server serves.
+        let page = Self.protocolDirectory.deletingLastPathComponent().appending(path: "Sources/ViewlineKit/Web/page/app.js")
+        let script = try String(contentsOf: page, encoding: .utf8)
+        #expect(Self.stringList(named: "FINAL_BYE_CODES", in: script) == final)
+        #expect(Self.stringList(named: "FINAL_BYE_REASONS", in: script) == reasons)
+    }
+
+    /// The strings of `const NAME = ["a", "b"];` in a script.
+    static func stringList(named name: String, in script: String) -> [String]? {
+        guard let start = script.range(of: "const \(name) = ["), let end = script[start.upperBound...].firstIndex(of: "]") else { return nil }
+        return script[start.upperBound..<end].split(separator: ",").map {
+            $0.trimmingCharacters(in: .whitespacesAndNewlines).trimmingCharacters(in: CharacterSet(charactersIn: "\"'"))
+        }
+    }
+
     @Test func theCommandSchemaNamesEveryCommand() throws {
         let description = try Self.schema("command")["properties"]?["cmd"]?["description"]?.stringValue ?? ""
         let names = description.split(separator: ":").last?

@@ -41,6 +41,16 @@ import ViewlineREPL
         #expect(dismissed.presentedAlert == nil)
     }
 
+    @Test func endOthersGivesTheTokenToResumeWith() {
+        var client = session()
+        client.observe(["type": "welcome", "session": "s1", "token": "old", "server": "viewline/1.2", "protocol": 1])
+        client.observe(["type": "reply", "re": nil, "ok": true, "result": ["ended": 1, "token": "new"]])
+        #expect(client.token == "new")
+        // Another command's result that happens to hold a token is not taken for it.
+        client.observe(["type": "reply", "re": nil, "ok": true, "result": ["token": "other", "user": "x"]])
+        #expect(client.token == "new")
+    }
+
     @Test func completionOffersConfirmAndCancelFirstWhileAnAlertIsUp() {
         #expect(session().completions(for: "c") == ["cancel", "confirm", "contacts"])
         #expect(session(presenting: saveAlert).completions(for: "") .prefix(2) == ["confirm", "cancel"])
@@ -53,6 +63,7 @@ import ViewlineREPL
         (["type": "bye", "reason": "client quit", "code": "quit"] as JSON, true),
         (["type": "bye", "reason": "session ended", "code": "ended"] as JSON, true),
         (["type": "bye", "reason": "session expired", "code": "expired"] as JSON, true),
+        (["type": "bye", "reason": "ended by another connection of the session", "code": "revoked"] as JSON, true),
         (["type": "bye", "reason": "server shutting down"] as JSON, false),  // a server before 1.1
         (["type": "bye", "reason": "session ended"] as JSON, true),
     ])

@@ -127,6 +127,10 @@ import ViewlineREPL
         #expect(renderer.render(reply(["pending": true])) == "ok stored locally")
         #expect(renderer.render(reply(["accepted": true])) == nil)  // the displays that follow say it
         #expect(renderer.render(reply(["zeta": 1, "alpha": "x"])) == "ok alpha=x zeta=1")
+        // end-others: the new token is kept, never printed.
+        #expect(renderer.render(reply(["ended": 2, "token": "3f9c"])) == "ok ended 2 other connections; the session has a new token")
+        let connections: JSON = ["type": "display", "rev": 9, "view": "connections", "state": ["count": 3]]
+        #expect(renderer.render(connections) == "this session is also open in 2 other places; end-others ends them and changes the token")
     }
 
     @Test func errorsShowTheirCode() {

@@ -1,54 +1,55 @@
-"""A throwaway PostgreSQL from Debian's packages, for Python tests (the client
-library's, the operations tests'): its own data directory and a free loopback
-port, as the ``postgres`` user when run as root (initdb refuses root)."""
+"""The Python side of the one PostgreSQL starter (``Tests/support/postgres``), for the
+client library's tests, the operations tests and the browser's cluster tests.
+
+``Postgres()`` uses the server ``VIEWLINE_TEST_POSTGRES`` names (``dev test`` starts one for
+every suite) and makes its databases there; ``Postgres(own=True)``, or no
+``VIEWLINE_TEST_POSTGRES``, starts a server of its own (a test that stops the server to cut
+nodes off their database needs one)."""
 from __future__ import annotations
 
-import glob
 import os
-import shutil
-import socket
+import pathlib
 import subprocess
 import tempfile
-from typing import List
+from typing import Optional
+
+SCRIPT = str(pathlib.Path(__file__).resolve().parent / "postgres")
+
+
+def _run(*args: str) -> str:
+    done = subprocess.run([SCRIPT, *args], check=False, stdin=subprocess.DEVNULL,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"postgres {args[0]}: {done.stderr.strip() or done.stdout.strip()}")
+    return done.stdout.strip()
 
 
 class Postgres:
-    def __init__(self) -> None:
-        bins = sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=lambda p: int(p.split("/")[-2]))
-        if not bins:
-            raise RuntimeError("PostgreSQL is not installed (apt-get install postgresql)")
-        self.bin = bins[-1]
-        self.dir = tempfile.mkdtemp(prefix="viewline-py-pg-")
-        self.as_pg: List[str] = []
-        if os.getuid() == 0:
-            shutil.chown(self.dir, "postgres", "postgres")
-            self.as_pg = ["runuser", "-u", "postgres", "--"]
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        self._run("initdb", "-D", f"{self.dir}/data", "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync")
-        self.start()
-        self._databases = 0
-
-    def _run(self, program: str, *args: str) -> None:
-        subprocess.run([*self.as_pg, f"{self.bin}/{program}", *args], check=True,
-                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    def __init__(self, own: bool = False) -> None:
+        shared = os.environ.get("VIEWLINE_TEST_POSTGRES", "")
+        self.dir: Optional[str] = None
+        if shared and not own:
+            self.url = shared
+        else:
+            self.dir = tempfile.mkdtemp(prefix="viewline-py-pg-")
+            os.chmod(self.dir, 0o755)  # the server runs as `postgres` when we are root
+            self.url = _run("start", self.dir)
 
     def start(self) -> None:
-        self._run("pg_ctl", "-D", f"{self.dir}/data", "-l", f"{self.dir}/log", "-w", "-o",
-                  f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 -c fsync=off", "start")
+        """Starts the server again after ``halt()``."""
+        assert self.dir, "only a server of its own can be restarted"
+        _run("start", self.dir)
 
     def halt(self) -> None:
-        """Stops the server, keeping its data (start() brings it back)."""
-        self._run("pg_ctl", "-D", f"{self.dir}/data", "-m", "fast", "-w", "stop")
+        """Stops the server, keeping its data (``start()`` brings it back)."""
+        assert self.dir, "only a server of its own can be stopped"
+        _run("stop", self.dir, "fast")
 
     def new_database(self) -> str:
         """A fresh database's URL."""
-        self._databases += 1
-        name = f"py{os.getpid()}_{self._databases}"
-        self._run("psql", "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres", "-qc", f"CREATE DATABASE {name}")
-        return f"postgres://postgres@127.0.0.1:{self.port}/{name}?sslmode=disable"
+        return _run("createdb", self.url)
 
     def stop(self) -> None:
-        self._run("pg_ctl", "-D", f"{self.dir}/data", "-m", "immediate", "-w", "stop")
-        shutil.rmtree(self.dir, ignore_errors=True)
+        """Stops and deletes a server of its own; leaves a shared one alone."""
+        if self.dir:
+            _run("remove", self.dir)

@@ -66,6 +66,7 @@ public final class Application: Sendable {
         var restoredHooks: [@Sendable (isolated Session) async -> Void] = []
         for model in models {
             precondition(!views.contains { $0.name == model.view }, "two views are named \"\(model.view)\"")
+            precondition(model.view != Session.connectionsView, "the view \"\(model.view)\" is the server's own")
             viewIndex[ObjectIdentifier(model)] = views.count
             views.append(ViewDescription(model))
             modelCommands += model.erasedCommands.map { command in
@@ -106,7 +107,9 @@ public final class Application: Sendable {
         helpResult = [
             "commands": .array(commands.all.map(\.json)),
             "services": .array(backends.map { ["name": .string($0.name), "summary": .string($0.summary)] }),
-            "views": .array(views.map { ["name": .string($0.name), "state": .string($0.summary)] }),
+            "views": .array(views.map { ["name": .string($0.name), "state": .string($0.summary)] } + [[
+                "name": .string(Session.connectionsView), "state": "{count}: the session's connections, once more than one", "builtin": true,
+            ]]),
             "errors": .array(errors.map { ["code": .string($0.rawValue), "meaning": .string($0.meaning)] }),
         ]
     }

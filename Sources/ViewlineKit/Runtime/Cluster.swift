@@ -260,6 +260,28 @@ public final class Cluster: Sendable {
         }
     }
 
+    /// Writes `session`'s record now, whatever the rate limit (`end-others` changed its
+    /// token: the change is durable before the reply, so a failover never brings the
+    /// old token back). A write the database fences off closes the session here and
+    /// throws `unavailable`.
+    func writeNow(_ session: Session) async throws(ProtocolError) {
+        guard case .due(let snapshot) = await session.recordIfDue(
+            now: .now, window: Self.recordWindow, burst: .max, maximumBytes: Self.maximumRecordBytes)
+        else { return }
+        let (lookup, secret) = SessionRegistry.split(session.token)
+        let refused: [String]
+        do {
+            refused = try await directory.save([SessionRecord(lookup: lookup, secretDigest: Self.digest(secret), owner: nodeID, snapshot: snapshot)])
+        } catch {
+            logger.warning("could not write a session record", metadata: ["session": "\(session.id)", "error": "\(error)"])
+            throw ProtocolError(.unavailable, "the change could not be recorded right now; try again")
+        }
+        guard refused.isEmpty else {
+            await close(lost: Set(refused))
+            throw Self.noLease
+        }
+    }
+
     /// Writes the records of every session that changed since the last batch, then
     /// deletes those of sessions that ended.
     /// `now` decides which records are due (tests pass their own); a `final` flush

@@ -10,10 +10,11 @@ import Synchronization
 /// and the line is put together again only when it is replayed.
 ///
 /// Bounded by what it really holds: at most `maximumEvents` lines and
-/// `maximumBytes` bytes of them (each line counted with a fixed overhead), and all
-/// logs of a server together within their shared ``EventLogBudget``; past it, the
-/// log that grows drops its own oldest events first. A client asking for a dropped
-/// event gets a snapshot instead.
+/// `maximumBytes` bytes of them (each line counted with a fixed overhead, a display
+/// as if it were kept whole), and all logs of a server together within their shared
+/// ``EventLogBudget``, which counts a state encoding shared by many logs once; past
+/// it, the log that grows drops its own oldest events first. A client asking for a
+/// dropped event gets a snapshot instead.
 struct EventLog {
     private enum Kept {
         case line([UInt8])
@@ -61,7 +62,7 @@ struct EventLog {
     private mutating func keep(_ kept: Kept, size: Int, rev: Int) {
         events.append((rev, size, kept))
         bytes += size
-        budget?.add(size)
+        charge(kept, size: size, holding: true)
         share?.add(size)
         while count > maximumEvents || (bytes > maximumBytes && count > 1) || (count > 1 && overBudget) {
             dropOldest()
@@ -74,16 +75,31 @@ struct EventLog {
 
     private mutating func dropOldest() {
         let size = events[start].size
+        charge(events[start].kept, size: size, holding: false)
         events[start].kept = .line([])  // let go of the bytes now, not at the next compaction
         bytes -= size
-        budget?.add(-size)
         share?.add(-size)
         start += 1
     }
 
+    /// What holding (or letting go of) one event costs the server-wide budget: a line
+    /// its size; a display its head, and its state's encoding only while no other log
+    /// holds the same one (10,000 sessions showing one snapshot hold its bytes once).
+    private func charge(_ kept: Kept, size: Int, holding: Bool) {
+        guard let budget else { return }
+        switch kept {
+        case .line:
+            budget.add(holding ? size : -size)
+        case .display(_, let state):
+            let head = size - state.count
+            budget.add(holding ? head : -head)
+            if holding { budget.hold(state) } else { budget.release(state) }
+        }
+    }
+
     /// Forgets everything (the session ended, or starts over from a record).
     mutating func removeAll() {
-        budget?.add(-bytes)
+        for index in start..<events.count { charge(events[index].kept, size: events[index].size, holding: false) }
         share?.add(-bytes)
         events = []
         start = 0
@@ -149,6 +165,42 @@ final class EventLogBudget: Sendable {
 
     func add(_ bytes: Int) {
         used.add(bytes, ordering: .relaxed)
+    }
+
+    /// How many logs hold each shared state encoding (by its storage), in shards so
+    /// the event loops rarely meet on one lock: an encoding's bytes are charged when
+    /// the first log takes it and given back when the last lets go.
+    private final class Holders: Sendable {
+        let counts = Mutex<[UInt: Int]>([:])
+    }
+    private let holders = (0..<16).map { _ in Holders() }
+
+    /// One more log holds `state`: its bytes count if no other did.
+    func hold(_ state: [UInt8]) {
+        guard let key = Self.identity(of: state) else { return }
+        let first = holders[Int(key >> 4 & 15)].counts.withLock { counts in
+            counts[key, default: 0] += 1
+            return counts[key] == 1
+        }
+        if first { add(state.count) }
+    }
+
+    /// A log let go of `state`: its bytes stop counting when no log holds it.
+    func release(_ state: [UInt8]) {
+        guard let key = Self.identity(of: state) else { return }
+        let last = holders[Int(key >> 4 & 15)].counts.withLock { counts in
+            guard let held = counts[key] else { return false }
+            counts[key] = held > 1 ? held - 1 : nil
+            return held == 1
+        }
+        if last { add(-state.count) }
+    }
+
+    /// An encoding's storage address: the same for every copy of one array (held
+    /// alive by the logs that count it, so never reused while counted).
+    private static func identity(of state: [UInt8]) -> UInt? {
+        guard !state.isEmpty else { return nil }
+        return state.withUnsafeBufferPointer { $0.baseAddress.map { UInt(bitPattern: $0) } }
     }
 
     var isOver: Bool { used.load(ordering: .relaxed) > limit }

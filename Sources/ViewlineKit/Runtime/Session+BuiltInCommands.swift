@@ -5,7 +5,7 @@ import Foundation
 /// commands `sessions`, `info`, `slowlog` and `fault`.
 extension Session {
     /// The built-ins `help` lists before the view-models' commands.
-    static let leadingBuiltIns: Set<String> = ["help", "ping", "state", "wait", "quit", "attach"]
+    static let leadingBuiltIns: Set<String> = ["help", "ping", "state", "wait", "quit", "attach", "end-others"]
 
     /// The longest `wait` a client may ask for: an hour.
     static let maximumWaitMilliseconds = 3_600_000
@@ -50,6 +50,19 @@ extension Session {
             arguments: [.word("token"), .optionalInteger("lastRev", placeholder: "last-rev")], example: "attach 3f9c…e1 42"
         )) { _, _ in
             throw ProtocolError(.badToken, "attach needs a network connection to the server")
+        },
+        AnyCommand(spec: CommandSpec(
+            "end-others",
+            summary: "End every other connection to this session and give it a new token: a link or token someone else holds no longer joins it. Replies the new token."
+        )) { session, _ async throws in
+            guard let connection = Session.commandConnection else {
+                throw ProtocolError(.badToken, "end-others needs a connection of its own")
+            }
+            let (ended, token) = session.revokeOtherConnections(keeping: connection)
+            // In a cluster the new token's digest is written before the reply: a
+            // failover never lets the old token back in.
+            try await session.application.cluster?.writeNow(session)
+            return ["ended": .int(ended), "token": .string(token)]
         },
         AnyCommand(spec: CommandSpec(
             "sessions", summary: "Count the server's live sessions and those with a connection (admin only).", adminOnly: true

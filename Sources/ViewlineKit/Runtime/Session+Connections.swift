@@ -120,6 +120,7 @@ extension Session {
             log.removeAll()
             missed = nil
         }
+        let before = connections.count
         connections[number] = connection
         let result: JSON = [
             "session": .string(id), "rev": .int(rev), "replayed": .int(missed?.count ?? 0), "snapshot": .bool(missed == nil),
@@ -130,6 +131,7 @@ extension Session {
         } else {
             sendSnapshot()
         }
+        connectionCountChanged(from: before)
         return true
     }
 
@@ -139,8 +141,43 @@ extension Session {
 
     /// Detaches a connection; the session goes on without it.
     public func detach(_ number: Int) {
+        let before = connections.count
         connections[number] = nil
         _ = held.end(number)
+        connectionCountChanged(from: before)
+    }
+
+    /// The server's own view (PROTOCOL §4.1): `{count}`, how many connections the
+    /// session has. Sent to every connection when the count changes while more than
+    /// one is or was attached, so each face can say "open in 2 places" and offer
+    /// `end-others`; a client that never saw it has the only connection.
+    static let connectionsView = "connections"
+
+    private func connectionCountChanged(from before: Int) {
+        let count = connections.count
+        guard count != before, max(before, count) > 1, !closed else { return }
+        emitDisplay(view: Self.connectionsView, state: EncodedState(["count": .int(count)]))
+    }
+
+    /// `end-others`: every connection but `kept` is told `bye` (`revoked`) and closed,
+    /// and the token gets a new secret, so a link or token someone else holds no
+    /// longer joins the session (whoever holds the session can always see and drive
+    /// it: this is how a person takes it back). Returns how many connections ended
+    /// and the new token, which only `kept` learns.
+    func revokeOtherConnections(keeping kept: Int) -> (ended: Int, token: String) {
+        let token = changeTokenSecret()
+        let before = connections.count
+        var ended = 0
+        for (number, connection) in connections where number != kept {
+            connection.send(.bye(.revoked))
+            connection.close()
+            connections[number] = nil
+            _ = held.end(number)
+            ended += 1
+        }
+        application.cluster?.changed(self)  // the record carries the new token's digest
+        connectionCountChanged(from: before)
+        return (ended, token)
     }
 
     /// The lease is valid again and the session is still this node's: what was withheld
@@ -164,7 +201,9 @@ extension Session {
     /// Adds a connection without a reply: the first connection, which gets `welcome`.
     public func connect(_ connection: SessionConnection, as number: Int) {
         guard !closed else { return }
+        let before = connections.count
         connections[number] = connection
+        connectionCountChanged(from: before)
     }
 }
 

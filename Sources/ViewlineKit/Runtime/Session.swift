@@ -1,6 +1,7 @@
 import Foundation
 import NIOCore
 import NIOPosix
+import Synchronization
 
 /// One client's view-models: their states, the work they run and the alerts they
 /// ask, behind one actor. Commands come in through ``handle(_:from:)``; replies go
@@ -26,8 +27,10 @@ public actor Session {
     public nonisolated let unownedExecutor: UnownedSerialExecutor
     /// The session's name in `welcome` and logs (`s1`).
     public nonisolated let id: String
-    /// The secret that identifies this session to its owner; never logged.
-    public nonisolated let token: String
+    /// The secret that identifies this session to its owner; never logged. It keeps
+    /// its lookup part for life; `end-others` changes the rest (``revokeOtherConnections(keeping:)``).
+    public nonisolated var token: String { tokenBox.withLock { $0 } }
+    private nonisolated let tokenBox: Mutex<String>
     /// The view-models this session runs, and their services.
     public nonisolated let application: Application
     /// The client's address (without port) when it came over the network: what
@@ -122,7 +125,7 @@ public actor Session {
         self.eventLoop = loop
         unownedExecutor = loop.executor.asUnownedSerialExecutor()
         self.id = id
-        self.token = token
+        tokenBox = Mutex(token)
         self.application = application
         self.peer = peer
         self.connections = connections
@@ -148,6 +151,10 @@ public actor Session {
         .welcome(session: id, token: token, server: application.serverName)
     }
 
+    /// The connection whose command is running, for an awaiting command that acts on
+    /// its own connection (`end-others`); `nil` outside one.
+    @TaskLocal static var commandConnection: Int?
+
     /// Commands of this session started and not yet replied to (a drain waits for them).
     public internal(set) var commandsRunning = 0
 
@@ -168,7 +175,10 @@ public actor Session {
         defer { commandsRunning -= 1 }
         let reply: Reply
         do {
-            reply = .result(try await runnable(request).perform(self, request.arguments))
+            let command = try runnable(request)
+            reply = .result(try await Self.$commandConnection.withValue(connection) {
+                try await command.perform(self, request.arguments)
+            })
         } catch {
             reply = .failure(Self.protocolError(error, running: request.name))
         }
@@ -360,13 +370,23 @@ public actor Session {
         broadcast(event, line: line)
     }
 
-    /// A fresh unguessable secret: 192 random bits from the system generator, hex.
     /// Whether `token` has the shape ``makeSecret()`` gives: 48 lowercase hex digits.
     /// Anything else is refused before any lookup.
     public static func isWellFormedToken(_ token: String) -> Bool {
         token.utf8.count == 48 && token.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }
     }
 
+    /// Gives the token a new secret part (its lookup part stays): a link or token
+    /// someone else holds no longer joins the session.
+    func changeTokenSecret() -> String {
+        tokenBox.withLock { token in
+            let fresh = Self.makeSecret()
+            token = String(token.prefix(SessionRegistry.lookupLength)) + String(fresh.dropFirst(SessionRegistry.lookupLength))
+            return token
+        }
+    }
+
+    /// A fresh unguessable secret: 192 random bits from the system generator, hex.
     public static func makeSecret() -> String {
         var generator = SystemRandomNumberGenerator()
         return (0..<3).map { _ in

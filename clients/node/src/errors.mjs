@@ -108,8 +108,8 @@ export function parseAddress(address) {
 }
 
 /** `bye` codes after which the session is gone for good (PROTOCOL §4). */
-export const FINAL_BYE_CODES = new Set(['quit', 'ended', 'expired', 'evicted']);
-const FINAL_BYE_REASONS = new Set(['client quit', 'session ended', 'session expired', 'session evicted']);
+export const FINAL_BYE_CODES = new Set(['quit', 'ended', 'expired', 'evicted', 'revoked']);
+export const FINAL_BYE_REASONS = new Set(['client quit', 'session ended', 'session expired', 'session evicted']);
 
 /** Whether a `bye` ends the session (servers before 1.1 sent only a `reason`). */
 export function byeIsFinal(bye) {

@@ -15,7 +15,7 @@ export type ErrorCode =
   | 'connection_closed' | 'connect_failed' | 'client_timeout' | 'aborted' | 'bad_message';
 
 /** `bye` codes (PROTOCOL §4): the first four end the session. */
-export type ByeCode = 'quit' | 'ended' | 'expired' | 'evicted' | 'moved' | 'shutdown' | 'refused';
+export type ByeCode = 'quit' | 'ended' | 'expired' | 'evicted' | 'revoked' | 'moved' | 'shutdown' | 'refused';
 
 export interface Welcome {
   type: 'welcome';
@@ -154,6 +154,8 @@ export class Client extends EventEmitter {
   sendLine(line: string): void;
   confirm(fields?: Record<string, string> | null, options?: CallOptions & { alert?: string }): Promise<Record<string, any>>;
   cancel(options?: CallOptions & { alert?: string }): Promise<Record<string, any>>;
+  /** Ends every other connection to the session and gives it a new token (kept as `token`). */
+  endOthers(options?: CallOptions): Promise<{ ended: number; token: string }>;
   attach(token: string, lastRev?: number | null, options?: CallOptions): Promise<AttachResult>;
   settle(timeoutMs?: number): Promise<Record<string, any>>;
   quit(options?: CallOptions): Promise<void>;

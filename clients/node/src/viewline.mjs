@@ -392,6 +392,11 @@ export class Client extends EventEmitter {
       }
       signal?.addEventListener('abort', onAbort, { once: true });
       this.#socket.write(JSON.stringify(line) + '\n');
+    }).then((result) => {
+      // `end-others` gives the session a new token: the one to resume with from now on.
+      const name = args === null ? cmd.trim().split(' ')[0] : cmd;
+      if (name === 'end-others' && typeof result?.token === 'string') this.token = result.token;
+      return result;
     });
   }
 
@@ -410,6 +415,15 @@ export class Client extends EventEmitter {
   /** Answers the presented alert (or `options.alert`) with its cancel action. */
   async cancel({ alert, ...options } = {}) {
     return this.#request('cancel', { alert: alert ?? this.#presented() }, options);
+  }
+
+  /**
+   * Ends every other connection to this session (they get `bye` `revoked`) and gives
+   * it a new token, kept here for resuming: a token or link someone else holds no
+   * longer joins it. Resolves to `{ended, token}`.
+   */
+  async endOthers(options = {}) {
+    return this.#request('end-others', {}, options);
   }
 
   /**

@@ -32,39 +32,28 @@ export async function startServer(args = ['--admin']) {
 }
 
 /**
- * A throwaway PostgreSQL from Debian's packages on a free loopback port (as the
- * `postgres` user when we are root: initdb refuses root). Resolves with
- * `{newDatabase(), stop()}`; `newDatabase()` returns a fresh database's URL.
+ * The Node side of the one PostgreSQL starter (`Tests/support/postgres`): the server
+ * `VIEWLINE_TEST_POSTGRES` names (`dev test` starts one for every suite), or one of its own
+ * when there is none. Resolves with `{newDatabase(), stop()}`, or `null` when
+ * PostgreSQL is not installed; `newDatabase()` returns a fresh database's URL.
  */
 export async function startPostgres() {
   const { execFileSync } = await import('node:child_process');
   const fs = await import('node:fs');
   const os = await import('node:os');
-  const versions = fs.existsSync('/usr/lib/postgresql') ? fs.readdirSync('/usr/lib/postgresql').map(Number).sort((a, b) => a - b) : [];
-  if (!versions.length) return null;
-  const bin = `/usr/lib/postgresql/${versions.at(-1)}/bin`;
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'viewline-node-pg-'));
-  const root = process.getuid() === 0;
-  if (root) execFileSync('chown', ['postgres:postgres', dir]);
-  const run = (program, args) => execFileSync(root ? 'runuser' : `${bin}/${program}`,
-    root ? ['-u', 'postgres', '--', `${bin}/${program}`, ...args] : args, { stdio: 'ignore' });
-  const probe = net.createServer().listen(0, '127.0.0.1');
-  await once(probe, 'listening');
-  const port = probe.address().port;
-  probe.close();
-  run('initdb', ['-D', `${dir}/data`, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--no-sync']);
-  run('pg_ctl', ['-D', `${dir}/data`, '-l', `${dir}/log`, '-w', '-o', `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off`, 'start']);
-  let count = 0;
+  if (!fs.existsSync('/usr/lib/postgresql')) return null;
+  const script = path.join(ROOT, 'Tests/support/postgres');
+  const run = (...args) => execFileSync(script, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim();
+  let dir = null;
+  let url = process.env.VIEWLINE_TEST_POSTGRES;
+  if (!url) {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'viewline-node-pg-'));
+    fs.chmodSync(dir, 0o755);  // the server runs as `postgres` when we are root
+    url = run('start', dir);
+  }
   return {
-    newDatabase() {
-      const name = `node${process.pid}_${++count}`;
-      run('psql', ['-h', '127.0.0.1', '-p', String(port), '-U', 'postgres', '-qc', `CREATE DATABASE ${name}`]);
-      return `postgres://postgres@127.0.0.1:${port}/${name}?sslmode=disable`;
-    },
-    stop() {
-      run('pg_ctl', ['-D', `${dir}/data`, '-m', 'immediate', '-w', 'stop']);
-      fs.rmSync(dir, { recursive: true, force: true });
-    },
+    newDatabase: () => run('createdb', url),
+    stop() { if (dir) run('remove', dir); },
   };
 }
 

@@ -57,6 +57,30 @@ describe('resuming a session', () => {
     vl.close();
   });
 
+  test('endOthers takes the session back and keeps the new token', async () => {
+    const owner = await Client.connect({ port: server.port, reconnect: true });
+    const other = await Client.connect({ port: server.port, reconnect: true });
+    const old = owner.token;
+    const otherClosed = once(other, 'close');
+    await other.attach(old);
+    await owner.waitForDisplay('connections', (s) => s.count === 2);
+    const result = await owner.endOthers();
+    assert.equal(result.ended, 1);
+    assert.equal(owner.token, result.token);
+    assert.notEqual(owner.token, old);
+    await otherClosed;
+    assert.equal(other.bye.code, 'revoked');
+    assert.equal(other.resumed, 0);
+    const intruder = await Client.connect({ port: server.port });
+    await assert.rejects(intruder.attach(old), (e) => e.code === 'bad_token');
+    intruder.close();
+    const resumed = once(owner, 'resumed');
+    owner.drop();
+    await resumed;
+    assert.deepEqual(await owner.command('ping'), { pong: true });
+    owner.close();
+  });
+
   test('no resume after quit', async () => {
     const vl = await Client.connect({ port: server.port, reconnect: true });
     const closed = once(vl, 'close');

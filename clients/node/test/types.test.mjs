@@ -8,6 +8,7 @@ import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import * as viewline from '../src/viewline.mjs';
 import { Client } from '../src/viewline.mjs';
+import { FINAL_BYE_CODES, FINAL_BYE_REASONS, byeIsFinal } from '../src/errors.mjs';
 import { PROTOCOL, startServer } from './helpers.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -73,4 +74,15 @@ test('package.json points types at the declarations', () => {
   const pkg = JSON.parse(fs.readFileSync(path.join(here, '../package.json'), 'utf8'));
   assert.equal(pkg.exports['.'].types, './src/viewline.d.ts');
   assert.ok(fs.existsSync(path.join(here, '..', pkg.exports['.'].default)));
+});
+
+test('the final bye tables are bye.schema.json\'s (one source for every client)', () => {
+  const schema = JSON.parse(fs.readFileSync(path.join(PROTOCOL, 'schema', 'bye.schema.json'), 'utf8'));
+  assert.deepEqual([...FINAL_BYE_CODES].sort(), [...schema['x-final-codes']].sort());
+  assert.deepEqual([...FINAL_BYE_REASONS].sort(), [...schema['x-final-reasons-before-1.1']].sort());
+  for (const code of [...schema['x-resumable-codes'], 'a_code_from_a_later_server']) {
+    assert.equal(byeIsFinal({ type: 'bye', reason: '', code }), false, code);
+  }
+  const union = /export type ByeCode = ([^;]*);/.exec(declarations)[1];
+  for (const code of [...schema['x-final-codes'], ...schema['x-resumable-codes']]) assert.ok(union.includes(`'${code}'`), `ByeCode has '${code}'`);
 });

@@ -74,6 +74,31 @@ def test_no_resume_after_quit(server):
     assert vl.resumed == 0
 
 
+def test_end_others_takes_the_session_back_and_keeps_the_new_token(make_server):
+    server = make_server("--backend-latency", "0")
+    with Client.connect(port=server.port, on_message=validate, reconnect=True) as owner, \
+            Client.connect(port=server.port, on_message=validate, reconnect=True) as other:
+        old = owner.token
+        other.attach(old)
+        assert owner.wait_for_display("connections", lambda s: s["count"] == 2)
+        result = owner.end_others()
+        assert result["ended"] == 1 and owner.token == result["token"] != old
+        assert owner.wait_for_display("connections", lambda s: s["count"] == 1)
+        # The other connection is told it was revoked (final: it does not resume).
+        with pytest.raises(ConnectionClosed) as caught:
+            while True:
+                other.next_message(timeout=5)
+        assert caught.value.bye["code"] == "revoked" and caught.value.session_ended
+        assert other.resumed == 0
+        with Client.connect(port=server.port) as intruder, pytest.raises(ViewlineError) as refused:
+            intruder.attach(old)
+        assert refused.value.code == "bad_token"
+        # The owner resumes with the new token after a drop.
+        drop(owner)
+        assert owner.command("ping") == {"pong": True}
+        assert owner.resumed == 1
+
+
 def test_the_asyncio_client_resumes_a_dropped_search(make_server):
     import asyncio
     from viewline import AsyncClient

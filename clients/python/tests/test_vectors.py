@@ -6,6 +6,7 @@ import pytest
 
 from conftest import COMMAND, PROTOCOL, Server, validate
 from viewline import ViewlineError, quote, split
+from viewline import errors
 
 INLINE = json.loads((PROTOCOL / "vectors" / "inline.json").read_text())["vectors"]
 JSON_COMMANDS = json.loads((PROTOCOL / "vectors" / "json-commands.json").read_text())["vectors"]
@@ -154,3 +155,13 @@ def test_the_derived_commands_schema_agrees_with_every_json_vector():
             assert valid == (isinstance(line["line"], str) and set(line) <= {"id", "line"}), vector["line"]
         else:
             assert valid == ("cmd" in vector), vector["line"]
+
+
+def test_final_bye_tables_are_the_schemas():
+    """Which ``bye`` ends a session is one protocol fact, kept in bye.schema.json:
+    the client's tables are that list, not a copy that can drift."""
+    schema = json.loads((PROTOCOL / "schema" / "bye.schema.json").read_text())
+    assert errors.FINAL_BYE_CODES == frozenset(schema["x-final-codes"])
+    assert errors._FINAL_BYE_REASONS == frozenset(schema["x-final-reasons-before-1.1"])
+    for code in schema["x-resumable-codes"] + ["a_code_from_a_later_server"]:
+        assert not errors.bye_is_final({"type": "bye", "reason": "", "code": code})

@@ -252,7 +252,9 @@ class AsyncClient:
             raise ConnectionClosed() from None
         finally:
             self._pending.pop(request_id, None)
-        return request.result_of(reply)
+        result = request.result_of(reply)
+        self.token = request.new_token(cmd, args, result) or self.token
+        return result
 
     async def confirm(self, fields: Optional[Mapping[str, str]] = None, *, alert: Optional[str] = None,
                       timeout: Optional[float] = None) -> Dict[str, Any]:
@@ -262,6 +264,12 @@ class AsyncClient:
     async def cancel(self, *, alert: Optional[str] = None, timeout: Optional[float] = None) -> Dict[str, Any]:
         """Answer the presented alert (or ``alert``) with its cancel action."""
         return await self._request("cancel", {"alert": alert or request.presented_alert_id(self.state)}, timeout)
+
+    async def end_others(self, *, timeout: Optional[float] = None) -> Dict[str, Any]:
+        """End every other connection to this session (they get ``bye`` ``revoked``)
+        and give it a new token, kept here for resuming: a token or link someone else
+        holds no longer joins it. Returns ``{ended, token}``."""
+        return await self._request("end-others", {}, timeout)
 
     async def attach(self, token: str, last_rev: Optional[int] = None, *, timeout: Optional[float] = None) -> Dict[str, Any]:
         """Move this connection to the session that owns ``token``; with ``last_rev``

@@ -243,7 +243,9 @@ class Client:
             self._resume()  # the line never left: send it on the resumed connection
             self._sock.sendall(line)
         self._last_io = time.monotonic()
-        return request.result_of(self._reply_for(request_id, self._timeout if timeout is None else timeout))
+        result = request.result_of(self._reply_for(request_id, self._timeout if timeout is None else timeout))
+        self.token = request.new_token(cmd, args, result) or self.token
+        return result
 
     def _check_health(self) -> None:
         """A ``ping`` on a connection idle for a while (or closed): resume if it is dead.
@@ -275,6 +277,12 @@ class Client:
     def cancel(self, *, alert: Optional[str] = None, timeout: Optional[float] = None) -> Dict[str, Any]:
         """Answer the presented alert (or ``alert``) with its cancel action."""
         return self._request("cancel", {"alert": alert or request.presented_alert_id(self.state)}, timeout)
+
+    def end_others(self, *, timeout: Optional[float] = None) -> Dict[str, Any]:
+        """End every other connection to this session (they get ``bye`` ``revoked``)
+        and give it a new token, kept here for resuming: a token or link someone else
+        holds no longer joins it. Returns ``{ended, token}``."""
+        return self._request("end-others", {}, timeout)
 
     def attach(self, token: str, last_rev: Optional[int] = None, *, timeout: Optional[float] = None) -> Dict[str, Any]:
         """Move this connection to the session that owns ``token``.

@@ -103,8 +103,9 @@ def parse_address(text: str) -> Optional[Tuple[str, int]]:
     return host, int(port)
 
 
-#: ``bye`` codes after which the session is gone for good (PROTOCOL §4).
-FINAL_BYE_CODES = frozenset({"quit", "ended", "expired", "evicted"})
+#: ``bye`` codes after which the session is gone for good, for this client (PROTOCOL §4;
+#: ``x-final-codes`` in protocol/schema/bye.schema.json, which the tests compare).
+FINAL_BYE_CODES = frozenset({"quit", "ended", "expired", "evicted", "revoked"})
 #: What servers before 1.1 (no ``code``) said in ``reason`` for the same cases.
 _FINAL_BYE_REASONS = frozenset({"client quit", "session ended", "session expired", "session evicted"})
 

@@ -16,7 +16,7 @@ ErrorCode = Literal[
 ]
 
 #: ``bye`` codes (PROTOCOL §4).
-ByeCode = Literal["quit", "ended", "expired", "evicted", "moved", "shutdown", "refused"]
+ByeCode = Literal["quit", "ended", "expired", "evicted", "revoked", "moved", "shutdown", "refused"]
 
 
 class Welcome(TypedDict):

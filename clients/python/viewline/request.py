@@ -54,3 +54,11 @@ def confirm_args(state: SessionState, fields: Optional[Mapping[str, str]], alert
     if fields:
         args["fields"] = dict(fields)
     return args
+
+
+def new_token(cmd: str, args: Optional[Mapping[str, Any]], result: Mapping[str, Any]) -> Optional[str]:
+    """The session's new token after ``end-others`` (which changes it): the one a
+    client must resume with from now on. ``None`` for any other command."""
+    name = cmd if args is not None else cmd.strip().split(" ", 1)[0]
+    token = result.get("token")
+    return token if name == "end-others" and isinstance(token, str) else None

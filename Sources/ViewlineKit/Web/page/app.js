@@ -5,6 +5,10 @@
 const $ = (id) => document.getElementById(id);
 const store = window.sessionStorage;
 const BUSY = /^(loading|syncing|saving|busy|pending|refreshing|fetching|working)$|ing$/i;
+// Which `bye` ends the session for this page (PROTOCOL §4; bye.schema.json's lists,
+// which a test compares with these).
+const FINAL_BYE_CODES = ["quit", "ended", "expired", "evicted", "revoked"];
+const FINAL_BYE_REASONS = ["client quit", "session ended", "session expired", "session evicted"];
 
 let socket = null;
 let nextId = 1;
@@ -91,6 +95,7 @@ function receive(message) {
     case "welcome": return welcome(message);
     case "reply": return reply(message);
     case "display":
+      if (message.view === "connections") return showConnections(message.state.count);
       views.set(message.view, message.state);
       dirty.add(message.view);
       return scheduleRender();
@@ -98,10 +103,9 @@ function receive(message) {
     case "dismiss": return dismissAlert(message.id);
     case "bye":
       log(`bye: ${message.reason}`, "error");
-      // quit, ended, expired, evicted end the session; after shutdown or moved it
-      // lives on and the page reconnects and attaches (PROTOCOL §4).
-      if (["quit", "ended", "expired", "evicted"].includes(message.code)
-          || (!message.code && ["client quit", "session ended", "session expired", "session evicted"].includes(message.reason))) {
+      // quit, ended, expired, evicted and revoked end the session for this page; after
+      // shutdown or moved it lives on and the page reconnects and attaches (PROTOCOL §4).
+      if (FINAL_BYE_CODES.includes(message.code) || (!message.code && FINAL_BYE_REASONS.includes(message.reason))) {
         final = true;
         forget();
       }
@@ -120,6 +124,7 @@ function takeOffer() {
 }
 
 function welcome(message) {
+  showConnections(1);  // a new connection: a `connections` display follows if it is not alone
   backoff = 250;
   if (offered && offered !== message.token && offered !== store.getItem("viewline.token")) {
     // Never joined silently: whoever made the link can see and drive the session it
@@ -174,6 +179,19 @@ function setToken(token) {
   $("share").href = `${location.pathname}#attach=${encodeURIComponent(token)}`;
 }
 
+// `end-others`' reply, however it was sent (its button, its form, a typed line).
+function isEndOthersResult(result) {
+  return result && typeof result.token === "string" && typeof result.ended === "number" && Object.keys(result).length === 2;
+}
+
+// The `connections` view: how many places this session is open in, and a way to end
+// the others (someone who got the token or a link drops out, and it stops working).
+function showConnections(count) {
+  const others = count - 1;
+  $("connections").hidden = others < 1;
+  $("connections-count").textContent = others < 1 ? "" : `Also open in ${others} other place${others === 1 ? "" : "s"}.`;
+}
+
 function forget() {
   store.removeItem("viewline.token");
   store.removeItem("viewline.rev");
@@ -186,6 +204,7 @@ function reply(message) {
     helpLoaded = true;
     renderCommands(message.result.commands || []);
     for (const view of message.result.views || []) {
+      if (view.builtin) continue;  // the server's own (connections): shown in the header
       if (!views.has(view.name)) { views.set(view.name, null); dirty.add(view.name); }
     }
     scheduleRender();
@@ -211,6 +230,7 @@ function reply(message) {
     attaching = false;
     if (message.ok) {
       hops = 0;
+      showConnections(1);
       if (message.result.snapshot) { views.clear(); $("views").replaceChildren(); }
       status("connected", "connected");
       return log(`attached (rev ${message.result.rev}, ${message.result.replayed} replayed)`);
@@ -236,6 +256,11 @@ function reply(message) {
     status("connected", "connected");
     socket.close();  // reconnects with a fresh session
     return;
+  }
+  if (message.ok && isEndOthersResult(message.result)) {
+    // The session has a new token: the one this page resumes with and shares now.
+    setToken(message.result.token);
+    return log(`ended ${message.result.ended} other connection${message.result.ended === 1 ? "" : "s"}; the session has a new token`);
   }
   if (message.ok) {
     log(`${label ? label + ": " : ""}${JSON.stringify(message.result)}`);
@@ -415,6 +440,11 @@ function renderCommands(commands) {
   }
   $("admin-heading").hidden = admin.childElementCount === 0;
 }
+
+$("end-others").addEventListener("click", () => {
+  log("> end-others", "sent");
+  send({ cmd: "end-others" }, "end-others");
+});
 
 $("line-form").addEventListener("submit", (event) => {
   event.preventDefault();
