@@ -9,12 +9,15 @@ public struct CommandSpec: Sendable, Equatable {
     public var example: String
     public var arguments: [Argument]
     public var adminOnly: Bool
+    /// Whether a page may send the command as the person types (debounced): its
+    /// view-model lets the latest one win (``help``'s `live: true`, protocol 1.2).
+    public var isLive: Bool
     /// The view whose view-model declares the command; `nil` for the built-ins.
     public var view: String?
 
     public init(
         _ name: String, summary: String, arguments: [Argument] = [], example: String? = nil,
-        usage: String? = nil, adminOnly: Bool = false
+        usage: String? = nil, adminOnly: Bool = false, live: Bool = false
     ) {
         self.name = name.lowercased()
         self.summary = summary
@@ -22,6 +25,7 @@ public struct CommandSpec: Sendable, Equatable {
         self.example = example ?? name
         self.usage = usage ?? ([name] + arguments.map(\.usage)).joined(separator: " ")
         self.adminOnly = adminOnly
+        isLive = live
     }
 
     /// The JSON `args` keys this command accepts.
@@ -37,6 +41,7 @@ public struct CommandSpec: Sendable, Equatable {
         object["example"] = .string(example)
         if let view { object["view"] = .string(view) } else { object["builtin"] = true }
         if adminOnly { object["admin"] = true }
+        if isLive { object["live"] = true }
         return .object(object)
     }
 

@@ -30,6 +30,11 @@ def test_axe_core_finds_nothing_in_any_state(page, server: Server):
     wait(page, lambda: status(page) == "connected")
     view(page, "search")
     assert_clean(page, "empty")
+    # No two controls share an accessible name ("search query", "slowlog count", "help
+    # command"; the command line alone is "command").
+    names = [e.accessible_name for e in page.find_elements(By.CSS_SELECTOR, "input, button, select, textarea") if e.is_displayed()]
+    assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)
+    assert "command" in names and "help command" in names and "slowlog count" in names and "fault count" in names
     run(page, "search", query="pizza")
     wait(page, lambda: view(page, "search").find_elements(By.CSS_SELECTOR, "table tbody tr"))
     assert_clean(page, "search results")

@@ -78,6 +78,41 @@ def test_a_search_renders_a_results_table_and_the_progress_indicator_goes_away(p
     assert "pizza" in section.text.lower()
 
 
+def test_search_is_live_and_never_shows_results_older_than_the_last_keystroke(page):
+    # A slow backend (80 ms a search), so searches overlap while the person types.
+    slow = Server(["--backend-latency", "80"])
+    try:
+        page.get(slow.url)
+        wait(page, lambda: status(page) == "connected")
+        view(page, "search")
+        # Every query the search view shows, in order, with whether it was still loading.
+        page.execute_script('''
+            window.shown = [];
+            new MutationObserver(() => {
+              const terms = [...document.querySelectorAll("#view-search dt")];
+              const field = (name) => terms.find((dt) => dt.textContent === name)?.nextElementSibling.textContent;
+              const query = field("query");
+              if (query !== undefined) window.shown.push([query, field("loading")]);
+            }).observe(document.getElementById("views"), { subtree: true, childList: true, characterData: true });
+        ''')
+        box = wait(page, lambda: named(page, "input", "search query"))
+        final = "vegetarian ramen bar"  # 20 keystrokes, no Enter
+        for key in final:
+            box.send_keys(key)
+            time.sleep(0.03)  # faster than the 150 ms the page waits for
+        wait(page, lambda: page.execute_script("return window.shown.at(-1)") == [final, "no"])
+        time.sleep(1)  # anything late would show by now
+        shown = page.execute_script("return window.shown")
+        first = next(i for i, (query, _) in enumerate(shown) if query == final)
+        assert all(query == final for query, _ in shown[first:]), shown
+        assert all(final.startswith(query) for query, _ in shown), shown
+        assert shown[-1] == [final, "no"]
+        # Debounced: far fewer searches than keystrokes reached the view.
+        assert len({query for query, _ in shown}) < 10, shown
+    finally:
+        slow.stop()
+
+
 def test_a_backend_fault_shows_an_alert_dialog_whose_ok_closes_it(page, server: Server):
     page.get(server.url)
     wait(page, lambda: status(page) == "connected")

@@ -11,6 +11,10 @@
 /// no suspension, as most commands are (update a state, start work with
 /// ``Session/run(_:_:)``, reply). One that awaits (a database read, an alert's
 /// answer) runs in a task on the session, the same order kept either way.
+///
+/// `live: true` says a page may send the command as the person types (a search
+/// box): declare it only for a command whose work lets the latest one win
+/// (``Session/run(_:_:)`` in a ``TaskSlot``), so older results never follow newer ones.
 public struct Command<Model: ViewModel>: Sendable {
     /// The declaration: name, summary, arguments, example.
     public let spec: CommandSpec
@@ -23,10 +27,10 @@ public struct Command<Model: ViewModel>: Sendable {
     /// forms, its usage and its `help` entry.
     public init(
         _ name: String, summary: String, arguments: [Argument] = [], example: String? = nil,
-        adminOnly: Bool = false,
+        adminOnly: Bool = false, live: Bool = false,
         perform: @escaping @Sendable (isolated Session, Arguments) async throws -> JSON
     ) {
-        spec = CommandSpec(name, summary: summary, arguments: arguments, example: example, adminOnly: adminOnly)
+        spec = CommandSpec(name, summary: summary, arguments: arguments, example: example, adminOnly: adminOnly, live: live)
         self.perform = perform
         performNow = nil
     }
@@ -35,10 +39,10 @@ public struct Command<Model: ViewModel>: Sendable {
     /// its inline and JSON forms, its usage and its `help` entry.
     public init(
         _ name: String, summary: String, arguments: [Argument] = [], example: String? = nil,
-        adminOnly: Bool = false,
+        adminOnly: Bool = false, live: Bool = false,
         perform: @escaping @Sendable (isolated Session, Arguments) throws -> JSON
     ) {
-        spec = CommandSpec(name, summary: summary, arguments: arguments, example: example, adminOnly: adminOnly)
+        spec = CommandSpec(name, summary: summary, arguments: arguments, example: example, adminOnly: adminOnly, live: live)
         self.perform = perform
         performNow = perform
     }

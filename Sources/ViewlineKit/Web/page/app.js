@@ -257,6 +257,7 @@ function reply(message) {
     socket.close();  // reconnects with a fresh session
     return;
   }
+  if (message.ok && label && label.endsWith("(live)")) return;  // the view shows it; the log stays quiet
   if (message.ok && isEndOthersResult(message.result)) {
     // The session has a new token: the one this page resumes with and shares now.
     setToken(message.result.token);
@@ -379,6 +380,29 @@ function text(tag, content, className = "") {
 
 // ---------------------------------------------------------------- commands
 
+// A live command (`help`'s `live: true`, a search box) goes out as the person types,
+// 150 ms after the last keystroke; the view-model lets the latest win, so results
+// older than the last query never follow it. Enter still sends at once.
+const LIVE_DELAY_MS = 150;
+
+function followTyping(form, command, arg) {
+  const input = form.elements[arg.name];
+  let timer = null;
+  let lastSent = null;
+  const sendNow = () => {
+    clearTimeout(timer);
+    const value = arg.kind === "text" ? input.value : input.value.trim();
+    if (value === lastSent || (value === "" && !arg.allowsEmpty) || !input.checkValidity()) return;
+    lastSent = value;
+    send({ cmd: command.name, args: { [arg.name]: value } }, `${command.name} (live)`);
+  };
+  input.addEventListener("input", () => {
+    clearTimeout(timer);
+    timer = setTimeout(sendNow, LIVE_DELAY_MS);
+  });
+  form.addEventListener("submit", () => { clearTimeout(timer); lastSent = null; });
+}
+
 function renderCommands(commands) {
   commandTable = new Map(commands.map((command) => [command.name, command]));
   const plain = $("commands");
@@ -401,6 +425,9 @@ function renderCommands(commands) {
       const input = document.createElement("input");
       input.name = arg.name;
       input.spellcheck = false;
+      // Unique on the page, as a screen reader lists controls: "search query", "slowlog
+      // count", "help command" (the command line alone is "command").
+      input.setAttribute("aria-label", `${command.name} ${arg.name}`);
       if (arg.secure || (!command.arguments && SECRET.test(arg.name))) {
         input.type = "password";
         input.autocomplete = "current-password";
@@ -417,6 +444,7 @@ function renderCommands(commands) {
     const button = text("button", command.name);
     button.type = "submit";
     form.append(button);
+    if (command.live && inputs.length === 1) followTyping(form, command, inputs[0]);
     form.addEventListener("submit", (event) => {
       event.preventDefault();
       if (!form.reportValidity()) return;  // required and bounds, checked before sending
