@@ -19,7 +19,7 @@ public enum Playlist: ViewModel {
             session.run(.playlist) { session in await drive(action, in: session) }
             return ["accepted": true, "step": .string(session.state(Playlist.self).step.rawValue)]
         },
-        Command("more", summary: "Fetch the next playlist page (the reserved step).") { session, _ in
+        Command("more", summary: "Fetch the next playlist page (the reserved step).", paging: true) { session, _ in
             let valid = Account.hasValidToken(in: session)
             let action = try session.update(Playlist.self) { flow throws(ProtocolError) in try flow.more(tokenValid: valid) }
             session.run(.playlist) { session in await drive(action, in: session) }

@@ -12,12 +12,15 @@ public struct CommandSpec: Sendable, Equatable {
     /// Whether a page may send the command as the person types (debounced): its
     /// view-model lets the latest one win (``help``'s `live: true`, protocol 1.2).
     public var isLive: Bool
+    /// Whether the command fetches the next page of its view's list (`help`'s
+    /// `paging: true`, protocol 1.2): a page draws it as "Load more" under the list.
+    public var isPaging: Bool
     /// The view whose view-model declares the command; `nil` for the built-ins.
     public var view: String?
 
     public init(
         _ name: String, summary: String, arguments: [Argument] = [], example: String? = nil,
-        usage: String? = nil, adminOnly: Bool = false, live: Bool = false
+        usage: String? = nil, adminOnly: Bool = false, live: Bool = false, paging: Bool = false
     ) {
         self.name = name.lowercased()
         self.summary = summary
@@ -26,6 +29,7 @@ public struct CommandSpec: Sendable, Equatable {
         self.usage = usage ?? ([name] + arguments.map(\.usage)).joined(separator: " ")
         self.adminOnly = adminOnly
         isLive = live
+        isPaging = paging
     }
 
     /// The JSON `args` keys this command accepts.
@@ -42,6 +46,7 @@ public struct CommandSpec: Sendable, Equatable {
         if let view { object["view"] = .string(view) } else { object["builtin"] = true }
         if adminOnly { object["admin"] = true }
         if isLive { object["live"] = true }
+        if isPaging { object["paging"] = true }
         return .object(object)
     }
 

@@ -40,8 +40,13 @@ def join_offered_session(driver, join: bool = True):
 
 
 def command_form(driver, name: str):
-    form = wait(driver, lambda: named(driver, "form", name))
-    return form
+    # Admin commands sit in a collapsed section: open it as a person would.
+    wait(driver, lambda: driver.find_elements(By.CSS_SELECTOR, "form.command"))
+    closed = driver.execute_script(
+        "return document.querySelector(`form.command[aria-label='${arguments[0]}']`)?.closest('details:not([open])')", name)
+    if closed:
+        closed.find_element(By.TAG_NAME, "summary").click()
+    return wait(driver, lambda: named(driver, "form", name))
 
 
 def run(driver, name: str, **values):

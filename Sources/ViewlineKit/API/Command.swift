@@ -15,6 +15,8 @@
 /// `live: true` says a page may send the command as the person types (a search
 /// box): declare it only for a command whose work lets the latest one win
 /// (``Session/run(_:_:)`` in a ``TaskSlot``), so older results never follow newer ones.
+/// `paging: true` says the command fetches the next page of the view's list: a page
+/// draws it as "Load more" under the list (hidden while the state's `hasMore` is false).
 public struct Command<Model: ViewModel>: Sendable {
     /// The declaration: name, summary, arguments, example.
     public let spec: CommandSpec
@@ -27,10 +29,10 @@ public struct Command<Model: ViewModel>: Sendable {
     /// forms, its usage and its `help` entry.
     public init(
         _ name: String, summary: String, arguments: [Argument] = [], example: String? = nil,
-        adminOnly: Bool = false, live: Bool = false,
+        adminOnly: Bool = false, live: Bool = false, paging: Bool = false,
         perform: @escaping @Sendable (isolated Session, Arguments) async throws -> JSON
     ) {
-        spec = CommandSpec(name, summary: summary, arguments: arguments, example: example, adminOnly: adminOnly, live: live)
+        spec = CommandSpec(name, summary: summary, arguments: arguments, example: example, adminOnly: adminOnly, live: live, paging: paging)
         self.perform = perform
         performNow = nil
     }
@@ -39,10 +41,10 @@ public struct Command<Model: ViewModel>: Sendable {
     /// its inline and JSON forms, its usage and its `help` entry.
     public init(
         _ name: String, summary: String, arguments: [Argument] = [], example: String? = nil,
-        adminOnly: Bool = false, live: Bool = false,
+        adminOnly: Bool = false, live: Bool = false, paging: Bool = false,
         perform: @escaping @Sendable (isolated Session, Arguments) throws -> JSON
     ) {
-        spec = CommandSpec(name, summary: summary, arguments: arguments, example: example, adminOnly: adminOnly, live: live)
+        spec = CommandSpec(name, summary: summary, arguments: arguments, example: example, adminOnly: adminOnly, live: live, paging: paging)
         self.perform = perform
         performNow = perform
     }

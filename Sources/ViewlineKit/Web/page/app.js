@@ -231,7 +231,11 @@ function reply(message) {
     if (message.ok) {
       hops = 0;
       showConnections(1);
-      if (message.result.snapshot) { views.clear(); $("views").replaceChildren(); }
+      if (message.result.snapshot) {
+        // Every view's state comes again; the cards (and their commands) stay.
+        views.clear();
+        for (const content of document.querySelectorAll("section.view .content")) content.replaceChildren();
+      }
       status("connected", "connected");
       return log(`attached (rev ${message.result.rev}, ${message.result.replayed} replayed)`);
     }
@@ -295,7 +299,10 @@ function scheduleRender() {
   });
 }
 
-function renderView(name) {
+// A view's card: its heading, its commands (drawn from `help`: each command sits in
+// the card of the view-model that declares it), its state, and a paging command under
+// the list. Made on first use: `help` may name a view before it is displayed.
+function card(name) {
   const id = `view-${name.replace(/[^a-zA-Z0-9_-]/g, "_")}`;
   let section = $(id);
   if (!section) {
@@ -306,10 +313,24 @@ function renderView(name) {
     heading.id = `${id}-heading`;
     heading.textContent = name;
     section.setAttribute("aria-labelledby", heading.id);
-    section.append(heading, document.createElement("div"));
+    const controls = document.createElement("div");
+    controls.className = "controls";
+    const content = document.createElement("div");
+    content.className = "content";
+    const paging = document.createElement("div");
+    paging.className = "paging";
+    section.append(heading, controls, content, paging);
     $("views").append(section);
   }
-  section.lastElementChild.replaceChildren(renderValue(views.get(name)));
+  return section;
+}
+
+function renderView(name) {
+  const section = card(name);
+  const state = views.get(name);
+  section.querySelector(".content").replaceChildren(renderValue(state));
+  // "Load more" only while there is more (a state without `hasMore` always shows it).
+  section.querySelector(".paging").hidden = Boolean(state && state.hasMore === false);
 }
 
 function renderValue(value, key = "") {
@@ -409,6 +430,10 @@ function renderCommands(commands) {
   const admin = $("admin");
   plain.replaceChildren();
   admin.replaceChildren();
+  for (const section of document.querySelectorAll("section.view")) {
+    section.querySelector(".controls").replaceChildren();
+    section.querySelector(".paging").replaceChildren();
+  }
   for (const command of commands) {
     if (["confirm", "cancel"].includes(command.name)) continue;  // the alert dialog answers
     const form = document.createElement("form");
@@ -441,7 +466,7 @@ function renderCommands(commands) {
       label.append(input);
       form.append(label);
     }
-    const button = text("button", command.name);
+    const button = text("button", command.paging ? "Load more" : command.name);
     button.type = "submit";
     form.append(button);
     if (command.live && inputs.length === 1) followTyping(form, command, inputs[0]);
@@ -464,10 +489,34 @@ function renderCommands(commands) {
       send({ cmd: command.name, args }, command.name === "attach" ? "attach (form)" : command.name);
       for (const arg of inputs) if (form.elements[arg.name].type === "password") form.elements[arg.name].value = "";
     });
-    (command.admin ? admin : plain).append(form);
+    // Where it is drawn: in its view's card (a paging command under the list), the
+    // server's own commands in the session menu, admin commands in their own section.
+    const place = command.admin ? admin
+      : command.view ? card(command.view).querySelector(command.paging ? ".paging" : ".controls")
+      : plain;
+    place.append(form);
   }
-  $("admin-heading").hidden = admin.childElementCount === 0;
+  $("admin-section").hidden = admin.childElementCount === 0;
 }
+
+// The console: any line, for what the cards do not offer. Collapsed by default on a
+// narrow screen; `/` (outside a text box) opens it and puts the cursor there.
+function showConsole(shown) {
+  $("console-body").hidden = !shown;
+  $("console-toggle").setAttribute("aria-expanded", String(shown));
+  $("console-toggle").textContent = shown ? "Hide" : "Show";
+}
+showConsole(!window.matchMedia("(max-width: 48rem)").matches);
+$("console-toggle").addEventListener("click", () => showConsole($("console-body").hidden));
+document.addEventListener("keydown", (event) => {
+  if (event.key !== "/" || event.ctrlKey || event.metaKey || event.altKey) return;
+  const target = event.target;
+  if (target instanceof HTMLInputElement || target instanceof HTMLTextAreaElement || target.isContentEditable) return;
+  if (document.querySelector("dialog[open]")) return;
+  event.preventDefault();
+  showConsole(true);
+  $("line").focus();
+});
 
 $("end-others").addEventListener("click", () => {
   log("> end-others", "sent");
