@@ -198,7 +198,51 @@ public struct EventRenderer: Sendable {
         case "playlist":
             return renderPlaylist(state, rows: state["items"]?.arrayValue ?? [])
         default:
-            return "\(title) \(state.encoded)"
+            return renderByShape(title: title, state: state)
+        }
+    }
+
+    /// Any other view-model's state, drawn from its shape alone (the REPL knows nothing
+    /// of the app): busy flags (`saving`, `loading`, any `…ing` that is true) as "saving…",
+    /// other scalar fields as `name: value`, each list of records as a table whose
+    /// columns are the records' keys in order, an empty list as "no items".
+    func renderByShape(title: String, state: JSON) -> String {
+        guard let fields = state.objectValue else { return "\(title) \(plain(state))" }
+        var head: [String] = []
+        var busy: [String] = []
+        var tables: [String] = []
+        for (name, value) in fields.pairs {
+            switch value {
+            case .bool(let flag) where Self.isBusyFlag(name):
+                if flag { busy.append("\(name)…") }
+            case .array(let items) where items.isEmpty:
+                head.append("no \(name)")
+            case .array(let items) where items.allSatisfy({ $0.objectValue != nil }):
+                head.append("\(items.count) \(name)")
+                var columns: [String] = []
+                for item in items { for key in item.objectValue?.keys ?? [] where !columns.contains(key) { columns.append(key) } }
+                tables.append(table(columns.map { $0.uppercased() }, items.map { item in columns.map { cell(item[$0] ?? .null) } }))
+            default:
+                head.append("\(name): \(cell(value))")
+            }
+        }
+        let line = ([title] + head).joined(separator: " ") + (busy.isEmpty ? "" : " " + style.dim("(" + busy.joined(separator: ", ") + ")"))
+        return ([line] + tables).joined(separator: "\n")
+    }
+
+    /// A flag that says work is under way: the page's rule (`loading`, `saving`, `busy`,
+    /// `pending`, any name ending in "ing").
+    static func isBusyFlag(_ name: String) -> Bool {
+        ["loading", "syncing", "saving", "busy", "pending", "refreshing", "fetching", "working"].contains(name.lowercased())
+            || name.lowercased().hasSuffix("ing")
+    }
+
+    /// One value in a table cell or after a label: booleans as yes/no, `null` as "—".
+    func cell(_ value: JSON) -> String {
+        switch value {
+        case .bool(let flag): flag ? "yes" : "no"
+        case .null: "—"
+        default: plain(value)
         }
     }
 

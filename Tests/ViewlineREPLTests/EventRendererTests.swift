@@ -117,6 +117,22 @@ import ViewlineREPL
         #expect(restarted.contains("Song 1"))
     }
 
+    @Test func anyOtherViewIsDrawnFromItsShapeTheTodosAsATable() {
+        // Examples/Todos' view: the REPL knows nothing of it.
+        let todos: JSON = ["type": "display", "rev": 3, "view": "todos", "state": [
+            "items": [["id": 1, "title": "buy milk", "done": false], ["id": 2, "title": "walk the dog", "done": true]],
+            "saving": true,
+        ]]
+        #expect(renderer.render(todos) == """
+            [todos] 2 items (saving…)
+            ID  TITLE         DONE
+            1   buy milk      no
+            2   walk the dog  yes
+            """)
+        let empty: JSON = ["type": "display", "rev": 1, "view": "todos", "state": ["items": [], "saving": false, "filter": nil, "count": 0]]
+        #expect(renderer.render(empty) == "[todos] no items filter: — count: 0")
+    }
+
     @Test func repliesSayWhatHappenedInWords() {
         #expect(renderer.render(reply(["alert": "a2", "answer": "confirm", "action": "Save"])) == "ok chose Save (alert a2)")
         #expect(renderer.render(reply(["alert": "a3", "answer": "cancel", "action": "Discard"])) == "ok cancelled Discard (alert a3)")
