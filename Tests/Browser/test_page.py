@@ -130,6 +130,39 @@ def test_a_backend_fault_shows_an_alert_dialog_whose_ok_closes_it(page, server: 
     wait(page, lambda: dialog(page) is None)
 
 
+def tab_to(driver, name: str, presses: int = 120):
+    """Presses Tab until the focused control's accessible name is `name`."""
+    for _ in range(presses):
+        if driver.switch_to.active_element.accessible_name == name:
+            return driver.switch_to.active_element
+        driver.switch_to.active_element.send_keys(Keys.TAB)
+    raise AssertionError(f"Tab never reached {name!r}")
+
+
+def test_the_save_retry_flow_by_keyboard_alone(page, server: Server):
+    page.get(server.url)
+    wait(page, lambda: status(page) == "connected")
+    wait(page, lambda: named(page, "input", "draft text"))
+    server.tcp().command("fault save 1 disk full")  # the next save fails once
+    page.find_element(By.TAG_NAME, "body").click()
+    tab_to(page, "login user").send_keys("alice", Keys.TAB)
+    page.switch_to.active_element.send_keys("wonderland", Keys.ENTER)
+    wait(page, lambda: "alice" in view(page, "session").text)
+    tab_to(page, "draft text").send_keys("Pick up dumplings", Keys.ENTER)
+    wait(page, lambda: "Pick up dumplings" in view(page, "draft").text)
+    save = tab_to(page, "save")
+    save.send_keys(Keys.ENTER)
+    wait(page, lambda: dialog(page))
+    # The dialog takes the keyboard, its confirm action first: Enter saves again.
+    assert page.switch_to.active_element.accessible_name == "Save"
+    page.switch_to.active_element.send_keys(Keys.ENTER)
+    wait(page, lambda: dialog(page) is None)
+    # Focus is back where it was before the dialog.
+    assert page.switch_to.active_element == save
+    pending = ".//dt[.='pending']/following-sibling::dd[1]"
+    wait(page, lambda: view(page, "draft").find_element(By.XPATH, pending).text == "no")
+
+
 def test_the_login_alert_has_a_password_input_and_logs_in(page, server: Server):
     page.get(server.url)
     wait(page, lambda: status(page) == "connected")

@@ -544,6 +544,7 @@ $("line").addEventListener("keydown", (event) => {
 // ---------------------------------------------------------------- alerts
 
 let currentAlert = null;
+let focusBeforeAlert = null;     // where the keyboard was: it goes back there after the alert
 
 function showAlert(alert) {
   currentAlert = alert;
@@ -572,7 +573,10 @@ function showAlert(alert) {
     if (action.role !== "confirm") button.addEventListener("click", () => answer(action.role));
     actions.append(button);
   }
-  if (!dialog.open) dialog.showModal();
+  if (!dialog.open) {
+    focusBeforeAlert = document.activeElement;
+    dialog.showModal();
+  }
   (fields.querySelector("input") || actions.querySelector("button:not(.secondary)") || actions.querySelector("button"))?.focus();
 }
 
@@ -592,6 +596,8 @@ function dismissAlert(id) {
   if (!currentAlert || currentAlert.id !== id) return;
   currentAlert = null;
   $("alert").close();
+  if (focusBeforeAlert?.isConnected) focusBeforeAlert.focus();
+  focusBeforeAlert = null;
 }
 
 $("alert").addEventListener("cancel", (event) => {
