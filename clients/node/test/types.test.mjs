@@ -8,7 +8,7 @@ import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import * as viewline from '../src/viewline.mjs';
 import { Client } from '../src/viewline.mjs';
-import { FINAL_BYE_CODES, FINAL_BYE_REASONS, byeIsFinal } from '../src/errors.mjs';
+import { FINAL_BYE_CODES, FINAL_BYE_REASONS, byeIsFinal, errorFromReply, MovedError, RetryLaterError, ThrottledError } from '../src/errors.mjs';
 import { PROTOCOL, startServer } from './helpers.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -85,4 +85,16 @@ test('the final bye tables are bye.schema.json\'s (one source for every client)'
   }
   const union = /export type ByeCode = ([^;]*);/.exec(declarations)[1];
   for (const code of [...schema['x-final-codes'], ...schema['x-resumable-codes']]) assert.ok(union.includes(`'${code}'`), `ByeCode has '${code}'`);
+});
+
+test('the error classes are reply.schema.json\'s (wait and retry, follow moved, or neither)', () => {
+  const schema = JSON.parse(fs.readFileSync(path.join(PROTOCOL, 'schema', 'reply.schema.json'), 'utf8'));
+  const classes = schema.properties.error['x-classes'];
+  for (const code of schema.properties.error.properties.code.enum) {
+    const error = errorFromReply({ type: 'reply', re: null, ok: false, error: { code, message: '' } });
+    assert.equal(error.code, code);
+    assert.equal(error instanceof RetryLaterError, classes['retry-later'].includes(code), code);
+    assert.equal(error instanceof ThrottledError, classes.throttled.includes(code), code);
+    assert.equal(error instanceof MovedError, classes.moved.includes(code), code);
+  }
 });

@@ -165,3 +165,16 @@ def test_final_bye_tables_are_the_schemas():
     assert errors._FINAL_BYE_REASONS == frozenset(schema["x-final-reasons-before-1.1"])
     for code in schema["x-resumable-codes"] + ["a_code_from_a_later_server"]:
         assert not errors.bye_is_final({"type": "bye", "reason": "", "code": code})
+
+
+def test_error_classes_are_the_schemas():
+    """How a client acts on an error code (wait and retry, follow ``moved``, or not at
+    all) is one protocol fact, kept in reply.schema.json's ``x-classes``."""
+    schema = json.loads((PROTOCOL / "schema" / "reply.schema.json").read_text())
+    classes = schema["properties"]["error"]["x-classes"]
+    for code in schema["properties"]["error"]["properties"]["code"]["enum"]:
+        error = errors.error_from_reply({"type": "reply", "re": None, "ok": False, "error": {"code": code, "message": ""}})
+        assert error.code == code
+        assert isinstance(error, errors.RetryLaterError) == (code in classes["retry-later"]), code
+        assert isinstance(error, errors.ThrottledError) == (code in classes["throttled"]), code
+        assert isinstance(error, errors.MovedError) == (code in classes["moved"]), code
