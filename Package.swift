@@ -134,6 +134,7 @@ let package = Package(
             name: "ViewlineKitTests",
             dependencies: [
                 "ViewlineKit", "ViewlineTesting",
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
             ]

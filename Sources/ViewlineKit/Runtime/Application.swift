@@ -2,6 +2,7 @@ import NIOCore
 import Synchronization
 import Prometheus
 import Foundation
+import Logging
 
 /// A server's view-models assembled once: the command table (built-in commands
 /// and every view-model's), the views in order, the backends `fault` can target,
@@ -40,10 +41,14 @@ public final class Application: Sendable {
     public let metrics: ServerMetrics?
     /// The last slow commands (`slowlog`).
     public let slowLog: SlowLog
-    /// When this application started (`info`'s uptime).
     /// Event loops serving this application (`info`): set by the server that runs it.
     let eventLoopCount = Atomic<Int>(System.coreCount)
+    /// When this application started (`info`'s uptime).
     public let startedAt = ContinuousClock.now
+    /// Where a command's unexpected error goes, with its session and command (the
+    /// client gets `internal_error` with a generic message: an error's text may hold
+    /// anything a backend said).
+    public let logger: Logger
     /// Connections open now by transport, kept by the server (`info`, `/metrics`).
     public let connections = ConnectionCounts()
     let helpResult: JSON
@@ -55,8 +60,9 @@ public final class Application: Sendable {
         _ models: [any ViewModel.Type], services: Services = Services(), faults: FaultInjector = FaultInjector(),
         admin: Bool = false, serverName: String = "viewline/1.2", limits: SessionLimits = SessionLimits(),
         cluster: Cluster? = nil, recordsMetrics: Bool = false, metricsRegistry: PrometheusCollectorRegistry? = nil,
-        slowCommandThreshold: Duration = .milliseconds(100)
+        slowCommandThreshold: Duration = .milliseconds(100), logger: Logger = Logger(label: "viewline")
     ) {
+        self.logger = logger
         var views: [ViewDescription] = []
         var modelCommands: [AnyCommand] = []
         var backends: [Backend] = []

@@ -180,7 +180,7 @@ public actor Session {
                 try await command.perform(self, request.arguments)
             })
         } catch {
-            reply = .failure(Self.protocolError(error, running: request.name))
+            reply = .failure(protocolError(error, running: request.name))
         }
         return finished(request, reply, started: started, from: connection)
     }
@@ -200,7 +200,7 @@ public actor Session {
             }
             return finished(request, .result(try perform(self, request.arguments)), started: started, from: connection)
         } catch {
-            return finished(request, .failure(Self.protocolError(error, running: request.name)), started: started, from: connection)
+            return finished(request, .failure(protocolError(error, running: request.name)), started: started, from: connection)
         }
     }
 
@@ -226,11 +226,18 @@ public actor Session {
         }
     }
 
-    private static func protocolError(_ error: any Error, running name: String) -> ProtocolError {
+    /// What the client is told of a command's error: its own code, or `internal_error`
+    /// with a generic message while the error itself goes to the log (with the session
+    /// and the command), never to the client.
+    private func protocolError(_ error: any Error, running name: String) -> ProtocolError {
         switch error {
-        case let error as ProtocolError: error
-        case let error as any ProtocolErrorConvertible: error.protocolError
-        default: ProtocolError(.internalError, "\(name) failed: \(error)")
+        case let error as ProtocolError: return error
+        case let error as any ProtocolErrorConvertible: return error.protocolError
+        default:
+            application.logger.error("a command failed unexpectedly", metadata: [
+                "session": "\(id)", "command": "\(name)", "error": "\(String(reflecting: error))",
+            ])
+            return ProtocolError(.internalError, "\(name) failed unexpectedly; the server's log has the details")
         }
     }
 

@@ -78,7 +78,7 @@ public final class ViewlineServer: Sendable {
             apps, services: services, faults: faults, admin: configuration.admin, serverName: configuration.serverName,
             limits: configuration.sessions, cluster: cluster, recordsMetrics: configuration.metricsPort != nil,
             metricsRegistry: configuration.metricsRegistry,
-            slowCommandThreshold: configuration.slowCommandThreshold)
+            slowCommandThreshold: configuration.slowCommandThreshold, logger: logger)
         try await self.init(application: application, configuration: configuration, logger: logger)
     }
 

@@ -1,0 +1,54 @@
+import Logging
+import Synchronization
+import Testing
+import ViewlineKit
+import ViewlineProtocol
+import ViewlineTesting
+
+/// A command's unexpected error: the client gets `internal_error` and a generic
+/// message, the server's log gets the error with its session and command.
+@Suite struct UnexpectedErrorTests {
+    /// A view-model whose one command fails with an error a backend might raise,
+    /// words a client must never see.
+    enum Leaky: ViewModel {
+        struct State: Codable, Sendable, Equatable {}
+        struct BackendSaid: Error { let words = "password=hunter2 at 10.0.0.7:5432" }
+        static let view = "leaky"
+        static let stateSummary = "{}"
+        static func initialState(_ services: Services) -> State { State() }
+        static let commands: [Command<Leaky>] = [
+            Command("fail", summary: "Fail the way a backend does.") { _, _ in throw BackendSaid() }
+        ]
+    }
+
+    /// Keeps what is logged.
+    final class Captured: LogHandler, @unchecked Sendable {
+        let lines = Mutex<[(Logger.Message, Logger.Metadata)]>([])
+        var metadata: Logger.Metadata = [:]
+        var logLevel: Logger.Level = .trace
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { metadata[key] }
+            set { metadata[key] = newValue }
+        }
+        func log(level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String, file: String, function: String, line: UInt) {
+            lines.withLock { $0.append((message, metadata ?? [:])) }
+        }
+    }
+
+    @Test func theClientGetsAGenericInternalErrorAndTheLogGetsTheError() async throws {
+        let captured = Captured()
+        let application = Application([Leaky.self], logger: Logger(label: "test") { _ in captured })
+        let sent = Mutex<[ServerMessage]>([])
+        let session = Session(id: "s7", application: application) { message in sent.withLock { $0.append(message) } }
+        await session.send("fail")
+        guard case .reply(_, .failure(let error))? = sent.withLock({ $0.last }) else {
+            Issue.record("fail must fail")
+            return
+        }
+        #expect(error.code == .internalError)
+        #expect(!error.message.contains("hunter2") && !error.message.contains("10.0.0.7"), "\(error.message)")
+        let logged = try #require(captured.lines.withLock { $0.first })
+        #expect(logged.1["session"] == "s7" && logged.1["command"] == "fail")
+        #expect("\(logged.1["error"] ?? "")".contains("hunter2"))
+    }
+}
