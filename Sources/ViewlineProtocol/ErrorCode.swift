@@ -43,7 +43,7 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConve
     public static let moved = ErrorCode("moved", meaning: "`attach`: the session lives on another node, alive; `address` says where to attach instead.")
     public static let unavailable = ErrorCode("unavailable", meaning: "The database the command needs cannot be reached right now; the session keeps its state; try again.")
     public static let serverBusy = ErrorCode("server_busy", meaning: "The server is too loaded for this right now (log-ins being checked, or the node holds all the sessions it may); try again in a moment.")
-    public static let internalError = ErrorCode("internal_error", meaning: "The server failed unexpectedly; the session goes on.")
+    public static let internalError = ErrorCode("internal_error", meaning: "The server failed unexpectedly; the session goes on. The message is generic (the error itself is in the server's log, with the session and the command: it may hold anything a backend said).")
 
     /// The codes of the protocol and the runtime, in the order `help` lists them
     /// (an app's own codes come before `internal_error`).

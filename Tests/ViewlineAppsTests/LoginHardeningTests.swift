@@ -133,12 +133,13 @@ import ViewlineTesting
     }
 }
 
-/// A one-shot gate a blocking job waits on (at most 5 s).
+/// A one-shot gate a blocking job waits on (at most 60 s: a test that forgets to open
+/// it still ends, and a busy machine setting a test up never opens it early).
 final class Gate: Sendable {
     private let opened = Atomic<Bool>(false)
     func open() { opened.store(true, ordering: .releasing) }
     func wait() {
-        for _ in 0..<5000 where !opened.load(ordering: .acquiring) { usleep(1000) }
+        for _ in 0..<60_000 where !opened.load(ordering: .acquiring) { usleep(1000) }
     }
 }
 
