@@ -54,6 +54,20 @@ def test_a_blocking_client_carries_on_through_a_rolling_restart(make_server, pos
             cluster.restart(index)
 
 
+def test_a_blocking_client_idle_while_its_node_drains_sends_its_next_command_on_the_next_node(make_server, postgres):
+    # The client reads nothing while its node shuts down: the `bye` waits in the socket.
+    # Its next command must not go out on that connection (and fail as "may or may not
+    # have run"): it goes out on the resumed one and simply works.
+    cluster = Cluster(make_server, postgres)
+    a, b = cluster.ports
+    with Client.connect(port=a, reconnect=True, nodes=[("127.0.0.1", b)], timeout=20) as vl:
+        vl.command("login alice wonderland")
+        cluster.stop(0)  # SIGTERM, and its clean exit: the bye and the close are sent
+        assert vl.command("state session")["state"] == {"user": "alice", "loggedIn": True}
+        assert vl.resumed == 1
+        assert any(m.get("type") == "bye" and m["code"] == "shutdown" for m in vl._events)
+
+
 def test_an_asyncio_client_carries_on_through_a_rolling_restart(make_server, postgres):
     cluster = Cluster(make_server, postgres)
     a, b = cluster.ports

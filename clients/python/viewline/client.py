@@ -4,6 +4,7 @@ from __future__ import annotations
 import collections
 import json
 import logging
+import select
 import socket
 import ssl
 import time
@@ -228,6 +229,9 @@ class Client:
     def _request(self, cmd: str, args: Optional[Mapping[str, Any]], timeout: Optional[float]) -> Dict[str, Any]:
         if self._ended or (self.closed and not self._reconnect):
             raise ConnectionClosed("the client is closed", self.bye, self._ended and self.bye is not None)
+        self._take_waiting()
+        if self._ended and not self._reconnect:
+            raise ConnectionClosed("the session ended", self.bye, True)
         if self.closed or self.bye is not None or (
                 self._health_check_interval and time.monotonic() - self._last_io >= self._health_check_interval):
             self._check_health()
@@ -246,6 +250,23 @@ class Client:
         result = request.result_of(self._reply_for(request_id, self._timeout if timeout is None else timeout))
         self.token = request.new_token(cmd, args, result) or self.token
         return result
+
+    def _take_waiting(self) -> None:
+        """Reads what the server sent while the client was idle, without waiting for
+        more (events are queued, a ``bye`` noted), so a command never goes out on a
+        connection whose server already said ``bye`` (a node that drained and shut
+        down while the client was quiet): it goes out on the resumed one instead."""
+        while not self.closed and self.bye is None:
+            if b"\n" not in self._buffer:
+                pending = isinstance(self._sock, ssl.SSLSocket) and self._sock.pending() > 0
+                if not pending and not select.select([self._sock], [], [], 0)[0]:
+                    return
+            try:
+                message = self._read_once(1.0)
+            except (Timeout, ConnectionClosed):
+                return
+            if message.get("type") != "reply":  # a reply here is a timed-out command's, late
+                self._queue(message)
 
     def _check_health(self) -> None:
         """A ``ping`` on a connection idle for a while (or closed): resume if it is dead.
