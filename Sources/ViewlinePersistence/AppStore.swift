@@ -5,7 +5,10 @@ import Foundation
 /// `PostgresStore` (several nodes over one database). App code sees only this, so the
 /// same view-models run on both, and one test suite checks both.
 ///
-/// Every write is durable when its method returns.
+/// Every write is durable when its method returns. In a cluster, a store over the
+/// nodes' shared database writes for a session only while the node holds that
+/// session's lease by the database's clock (ViewlineKit's `SessionFence`, checked in
+/// the write's own transaction); the embedded store serves one node and has no lease.
 public protocol AppStore: Sendable {
     // MARK: Users
 

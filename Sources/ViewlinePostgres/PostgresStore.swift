@@ -81,10 +81,12 @@ public final class PostgresStore: AppStore {
     // MARK: - Users
 
     public func storeUser(_ name: String, passwordHash: String) async throws {
-        try await run("""
-            INSERT INTO viewline_users (name, password_hash) VALUES (\(name), \(passwordHash))
-            ON CONFLICT (name) DO UPDATE SET password_hash = excluded.password_hash
-            """)
+        try await write { [logger] connection in
+            _ = try await connection.query("""
+                INSERT INTO viewline_users (name, password_hash) VALUES (\(name), \(passwordHash))
+                ON CONFLICT (name) DO UPDATE SET password_hash = excluded.password_hash
+                """, logger: logger)
+        }
     }
 
     public func passwordHashes() async throws -> [String: String] {
@@ -101,10 +103,12 @@ public final class PostgresStore: AppStore {
     // MARK: - Drafts
 
     public func setDraft(user: String, text: String, at date: Date) async throws {
-        try await run("""
-            INSERT INTO viewline_drafts (user_name, text, updated_at) VALUES (\(user), \(text), \(date))
-            ON CONFLICT (user_name) DO UPDATE SET text = excluded.text, updated_at = excluded.updated_at
-            """)
+        try await write { [logger] connection in
+            _ = try await connection.query("""
+                INSERT INTO viewline_drafts (user_name, text, updated_at) VALUES (\(user), \(text), \(date))
+                ON CONFLICT (user_name) DO UPDATE SET text = excluded.text, updated_at = excluded.updated_at
+                """, logger: logger)
+        }
     }
 
     public func pendingDraft(user: String) async throws -> Draft? {
@@ -116,30 +120,30 @@ public final class PostgresStore: AppStore {
 
     @discardableResult
     public func deleteDraft(user: String, ifText text: String?) async throws -> Bool {
-        let deleted: [String]
-        if let text {
-            deleted = try await collect(
-                "DELETE FROM viewline_drafts WHERE user_name = \(user) AND text = \(text) RETURNING user_name"
-            ) { try $0.decode(String.self) }
+        let query: PostgresQuery = if let text {
+            "DELETE FROM viewline_drafts WHERE user_name = \(user) AND text = \(text) RETURNING user_name"
         } else {
-            deleted = try await collect("DELETE FROM viewline_drafts WHERE user_name = \(user) RETURNING user_name") {
-                try $0.decode(String.self)
-            }
+            "DELETE FROM viewline_drafts WHERE user_name = \(user) RETURNING user_name"
         }
-        return !deleted.isEmpty
+        return try await write { [logger] connection in
+            !(try await connection.collect(query, logger: logger) { try $0.decode(String.self) }.isEmpty)
+        }
     }
 
     public func insertSavedDraft(user: String, text: String, at date: Date) async throws -> SavedDraft {
-        let id = try await collect("""
-            INSERT INTO viewline_saved_drafts (user_name, text, saved_at) VALUES (\(user), \(text), \(date)) RETURNING id
-            """) { try $0.decode(Int64.self) }.first
-        // Bounded per user: the oldest beyond the newest `maximumPerUser` go. "Newest" is
-        // the database's insertion order, never `saved_at` (a node's clock: a node whose
-        // clock runs ahead would otherwise keep its drafts over everyone's newer ones).
-        try await run("""
-            DELETE FROM viewline_saved_drafts WHERE user_name = \(user) AND id NOT IN (
-                SELECT id FROM viewline_saved_drafts WHERE user_name = \(user) ORDER BY id DESC LIMIT \(SavedDraft.maximumPerUser))
-            """)
+        let id = try await write { [logger] connection in
+            let id = try await connection.collect("""
+                INSERT INTO viewline_saved_drafts (user_name, text, saved_at) VALUES (\(user), \(text), \(date)) RETURNING id
+                """, logger: logger) { try $0.decode(Int64.self) }.first
+            // Bounded per user: the oldest beyond the newest `maximumPerUser` go. "Newest" is
+            // the database's insertion order, never `saved_at` (a node's clock: a node whose
+            // clock runs ahead would otherwise keep its drafts over everyone's newer ones).
+            _ = try await connection.query("""
+                DELETE FROM viewline_saved_drafts WHERE user_name = \(user) AND id NOT IN (
+                    SELECT id FROM viewline_saved_drafts WHERE user_name = \(user) ORDER BY id DESC LIMIT \(SavedDraft.maximumPerUser))
+                """, logger: logger)
+            return id
+        }
         return SavedDraft(id: id, user: user, text: text, savedAt: date)
     }
 
@@ -205,7 +209,9 @@ public final class PostgresStore: AppStore {
     }
 
     public func updatePhone(name: String, phone: String) async throws {
-        try await run("UPDATE viewline_contacts SET phone = \(phone) WHERE name = \(name)")
+        try await write { [logger] connection in
+            _ = try await connection.query("UPDATE viewline_contacts SET phone = \(phone) WHERE name = \(name)", logger: logger)
+        }
     }
 
     // MARK: - Coordination

@@ -27,6 +27,8 @@ public final class InteractiveREPL {
     private var history: OpaquePointer?
     private var editing = false
     private var serverClosed = false
+    /// The server said `bye` on the current connection.
+    private var sawBye = false
     private var promptBuffer: UnsafeMutablePointer<CChar>?
 
     public init(
@@ -110,22 +112,35 @@ public final class InteractiveREPL {
                 while let next = connection.readLine() { show(next) }
                 return 0
             }
-            do {
-                try connection.send(translate(line))
-            } catch {
-                serverClosed = true
-                continue
-            }
-            if awaitReply() == nil {
-                if serverClosed && !client.ended {
-                    print(renderer.style.dim("(the reply to \"\(line)\" was lost with the connection; it may or may not have run)"))
-                    continue
-                }
-                break
-            }
+            guard perform(translate(line), typed: line) else { break }
         }
         if serverClosed { print(renderer.style.dim("connection closed by the server")) }
         return 0
+    }
+
+    /// Sends a typed command and shows its reply. A command the server did not answer
+    /// before a `bye` that leaves the session alive never ran (PROTOCOL §4), nor did a
+    /// line that could not be written: it goes out again on the resumed connection.
+    /// Returns false when the REPL should stop.
+    private func perform(_ wire: String, typed line: String) -> Bool {
+        for _ in 0..<3 {
+            sawBye = false
+            var sent = true
+            do { try connection.send(wire) } catch {
+                serverClosed = true
+                sent = false
+            }
+            if sent, awaitReply() != nil { return true }
+            guard serverClosed, !client.ended else { return false }
+            if sent && !sawBye {
+                print(renderer.style.dim("(the reply to \"\(line)\" was lost with the connection; it may or may not have run)"))
+                return true  // the loop resumes the session before the next prompt
+            }
+            guard resume() else { return false }
+            serverClosed = false
+            print(renderer.style.dim("(\"\(line)\" had not run: sent again)"))
+        }
+        return true
     }
 
     /// The connection dropped: reconnect with backoff and attach to the same session
@@ -293,6 +308,7 @@ public final class InteractiveREPL {
     private func handle(_ line: String) -> JSON? {
         let message = try? JSON.parse(line)
         if let message { client.observe(message) }
+        if message?["type"] == "bye" { sawBye = true }
         show(line, message)
         return message
     }

@@ -88,6 +88,16 @@ import ViewlineTestSupport
         return (client, try #require(try client.next()["token"]?.stringValue))
     }
 
+    /// What `client` reads until its `bye` (within 10 s: a node that woke up renews first).
+    func readUntilBye(_ client: LineClient) -> [JSON] {
+        do {
+            return try client.read(until: { $0.type == "bye" }, timeout: .seconds(10))
+        } catch {
+            Issue.record("\(error)")
+            return []
+        }
+    }
+
     @Test func attachOnANodeThatDoesNotOwnTheSessionIsRedirectedWhileTheOwnerLives() throws {
         let (_, nodes) = try startCluster(2)
         let (onA, token) = try open(nodes[0])
@@ -151,14 +161,36 @@ import ViewlineTestSupport
         nodes[0].signal(SIGCONT)
         // A wakes up as its search finishes: without a lease it shows nothing, and once
         // it renewed it lets the session go. Its client never sees the late results.
-        var seen: [JSON] = []
-        do {
-            seen = try onA.read(until: { $0.type == "bye" }, timeout: .seconds(10))
-        } catch {
-            Issue.record("\(error)")
-        }
+        let seen = readUntilBye(onA)
         #expect(seen.last?["code"] == "moved", "\(seen.map(\.encoded))")
         #expect(!seen.contains { $0["view"] == "search" && $0["state"]?["loading"] == false }, "\(seen.map(\.encoded))")
+    }
+
+    @Test func aNodePausedMidSaveWakesUpAndWritesNothing() throws {
+        // The remote store answers in 1 s: node A is paused while its save waits on it,
+        // past its lease, and node B restores the session and saves the draft itself.
+        let (_, nodes) = try startCluster(2, ["--node-timeout", "1", "--backend-latency", "1000"])
+        let (onA, token) = try open(nodes[0])
+        #expect(try onA.command("login alice wonderland").isOK)
+        #expect(try onA.command("draft saved once").isOK)
+        #expect(try onA.command("save")["result"]?["accepted"] == true)
+        usleep(300_000)  // the record is written in the next batch
+        nodes[0].signal(SIGSTOP)
+        usleep(2_000_000)
+        let onB = try connect(nodes[1])
+        #expect(try onB.command("attach \(token)")["result"]?["snapshot"] == true)
+        _ = try onB.read(until: { $0.type == "alert" })
+        #expect(try onB.command("confirm").isOK)
+        #expect(try onB.command("wait").isOK)
+        // A wakes up as its remote store call returns: the write it goes on to make for
+        // a session it no longer holds is refused, so the draft is saved once.
+        nodes[0].signal(SIGCONT)
+        let seen = readUntilBye(onA)
+        #expect(seen.last?["code"] == "moved", "\(seen.map(\.encoded))")
+        usleep(500_000)
+        let saved = try onB.command("saved")["result"]?["drafts"]
+        #expect(saved?.arrayValue?.compactMap { $0["text"]?.stringValue } == ["saved once"], "\(saved?.encoded ?? "")")
+        #expect(nodes[0].process.isRunning, "node A must survive its pause")
     }
 
     @Test func aSessionWhoseNodeWasKilledIsRestoredFromItsRecordWhereTheClientAttaches() throws {

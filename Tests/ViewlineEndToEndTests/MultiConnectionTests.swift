@@ -148,4 +148,25 @@ import ViewlineTestSupport
         #expect(replayed.type == "dismiss" && replayed["id"] == alert["id"])
         #expect(try next.command("confirm").errorCode == "no_alert")
     }
+
+    @Test func aCommandStillRunningWhenTheSessionEndsIsAnsweredBeforeTheBye() throws {
+        // `saved` waits 1 s on the remote store; meanwhile another connection quits.
+        let server = try startServer(["--backend-latency", "1000"])
+        let (a, token) = try open(server)
+        #expect(try a.command("login alice wonderland").isOK)
+        let b = try connect(server)
+        #expect(try b.command("attach \(token)").isOK)
+        try a.send(#"{"id":41,"cmd":"saved"}"#)
+        try a.send(#"{"id":42,"cmd":"ping"}"#)  // waits behind `saved`: never runs
+        usleep(300_000)
+        #expect(try b.command("quit").isOK)
+        // Every line the server began is answered before the `bye`, so a client knows a
+        // line with no reply by then never ran (PROTOCOL §4).
+        let seen = try a.read(until: { $0.type == "bye" })
+        let replies = seen.filter { $0.type == "reply" }
+        #expect(replies.compactMap { $0["re"]?.intValue } == [41], "\(seen.map(\.encoded))")
+        #expect(replies.first?.errorCode == "unavailable")
+        #expect(seen.last?["code"] == "ended")
+        #expect(try a.isClosedByPeer())
+    }
 }

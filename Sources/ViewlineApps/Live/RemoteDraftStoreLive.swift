@@ -20,6 +20,7 @@ public struct RemoteDraftStoreLive: RemoteDraftStore {
     }
 
     public func saved(user: String) async throws -> [SavedDraft] {
-        try await store.savedDrafts(user: user)
+        if latency > .zero { try await Task.sleep(for: latency) }
+        return try await store.savedDrafts(user: user)
     }
 }

@@ -44,6 +44,9 @@ public final class Cluster: Sendable {
         var renewedAt: ContinuousClock.Instant?
         /// Set after a lapse until the sessions lost meanwhile are closed.
         var reconciling = false
+        /// Lapses noticed other than by a renewal (a fenced write): a renewal that
+        /// began before one does not end the reconciling it calls for.
+        var lapsesNoticed = 0
         /// Left the cluster: never serves again.
         var left = false
     }
@@ -179,19 +182,34 @@ public final class Cluster: Sendable {
             lease.withLock { $0.reconciling = true }
             if !lapsed { logger.warning("this node's lease lapsed by the database's clock; checking its sessions") }
         }
-        let reconciled = lapsed || lease.withLock({ $0.reconciling })
+        let (reconciled, noticed) = lease.withLock { (lapsed || $0.reconciling, $0.lapsesNoticed) }
         if reconciled {
             try await closeLostSessions()
         }
         lease.withLock { lease in
             lease.renewedAt = sent
-            lease.reconciling = false
+            // A write fenced off while this renewal ran: the next one reconciles again.
+            if lease.lapsesNoticed == noticed { lease.reconciling = false }
         }
         if reconciled, let sessions = registry.withLock({ $0.sessions }) {
             // Sessions that withheld output while the lease was not valid (kept: the
             // lost ones are closed) show their state again.
             for session in sessions.all { await session.leaseRestored() }
         }
+    }
+
+    /// A store refused a write made for `session` (``SessionFence``): by the database's
+    /// clock this node's lease had lapsed, or another node owns the session. Like any
+    /// lapse, the node speaks for no session until its next renewal has closed those
+    /// another node claimed.
+    func writeFenced(session: String) {
+        lease.withLock { lease in
+            lease.reconciling = true
+            lease.lapsesNoticed &+= 1
+        }
+        logger.warning("the database refused a write for a session this node may no longer hold; checking its sessions", metadata: [
+            "record": "\(session)"
+        ])
     }
 
     /// Closes every held session whose record another node claimed while this node

@@ -169,6 +169,7 @@ extension Session {
         let before = connections.count
         var ended = 0
         for (number, connection) in connections where number != kept {
+            answerUnfinished(number, on: connection)
             connection.send(.bye(.revoked))
             connection.close()
             connections[number] = nil

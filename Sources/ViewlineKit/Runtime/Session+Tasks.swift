@@ -15,7 +15,8 @@ extension Session {
     }
 
     private func execute(_ slot: TaskSlot, _ generation: Int, _ body: @Sendable (isolated Session) async -> Void) async {
-        await body(self)
+        // In a cluster, every store write the work makes is fenced by this session's lease.
+        await SessionFence.$current.withValue(fence) { await body(self) }
         runningWork -= 1
         if tasks[slot]?.generation == generation { tasks[slot] = nil }
         checkSettled()

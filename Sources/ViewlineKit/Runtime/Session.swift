@@ -157,14 +157,24 @@ public actor Session {
 
     /// Commands of this session started and not yet replied to (a drain waits for them).
     public internal(set) var commandsRunning = 0
+    /// The id of each connection's awaiting command (a connection runs one at a time):
+    /// a connection is never told `bye` before the reply to a command that began, so a
+    /// client may send again, on its resumed connection, any line not answered before
+    /// a `bye` (PROTOCOL §4).
+    var awaiting: [Int: JSON] = [:]
 
     /// Runs one command from `connection` and sends it the reply, then every
     /// attached connection the events the command caused.
     public func handle(_ request: Request, from connection: Int = 0) async -> Outcome {
+        // A line that reached a session that ended meanwhile never runs (its connection
+        // was told `bye`, which no reply follows).
+        guard !closed else { return .keepOpen }
         if request.name == "wait" {
             // `wait` lets events flow while it waits: holding them would defeat its purpose.
             let timeout = request.arguments.int("timeout") ?? 10_000
+            awaiting[connection] = request.id
             let settled = await waitUntilSettled(timeout: .milliseconds(timeout))
+            guard awaiting.removeValue(forKey: connection) != nil else { return .keepOpen }  // answered at a `bye`
             reply(to: connection, .reply(re: request.id, result: settled
                 ? .success(["settled": true])
                 : .failure(ProtocolError(.timeout, "background work still running after \(timeout) ms"))))
@@ -173,16 +183,42 @@ public actor Session {
         if let outcome = handleNow(request, from: connection) { return outcome }
         let started = starting(connection)
         defer { commandsRunning -= 1 }
+        awaiting[connection] = request.id
         let reply: Reply
         do {
             let command = try runnable(request)
             reply = .result(try await Self.$commandConnection.withValue(connection) {
-                try await command.perform(self, request.arguments)
+                try await SessionFence.$current.withValue(fence) {
+                    try await command.perform(self, request.arguments)
+                }
             })
         } catch {
             reply = .failure(protocolError(error, running: request.name))
         }
+        guard awaiting.removeValue(forKey: connection) != nil || closed else {
+            // Answered already (`unfinished`), just before a `bye` to its connection.
+            _ = held.end(connection)
+            return .keepOpen
+        }
         return finished(request, reply, started: started, from: connection)
+    }
+
+    /// What a command still running gets just before its connection is told `bye`.
+    static let unfinished = ProtocolError(
+        .unavailable, "the session closed before this command finished; it may or may not have run")
+
+    /// Answers `number`'s awaiting command (``unfinished``), if it has one: its
+    /// connection is about to be told `bye`.
+    func answerUnfinished(_ number: Int, on connection: SessionConnection, with error: ProtocolError = Session.unfinished) {
+        guard let re = awaiting.removeValue(forKey: number) else { return }
+        connection.send(.reply(re: re, result: .failure(error)))
+    }
+
+    /// Answers every command still running (a shutdown whose drain timed out), so each
+    /// connection's `bye` follows the reply to every line it began.
+    public func answerUnfinishedCommands(_ error: ProtocolError) {
+        guard !closed else { return }
+        for (number, connection) in connections { answerUnfinished(number, on: connection, with: error) }
     }
 
     /// Runs a command whose work never suspends, all of it before returning (the
@@ -298,10 +334,12 @@ public actor Session {
         guard !closed else { return }
         application.metrics?.sessionsEnded.increment()
         for (number, connection) in connections where number != kept {
+            answerUnfinished(number, on: connection)
             connection.send(.bye(bye))
             connection.close()
         }
         connections = [:]
+        awaiting = [:]
         held.removeAll()
         log.removeAll()
         closed = true
@@ -322,6 +360,14 @@ public actor Session {
     private func reply(to connection: Int, _ message: ServerMessage) {
         guard !closed else { return }
         connections[connection]?.send(message)
+    }
+
+    /// What a store checks before writing for this session: set while its commands
+    /// and background work run, in a cluster only.
+    nonisolated var fence: SessionFence? {
+        application.cluster.map {
+            SessionFence(session: String(decoding: token.utf8.prefix(SessionRegistry.lookupLength), as: UTF8.self), cluster: $0)
+        }
     }
 
     /// Whether this node may speak for the session now: always on a single node; in a

@@ -17,6 +17,8 @@ final class OutboundLines: Sendable {
     private let state = Mutex<(pending: ByteBuffer?, scheduled: Bool)>((nil, false))
     private let logger: Logger
     private let metrics: ServerMetrics?
+    /// Set at shutdown, before the `bye`: no line read from now on runs.
+    private let inputStopped = Atomic<Bool>(false)
 
     init(channel: any Channel, logger: Logger, metrics: ServerMetrics? = nil) {
         self.channel = channel
@@ -66,9 +68,16 @@ final class OutboundLines: Sendable {
         }
     }
 
-    /// Whether the connection can still take output: open, and its backlog under
-    /// the limit. A pump stops running a connection's lines once this is false.
-    var isOpen: Bool { channel.isActive }
+    /// Whether the connection can still take output and run what it reads: open, its
+    /// backlog under the limit, and not shutting down. A pump stops running a
+    /// connection's lines once this is false.
+    var isOpen: Bool { channel.isActive && !inputStopped.load(ordering: .relaxed) }
+
+    /// A shutdown is about to say `bye`: nothing the connection reads from now on runs
+    /// (output still goes out), so no reply can follow the `bye`.
+    func stopRunningInput() {
+        inputStopped.store(true, ordering: .relaxed)
+    }
 
     /// Writes everything queued so far and waits until it is handed to the socket.
     func drain() async throws {

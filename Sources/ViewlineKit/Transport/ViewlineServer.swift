@@ -181,6 +181,11 @@ public final class ViewlineServer: Sendable {
         // Draining (`/readyz` already says 503): commands already running finish,
         // within the drain timeout, before anyone is told `bye`.
         await drain(within: configuration.drainTimeout)
+        // From here no line read runs, and a command still running (the drain ran out,
+        // or it began just after the drain) gets its reply before its connection's `bye`:
+        // a client sends again, on its resumed connection, whatever had no reply (PROTOCOL §4).
+        for (_, outbound) in registry.connections { outbound.stopRunningInput() }
+        for session in application.sessions.all { await session.answerUnfinishedCommands(Self.shutDownMidCommand) }
         // Records written and the node gone from the cluster before the `bye`s: a
         // client that attaches to another node right away finds its session there.
         await application.cluster?.leave()
@@ -204,7 +209,9 @@ public final class ViewlineServer: Sendable {
 
     /// Waits until every connection has run what it received (nothing queued or
     /// running) and no session runs a command, or `limit` passes.
-    private func drain(within limit: Duration) async {
+    /// Returns whether it drained in time.
+    @discardableResult
+    private func drain(within limit: Duration) async -> Bool {
         let deadline = ContinuousClock.now + limit
         while ContinuousClock.now < deadline {
             var busy = !registry.allIdle
@@ -214,11 +221,16 @@ public final class ViewlineServer: Sendable {
                     break
                 }
             }
-            if !busy { return }
+            if !busy { return true }
             try? await Task.sleep(for: .milliseconds(20))
         }
         logger.warning("drain timed out with commands still running", metadata: ["drain-seconds": "\(limit)"])
+        return false
     }
+
+    /// What a command still running when the drain timed out answers.
+    static let shutDownMidCommand = ProtocolError(
+        .unavailable, "the server shut down before this command finished; it may or may not have run")
 
     /// How long a connection has to take its `bye` at shutdown before it is closed anyway.
     static let byeTimeout = TimeAmount.seconds(2)

@@ -172,10 +172,17 @@ export class Client extends EventEmitter {
     socket.on('error', (error) => this.emit('socketError', error));
     socket.on('close', () => {
       if (socket !== this.#socket || this.welcome === null) return;  // an old connection, or the first never started
-      for (const pending of this.#pending.values()) {
+      // A server answers every command it began before it says `bye` (PROTOCOL §4): after
+      // one that leaves the session alive, a command still pending never ran and goes
+      // out again on the resumed connection. Without a `bye`, it may or may not have run.
+      const resend = this.bye !== null && !this.#ended && this.#options.reconnect;
+      for (const pending of [...this.#pending.values()]) {
+        if (resend && !pending.internal) {
+          pending.resend = true;
+          continue;
+        }
         pending.reject(new ConnectionClosedError('the connection closed before the reply; the command may or may not have run', { bye: this.bye, sessionEnded: this.#ended && this.bye !== null }));
       }
-      this.#pending.clear();
       if (this.#options.reconnect && !this.#ended) {
         this.#resumeTask ??= this.#resume().finally(() => { this.#resumeTask = null; });
         return;
@@ -244,6 +251,11 @@ export class Client extends EventEmitter {
         this.resumed += 1;
         this.bye = null;
         this.#gate = null;
+        for (const pending of this.#pending.values()) {
+          if (!pending.resend) continue;
+          pending.resend = false;
+          this.#socket.write(pending.text);  // never ran: sent again, in the order first sent
+        }
         this.emit('resumed');
         return;
       } catch (error) {
@@ -386,12 +398,13 @@ export class Client extends EventEmitter {
         this.#pending.delete(id);
         settle(value);
       };
-      this.#pending.set(id, { resolve: (v) => finish(resolve, v), reject: (e) => finish(reject, e) });
+      const text = JSON.stringify(line) + '\n';
+      this.#pending.set(id, { resolve: (v) => finish(resolve, v), reject: (e) => finish(reject, e), text, internal, resend: false });
       if (timeout !== Infinity && timeout != null) {
         timer = setTimeout(() => finish(reject, new ClientTimeoutError(`the reply to ${cmd.split(' ')[0]}`)), timeout);
       }
       signal?.addEventListener('abort', onAbort, { once: true });
-      this.#socket.write(JSON.stringify(line) + '\n');
+      this.#socket.write(text);
     }).then((result) => {
       // `end-others` gives the session a new token: the one to resume with from now on.
       const name = args === null ? cmd.trim().split(' ')[0] : cmd;

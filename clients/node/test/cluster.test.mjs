@@ -100,6 +100,29 @@ describe('a rolling restart', () => {
     await vl.close();
     servers.push(...nodes);
   });
+
+  test('a command a shutdown left unanswered never ran, and goes again to the next node', async (t) => {
+    if (!postgres) return t.skip('PostgreSQL is not installed');
+    // Node A's drain (1 s) runs out while `saved` waits 3 s on the remote store: `saved` is
+    // answered (`unavailable`) before the `bye`; `state session`, sent behind it, never ran
+    // on A, so the client sends it again on node B (PROTOCOL §4).
+    const url = postgres.newDatabase();
+    const ports = [await freePort(), await freePort()];
+    const start = (port) => startServer(['--postgres', url, '--node-timeout', '1', '--drain-seconds', '1', '--backend-latency', '3000', '--port', String(port)]);
+    const nodes = [await start(ports[0]), await start(ports[1])];
+    servers.push(...nodes);
+    const vl = await Client.connect({ port: ports[0], reconnect: true, nodes: [`127.0.0.1:${ports[1]}`], timeout: 20_000 });
+    await vl.command('login alice wonderland');
+    const saved = vl.command('saved').then(() => null, (error) => error);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const state = vl.command('state session');
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    await nodes[0].stop();
+    assert.equal((await saved)?.code, 'unavailable');
+    assert.deepEqual((await state).state, { user: 'alice', loggedIn: true });
+    assert.equal(vl.resumed, 1);
+    await vl.close();
+  });
 });
 
 async function freePort() {

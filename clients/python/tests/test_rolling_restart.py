@@ -7,7 +7,9 @@ from __future__ import annotations
 import asyncio
 import socket
 
-from viewline import AsyncClient, Client
+import pytest
+
+from viewline import AsyncClient, Client, ViewlineError
 
 
 def free_port() -> int:
@@ -17,14 +19,15 @@ def free_port() -> int:
 
 
 class Cluster:
-    def __init__(self, make_server, postgres) -> None:
+    def __init__(self, make_server, postgres, *arguments: str) -> None:
         self.make_server = make_server
+        self.arguments = arguments
         self.url = postgres.new_database()
         self.ports = [free_port(), free_port()]
         self.nodes = [self.start(port) for port in self.ports]
 
     def start(self, port: int):
-        return self.make_server("--postgres", self.url, "--node-timeout", "1", "--drain-seconds", "1", "--port", str(port))
+        return self.make_server("--postgres", self.url, "--node-timeout", "1", "--drain-seconds", "1", "--port", str(port), *self.arguments)
 
     def stop(self, index: int) -> None:
         """SIGTERM node ``index`` and wait for its clean exit."""
@@ -87,5 +90,29 @@ def test_an_asyncio_client_carries_on_through_a_rolling_restart(make_server, pos
                 assert (await vl.command("state search"))["state"]["query"] == "pizza"
                 assert vl.resumed == index + 1 and vl.token == token
                 await loop.run_in_executor(None, cluster.restart, index)
+
+    asyncio.run(scenario())
+
+
+def test_a_command_a_shutdown_left_unanswered_never_ran_and_goes_again_to_the_next_node(make_server, postgres):
+    # Node A's drain (1 s) runs out while `saved` waits 3 s on the remote store: `saved`
+    # is answered (`unavailable`) before the `bye`; `state session`, pipelined behind it,
+    # never ran on A, so the client sends it again on node B, where it simply works.
+    cluster = Cluster(make_server, postgres, "--backend-latency", "3000")
+    a, b = cluster.ports
+
+    async def scenario() -> None:
+        async with AsyncClient.connect(port=a, reconnect=True, nodes=[f"127.0.0.1:{b}"], timeout=20) as vl:
+            await vl.command("login alice wonderland")
+            saved = asyncio.create_task(vl.command("saved"))
+            await asyncio.sleep(0.3)
+            state = asyncio.create_task(vl.command("state session"))
+            await asyncio.sleep(0.3)
+            await asyncio.get_running_loop().run_in_executor(None, cluster.stop, 0)
+            with pytest.raises(ViewlineError) as error:
+                await saved
+            assert error.value.code == "unavailable"
+            assert (await state)["state"] == {"user": "alice", "loggedIn": True}
+            assert vl.resumed == 1
 
     asyncio.run(scenario())

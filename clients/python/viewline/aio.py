@@ -104,6 +104,8 @@ class AsyncClient:
         self._reader: Optional[asyncio.StreamReader] = None
         self._writer: Optional[asyncio.StreamWriter] = None
         self._pending: Dict[Any, "asyncio.Future[Message]"] = {}
+        #: The line of each pending command: sent again after a ``bye`` it was not answered before.
+        self._lines: Dict[Any, bytes] = {}
         self._stream: Optional[_EventStream] = None
         self._subscribers: Set[_EventStream] = set()
         self._next_id = 0
@@ -243,8 +245,10 @@ class AsyncClient:
         request_id = self._next_id
         future: "asyncio.Future[Message]" = asyncio.get_running_loop().create_future()
         self._pending[request_id] = future
+        line = request.encode(request_id, cmd, args)
+        self._lines[request_id] = line
         try:
-            self._writer.write(request.encode(request_id, cmd, args))
+            self._writer.write(line)
             reply = await asyncio.wait_for(future, self._timeout if timeout is None else timeout)
         except asyncio.TimeoutError:
             raise Timeout(f"the reply to {cmd.split(' ', 1)[0]}") from None
@@ -252,6 +256,7 @@ class AsyncClient:
             raise ConnectionClosed() from None
         finally:
             self._pending.pop(request_id, None)
+            self._lines.pop(request_id, None)
         result = request.result_of(reply)
         self.token = request.new_token(cmd, args, result) or self.token
         return result
@@ -492,11 +497,15 @@ class AsyncClient:
         """Reconnect with backoff and attach to this session from the last rev seen."""
         resuming = self._resuming or asyncio.get_running_loop().create_future()
         self._resuming = resuming
-        # Replies lost with the old connection: those commands may or may not have run.
-        for future in self._pending.values():
-            if not future.done():
-                future.set_exception(ConnectionClosed("the connection dropped before the reply; the command may or may not have run"))
-        self._pending.clear()
+        # A server answers every command it began before it says bye (PROTOCOL §4): after
+        # a bye, the commands still pending never ran and are sent again once resumed.
+        # Replies lost with a connection that dropped without one: those commands may
+        # or may not have run.
+        if self.bye is None:
+            for future in self._pending.values():
+                if not future.done():
+                    future.set_exception(ConnectionClosed("the connection dropped before the reply; the command may or may not have run"))
+            self._pending.clear()
         candidates = [self._address] + [node for node in self._nodes if node != self._address]
         try:
             for attempt in range(self._reconnect_attempts * len(candidates)):
@@ -506,6 +515,10 @@ class AsyncClient:
                 if outcome == "attached":
                     self.resumed += 1
                     self.bye = None
+                    assert self._writer is not None
+                    for request_id, future in list(self._pending.items()):  # in the order they were sent
+                        if not future.done() and request_id in self._lines:
+                            self._writer.write(self._lines[request_id])
                     return True
                 if outcome == "gone":
                     self._ended = True

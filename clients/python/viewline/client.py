@@ -111,9 +111,11 @@ class Client:
         - ``reconnect``: a dropped connection, or a ``bye`` that leaves the session
           alive (a node shutting down or handing the session over), is reopened and
           the session resumed with ``attach`` from the last ``rev`` seen: events
-          missed meanwhile arrive again, nothing twice. A command whose reply was lost
-          raises ``ConnectionClosed`` (it may or may not have run); the client stays
-          usable. ``reconnect_attempts`` rounds over the nodes, waiting
+          missed meanwhile arrive again, nothing twice. A command the server did not
+          answer before a ``bye`` never ran: it is sent again on the resumed
+          connection. A command whose reply was lost with a connection that dropped
+          without a ``bye`` raises ``ConnectionClosed`` (it may or may not have run);
+          the client stays usable. ``reconnect_attempts`` rounds over the nodes, waiting
           ``backoff(round)`` seconds between rounds (exponential with jitter).
         - ``nodes``: the cluster's other nodes (``(host, port)`` or ``"host:port"``),
           tried when this one is gone; ``attach`` follows ``moved`` by itself.
@@ -247,7 +249,7 @@ class Client:
             self._resume()  # the line never left: send it on the resumed connection
             self._sock.sendall(line)
         self._last_io = time.monotonic()
-        result = request.result_of(self._reply_for(request_id, self._timeout if timeout is None else timeout))
+        result = request.result_of(self._reply_for(request_id, self._timeout if timeout is None else timeout, line=line))
         self.token = request.new_token(cmd, args, result) or self.token
         return result
 
@@ -397,8 +399,9 @@ class Client:
             self.dropped_events += 1
         self._events.append(message)
 
-    def _reply_for(self, request_id: Any, timeout: float, resume: bool = True) -> Message:
+    def _reply_for(self, request_id: Any, timeout: float, resume: bool = True, line: Optional[bytes] = None) -> Message:
         deadline = time.monotonic() + timeout
+        resent = 0
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -408,9 +411,16 @@ class Client:
             except ConnectionClosed:
                 if not resume or not self._reconnect or self._ended:
                     raise
-                # The reply is lost with the old connection; the events are not:
-                # the session resumes from the last rev seen.
+                # A server answers every command it began before it says bye
+                # (PROTOCOL §4): no reply before a bye means the command never ran.
+                said_bye = self.bye is not None
+                # The events are not lost: the session resumes from the last rev seen.
                 self._resume()
+                if said_bye and line is not None and resent < self._reconnect_attempts:
+                    resent += 1
+                    self._sock.sendall(line)  # never ran: sent again on the resumed connection
+                    self._last_io = time.monotonic()
+                    continue
                 raise ConnectionClosed("the connection dropped before the reply; the command may or may not have run") from None
             if message.get("type") == "reply":
                 if message.get("re") == request_id:

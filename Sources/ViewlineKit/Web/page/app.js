@@ -23,7 +23,9 @@ let offered = takeOffer();      // a token from an `#attach=` link, until the pe
 let formAttachToken = null;     // the token the attach form sent last
 const views = new Map();        // view name → latest state
 const dirty = new Set();        // views to redraw on the next animation frame
-const pending = new Map();      // command id → label, for the log
+const pending = new Map();      // command id → {label, object}: the log's label, and what was sent
+let unanswered = [];            // commands a `bye` came before the reply of: they never ran, and go again once attached
+let saidBye = false;            // the server said `bye` on this connection
 const history = [];
 let historyIndex = 0;
 
@@ -50,6 +52,16 @@ function connect() {
   };
   socket.onclose = () => {
     socket = null;
+    // Every command the server began was answered before its `bye` (PROTOCOL §4): one
+    // still pending then never ran, and goes again on the resumed connection. Without
+    // a `bye`, a lost reply leaves the command's fate unknown.
+    for (const { label, object } of pending.values()) {
+      if (INTERNAL.has(label)) continue;
+      if (saidBye && !final) unanswered.push({ label, object });
+      else log(`${label}: the connection dropped before the reply; it may or may not have run`, "error");
+    }
+    pending.clear();
+    saidBye = false;
     if (final) return status("disconnected", "disconnected");
     status("reconnecting…", "reconnecting");
     setTimeout(connect, backoff + Math.random() * backoff);
@@ -60,10 +72,13 @@ function connect() {
 function send(object, label) {
   if (!socket || socket.readyState !== WebSocket.OPEN) return log(`not connected: ${label}`, "error");
   const id = nextId++;
-  pending.set(id, label);
+  pending.set(id, { label, object });
   socket.send(JSON.stringify({ id, ...object }));
   return id;
 }
+
+// What the page sends for itself (not a person's command): never sent again.
+const INTERNAL = new Set(["help", "state", "attach", "attach (form)"]);
 
 const SECRET = /password|secret/i;
 let commandTable = new Map();   // name → declaration from help
@@ -102,6 +117,7 @@ function receive(message) {
     case "alert": return showAlert(message);
     case "dismiss": return dismissAlert(message.id);
     case "bye":
+      saidBye = true;
       log(`bye: ${message.reason}`, "error");
       // quit, ended, expired, evicted and revoked end the session for this page; after
       // shutdown or moved it lives on and the page reconnects and attaches (PROTOCOL §4).
@@ -198,7 +214,7 @@ function forget() {
 }
 
 function reply(message) {
-  const label = pending.get(message.re);
+  const label = pending.get(message.re)?.label;
   pending.delete(message.re);
   if (label === "help" && message.ok) {
     helpLoaded = true;
@@ -237,7 +253,12 @@ function reply(message) {
         for (const content of document.querySelectorAll("section.view .content")) content.replaceChildren();
       }
       status("connected", "connected");
-      return log(`attached (rev ${message.result.rev}, ${message.result.replayed} replayed)`);
+      log(`attached (rev ${message.result.rev}, ${message.result.replayed} replayed)`);
+      for (const { label: again, object } of unanswered.splice(0)) {
+        log(`${again}: had not run; sent again`);
+        send(object, again);
+      }
+      return;
     }
     // The session lives on another node that serves a page: follow it there over
     // WebSocket (that node must allow this page's origin: --web-origin).
@@ -255,6 +276,7 @@ function reply(message) {
     }
     // The session is gone (or lives on another node): carry on with this connection's own.
     log(`attach: ${message.error.code}: ${message.error.message}`, "error");
+    for (const { label: dropped } of unanswered.splice(0)) log(`${dropped}: not sent again: the session is gone`, "error");
     forget();
     final = false;
     status("connected", "connected");

@@ -1,0 +1,80 @@
+/// What a store checks before it writes on behalf of a session, in a cluster: the
+/// node must hold the session's lease at that moment by the database's clock, or
+/// the write takes no effect.
+///
+/// The runtime sets ``current`` while a session's command or background work runs
+/// (never on a single node), so view-model code writes as it always does and a store
+/// that shares the cluster's database fences every such write in the statement's own
+/// transaction: a node that was paused mid-`save`, or that lost its lease while a
+/// write was on its way, writes nothing once another node may have claimed the session.
+///
+/// ```swift
+/// // In a store over the cluster's database:
+/// if let fence = SessionFence.current {
+///     guard fence.isHeld, try await databaseSaysNodeOwns(fence.session, fence.node, fence.nodeTimeout) else {
+///         fence.refused()
+///         throw SessionFenced()
+///     }
+/// }
+/// ```
+public struct SessionFence: Sendable {
+    /// The session's record key in the cluster's directory (its token's public part).
+    public let session: String
+    /// The node acting for the session: it must own the record.
+    public let node: String
+    /// The cluster's node timeout: the node's lease is valid while its last renewal is
+    /// younger than this by the database's clock.
+    public let nodeTimeout: Duration
+    private let held: @Sendable () -> Bool
+    private let onRefusal: @Sendable () -> Void
+
+    /// A fence for `session` acting as `node`. The runtime makes one for each session of
+    /// a ``Cluster``; a store's tests make their own.
+    /// - Parameters:
+    ///   - isHeld: whether the node's lease is valid by its own clock.
+    ///   - refused: called when a store refuses a write.
+    public init(
+        session: String, node: String, nodeTimeout: Duration,
+        isHeld: @escaping @Sendable () -> Bool = { true }, refused: @escaping @Sendable () -> Void = {}
+    ) {
+        self.session = session
+        self.node = node
+        self.nodeTimeout = nodeTimeout
+        self.held = isHeld
+        self.onRefusal = refused
+    }
+
+    init(session: String, cluster: Cluster) {
+        self.init(
+            session: session, node: cluster.nodeID, nodeTimeout: cluster.nodeTimeout,
+            isHeld: { cluster.isServing() }, refused: { cluster.writeFenced(session: session) })
+    }
+
+    /// Whether the node's lease is valid by its own clock: a store refuses at once,
+    /// without asking the database, when it is not.
+    public var isHeld: Bool { held() }
+
+    /// The database refused a write: this node may have lost the session (its lease
+    /// lapsed, or another node claimed it). The node stops speaking for every session
+    /// until its next renewal has closed those another node owns.
+    public func refused() {
+        onRefusal()
+    }
+
+    /// The session the current task acts for, in a cluster; `nil` on a single node and
+    /// outside a session's work.
+    @TaskLocal public static var current: SessionFence?
+}
+
+/// A store refused a write made for a session this node no longer holds (or may no
+/// longer hold): the command fails with `unavailable`, and the client attaches again
+/// (another node sends it on with `moved`).
+public struct SessionFenced: ProtocolErrorConvertible, CustomStringConvertible {
+    public init() {}
+
+    public var description: String { "the write was refused: this node does not hold the session's lease" }
+
+    public var protocolError: ProtocolError {
+        ProtocolError(.unavailable, "this node no longer holds this session, so nothing was written; attach again to reach the node that does")
+    }
+}
