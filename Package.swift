@@ -11,6 +11,7 @@ let package = Package(
         .library(name: "ViewlineTesting", targets: ["ViewlineTesting"]),
         .library(name: "ViewlineApps", targets: ["ViewlineApps"]),
         .library(name: "ViewlineProtocol", targets: ["ViewlineProtocol"]),
+        .library(name: "ViewlineClient", targets: ["ViewlineClient"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
@@ -65,6 +66,17 @@ let package = Package(
             // The browser page, compiled into the binary (no files to deploy beside it).
             resources: [
                 .embedInCode("Web/page/index.html"), .embedInCode("Web/page/app.js"), .embedInCode("Web/page/app.css"),
+            ]
+        ),
+        // The Swift client: a session's commands, events and alerts over async/await, and
+        // an @Observable model a SwiftUI view binds to. The protocol module and NIO only.
+        .target(
+            name: "ViewlineClient",
+            dependencies: [
+                "ViewlineProtocol",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ]
         ),
         // Testing view-models without sockets: a test store, a manual clock.
@@ -140,6 +152,7 @@ let package = Package(
             ]
         ),
         .testTarget(name: "ViewlineREPLTests", dependencies: ["ViewlineREPL", "ViewlineProtocol"]),
+        .testTarget(name: "ViewlineClientTests", dependencies: ["ViewlineClient", "ViewlineTestSupport"]),
         .testTarget(
             name: "ViewlineEndToEndTests",
             dependencies: [

@@ -1,0 +1,78 @@
+import Foundation
+import ViewlineProtocol
+
+/// A command failed: the server's error, with its stable code (PROTOCOL §7).
+///
+/// ```swift
+/// do {
+///     try await client.send("saved")
+/// } catch let error as ViewlineError where error.code.rawValue == "login_required" {
+///     try await client.send("login", arguments: ["user": "alice", "password": "wonderland"])
+/// }
+/// ```
+public struct ViewlineError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The error's code: compare with ``ErrorCode``'s constants (`.moved`, `.unavailable`…)
+    /// or an app's own (`ErrorCode(rawValue: "login_required")`).
+    public let code: ErrorCode
+    /// The server's message, for people.
+    public let message: String
+    /// The whole `error` object, with any other fields it has.
+    public let details: JSON
+
+    public init(code: ErrorCode, message: String, details: JSON = .null) {
+        self.code = code
+        self.message = message
+        self.details = details
+    }
+
+    /// From a reply's `error` object.
+    init(_ error: JSON) {
+        self.init(
+            code: ErrorCode(rawValue: error["code"]?.stringValue ?? "internal_error"),
+            message: error["message"]?.stringValue ?? "", details: error)
+    }
+
+    /// How long to wait before trying again (`throttled`, `attach_throttled`,
+    /// `server_busy`), when the server said.
+    public var retryAfter: Duration? {
+        guard let seconds = details["retryAfter"]?.doubleValue else { return nil }
+        return .milliseconds(Int64(seconds * 1000))
+    }
+
+    /// `moved`: where the session lives now.
+    public var address: Endpoint? { details["address"]?.stringValue.flatMap(Endpoint.init) }
+
+    public var description: String { "\(code.rawValue): \(message)" }
+}
+
+/// The connection ended before a command's reply.
+public struct ConnectionClosed: Error, Sendable, CustomStringConvertible {
+    /// What happened, for people.
+    public let message: String
+    /// The server's last `bye`, if it said one.
+    public let bye: Bye?
+    /// The session ended for this client (a final `bye`, or it could not be resumed).
+    public let sessionEnded: Bool
+
+    public var description: String { message }
+}
+
+/// The server could not be reached, or did not welcome the client in time.
+public struct ConnectError: Error, Sendable, CustomStringConvertible {
+    public let endpoint: Endpoint
+    public let underlying: any Error
+
+    public var description: String { "cannot connect to \(endpoint): \(underlying)" }
+}
+
+/// No reply (or event) came within the time allowed.
+public struct Timeout: Error, Sendable, CustomStringConvertible {
+    /// What was waited for.
+    public let what: String
+
+    public init(what: String) {
+        self.what = what
+    }
+
+    public var description: String { "no \(what) within the time allowed" }
+}

@@ -1,0 +1,187 @@
+import Foundation
+import Observation
+import Testing
+import ViewlineClient
+import ViewlineTestSupport
+
+/// The Swift client against a real server (started on port 0 for each test): the
+/// seed flows, typed errors, alerts answered from two clients, decoding into the
+/// app's own types, the Observation model, and a rolling restart of a cluster.
+@Suite struct ViewlineClientTests {
+    /// The app's own type for the search view (the client has no table of views).
+    struct SearchState: Decodable, Equatable {
+        struct Place: Decodable, Equatable {
+            var name: String
+            var rating: Double
+        }
+
+        var query: String
+        var loading: Bool
+        var results: [Place]
+    }
+
+    func server(_ arguments: [String] = []) throws -> ServerProcess {
+        try ServerProcess(["--db", ":memory:", "--demo", "--admin"] + arguments)
+    }
+
+    /// The events of `stream` up to and including the first that matches (within 10 s).
+    func events(
+        _ stream: AsyncStream<ViewlineEvent>, until predicate: @escaping @Sendable (ViewlineEvent) -> Bool
+    ) async throws -> [ViewlineEvent] {
+        try await withThrowingTaskGroup(of: [ViewlineEvent].self) { group in
+            group.addTask {
+                var seen: [ViewlineEvent] = []
+                for await event in stream {
+                    seen.append(event)
+                    if predicate(event) { return seen }
+                }
+                throw Timeout(what: "matching event (the stream ended after \(seen.count): \(seen.suffix(3)))")
+            }
+            group.addTask {
+                try await Task.sleep(for: .seconds(10))
+                throw Timeout(what: "matching event")
+            }
+            defer { group.cancelAll() }
+            return try await group.next()!
+        }
+    }
+
+    static func isDisplay(_ view: String, _ predicate: @escaping @Sendable (JSON) -> Bool = { _ in true }) -> @Sendable (ViewlineEvent) -> Bool {
+        { event in
+            if case .display(view, let state, _) = event { return predicate(state) }
+            return false
+        }
+    }
+
+    @Test func aSearchShowsItsResultsInRevOrderDecodedIntoTheAppsOwnType() async throws {
+        let server = try server(["--backend-latency", "100"])
+        let client = try await ViewlineClient.connect(to: .tcp(port: server.port))
+        let stream = await client.events()
+        let result = try await client.send("search thai")
+        #expect(result == ["accepted": true, "query": "thai"])
+        let seen = try await events(stream, until: Self.isDisplay("search") { $0["loading"] == false })
+        let revs = seen.compactMap { event -> Int? in if case .display(_, _, let rev) = event { rev } else { nil } }
+        #expect(revs == revs.sorted() && Set(revs).count == revs.count, "\(revs)")
+        let search = try await client.state("search", as: SearchState.self)
+        #expect(search.query == "thai" && !search.loading && !search.results.isEmpty)
+        #expect(search.results.map(\.rating) == search.results.map(\.rating).sorted(by: >))
+        #expect(await client.rev == revs.last)
+        await client.close()
+    }
+
+    @Test func errorsCarryTheProtocolsStableCodes() async throws {
+        let server = try server()
+        let client = try await ViewlineClient.connect(to: .tcp(port: server.port))
+        await #expect { try await client.send("saved") } throws: { error in
+            (error as? ViewlineError)?.code.rawValue == "login_required"
+        }
+        await #expect { try await client.send("frobnicate now") } throws: { error in
+            (error as? ViewlineError)?.code == .unknownCommand
+        }
+        await #expect { try await client.send("search", arguments: [:]) } throws: { error in
+            (error as? ViewlineError)?.code == .badArguments
+        }
+        // The client goes on after an error.
+        #expect(try await client.send("ping") == ["pong": true])
+        #expect(try await client.send("login", arguments: ["user": "alice", "password": "wonderland"])["user"] == "alice")
+        await client.close()
+    }
+
+    @Test func aFailingSaveAsksAgainUntilItWorksAndTheOtherClientSeesTheAnswer() async throws {
+        let server = try server()
+        let first = try await ViewlineClient.connect(to: .tcp(port: server.port))
+        let second = try await ViewlineClient.connect(to: .tcp(port: server.port))
+        let attached = try await second.attach(token: await first.token)
+        #expect(attached["snapshot"] == true)
+        let firstEvents = await first.events()
+        let secondEvents = await second.events()
+        try await first.send("login alice wonderland")
+        try await first.send("draft meeting notes")
+        try await first.send("fault save 1 disk full")
+        try await first.send("save")
+        let asked = try await events(secondEvents) { if case .alert = $0 { true } else { false } }
+        guard case .alert(let alert) = asked.last else { return #expect(Bool(false)) }
+        #expect(alert.title == "Error" && alert.message.contains("disk full"))
+        #expect(alert.actions.map(\.role) == ["confirm", "cancel"])
+        // Answered on the second client: the first sees it dismissed, and the save goes through.
+        try await alert.confirm()
+        let dismissed = try await events(firstEvents) { if case .dismiss(alert.id, _) = $0 { true } else { false } }
+        #expect(dismissed.contains { if case .alert(let shown) = $0 { shown.id == alert.id } else { false } })
+        _ = try await events(firstEvents, until: Self.isDisplay("draft") { $0["pending"] == false && $0["saving"] == false })
+        #expect(await first.presentedAlert == nil)
+        #expect(try await first.send("saved")["drafts"]?.arrayValue?.first?["text"] == "meeting notes")
+        await first.close()
+        await second.close()
+    }
+
+    @Test(.timeLimit(.minutes(1))) @MainActor func theModelPublishesEveryDisplayInOrder() async throws {
+        let server = try server(["--backend-latency", "100"])
+        let client = try await ViewlineClient.connect(to: .tcp(port: server.port))
+        let model = await ViewlineModel(client: client)
+        #expect(model.connection == .connected)
+        try await model.send("search pizza")
+        // Each display of the search view is one observed change, seen in rev order.
+        var revs: [Int] = []
+        while model.decoded("search", as: SearchState.self)?.loading != false {
+            await withCheckedContinuation { continuation in
+                withObservationTracking {
+                    _ = model.views["search"]
+                } onChange: {
+                    continuation.resume()
+                }
+            }
+            await Task.yield()
+            revs.append(model.rev)
+        }
+        let search = try #require(model.decoded("search", as: SearchState.self))
+        #expect(search.query == "pizza" && !search.results.isEmpty)
+        #expect(revs.count >= 1 && revs == revs.sorted() && Set(revs).count == revs.count, "\(revs)")
+        #expect(model.rev == (await client.rev))
+        await client.close()
+    }
+
+    @Test func aRollingRestartOfAClusterKeepsTheSession() async throws {
+        let postgres = PostgresServer.shared
+        let url = postgres.url(database: try postgres.createDatabase())
+        let ports = (0..<2).map { _ in freePort() }
+        func start(_ index: Int) throws -> ServerProcess {
+            try ServerProcess([
+                "--postgres", url, "--demo", "--node-timeout", "1", "--drain-seconds", "1", "--port", String(ports[index]),
+            ])
+        }
+        var nodes = [try start(0), try start(1)]
+        let client = try await ViewlineClient.connect(
+            to: .tcp(port: ports[0]), options: .init(timeout: .seconds(20), nodes: [.tcp(port: ports[1])]))
+        let stream = await client.events()
+        try await client.send("login alice wonderland")
+        try await client.send("search golden")
+        _ = try await events(stream, until: Self.isDisplay("search") { $0["loading"] == false })
+        let (session, token) = (await client.session, await client.token)
+        for index in [0, 1] {  // the client is on this node now
+            nodes[index].signal(SIGTERM)
+            _ = try nodes[index].waitForExit(timeout: .seconds(20))
+            let seen = try await events(stream) { $0 == .connection(.connected) }
+            #expect(seen.contains { if case .bye(let bye) = $0 { bye.code == .shutdown } else { false } })
+            #expect(try await client.send("state session")["state"] == ["user": "alice", "loggedIn": true])
+            #expect(try await client.send("state search")["state"]?["query"] == "golden")
+            #expect(await client.resumed == index + 1)
+            #expect(await client.session == session)
+            #expect(await client.token == token)
+            nodes[index] = try start(index)
+        }
+        await client.close()
+        for node in nodes { node.signal(SIGTERM) }
+    }
+
+    func freePort() -> Int {
+        let probe = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(probe) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(probe, $0, length) } }
+        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(probe, $0, &length) } }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+}
