@@ -43,6 +43,9 @@ public actor ViewlineClient {
         }
         /// Events kept for a reader that falls behind (the oldest go first).
         public var eventBuffer = 1024
+        /// After this much silence from the server, a `ping`; no answer within
+        /// ``timeout`` counts as a dead connection, which is resumed (`nil`: only TCP keepalive).
+        public var pingInterval: Duration? = .seconds(30)
 
         public init(
             tls: TLS? = nil, timeout: Duration = .seconds(10), reconnect: Bool = true, nodes: [Endpoint] = []
@@ -97,6 +100,9 @@ public actor ViewlineClient {
     private var nextSubscriber = 0
     private var welcomeWaiter: CheckedContinuation<JSON, any Error>?
     private var ended = false
+    /// When the server was last heard from.
+    private var heard = ContinuousClock.now
+    private var pinger: Task<Void, Never>?
 
     private struct Pending {
         var line: [UInt8]
@@ -124,6 +130,27 @@ public actor ViewlineClient {
         session = welcome["session"]?.stringValue ?? ""
         token = welcome["token"]?.stringValue ?? ""
         connection = .connected
+        if let interval = options.pingInterval {
+            pinger = Task { [weak self] in
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: interval / 4)
+                    guard let self, await self.keepAlive(after: interval) else { return }
+                }
+            }
+        }
+    }
+
+    /// Pings a connection quiet for `interval`; cuts it when the ping goes unanswered
+    /// (it is resumed). Returns false once the client is closed.
+    private func keepAlive(after interval: Duration) async -> Bool {
+        guard !ended else { return false }
+        guard connection == .connected, ContinuousClock.now - heard >= interval, let current = line else { return true }
+        do {
+            try await send("ping", arguments: [:])
+        } catch is Timeout {
+            if current === line { current.close() }  // dead: the close resumes the session
+        } catch {}
+        return !ended
     }
 
     /// Opens a connection to `target`, makes it the client's, and returns its welcome.
@@ -192,6 +219,44 @@ public actor ViewlineClient {
         var arguments: JSONObject = [:]
         if let id = (alert ?? presentedAlert)?.id { arguments["alert"] = .string(id) }
         return try await send("cancel", arguments: arguments)
+    }
+
+    /// Waits until the session runs no background work (the `wait` command); returns
+    /// whether it settled within `timeout`.
+    @discardableResult
+    public func settle(timeout: Duration = .seconds(10)) async throws -> Bool {
+        let milliseconds = timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000
+        do {
+            try await send("wait", arguments: ["timeout": .int(Int(milliseconds))], timeout: timeout + .seconds(5))
+            return true
+        } catch let error as ViewlineError where error.code == .timeout {
+            return false
+        }
+    }
+
+    /// The state of `view` once it matches `predicate`: at once if its latest state
+    /// does, otherwise at the first display that does.
+    @discardableResult
+    public func waitForDisplay(
+        _ view: String, timeout: Duration? = nil, where predicate: @escaping @Sendable (JSON) -> Bool = { _ in true }
+    ) async throws -> JSON {
+        if let state = views[view], predicate(state) { return state }
+        let stream = events()
+        let limit = timeout ?? options.timeout
+        return try await withThrowingTaskGroup(of: JSON.self) { group in
+            group.addTask {
+                for await event in stream {
+                    if case .display(view, let state, _) = event, predicate(state) { return state }
+                }
+                throw ConnectionClosed(message: "the session ended before a matching display of \(view)", bye: nil, sessionEnded: true)
+            }
+            group.addTask {
+                try await Task.sleep(for: limit)
+                throw Timeout(what: "display of \(view)")
+            }
+            defer { group.cancelAll() }
+            return try await group.next()!
+        }
     }
 
     /// Ends the session for good (every connection of it is told `bye`).
@@ -269,6 +334,7 @@ public actor ViewlineClient {
 
     private func receive(_ text: [UInt8], on connection: LineConnection) {
         guard connection === line, let message = try? JSON.parse(text) else { return }
+        heard = .now
         let type = message["type"]?.stringValue
         if type != "reply", let rev = message["rev"]?.intValue { self.rev = max(self.rev, rev) }
         switch type {
@@ -377,6 +443,7 @@ public actor ViewlineClient {
 
     private func close(reason: String) {
         ended = true
+        pinger?.cancel()
         line?.close()
         line = nil
         let sessionEnded = bye?.code.isFinal ?? false

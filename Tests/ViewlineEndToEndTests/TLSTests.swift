@@ -5,22 +5,10 @@ import ViewlineTestSupport
 /// The server over TLS with a certificate made at test time (openssl CLI), driven
 /// by the `viewline` client.
 @Suite struct TLSTests {
-    struct CertificateFailure: Error {}
-
     /// A self-signed certificate for 127.0.0.1 and localhost, and its key.
     static func makeCertificate() throws -> (certificate: String, key: String) {
-        let certificate = temporaryPath("cert.pem"), key = temporaryPath("key.pem")
-        let openssl = Process()
-        openssl.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        openssl.arguments = [
-            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", certificate, "-days", "1",
-            "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
-        ]
-        openssl.standardError = FileHandle.nullDevice
-        try openssl.run()
-        openssl.waitUntilExit()
-        guard openssl.terminationStatus == 0 else { throw CertificateFailure() }
-        return (certificate, key)
+        let made = try TestCertificate.make()
+        return (made.certificate, made.key)
     }
 
     /// Runs `viewline` with `arguments` and `input` as its script; returns what it printed.
