@@ -32,6 +32,7 @@ public enum Contacts: ViewModel {
 
     public static let view = "contacts"
     public static let stateSummary = "{items:[{name, phone, address}], syncing}"
+    public static let busyFields = ["syncing"]
     public static func initialState(_ services: Services) -> State { State() }
     public static let backends = [Backend("sync", summary: "the remote contacts source behind `contacts` and `sync`")]
 

@@ -19,6 +19,7 @@ public enum Drafts: ViewModel {
 
     public static let view = "draft"
     public static let stateSummary = "{text, pending, saving}"
+    public static let busyFields = ["saving"]
     public static func initialState(_ services: Services) -> State { State() }
     public static let errors: [ErrorCode] = [.nothingToSave]
     public static let backends = [Backend("save", summary: "the remote store behind `save`")]
@@ -125,7 +126,7 @@ public enum Drafts: ViewModel {
     private static func saveLoop(user: String, in session: isolated Session) async {
         let remote = session.services.remoteStore
         let store = session.services.store
-        while !Task.isCancelled {
+        while true {  // until saved, discarded, or the alert is dismissed (also when replaced)
             guard let draft = try? await store.pendingDraft(user: user) else {
                 session.update(Drafts.self) { $0 = State() }
                 return
@@ -139,7 +140,6 @@ public enum Drafts: ViewModel {
                 return
             } catch {
                 session.update(Drafts.self) { $0.saving = false }
-                if Task.isCancelled || error is CancellationError { return }
                 switch await session.ask(saveFailedAlert(ServiceError.describe(error))) {
                 case .confirmed: continue
                 case .cancelled:

@@ -8,6 +8,7 @@ public enum Playlist: ViewModel {
 
     public static let view = "playlist"
     public static let stateSummary = "{items:[{position, title, artist}], hasMore, loading, step}"
+    public static let busyFields = ["loading"]
     public static func initialState(_ services: Services) -> State { PlaylistFlow() }
     public static let errors: [ErrorCode] = [.nothingPending, .busy]
     public static let backends = [Backend("playlist", summary: "the playlist backend behind `playlist` and `more`")]
@@ -58,7 +59,7 @@ public enum Playlist: ViewModel {
 
     private static func drive(_ first: PlaylistFlow.Action, in session: isolated Session) async {
         var next: PlaylistFlow.Action? = first
-        while let action = next, !Task.isCancelled {
+        while let action = next {
             next = nil
             switch action {
             case .askForLogin:
@@ -67,7 +68,7 @@ public enum Playlist: ViewModel {
                     let outcome = await Account.logIn(user: fields["user"] ?? "", password: fields["password"] ?? "", in: session)
                     if outcome == .success {
                         next = session.update(Playlist.self, display: false) { $0.loginSucceeded() }
-                    } else if !Task.isCancelled {
+                    } else {
                         session.update(Playlist.self) { $0.loginFailed() }
                         session.showAlert(.error(loginFailureMessage(outcome), title: "Login failed"))
                     }
@@ -75,7 +76,7 @@ public enum Playlist: ViewModel {
                     session.update(Playlist.self) { $0.loginCancelled() }
                 case .dismissed:
                     // Logged in some other way while the alert was up: go on.
-                    if !Task.isCancelled && Account.hasValidToken(in: session) {
+                    if Account.hasValidToken(in: session) {
                         next = session.update(Playlist.self, display: false) { $0.loginSucceeded() }
                     }
                 }
@@ -87,10 +88,8 @@ public enum Playlist: ViewModel {
                     let page = try await session.call("playlist") {
                         try await service.page(user: user, offset: offset, limit: PlaylistFlow.pageSize)
                     }
-                    guard !Task.isCancelled else { return }
                     session.update(Playlist.self) { $0.pageLoaded(offset: offset, page) }
                 } catch {
-                    guard !Task.isCancelled, !(error is CancellationError) else { return }
                     session.update(Playlist.self) { $0.pageFailed() }
                     session.showAlert(.error("Could not load the playlist: \(ServiceError.describe(error))"))
                 }

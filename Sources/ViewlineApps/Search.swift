@@ -17,6 +17,7 @@ public enum Search: ViewModel {
 
     public static let view = "search"
     public static let stateSummary = "{query, loading, results:[{name, cuisine, address, lat, lon, rating, price}]}"
+    public static let busyFields = ["loading"]
     public static func initialState(_ services: Services) -> State { State() }
     public static let backends = [Backend("search", summary: "the places backend behind `search`")]
 
@@ -53,14 +54,12 @@ public enum Search: ViewModel {
         let places = session.services.places
         do {
             let results = try await session.call("search") { try await places.search(query) }
-            // A newer search cancelled this one: its results must never show.
-            guard !Task.isCancelled else { return }
+            // A newer search replaced this one: the runtime drops its results.
             session.update(Search.self) {
                 $0.results = results
                 $0.loading = false
             }
         } catch {
-            guard !Task.isCancelled, !(error is CancellationError) else { return }
             session.update(Search.self) { $0.loading = false }
             session.showAlert(.error(ServiceError.describe(error)))
         }

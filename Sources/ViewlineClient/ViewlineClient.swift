@@ -97,6 +97,7 @@ public actor ViewlineClient {
     private var pending: [Int: Pending] = [:]
     private var nextID = 0
     private var subscribers: [Int: AsyncStream<ViewlineEvent>.Continuation] = [:]
+    private var messageSubscribers: [Int: AsyncStream<JSON>.Continuation] = [:]
     private var nextSubscriber = 0
     private var welcomeWaiter: CheckedContinuation<JSON, any Error>?
     private var ended = false
@@ -282,20 +283,34 @@ public actor ViewlineClient {
     /// new one). A reader that falls behind by ``Options/eventBuffer`` loses the
     /// oldest. Ends when the session ends for this client.
     public func events() -> AsyncStream<ViewlineEvent> {
-        let (stream, continuation) = AsyncStream<ViewlineEvent>.makeStream(bufferingPolicy: .bufferingNewest(options.eventBuffer))
+        subscription { subscribers[$0] = $1 }
+    }
+
+    /// Every message from the server from now on, as it came (replies included, with
+    /// the client's own ids): for tools that show the wire, and for protocol tests.
+    /// Bounded like ``events()``.
+    public func messages() -> AsyncStream<JSON> {
+        subscription { messageSubscribers[$0] = $1 }
+    }
+
+    /// A new bounded stream, registered by `add` under a fresh id (finished at once
+    /// when the client is closed).
+    private func subscription<Element>(_ add: (Int, AsyncStream<Element>.Continuation) -> Void) -> AsyncStream<Element> {
+        let (stream, continuation) = AsyncStream<Element>.makeStream(bufferingPolicy: .bufferingNewest(options.eventBuffer))
         if ended {
             continuation.finish()
             return stream
         }
         let id = nextSubscriber
         nextSubscriber += 1
-        subscribers[id] = continuation
+        add(id, continuation)
         continuation.onTermination = { [weak self] _ in Task { await self?.unsubscribe(id) } }
         return stream
     }
 
     private func unsubscribe(_ id: Int) {
         subscribers[id] = nil
+        messageSubscribers[id] = nil
     }
 
     private func request(_ fields: JSONObject, timeout: Duration?, isOwn: Bool = false) async throws -> JSON {
@@ -335,6 +350,7 @@ public actor ViewlineClient {
     private func receive(_ text: [UInt8], on connection: LineConnection) {
         guard connection === line, let message = try? JSON.parse(text) else { return }
         heard = .now
+        for continuation in messageSubscribers.values { continuation.yield(message) }
         let type = message["type"]?.stringValue
         if type != "reply", let rev = message["rev"]?.intValue { self.rev = max(self.rev, rev) }
         switch type {
@@ -456,5 +472,7 @@ public actor ViewlineClient {
         if case .disconnected = connection {} else { setConnection(.disconnected(reason: reason)) }
         for continuation in subscribers.values { continuation.finish() }
         subscribers = [:]
+        for continuation in messageSubscribers.values { continuation.finish() }
+        messageSubscribers = [:]
     }
 }

@@ -6,6 +6,9 @@ public struct EventRenderer: Sendable {
     public var style: TerminalStyle
     /// The terminal's width in columns: `help` wraps its descriptions to it.
     public var width: Int = 80
+    /// The busy flags each view declares (`help`'s `busy`): for those views, only these
+    /// booleans read as work under way; others are guessed from their names.
+    public var busyFields: [String: Set<String>] = [:]
     /// The playlist rows printed so far: a page appended to them prints only the new rows.
     private var shownPlaylist: [JSON] = []
 
@@ -198,7 +201,7 @@ public struct EventRenderer: Sendable {
         case "playlist":
             return renderPlaylist(state, rows: state["items"]?.arrayValue ?? [])
         default:
-            return renderByShape(title: title, state: state)
+            return renderByShape(title: title, state: state, busy: busyFields[view])
         }
     }
 
@@ -206,14 +209,14 @@ public struct EventRenderer: Sendable {
     /// of the app): busy flags (`saving`, `loading`, any `…ing` that is true) as "saving…",
     /// other scalar fields as `name: value`, each list of records as a table whose
     /// columns are the records' keys in order, an empty list as "no items".
-    func renderByShape(title: String, state: JSON) -> String {
+    func renderByShape(title: String, state: JSON, busy declared: Set<String>? = nil) -> String {
         guard let fields = state.objectValue else { return "\(title) \(plain(state))" }
         var head: [String] = []
         var busy: [String] = []
         var tables: [String] = []
         for (name, value) in fields.pairs {
             switch value {
-            case .bool(let flag) where Self.isBusyFlag(name):
+            case .bool(let flag) where declared?.contains(name) ?? Self.isBusyFlag(name):
                 if flag { busy.append("\(name)…") }
             case .array(let items) where items.isEmpty:
                 head.append("no \(name)")

@@ -282,7 +282,14 @@ public final class InteractiveREPL {
         while let line = connection.readLine() {
             guard let message = try? JSON.parse(line) else { continue }
             client.observe(message)
-            if message["type"]?.stringValue == "reply" { return }
+            if message["type"]?.stringValue == "reply" {
+                for view in message["result"]?["views"]?.arrayValue ?? [] {
+                    if let name = view["name"]?.stringValue, let busy = view["busy"]?.arrayValue {
+                        renderer.busyFields[name] = Set(busy.compactMap(\.stringValue))
+                    }
+                }
+                return
+            }
             show(line, message)
         }
     }

@@ -150,6 +150,10 @@ def test_the_save_retry_flow_by_keyboard_alone(page, server: Server):
     wait(page, lambda: "alice" in view(page, "session").text)
     tab_to(page, "draft text").send_keys("Pick up dumplings", Keys.ENTER)
     wait(page, lambda: "Pick up dumplings" in view(page, "draft").text)
+    # `pending` is a fact, not work under way: the draft view declares only `saving` busy.
+    pending = ".//dt[.='pending']/following-sibling::dd[1]"
+    assert view(page, "draft").find_element(By.XPATH, pending).text == "yes"
+    assert not view(page, "draft").find_elements(By.TAG_NAME, "progress")
     save = tab_to(page, "save")
     save.send_keys(Keys.ENTER)
     wait(page, lambda: dialog(page))
@@ -159,7 +163,6 @@ def test_the_save_retry_flow_by_keyboard_alone(page, server: Server):
     wait(page, lambda: dialog(page) is None)
     # Focus is back where it was before the dialog.
     assert page.switch_to.active_element == save
-    pending = ".//dt[.='pending']/following-sibling::dd[1]"
     wait(page, lambda: view(page, "draft").find_element(By.XPATH, pending).text == "no")
 
 

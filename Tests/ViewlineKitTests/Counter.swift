@@ -48,14 +48,13 @@ enum Counter: ViewModel {
             session.run(.add) { session in
                 let adder = session.services.adder
                 do {
+                    // No checks: a replaced add's update and alert are dropped by the runtime.
                     let total = try await session.call("adder") { try await adder.add(amount) }
-                    guard !Task.isCancelled else { return }
                     session.update(Counter.self) {
                         $0.count = total
                         $0.busy = false
                     }
                 } catch {
-                    guard !Task.isCancelled else { return }
                     session.update(Counter.self) { $0.busy = false }
                     session.showAlert(.error(ServiceError.describe(error)))
                 }
@@ -93,6 +92,14 @@ final class FakeAdder: Sendable {
     }
 
     var waiting: [Int] { pending.withLock { $0.map(\.amount) } }
+
+    func fail(_ amount: Int) {
+        let call = pending.withLock { calls -> CheckedContinuation<Int, any Error>? in
+            guard let index = calls.firstIndex(where: { $0.amount == amount }) else { return nil }
+            return calls.remove(at: index).continuation
+        }
+        call?.resume(throwing: ServiceError("adder", "the adder failed"))
+    }
 
     func release(_ amount: Int, total: Int) {
         let call = pending.withLock { calls -> CheckedContinuation<Int, any Error>? in

@@ -102,6 +102,18 @@ import ViewlineTesting
         }
         // The superseded call answers late: nothing of it may show.
         services.adder.release(1, total: 1)
+        // A superseded call that fails late shows neither its state nor its alert.
+        await store.send("add 3", reply: ["accepted": true])
+        await store.receive(Counter.self) { $0.busy = true }
+        await store.send("add 4", reply: ["accepted": true])
+        await store.receive(Counter.self)
+        try await services.adder.waitFor(2)
+        services.adder.fail(3)
+        services.adder.release(4, total: 6)
+        await store.receive(Counter.self) {
+            $0.count = 6
+            $0.busy = false
+        }
         await store.send("cancel", reply: ["alert": "a2", "answer": "cancel", "action": "Keep"])
         await store.receiveDismiss("a2")
         await store.finish()

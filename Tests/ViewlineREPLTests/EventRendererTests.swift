@@ -133,6 +133,14 @@ import ViewlineREPL
         #expect(renderer.render(empty) == "[todos] no items filter: — count: 0")
     }
 
+    @Test func aViewsDeclaredBusyFlagsAreTheOnlyOnesShownAsWorkUnderWay() {
+        // A `pending` draft is a fact, not a spinner, once the view declares `busy: ["saving"]`.
+        let notes: JSON = ["type": "display", "rev": 2, "view": "notes", "state": ["text": "hi", "pending": true, "saving": true]]
+        #expect(renderer.render(notes) == "[notes] text: hi (pending…, saving…)")
+        renderer.renderer.busyFields = ["notes": ["saving"]]
+        #expect(renderer.render(notes) == "[notes] text: hi pending: yes (saving…)")
+    }
+
     @Test func repliesSayWhatHappenedInWords() {
         #expect(renderer.render(reply(["alert": "a2", "answer": "confirm", "action": "Save"])) == "ok chose Save (alert a2)")
         #expect(renderer.render(reply(["alert": "a3", "answer": "cancel", "action": "Discard"])) == "ok cancelled Discard (alert a3)")

@@ -31,6 +31,10 @@ public protocol ViewModel: SendableMetatype {
     static var view: String { get }
     /// The state's shape in one line, for `help` (`{query, loading, results}`).
     static var stateSummary: String { get }
+    /// The state's booleans that are true while work is under way (`loading`,
+    /// `saving`): `help` lists them, and clients show progress for those alone — a
+    /// flag such as a draft's `pending` is a fact, not a spinner.
+    static var busyFields: [String] { get }
     /// The state a new session starts with.
     static func initialState(_ services: Services) -> State
     /// The commands this view-model adds, in the order `help` lists them.
@@ -53,6 +57,8 @@ extension ViewModel {
     public static var errors: [ErrorCode] { [] }
     /// No backends that `fault` can target.
     public static var backends: [Backend] { [] }
+    /// No busy flags declared: clients guess from the field names.
+    public static var busyFields: [String] { [] }
     /// Does nothing when the user changes.
     public static func userChanged(in session: isolated Session, from previous: String?) async {}
     /// Does nothing after a restore.

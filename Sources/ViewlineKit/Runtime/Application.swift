@@ -113,7 +113,11 @@ public final class Application: Sendable {
         helpResult = [
             "commands": .array(commands.all.map(\.json)),
             "services": .array(backends.map { ["name": .string($0.name), "summary": .string($0.summary)] }),
-            "views": .array(views.map { ["name": .string($0.name), "state": .string($0.summary)] } + [[
+            "views": .array(views.map { view -> JSON in
+                var entry: JSONObject = ["name": .string(view.name), "state": .string(view.summary)]
+                if !view.busyFields.isEmpty { entry["busy"] = .array(view.busyFields.map { .string($0) }) }
+                return .object(entry)
+            } + [[
                 "name": .string(Session.connectionsView), "state": "{count}: the session's connections, once more than one", "builtin": true,
             ]]),
             "errors": .array(errors.map { ["code": .string($0.rawValue), "meaning": .string($0.meaning)] }),
@@ -135,6 +139,8 @@ public struct ViewDescription: Sendable {
     public let name: String
     /// The state's shape in one line, for `help`.
     public let summary: String
+    /// The state's busy flags (``ViewModel/busyFields``).
+    public let busyFields: [String]
     let makeState: @Sendable (Services) -> any Sendable
     let encodeState: @Sendable (any Sendable) -> EncodedState
     /// Reads a state back from its wire form, when the state is `Decodable` (a
@@ -146,6 +152,7 @@ public struct ViewDescription: Sendable {
     init<Model: ViewModel>(_ model: Model.Type) {
         name = model.view
         summary = model.stateSummary
+        busyFields = model.busyFields
         var head = Array(#"{"view":"#.utf8)
         JSON.string(model.view).write(into: &head)
         head.append(contentsOf: #","state":"#.utf8)

@@ -47,8 +47,10 @@ extension Session {
         }
     }
 
-    /// Shows an alert nobody waits on (an error with an OK button).
+    /// Shows an alert nobody waits on (an error with an OK button); nothing from
+    /// background work that was replaced or cancelled.
     public func showAlert(_ content: AlertContent) {
+        guard !isStaleWork else { return }
         let id = "a\(nextAlertNumber)"
         nextAlertNumber += 1
         enqueue(PendingAlert(id: id, content: content, continuation: nil))

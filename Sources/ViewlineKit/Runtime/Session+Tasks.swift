@@ -3,8 +3,11 @@
 extension Session {
     /// Runs `body` on this session in the background, cancelling the work already in `slot`.
     ///
-    /// A body that was cancelled must not show its results: check `Task.isCancelled`
-    /// after every `await` that may have let a newer command in.
+    /// The latest wins, without checks in `body`: once its work is replaced (another
+    /// `run` in the slot), cancelled (``cancel(_:)``) or its session ends, what it does
+    /// goes nowhere — ``update(_:display:_:)`` changes a scratch copy and displays
+    /// nothing, ``showAlert(_:)`` shows nothing, ``ask(_:)`` answers `.dismissed` at
+    /// once, and ``call(_:_:)`` throws `CancellationError` before the backend is called.
     public func run(_ slot: TaskSlot, _ body: @escaping @Sendable (isolated Session) async -> Void) {
         tasks[slot]?.task.cancel()
         taskGeneration += 1
@@ -16,7 +19,9 @@ extension Session {
 
     private func execute(_ slot: TaskSlot, _ generation: Int, _ body: @Sendable (isolated Session) async -> Void) async {
         // In a cluster, every store write the work makes is fenced by this session's lease.
-        await SessionFence.$current.withValue(fence) { await body(self) }
+        await Self.$inBackgroundWork.withValue(true) {
+            await SessionFence.$current.withValue(fence) { await body(self) }
+        }
         runningWork -= 1
         if tasks[slot]?.generation == generation { tasks[slot] = nil }
         checkSettled()
@@ -32,8 +37,16 @@ extension Session {
         tasks[slot] != nil
     }
 
-    /// Calls a backend, failing first if `fault` armed a failure for it.
+    /// Set while a ``run(_:_:)`` body runs (and the tasks it starts).
+    @TaskLocal static var inBackgroundWork = false
+
+    /// Background work that was replaced or cancelled: what it shows goes nowhere.
+    var isStaleWork: Bool { Self.inBackgroundWork && Task.isCancelled }
+
+    /// Calls a backend, failing first if `fault` armed a failure for it; work that was
+    /// replaced or cancelled gets `CancellationError` instead (the latest wins).
     public func call<T: Sendable>(_ backend: String, _ operation: () async throws -> T) async throws -> T {
+        try Task.checkCancellation()
         try application.faults.check(backend)
         return try await operation()
     }

@@ -8,11 +8,18 @@ extension Session {
 
     /// Changes a view-model's state and, unless `display` is false, shows the
     /// client the new state (a `display` event with the next `rev`).
+    ///
+    /// From background work that was replaced or cancelled (``run(_:_:)``), the change
+    /// is made to a scratch copy and dropped: the latest work wins.
     @discardableResult
     public func update<Model: ViewModel, Result>(
         _ model: Model.Type, display: Bool = true, _ change: (inout Model.State) throws -> Result
     ) rethrows -> Result {
         let index = application.index(of: model)
+        if isStaleWork {
+            var scratch = states[index] as! Model.State
+            return try change(&scratch)
+        }
         var state = states[index] as! Model.State
         states[index] = 0  // keep the state uniquely referenced while it changes
         defer { states[index] = state }
@@ -22,8 +29,9 @@ extension Session {
         return result
     }
 
-    /// Shows the client a view's current state again.
+    /// Shows the client a view's current state again (not from replaced background work).
     public func display<Model: ViewModel>(_ model: Model.Type) {
+        guard !isStaleWork else { return }
         display(application.index(of: model))
     }
 

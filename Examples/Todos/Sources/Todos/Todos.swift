@@ -15,6 +15,7 @@ public enum Todos: ViewModel {
 
     public static let view = "todos"
     public static let stateSummary = "{items:[{id, title, done}], saving}"
+    public static let busyFields = ["saving"]
     public static func initialState(_ services: Services) -> State { State() }
     public static let backends = [Backend("todo-store", summary: "where the list is saved")]
     public static let errors = [ErrorCode.noSuchTodo]
@@ -64,11 +65,10 @@ public enum Todos: ViewModel {
         session.run(.saveTodos) { session in
             let store = session.services.todoStore
             do {
+                // A newer save replaced this one: the runtime drops what it shows.
                 try await session.call("todo-store") { try await store.save(items) }
-                guard !Task.isCancelled else { return }
                 session.update(Todos.self) { $0.saving = false }
             } catch {
-                guard !Task.isCancelled else { return }
                 session.update(Todos.self) { $0.saving = false }
                 session.showAlert(.error("Saving the list failed: \(ServiceError.describe(error))"))
             }

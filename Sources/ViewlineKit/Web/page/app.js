@@ -4,7 +4,10 @@
 
 const $ = (id) => document.getElementById(id);
 const store = window.sessionStorage;
+// A view that declares its busy flags (help's `busy`) shows progress for those alone;
+// one that declares none gets this guess from the names.
 const BUSY = /^(loading|syncing|saving|busy|pending|refreshing|fetching|working)$|ing$/i;
+const busyFields = new Map();   // view name → Set of its declared busy flags
 // Which `bye` ends the session for this page (PROTOCOL §4; bye.schema.json's lists,
 // which a test compares with these).
 const FINAL_BYE_CODES = ["quit", "ended", "expired", "evicted", "revoked"];
@@ -220,6 +223,7 @@ function reply(message) {
     helpLoaded = true;
     renderCommands(message.result.commands || []);
     for (const view of message.result.views || []) {
+      if (Array.isArray(view.busy)) busyFields.set(view.name, new Set(view.busy));
       if (view.builtin) continue;  // the server's own (connections): shown in the header
       if (!views.has(view.name)) { views.set(view.name, null); dirty.add(view.name); }
     }
@@ -350,12 +354,12 @@ function card(name) {
 function renderView(name) {
   const section = card(name);
   const state = views.get(name);
-  section.querySelector(".content").replaceChildren(renderValue(state));
+  section.querySelector(".content").replaceChildren(renderValue(state, "", busyFields.get(name)));
   // "Load more" only while there is more (a state without `hasMore` always shows it).
   section.querySelector(".paging").hidden = Boolean(state && state.hasMore === false);
 }
 
-function renderValue(value, key = "") {
+function renderValue(value, key = "", busy = null) {
   if (Array.isArray(value)) {
     if (value.length === 0) return text("span", "none", "empty");
     if (value.every((item) => item && typeof item === "object" && !Array.isArray(item))) return table(value);
@@ -372,12 +376,12 @@ function renderValue(value, key = "") {
     for (const [name, item] of Object.entries(value)) {
       list.append(text("dt", name));
       const cell = document.createElement("dd");
-      cell.append(renderValue(item, name));
+      cell.append(renderValue(item, name, busy));
       list.append(cell);
     }
     return list;
   }
-  if (typeof value === "boolean" && BUSY.test(key)) {
+  if (typeof value === "boolean" && (busy ? busy.has(key) : BUSY.test(key))) {
     if (!value) return text("span", "no");
     const busy = document.createElement("span");
     busy.className = "busy";
