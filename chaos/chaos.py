@@ -3,15 +3,23 @@
 
 Three viewline-server nodes share one throwaway PostgreSQL. Client threads drive
 every seed flow (search, drafts with saves and failing saves, contacts with syncs,
-log-in-gated playlist paging, attach/reattach) through raw TCP, recording every
+log-in-gated playlist paging, attach/reattach, quit) through raw TCP, recording every
 acknowledged effect. Meanwhile faults are injected one at a time, at random, every
 kind at least once: SIGKILL a node (and restart it), SIGSTOP a node past the node
 timeout (and SIGCONT it), cut a node off from PostgreSQL (each node reaches the
 database through a TCP proxy this script controls: the link is blackholed, then
-healed), restart PostgreSQL. One node runs with its clock minutes ahead (faketime).
+healed), restart PostgreSQL, SIGTERM a node under the full load (a rolling restart's
+step: it must hand every acknowledged change over). One node runs with its clock
+minutes ahead (faketime).
 
 At the end it checks, and writes a markdown report:
 - every acknowledged draft is saved or still pending in the database (0 lost);
+- each session's history against a model of it: every state read shows the last
+  acknowledged search (or one whose reply was lost), unless a fault that may lose the
+  last moments (kill, pause, cut, database restart; never a SIGTERM) came after it —
+  read at random and right after every resume;
+- every acknowledged `quit` stays quit: no live record of it in the database, and its
+  token attaches on no node;
 - per connection, event revs strictly increase, and an attach delivers a replay or a
   snapshot, never both, and nothing twice;
 - no node served a command for a session after another node claimed it (from the
@@ -389,6 +397,13 @@ class Client(threading.Thread):
         self.failing_since: Optional[float] = None
         self.session_started = 0.0
         self.doing: Tuple[str, float, int] = ("", 0.0, 0)   # last command, when, to which port
+        # The session's history, checked against a model of it: the acknowledged search
+        # queries with when each was acknowledged, and those sent whose reply was lost
+        # (they may or may not have run).
+        self.searches: List[Tuple[str, float]] = []
+        self.in_doubt: set = set()
+        self.history_checks = 0
+        self.quitting: Optional[str] = None
 
     # recording
     def violation(self, text: str) -> None:
@@ -423,6 +438,8 @@ class Client(threading.Thread):
                     reply = connection.command(f"attach {self.token} {self.rev}")
                     if reply["ok"]:
                         self.check_attach(connection, reply["result"])
+                        # A resumed session is where a lost change would show: read it at once.
+                        self.check_history(connection.command("state"))
                         return connection
                     code = reply["error"]["code"]
                     connection.close()
@@ -432,10 +449,10 @@ class Client(threading.Thread):
                         address = (host, int(port))
                         continue
                     if code == "bad_token":
-                        if now() - self.session_started > 5:
+                        if now() - self.session_started > 5 and self.token != self.quitting:
                             self.run_state.lost_sessions += 1
                             self.violation(f"session of {now() - self.session_started:.1f} s lost (bad_token on attach)")
-                        self.token = None
+                        self.new_session()
                         break
                     if code == "unavailable":
                         self.run_state.unavailable += 1
@@ -445,6 +462,53 @@ class Client(threading.Thread):
             self.failure()
             time.sleep(0.1 + self.random.random() * 0.2)
         raise Dropped("run over")
+
+    def new_session(self) -> None:
+        self.token = None
+        self.rev = 0   # a new session's revs start again
+        self.searches, self.in_doubt = [], set()
+
+    def search(self, c: Connection) -> None:
+        query = self.random.choice(['pizza', 'thai', 'ramen', 'tacos', 'sushi', 'curry'])
+        self.in_doubt.add(query)
+        reply = self.expect_ok(c.command(f"search {query}"))
+        if reply["ok"]:
+            self.searches.append((query, now()))
+            self.in_doubt.discard(query)
+
+    def check_history(self, reply: dict) -> None:
+        """A state read against the model: the search query shown is one this session
+        acknowledged (or sent and lost the reply of); and unless a fault that loses
+        the last moments (a kill, a pause, a cut, a database restart) began after the
+        last acknowledgement, it is the last one acknowledged: a clean shutdown
+        (SIGTERM) hands every acknowledged change over."""
+        if not reply["ok"] or not self.searches:
+            return
+        shown = reply["result"]["views"]["search"]["query"]
+        last, acknowledged_at = self.searches[-1]
+        self.history_checks += 1
+        if shown == last or shown in self.in_doubt:
+            return
+        lossy = any(start >= acknowledged_at - 0.5 and not what.startswith("SIGTERM")
+                    for start, _, what in self.run_state.faults + self.run_state.ongoing())
+        if lossy and (shown in {q for q, _ in self.searches} or shown == ""):
+            return
+        self.violation(f"state shows search {shown!r} after {last!r} was acknowledged"
+                       f" {now() - acknowledged_at:.1f} s ago with no fault since that may lose it")
+
+    def quit(self, c: Connection) -> None:
+        """Ends the session; once `quit` is acknowledged its token must never attach
+        again, on any node, whatever crashes after."""
+        token = self.token
+        self.quitting = token   # until its reply: a quit whose reply was lost may have run
+        reply = c.command("quit")
+        if reply["ok"]:
+            self.success()
+            with self.run_state.lock:
+                self.run_state.quit_tokens.append((token, now()))
+        c.close()
+        self.connection = None
+        self.new_session()
 
     def check_attach(self, connection: Connection, result: dict) -> None:
         """Replay or snapshot, never both; replayed events come after the last rev."""
@@ -476,7 +540,7 @@ class Client(threading.Thread):
         c = self.connection
         choice = self.random.random()
         if choice < 0.25:
-            self.expect_ok(c.command(f"search {self.random.choice(['pizza', 'thai', 'ramen', 'tacos', 'sushi', 'curry'])}"))
+            self.search(c)
         elif choice < 0.5:
             self.draft_flow(c)
         elif choice < 0.6:
@@ -489,7 +553,10 @@ class Client(threading.Thread):
                 self.answer_alerts(c)
                 self.expect_ok(c.command("more"), allowed=("busy", "nothing_pending"))
         elif choice < 0.85:
-            self.expect_ok(c.command("state"))
+            self.check_history(self.expect_ok(c.command("state")))
+        elif choice < 0.87 and not self.unsaved:
+            self.quit(c)
+            self.connection = self.connect()
         else:
             # Reattach: drop the connection on purpose and attach again from a random node.
             c.close()
@@ -604,12 +671,18 @@ class Run:
         self.errors: Dict[str, int] = {}
         self.users: set = set()
         self.faults: List[Tuple[float, float, str]] = []   # (start, end, description)
+        self.current: Optional[Tuple[float, float, str]] = None   # the fault under way
+        self.quit_tokens: List[Tuple[str, float]] = []
         self.recoveries: List[Tuple[int, float, float]] = []
 
     def violation(self, text: str) -> None:
         with self.lock:
             self.violations.append(text)
         print(f"VIOLATION {text}", file=sys.stderr, flush=True)
+
+    def ongoing(self) -> List[Tuple[float, float, str]]:
+        with self.lock:
+            return [self.current] if self.current else []
 
     def recovered(self, client: int, since: float, at: float) -> None:
         with self.lock:
@@ -674,7 +747,7 @@ def drive(args, run: Run, rng: random.Random, nodes: List[Node], serve_log: Serv
     for node in nodes:
         node.incarnations[-1].rss_start = node.rss()
 
-    kinds = ["kill", "pause", "partition", "postgres"]
+    kinds = ["kill", "pause", "partition", "postgres", "term"]
     plan = kinds[:]
     rng.shuffle(plan)
     end = started + args.seconds
@@ -698,6 +771,8 @@ def drive(args, run: Run, rng: random.Random, nodes: List[Node], serve_log: Serv
         kind = plan.pop(0) if plan else rng.choice(kinds)
         node = rng.choice(nodes)
         t0 = now()
+        with run.lock:
+            run.current = (t0, float("inf"), "SIGTERM" if kind == "term" else kind)
         if kind == "kill":
             node.kill()
             time.sleep(rng.uniform(0.5, 2.0))
@@ -715,12 +790,21 @@ def drive(args, run: Run, rng: random.Random, nodes: List[Node], serve_log: Serv
             time.sleep(NODE_TIMEOUT + rng.uniform(1.0, 4.0))
             node.link.set_cut(False)
             what = f"cut {node.incarnations[-1].label} off PostgreSQL for {now() - t0:.1f} s"
+        elif kind == "term":
+            # A rolling restart's step under the full load: every acknowledged change
+            # must reach the node that restores the session.
+            label = node.incarnations[-1].label
+            node.stop()
+            node.start()
+            what = f"SIGTERM {label} (clean shutdown), restarted"
         else:
             # Output to nowhere: a server holding this script's pipes would never let go.
             subprocess.run(args.pg_restart, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL, check=True)
             what = "restarted PostgreSQL"
-        run.faults.append((t0, now(), what))
+        with run.lock:
+            run.faults.append((t0, now(), what))
+            run.current = None
         print(f"  {t0 - started:6.1f} s  {what}", flush=True)
         time.sleep(rng.uniform(2.0, 4.0))
     while now() < end:
@@ -748,6 +832,30 @@ def drive(args, run: Run, rng: random.Random, nodes: List[Node], serve_log: Serv
                 if text not in saved.get(user, set()) and pending.get(user) != text:
                     lost += 1
                     run.violation(f"acknowledged draft {text!r} of {user} is neither saved nor pending")
+
+    # Every acknowledged quit stays quit: no record is left for any node to restore it
+    # from, and its token attaches nowhere (a sample is tried on every node; all the
+    # probes come from one address, which the server throttles after a few misses).
+    revived = 0
+    lookups = sorted({token[:16] for token, _ in run.quit_tokens})
+    if lookups:
+        listed = ",".join("'" + lookup + "'" for lookup in lookups if lookup.isalnum())
+        for lookup in psql(args, f"SELECT lookup FROM viewline_sessions WHERE lookup IN ({listed}) AND NOT ended"):
+            revived += 1
+            run.violation(f"the record of a session whose quit was acknowledged is back ({lookup})")
+    probe = Client(-1, nodes, run)   # records nothing of its own: it only attaches
+    for token, _ in run.quit_tokens[:3]:
+        for node in nodes:
+            try:
+                connection = Connection(node.address, probe)
+                reply = connection.command(f"attach {token}")
+                connection.close()
+            except (Dropped, OSError):
+                continue
+            if reply["ok"] or reply["error"]["code"] == "moved":
+                revived += 1
+                run.violation(f"a session whose quit was acknowledged came back on {node.incarnations[-1].label}")
+    history_checks = sum(client.history_checks for client in clients)
 
     if run.stalls:
         run.violation(f"the client load made no progress for 20 s or more, {run.stalls} time(s)")
@@ -785,13 +893,15 @@ def drive(args, run: Run, rng: random.Random, nodes: List[Node], serve_log: Serv
         f"3 nodes (node timeout {NODE_TIMEOUT:.0f} s; node2 runs {args.skew_minutes} min ahead under faketime), "
         f"{args.clients} clients, one throwaway PostgreSQL.",
         "",
-        f"- faults injected: {len(run.faults)} ({', '.join(f'{k} {sum(1 for f in run.faults if f[2].startswith(p))}' for k, p in (('kill', 'SIGKILL'), ('pause', 'SIGSTOP'), ('partition', 'cut'), ('postgres restart', 'restarted')))})",
+        f"- faults injected: {len(run.faults)} ({', '.join(f'{k} {sum(1 for f in run.faults if f[2].startswith(p))}' for k, p in (('kill', 'SIGKILL'), ('pause', 'SIGSTOP'), ('partition', 'cut'), ('postgres restart', 'restarted'), ('clean restart', 'SIGTERM')))})",
         f"- commands acknowledged: {run.successes}; `unavailable` replies: {run.unavailable}; other errors: {json.dumps(run.errors, sort_keys=True)}",
         f"- attach answers other than ok (reattaching during faults): {json.dumps(run.attach_errors, sort_keys=True)}",
         f"- commands acknowledged per minute: {', '.join(str(run.per_minute.get(m, 0)) for m in range(int(args.seconds // 60) + 1))}",
         f"- acknowledged drafts: {acknowledged} (each user's newest 80 checked against the database: {checked}), lost: {lost}",
         f"- commands served after another node claimed the session: {len(served)} (within {TOLERANCE} s of a claim, read order only: {near})",
         f"- sessions lost: {run.lost_sessions}",
+        f"- state reads checked against each session's history of acknowledged searches: {history_checks}",
+        f"- acknowledged quits: {len(run.quit_tokens)}, come back on any node: {revived}",
         f"- node starts that failed (and were retried, as a supervisor would): {sum(n.failed_starts for n in nodes)}",
         "- seconds from a fault's start until its clients work again (the fault's own length included):",
     ] + recovery_lines + [

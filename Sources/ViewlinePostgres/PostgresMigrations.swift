@@ -57,6 +57,9 @@ enum PostgresMigrations {
         (2, ["ALTER TABLE viewline_nodes ADD COLUMN web text NOT NULL DEFAULT ''"]),
         // Settings every node must share (the node timeout): the first node's value.
         (3, ["CREATE TABLE viewline_cluster_settings (name text PRIMARY KEY, value text NOT NULL)"]),
+        // An ended session's record stays as a tombstone (a day), so a batch written
+        // a moment after `quit` deleted it can never bring the session back.
+        (4, ["ALTER TABLE viewline_sessions ADD COLUMN ended boolean NOT NULL DEFAULT false"]),
     ]
 
     static func run(on client: PostgresClient, logger: Logger) async throws {

@@ -73,7 +73,7 @@ public struct PostgresSessionDirectory: SessionDirectory {
                         \(records.map(\.owner))::text[], \(records.map(\.snapshot))::text[]) AS r(l, d, o, s)
             ON CONFLICT (lookup) DO UPDATE SET secret_digest = excluded.secret_digest, snapshot = excluded.snapshot,
                                                updated_at = excluded.updated_at
-            WHERE viewline_sessions.owner = excluded.owner
+            WHERE viewline_sessions.owner = excluded.owner AND NOT viewline_sessions.ended
             RETURNING lookup
             """) { row in try row.decode(String.self) }
         let kept = Set(written)
@@ -81,7 +81,13 @@ public struct PostgresSessionDirectory: SessionDirectory {
     }
 
     public func remove(lookup: String) async throws {
-        try await store.run("DELETE FROM viewline_sessions WHERE lookup = \(lookup)")
+        // A tombstone, not a delete: a batch that took the session's snapshot before
+        // `quit` and writes it after is refused (housekeeping deletes it after a day).
+        try await store.run("""
+            INSERT INTO viewline_sessions (lookup, secret_digest, owner, snapshot, updated_at, ended)
+            VALUES (\(lookup), ''::bytea, '', '{}', clock_timestamp(), true)
+            ON CONFLICT (lookup) DO UPDATE SET ended = true, snapshot = '{}', secret_digest = ''::bytea, updated_at = clock_timestamp()
+            """)
     }
 
     public func liveNodes(nodeTimeout: Duration) async throws -> Int? {
@@ -96,7 +102,7 @@ public struct PostgresSessionDirectory: SessionDirectory {
             SELECT s.lookup, encode(s.secret_digest, 'hex'), s.owner, s.snapshot, coalesce(n.address, ''), coalesce(n.web, ''),
                    coalesce(n.heartbeat_at > clock_timestamp() - make_interval(secs => \(nodeTimeout.inSeconds)), false)
             FROM viewline_sessions s LEFT JOIN viewline_nodes n ON n.id = s.owner
-            WHERE s.lookup = \(lookup)
+            WHERE s.lookup = \(lookup) AND NOT s.ended
             """) { row in
             let (lookup, digest, owner, snapshot, address, web, alive) = try row.decode((String, String, String, String, String, String, Bool).self)
             return SessionLocation(
@@ -110,7 +116,7 @@ public struct PostgresSessionDirectory: SessionDirectory {
         // the database's clock at this very moment (a node that came back is not robbed).
         let claimed = try await store.collect("""
             UPDATE viewline_sessions SET owner = \(node.id), updated_at = clock_timestamp()
-            WHERE lookup = \(lookup) AND owner = \(previousOwner)
+            WHERE lookup = \(lookup) AND owner = \(previousOwner) AND NOT ended
             AND NOT EXISTS (SELECT 1 FROM viewline_nodes n WHERE n.id = \(previousOwner)
                             AND n.heartbeat_at > clock_timestamp() - make_interval(secs => \(nodeTimeout.inSeconds)))
             RETURNING lookup
@@ -128,7 +134,7 @@ public struct PostgresSessionDirectory: SessionDirectory {
         guard !lookups.isEmpty else { return [] }
         // A session with no record yet was never seen by another node: not lost.
         return try await store.collect("""
-            SELECT lookup FROM viewline_sessions WHERE lookup = ANY(\(lookups)::text[]) AND owner <> \(node.id)
+            SELECT lookup FROM viewline_sessions WHERE lookup = ANY(\(lookups)::text[]) AND owner <> \(node.id) AND NOT ended
             """) { try $0.decode(String.self) }
     }
 

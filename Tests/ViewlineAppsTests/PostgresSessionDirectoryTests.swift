@@ -97,4 +97,23 @@ import ViewlineTestSupport
         #expect(try await directory.renewLease(zombie, nodeTimeout: .seconds(1), recordsExpireAfter: .seconds(86_400)).previousExpired == true)
         #expect(try await directory.renewLease(zombie, nodeTimeout: .seconds(1), recordsExpireAfter: .seconds(86_400)).previousExpired == false)
     }
+
+    @Test func aRecordWrittenAfterItsSessionQuitIsRefusedAndNeverFound() async throws {
+        // A batch took the session's snapshot just before `quit` and writes it just
+        // after: the ended record stays ended, on every node.
+        let directory = try await directory()
+        _ = try await directory.renewLease(zombie, nodeTimeout: .seconds(30), recordsExpireAfter: .seconds(86_400))
+        _ = try await directory.save([record(owner: zombie, snapshot: #"{"v":1}"#)])
+        try await directory.remove(lookup: "0123456789abcdef")
+        #expect(try await directory.save([record(owner: zombie, snapshot: #"{"v":"late"}"#)]) == ["0123456789abcdef"])
+        #expect(try await directory.find(lookup: "0123456789abcdef", nodeTimeout: .seconds(30)) == nil)
+        #expect(try await !directory.claim(lookup: "0123456789abcdef", from: zombie.id, for: successor, nodeTimeout: .milliseconds(1)))
+        #expect(try await directory.lost(["0123456789abcdef"], by: zombie) == [])
+        // A session that ended before its first record was written: the same.
+        try await directory.remove(lookup: "fedcba9876543210")
+        var early = record(owner: zombie, snapshot: "{}")
+        early.lookup = "fedcba9876543210"
+        #expect(try await directory.save([early]) == ["fedcba9876543210"])
+        #expect(try await directory.find(lookup: "fedcba9876543210", nodeTimeout: .seconds(30)) == nil)
+    }
 }

@@ -12,6 +12,8 @@ import Testing
         let lock = NSLock()
         private var nodes: [String: (address: String, renewed: Date)] = [:]
         private var records: [String: SessionRecord] = [:]
+        /// Records of sessions that ended: never written again.
+        private var ended: Set<String> = []
         /// The directory's own clock (the database's): what every lease is measured by.
         var clockOffset: TimeInterval = 0
         private var now: Date { Date().addingTimeInterval(clockOffset) }
@@ -31,7 +33,7 @@ import Testing
                 var refused: [String] = []
                 for record in saved { writes[record.lookup, default: 0] += 1 }
                 for record in saved {
-                    if records[record.lookup].map({ $0.owner == record.owner }) ?? true {
+                    if !ended.contains(record.lookup), records[record.lookup].map({ $0.owner == record.owner }) ?? true {
                         records[record.lookup] = record
                     } else {
                         refused.append(record.lookup)
@@ -50,6 +52,7 @@ import Testing
                     throw Unreachable()
                 }
                 records[lookup] = nil
+                ended.insert(lookup)
             }
         }
         private func alive(_ id: String, _ timeout: Duration) -> Bool {

@@ -25,7 +25,9 @@ public protocol SessionDirectory: Sendable {
     /// is left as it is. Returns the lookups of those refused records: sessions the
     /// writer no longer owns.
     func save(_ records: [SessionRecord]) async throws -> [String]
-    /// Deletes the record of a session that ended.
+    /// Ends the record of a session that ended, for good: from then on a ``save(_:)``
+    /// of it is refused (a batch that took its snapshot before `quit` and writes it
+    /// after never brings it back) and ``find(lookup:nodeTimeout:)`` finds nothing.
     func remove(lookup: String) async throws
     /// The record for a token's lookup part, with where its owner is and whether its
     /// lease is younger than `nodeTimeout`.
