@@ -4,19 +4,24 @@ import Glibc
 import Darwin
 #endif
 import NIOCore
+import NIOHTTP1
 import NIOPosix
 import NIOSSL
+import NIOWebSocket
 
-/// One TCP (or TLS) connection to a server: the lines it reads, in order, and a way
-/// to write lines. The client's only transport code.
+/// One connection to a server — TCP (or TLS), or a WebSocket over it — as lines: the
+/// lines it reads, in order, and a way to write lines. The client's only transport code.
 final class LineConnection: Sendable {
     let channel: any Channel
     /// Every line the server sends (without its `\n`), finished when the connection closes.
     let lines: AsyncStream<[UInt8]>
+    /// Lines go out as masked text messages (a WebSocket client's frames must be masked).
+    private let overWebSocket: Bool
 
-    private init(channel: any Channel, lines: AsyncStream<[UInt8]>) {
+    private init(channel: any Channel, lines: AsyncStream<[UInt8]>, overWebSocket: Bool) {
         self.channel = channel
         self.lines = lines
+        self.overWebSocket = overWebSocket
     }
 
     /// Connects to `endpoint` (TLS when `tls` is given).
@@ -34,12 +39,30 @@ final class LineConnection: Sendable {
                         let name = endpoint.host.isIPAddress ? nil : endpoint.host
                         try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: context, serverHostname: name))
                     }
-                    try channel.pipeline.syncOperations.addHandler(LineReader(continuation))
+                    guard let path = endpoint.webSocketPath else {
+                        try channel.pipeline.syncOperations.addHandler(LineReader(continuation))
+                        return
+                    }
+                    // The upgrade: GET `path`, then the WebSocket's frames, each text message a line.
+                    let authority = endpoint.host.contains(":") ? "[\(endpoint.host)]:\(endpoint.port)" : "\(endpoint.host):\(endpoint.port)"
+                    let request = UpgradeRequest(host: authority, path: path)
+                    let upgrader = NIOWebSocketClientUpgrader(maxFrameSize: LineReader.maximumLineBytes) { channel, _ in
+                        channel.eventLoop.makeCompletedFuture {
+                            try channel.pipeline.syncOperations.addHandler(WebSocketLineReader(continuation))
+                        }
+                    }
+                    // The welcome may come in the same read as the upgrade's answer: keep it.
+                    try channel.pipeline.syncOperations.addHTTPClientHandlers(
+                        leftOverBytesStrategy: .forwardBytes,
+                        withClientUpgrade: (upgraders: [upgrader], completionHandler: { context in
+                            context.pipeline.removeHandler(request, promise: nil)
+                        }))
+                    try channel.pipeline.syncOperations.addHandler(request)
                 }
             }
         do {
             let channel = try await bootstrap.connect(host: endpoint.host, port: endpoint.port).get()
-            return LineConnection(channel: channel, lines: lines)
+            return LineConnection(channel: channel, lines: lines, overWebSocket: endpoint.webSocketPath != nil)
         } catch {
             continuation.finish()
             throw ConnectError(endpoint: endpoint, underlying: error)
@@ -48,7 +71,12 @@ final class LineConnection: Sendable {
 
     /// Writes one line (ending in `\n`); safe from any task.
     func write(_ line: [UInt8]) {
-        channel.writeAndFlush(channel.allocator.buffer(bytes: line), promise: nil)
+        guard overWebSocket else {
+            channel.writeAndFlush(channel.allocator.buffer(bytes: line), promise: nil)
+            return
+        }
+        let text = channel.allocator.buffer(bytes: line.last == 0x0A ? line.dropLast() : line[...])
+        channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .text, maskKey: .random(), data: text), promise: nil)
     }
 
     func close() {
@@ -58,7 +86,7 @@ final class LineConnection: Sendable {
 
 /// Splits what the server sends into lines, bounded: a line longer than any the
 /// server writes closes the connection rather than growing without limit.
-private final class LineReader: ChannelInboundHandler {
+final class LineReader: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
     private var partial: [UInt8] = []
     private let continuation: AsyncStream<[UInt8]>.Continuation
@@ -79,6 +107,79 @@ private final class LineReader: ChannelInboundHandler {
         }
         partial.append(contentsOf: buffer.readableBytesView)
         if partial.count > Self.maximumLineBytes { context.close(promise: nil) }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        continuation.finish()
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        context.close(promise: nil)
+    }
+}
+
+/// Sends the WebSocket upgrade request once connected; a refusal (any response that
+/// is not the upgrade: `403` for a foreign origin, `404`) closes the connection.
+private final class UpgradeRequest: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPClientResponsePart
+    typealias OutboundOut = HTTPClientRequestPart
+    private let host: String
+    private let path: String
+
+    init(host: String, path: String) {
+        self.host = host
+        self.path = path
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        var head = HTTPRequestHead(version: .http1_1, method: .GET, uri: path)
+        head.headers.add(name: "Host", value: host)
+        head.headers.add(name: "Content-Length", value: "0")
+        context.write(wrapOutboundOut(.head(head)), promise: nil)
+        context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+        context.fireChannelActive()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        context.close(promise: nil)  // an answer that is not the upgrade
+    }
+}
+
+/// A WebSocket's text messages (fragments joined) as lines; pings answered, a close
+/// frame closes. Bounded like ``LineReader``.
+private final class WebSocketLineReader: ChannelInboundHandler {
+    typealias InboundIn = WebSocketFrame
+    typealias OutboundOut = WebSocketFrame
+    private var message: [UInt8]?
+    private let continuation: AsyncStream<[UInt8]>.Continuation
+
+    init(_ continuation: AsyncStream<[UInt8]>.Continuation) {
+        self.continuation = continuation
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let frame = unwrapInboundIn(data)
+        switch frame.opcode {
+        case .text:
+            message = Array(frame.unmaskedData.readableBytesView)
+        case .continuation:
+            message?.append(contentsOf: frame.unmaskedData.readableBytesView)
+        case .ping:
+            let pong = WebSocketFrame(fin: true, opcode: .pong, maskKey: .random(), data: frame.unmaskedData)
+            context.writeAndFlush(wrapOutboundOut(pong), promise: nil)
+            return
+        case .connectionClose:
+            context.close(promise: nil)
+            return
+        default:
+            return
+        }
+        if (message?.count ?? 0) > LineReader.maximumLineBytes { return context.close(promise: nil) }
+        guard frame.fin, var line = message else { return }
+        message = nil
+        if line.last == 0x0A { line.removeLast() }
+        continuation.yield(line)
     }
 
     func channelInactive(context: ChannelHandlerContext) {

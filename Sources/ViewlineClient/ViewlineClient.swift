@@ -437,8 +437,8 @@ public actor ViewlineClient {
                         line?.write(pending[id]!.line)  // never ran: sent again, in the order first sent
                     }
                     return
-                } catch let error as ViewlineError where error.code == .moved && error.address != nil {
-                    target = error.address!
+                } catch let error as ViewlineError where error.code == .moved && Self.next(after: error, from: target) != nil {
+                    target = Self.next(after: error, from: target)!
                     continue hops
                 } catch let error as ViewlineError where !Self.retryableAttach.contains(error.code) {
                     close(reason: "the session could not be resumed: \(error.message)")
@@ -452,6 +452,12 @@ public actor ViewlineClient {
             }
         }
         close(reason: "the session could not be resumed: no node answered")
+    }
+
+    /// Where a `moved` sends a client that came to `target`: the owner's line port, or
+    /// its page's WebSocket for a client on a WebSocket.
+    static func next(after moved: ViewlineError, from target: Endpoint) -> Endpoint? {
+        target.webSocketPath == nil ? moved.address : moved.webAddress
     }
 
     /// What `attach` may answer while a session is still being handed over.

@@ -42,6 +42,9 @@ public struct ViewlineError: Error, Sendable, Equatable, CustomStringConvertible
     /// `moved`: where the session lives now.
     public var address: Endpoint? { details["address"]?.stringValue.flatMap(Endpoint.init) }
 
+    /// `moved`: the owner's page, when it serves one: its WebSocket, for a client that came over one.
+    public var webAddress: Endpoint? { details["web"]?.stringValue.flatMap(URL.init(string:)).flatMap(Endpoint.webSocket) }
+
     public var description: String { "\(code.rawValue): \(message)" }
 }
 

@@ -185,3 +185,25 @@ import ViewlineTestSupport
         return Int(UInt16(bigEndian: address.sin_port))
     }
 }
+
+/// The same client over the web listener's WebSocket (`/ws`): one line per text message.
+@Suite struct ClientWebSocketTests {
+    @Test func aSessionOverTheWebSocketIsTheSameSessionAsOverTCP() async throws {
+        let server = try ServerProcess(["--db", ":memory:", "--demo", "--web-port", "0"])
+        let webPort = try #require(server.webPort)
+        let web = try await ViewlineClient.connect(to: .webSocket(port: webPort))
+        #expect(try await web.send("login alice wonderland")["user"] == "alice")
+        try await web.send("search thai")
+        let results = try await web.waitForDisplay("search") { $0["loading"] == false }
+        #expect((results["results"]?.arrayValue?.count ?? 0) > 0)
+        // A TCP client joins the same session: what it does shows on the WebSocket.
+        let tcp = try await ViewlineClient.connect(to: .tcp(port: server.port))
+        #expect(try await tcp.attach(token: await web.token)["snapshot"] == true)
+        try await tcp.send("search pizza")
+        let pizza = try await web.waitForDisplay("search") { $0["query"] == "pizza" && $0["loading"] == false }
+        #expect((pizza["results"]?.arrayValue?.count ?? 0) > 0)
+        await tcp.close()
+        await web.close()
+        #expect(Endpoint.webSocket(URL(string: "http://10.0.0.7:8079/")!) == .webSocket(host: "10.0.0.7", port: 8079))
+    }
+}
