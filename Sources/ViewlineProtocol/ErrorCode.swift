@@ -66,12 +66,22 @@ public struct ProtocolError: Error, Sendable, Equatable, CustomStringConvertible
     /// With ``ErrorCode/moved``: the owner's web page (`http://host:port/`), for a
     /// browser page, which follows it over WebSocket.
     public var web: String?
+    /// The error this one stands for (a store's, a backend's), for the server's log:
+    /// never sent to the client, and not part of equality.
+    public var underlying: (any Error)?
 
-    public init(_ code: ErrorCode, _ message: String, address: String? = nil, retryAfter: Int? = nil) {
+    public init(_ code: ErrorCode, _ message: String, address: String? = nil, retryAfter: Int? = nil, underlying: (any Error)? = nil) {
         self.code = code
         self.message = message
         self.address = address
         self.retryAfter = retryAfter
+        self.underlying = underlying
+    }
+
+    /// The same code, message and fields (``underlying`` is not compared).
+    public static func == (lhs: ProtocolError, rhs: ProtocolError) -> Bool {
+        lhs.code == rhs.code && lhs.message == rhs.message && lhs.address == rhs.address
+            && lhs.retryAfter == rhs.retryAfter && lhs.web == rhs.web
     }
 
     public var description: String { "\(code.rawValue): \(message)" }

@@ -17,7 +17,8 @@ import ViewlineTesting
         static let stateSummary = "{}"
         static func initialState(_ services: Services) -> State { State() }
         static let commands: [Command<Leaky>] = [
-            Command("fail", summary: "Fail the way a backend does.") { _, _ in throw BackendSaid() }
+            Command("fail", summary: "Fail the way a backend does.") { _, _ in throw BackendSaid() },
+            Command("crowd", summary: "Fail as a full pool does.") { _, _ in throw BlockingPool.Full() },
         ]
     }
 
@@ -31,7 +32,7 @@ import ViewlineTesting
             set { metadata[key] = newValue }
         }
         func log(level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String, file: String, function: String, line: UInt) {
-            lines.withLock { $0.append((message, metadata ?? [:])) }
+            lines.withLock { $0.append((message, self.metadata.merging(metadata ?? [:]) { $1 })) }
         }
     }
 
@@ -50,5 +51,21 @@ import ViewlineTesting
         let logged = try #require(captured.lines.withLock { $0.first })
         #expect(logged.1["session"] == "s7" && logged.1["command"] == "fail")
         #expect("\(logged.1["error"] ?? "")".contains("hunter2"))
+    }
+
+    @Test func aFullPoolIsServerBusyAndTheLogKeepsWhatItStoodFor() async throws {
+        let captured = Captured()
+        let application = Application([Leaky.self], logger: Logger(label: "test") { _ in captured })
+        let sent = Mutex<[ServerMessage]>([])
+        let session = Session(id: "s8", application: application) { message in sent.withLock { $0.append(message) } }
+        await session.send("crowd")
+        guard case .reply(_, .failure(let error))? = sent.withLock({ $0.last }) else {
+            Issue.record("crowd must fail")
+            return
+        }
+        #expect(error == ProtocolError(.serverBusy, "the server is busy; try again in a moment", retryAfter: 1))
+        #expect(error.underlying is BlockingPool.Full)
+        let logged = try #require(captured.lines.withLock { $0.first })
+        #expect(logged.1["session"] == "s8" && logged.1["code"] == "server_busy")
     }
 }

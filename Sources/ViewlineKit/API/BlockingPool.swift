@@ -13,9 +13,16 @@ import Synchronization
 /// of each other key. A job refused is refused at once with ``Full``, so a flood of slow
 /// requests gets clear errors while the rest of the server keeps its speed.
 public final class BlockingPool: Sendable {
-    /// The pool's queue was full; the caller should answer "try again".
-    public struct Full: Error, Sendable, CustomStringConvertible {
+    /// The pool's queue was full; the caller should answer "try again". A command that
+    /// lets it through fails with `server_busy` (retry after 1 s).
+    public struct Full: ProtocolErrorConvertible, Sendable, CustomStringConvertible {
+        public init() {}
+
         public var description: String { "the blocking work pool is full" }
+
+        public var protocolError: ProtocolError {
+            ProtocolError(.serverBusy, "the server is busy; try again in a moment", retryAfter: 1)
+        }
     }
 
     private struct Job: Sendable {

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import NIOCore
 import NIOPosix
 import Synchronization
@@ -143,6 +144,14 @@ public actor Session {
         self.init(id: id, application: application, peer: peer, eventLoop: nil, connections: [:], token: token)
     }
 
+    /// The server's logger with this session's id in its metadata (`session=s1`): what
+    /// view-model code logs through, and where the runtime logs a command's errors.
+    public nonisolated var logger: Logger {
+        var logger = application.logger
+        logger[metadataKey: "session"] = "\(id)"
+        return logger
+    }
+
     /// The backends, database and clock this session's view-models reach.
     public nonisolated var services: Services { application.services }
 
@@ -267,11 +276,19 @@ public actor Session {
     /// and the command), never to the client.
     private func protocolError(_ error: any Error, running name: String) -> ProtocolError {
         switch error {
-        case let error as ProtocolError: return error
-        case let error as any ProtocolErrorConvertible: return error.protocolError
+        case let error as ProtocolError:
+            if let underlying = error.underlying {
+                logger.debug("a command failed", metadata: ["command": "\(name)", "code": "\(error.code.rawValue)", "error": "\(underlying)"])
+            }
+            return error
+        case let error as any ProtocolErrorConvertible:
+            var converted = error.protocolError
+            if converted.underlying == nil { converted.underlying = error }
+            logger.debug("a command failed", metadata: ["command": "\(name)", "code": "\(converted.code.rawValue)", "error": "\(error)"])
+            return converted
         default:
-            application.logger.error("a command failed unexpectedly", metadata: [
-                "session": "\(id)", "command": "\(name)", "error": "\(String(reflecting: error))",
+            logger.error("a command failed unexpectedly", metadata: [
+                "command": "\(name)", "error": "\(String(reflecting: error))",
             ])
             return ProtocolError(.internalError, "\(name) failed unexpectedly; the server's log has the details")
         }
