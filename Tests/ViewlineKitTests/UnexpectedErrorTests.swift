@@ -36,36 +36,31 @@ import ViewlineTesting
         }
     }
 
-    @Test func theClientGetsAGenericInternalErrorAndTheLogGetsTheError() async throws {
+    /// Runs `command` on a session `id`; returns its error reply and the first line logged.
+    func failure(of command: String, session id: String) async throws -> (ProtocolError, Logger.Metadata) {
         let captured = Captured()
         let application = Application([Leaky.self], logger: Logger(label: "test") { _ in captured })
         let sent = Mutex<[ServerMessage]>([])
-        let session = Session(id: "s7", application: application) { message in sent.withLock { $0.append(message) } }
-        await session.send("fail")
-        guard case .reply(_, .failure(let error))? = sent.withLock({ $0.last }) else {
-            Issue.record("fail must fail")
-            return
-        }
+        let session = Session(id: id, application: application) { message in sent.withLock { $0.append(message) } }
+        await session.send(command)
+        guard case .reply(_, .failure(let error))? = sent.withLock({ $0.last }) else { throw Unexpected() }
+        return (error, try #require(captured.lines.withLock { $0.first }).1)
+    }
+
+    struct Unexpected: Error {}
+
+    @Test func theClientGetsAGenericInternalErrorAndTheLogGetsTheError() async throws {
+        let (error, logged) = try await failure(of: "fail", session: "s7")
         #expect(error.code == .internalError)
         #expect(!error.message.contains("hunter2") && !error.message.contains("10.0.0.7"), "\(error.message)")
-        let logged = try #require(captured.lines.withLock { $0.first })
-        #expect(logged.1["session"] == "s7" && logged.1["command"] == "fail")
-        #expect("\(logged.1["error"] ?? "")".contains("hunter2"))
+        #expect(logged["session"] == "s7" && logged["command"] == "fail")
+        #expect("\(logged["error"] ?? "")".contains("hunter2"))
     }
 
     @Test func aFullPoolIsServerBusyAndTheLogKeepsWhatItStoodFor() async throws {
-        let captured = Captured()
-        let application = Application([Leaky.self], logger: Logger(label: "test") { _ in captured })
-        let sent = Mutex<[ServerMessage]>([])
-        let session = Session(id: "s8", application: application) { message in sent.withLock { $0.append(message) } }
-        await session.send("crowd")
-        guard case .reply(_, .failure(let error))? = sent.withLock({ $0.last }) else {
-            Issue.record("crowd must fail")
-            return
-        }
+        let (error, logged) = try await failure(of: "crowd", session: "s8")
         #expect(error == ProtocolError(.serverBusy, "the server is busy; try again in a moment", retryAfter: 1))
         #expect(error.underlying is BlockingPool.Full)
-        let logged = try #require(captured.lines.withLock { $0.first })
-        #expect(logged.1["session"] == "s8" && logged.1["code"] == "server_busy")
+        #expect(logged["session"] == "s8" && logged["code"] == "server_busy")
     }
 }
