@@ -38,7 +38,10 @@ public enum Account: ViewModel {
     public static let commands: [Command<Account>] = [
         Command(
             "login", summary: "Log in; the session gets an access token with a lifetime.",
-            arguments: [.word("user"), .word("password", allowsEmpty: true, secure: true)], example: "login alice wonderland"
+            arguments: [
+                .word("user").described("who you are"),
+                .word("password", allowsEmpty: true, secure: true).described("your password"),
+            ], example: "login alice wonderland"
         ) { session, args in
             let user = args.string("user")
             switch await logIn(user: user, password: args.string("password"), in: session) {

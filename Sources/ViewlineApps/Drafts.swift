@@ -27,7 +27,7 @@ public enum Drafts: ViewModel {
     public static let commands: [Command<Drafts>] = [
         Command(
             "draft", summary: "Set your unsaved draft; it is stored locally before the reply.",
-            arguments: [.text("text")], example: "draft buy milk"
+            arguments: [.text("text").described("what the draft says")], example: "draft buy milk"
         ) { session, args in
             let user = try Account.requireUser(for: "draft", in: session)
             let text = args.string("text")
@@ -63,7 +63,7 @@ public enum Drafts: ViewModel {
         },
         Command(
             "saved", summary: "List your saved drafts, newest first, 20 a page (the newest 100 are kept).",
-            arguments: [.optionalInteger("page", minimum: 1, maximum: savedPages)], example: "saved 2"
+            arguments: [.optionalInteger("page", minimum: 1, maximum: savedPages).described("which page of 20, newest first")], example: "saved 2"
         ) { session, args in
             let user = try Account.requireUser(for: "saved", in: session)
             let page = args.int("page") ?? 1  // 1...savedPages: checked before this runs

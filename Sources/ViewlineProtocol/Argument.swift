@@ -24,6 +24,9 @@ public struct Argument: Sendable, Equatable {
     public var placeholder: String
     /// A secret (a password): clients hide it as it is typed and in their logs.
     public var isSecure: Bool
+    /// What the argument is, in a few words, for `help` and a client's form
+    /// (`"what to look for: a cuisine, a dish or a place"`); see ``described(_:)``.
+    public var summary: String?
 
     public init(name: String, kind: Kind, isRequired: Bool, allowsEmpty: Bool = false, placeholder: String? = nil, isSecure: Bool = false) {
         self.name = name
@@ -32,6 +35,13 @@ public struct Argument: Sendable, Equatable {
         self.allowsEmpty = allowsEmpty
         self.placeholder = placeholder ?? name
         self.isSecure = isSecure
+    }
+
+    /// This argument with a short description (`.text("query").described("a cuisine, a dish or a place")`).
+    public func described(_ summary: String) -> Argument {
+        var described = self
+        described.summary = summary
+        return described
     }
 
     /// A required word: `<name>`; `secure` for a secret such as a password.
@@ -90,6 +100,7 @@ public struct Argument: Sendable, Equatable {
         if isRequired, allowsEmpty { object["allowsEmpty"] = true }
         if isSecure { object["secure"] = true }
         if placeholder != name { object["placeholder"] = .string(placeholder) }
+        if let summary { object["summary"] = .string(summary) }
         return .object(object)
     }
 

@@ -16,7 +16,7 @@ extension Session {
     static let builtInCommands: [AnyCommand] = [
         AnyCommand(spec: CommandSpec(
             "help", summary: "List every command with its usage, or show one command with an example.",
-            arguments: [.optionalWord("command")], example: "help confirm"
+            arguments: [.optionalWord("command").described("a command to show alone")], example: "help confirm"
         )) { session, args in
             guard let name = args.optionalString("command") else { return session.application.helpResult }
             guard let spec = session.application.commands.spec(named: name) else {
@@ -29,11 +29,11 @@ extension Session {
         },
         AnyCommand.encoding(spec: CommandSpec(
             "state", summary: "Show the current state of one view, or of all views.",
-            arguments: [.optionalWord("view")], example: "state search"
+            arguments: [.optionalWord("view").described("one view; all of them without it")], example: "state search"
         )) { session, args in try stateResult(in: session, args) },
         AnyCommand(spec: CommandSpec(
             "wait", summary: "Reply once no background work is running (default timeout 10000 ms): handy at the end of a script.",
-            arguments: [.optionalInteger("timeout", maximum: maximumWaitMilliseconds, unit: "milliseconds", placeholder: "timeout-ms")],
+            arguments: [.optionalInteger("timeout", maximum: maximumWaitMilliseconds, unit: "milliseconds", placeholder: "timeout-ms").described("how long to wait, in milliseconds (10,000 by default)")],
             example: "wait 5000"
         )) { _, _ async in  // declared awaiting: never run in a read, `handle` waits for it
             preconditionFailure("wait is handled before commands run")
@@ -47,7 +47,10 @@ extension Session {
         AnyCommand(spec: CommandSpec(
             "attach",
             summary: "Join the session that owns token (this connection's own session is dropped); with last-rev, get every event after it again.",
-            arguments: [.word("token"), .optionalInteger("lastRev", placeholder: "last-rev")], example: "attach 3f9c…e1 42"
+            arguments: [
+                .word("token").described("the session's token, from its welcome or a `token` shown elsewhere"),
+                .optionalInteger("lastRev", placeholder: "last-rev").described("the last rev this client saw: what came after is replayed"),
+            ], example: "attach 3f9c…e1 42"
         )) { _, _ in
             throw ProtocolError(.badToken, "attach needs a network connection to the server")
         },
@@ -78,7 +81,7 @@ extension Session {
         },
         AnyCommand(spec: CommandSpec(
             "slowlog", summary: "The newest commands slower than the server's threshold, newest first (default 10, at most 128; admin only).",
-            arguments: [.optionalInteger("count", minimum: 1, maximum: SlowLog.capacity)], example: "slowlog 5", adminOnly: true
+            arguments: [.optionalInteger("count", minimum: 1, maximum: SlowLog.capacity).described("how many of the slowest to list")], example: "slowlog 5", adminOnly: true
         )) { session, args in
             let count = args.int("count") ?? 10
             let log = session.application.slowLog
@@ -94,20 +97,27 @@ extension Session {
         },
         AnyCommand(spec: CommandSpec(
             "confirm", summary: "Answer the presented alert with its confirm action, filling its input fields.",
-            arguments: [.optionalWord("alert", placeholder: "alert-id"), .fields("fields")],
+            arguments: [
+                .optionalWord("alert", placeholder: "alert-id").described("the alert to answer; the presented one without it"),
+                .fields("fields").described("the alert's input fields, name=value"),
+            ],
             example: "confirm a2 user=alice password=wonderland"
         )) { session, args in
             try session.answerAlert(id: args.optionalString("alert"), confirm: true, fields: args.fields("fields"))
         },
         AnyCommand(spec: CommandSpec(
             "cancel", summary: "Answer the presented alert with its cancel action.",
-            arguments: [.optionalWord("alert", placeholder: "alert-id")], example: "cancel a2"
+            arguments: [.optionalWord("alert", placeholder: "alert-id").described("the alert to answer; the presented one without it")], example: "cancel a2"
         )) { session, args in
             try session.answerAlert(id: args.optionalString("alert"), confirm: false, fields: [:])
         },
         AnyCommand(spec: CommandSpec(
             "fault", summary: "Make the next count calls (default 1) of a backend service fail (admin only).",
-            arguments: [.word("service"), .optionalInteger("count", maximum: 1_000_000), .optionalText("message")],
+            arguments: [
+                .word("service").described("a backend `help` lists under services"),
+                .optionalInteger("count", maximum: 1_000_000).described("how many of its next calls fail (1 by default; 0 clears)"),
+                .optionalText("message").described("what the failure says"),
+            ],
             example: "fault save 2 disk full", adminOnly: true
         )) { session, args in
             let application = session.application

@@ -479,6 +479,11 @@ function renderCommands(commands) {
       // Unique on the page, as a screen reader lists controls: "search query", "slowlog
       // count", "help command" (the command line alone is "command").
       input.setAttribute("aria-label", `${command.name} ${arg.name}`);
+      if (arg.summary) {
+        // What the argument is (help's `summary`): a hint in the box, its description to a screen reader.
+        input.placeholder = arg.summary;
+        input.title = arg.summary;
+      }
       if (arg.secure || (!command.arguments && SECRET.test(arg.name))) {
         input.type = "password";
         input.autocomplete = "current-password";
