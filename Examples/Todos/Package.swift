@@ -26,7 +26,11 @@ let package = Package(
         ),
         .testTarget(
             name: "TodosTests",
-            dependencies: ["Todos", .product(name: "ViewlineTesting", package: viewline)]
+            dependencies: [
+                "Todos", .product(name: "ViewlineTesting", package: viewline),
+                // Driving the built todo-server from Swift, as an app would.
+                .product(name: "ViewlineClient", package: viewline),
+            ]
         ),
     ]
 )

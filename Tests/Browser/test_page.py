@@ -10,7 +10,7 @@ import subprocess
 import time
 
 import pytest
-from selenium.common.exceptions import TimeoutException
+from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import WebDriverWait
@@ -19,7 +19,10 @@ from conftest import Server
 
 
 def wait(driver, predicate, seconds: float = 10):
-    return WebDriverWait(driver, seconds, poll_frequency=0.05).until(lambda d: predicate())
+    # A view is drawn anew on every display: an element found a moment ago may be gone
+    # by the time it is read, so such a poll simply counts as "not yet".
+    return WebDriverWait(driver, seconds, poll_frequency=0.05,
+                         ignored_exceptions=(StaleElementReferenceException,)).until(lambda d: predicate())
 
 
 def named(driver, css: str, name: str):
