@@ -1,6 +1,17 @@
 // swift-tools-version:6.0
 import PackageDescription
 
+/// The protocol and SwiftNIO's TCP, TLS, HTTP and WebSocket: what the server's transport
+/// and the Swift client both speak the line protocol over.
+let lineTransport: [Target.Dependency] = [
+    "ViewlineProtocol",
+    .product(name: "NIOCore", package: "swift-nio"),
+    .product(name: "NIOPosix", package: "swift-nio"),
+    .product(name: "NIOHTTP1", package: "swift-nio"),
+    .product(name: "NIOWebSocket", package: "swift-nio"),
+    .product(name: "NIOSSL", package: "swift-nio-ssl"),
+]
+
 let package = Package(
     name: "viewline",
     platforms: [.macOS(.v14)],
@@ -51,13 +62,7 @@ let package = Package(
         // shared observations, and the SwiftNIO transport. Knows no app.
         .target(
             name: "ViewlineKit",
-            dependencies: [
-                "ViewlineProtocol",
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "NIOWebSocket", package: "swift-nio"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            dependencies: lineTransport + [
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -72,14 +77,7 @@ let package = Package(
         // an @Observable model a SwiftUI view binds to. The protocol module and NIO only.
         .target(
             name: "ViewlineClient",
-            dependencies: [
-                "ViewlineProtocol",
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "NIOWebSocket", package: "swift-nio"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
-            ]
+            dependencies: lineTransport
         ),
         // Testing view-models without sockets: a test store, a manual clock.
         .target(name: "ViewlineTesting", dependencies: ["ViewlineKit"]),
