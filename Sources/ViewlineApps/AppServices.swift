@@ -66,11 +66,31 @@ extension Services {
     }
 }
 
-enum PlacesKey: ServiceKey { typealias Value = any PlacesService }
-enum RemoteStoreKey: ServiceKey { typealias Value = any RemoteDraftStore }
-enum ContactsSyncKey: ServiceKey { typealias Value = ContactsSyncCoordinator }
+/// The places backend behind `search`.
+public enum PlacesKey: BackendKey {
+    public typealias Value = any PlacesService
+    public static let name = "search"
+    public static let summary = "the places backend behind `search`"
+}
+/// The remote store behind `save`.
+public enum RemoteStoreKey: BackendKey {
+    public typealias Value = any RemoteDraftStore
+    public static let name = "save"
+    public static let summary = "the remote store behind `save`"
+}
+/// The remote contacts source behind `contacts` and `sync` (the coordinator checks `fault sync` once per fetch).
+public enum ContactsSyncKey: BackendKey {
+    public typealias Value = ContactsSyncCoordinator
+    public static let name = "sync"
+    public static let summary = "the remote contacts source behind `contacts` and `sync`"
+}
 enum ContactsObservationKey: ServiceKey { typealias Value = SharedObservation<ContactsSnapshot> }
-enum PlaylistsKey: ServiceKey { typealias Value = any PlaylistService }
+/// The playlist backend behind `playlist` and `more`.
+public enum PlaylistsKey: BackendKey {
+    public typealias Value = any PlaylistService
+    public static let name = "playlist"
+    public static let summary = "the playlist backend behind `playlist` and `more`"
+}
 enum UsersKey: ServiceKey { typealias Value = UserDirectory }
 enum StoreKey: ServiceKey { typealias Value = any AppStore }
 enum PasswordPoolKey: ServiceKey { typealias Value = BlockingPool }

@@ -34,7 +34,7 @@ public enum Contacts: ViewModel {
     public static let stateSummary = "{items:[{name, phone, address}], syncing}"
     public static let busyFields = ["syncing"]
     public static func initialState(_ services: Services) -> State { State() }
-    public static let backends = [Backend("sync", summary: "the remote contacts source behind `contacts` and `sync`")]
+    public static let backends: [any BackendKey.Type] = [ContactsSyncKey.self]
 
     public static let commands: [Command<Contacts>] = [
         Command("contacts", summary: "Open the contacts view (local database) and start a background sync.") { session, _ in

@@ -22,7 +22,7 @@ public enum Drafts: ViewModel {
     public static let busyFields = ["saving"]
     public static func initialState(_ services: Services) -> State { State() }
     public static let errors: [ErrorCode] = [.nothingToSave]
-    public static let backends = [Backend("save", summary: "the remote store behind `save`")]
+    public static let backends: [any BackendKey.Type] = [RemoteStoreKey.self]
 
     public static let commands: [Command<Drafts>] = [
         Command(
@@ -124,7 +124,6 @@ public enum Drafts: ViewModel {
 
     /// Save; on failure ask "save again?" until it succeeds or the user discards.
     private static func saveLoop(user: String, in session: isolated Session) async {
-        let remote = session.services.remoteStore
         let store = session.services.store
         while true {  // until saved, discarded, or the alert is dismissed (also when replaced)
             guard let draft = try? await store.pendingDraft(user: user) else {
@@ -133,7 +132,7 @@ public enum Drafts: ViewModel {
             }
             session.update(Drafts.self) { $0 = State(text: draft.text, pending: true, saving: true) }
             do {
-                _ = try await session.call("save") { try await remote.save(user: user, text: draft.text) }
+                _ = try await session.call(RemoteStoreKey.self) { remote in try await remote.save(user: user, text: draft.text) }
                 _ = try? await store.deleteDraft(user: user, ifText: draft.text)
                 let remaining = try? await store.pendingDraft(user: user)
                 session.update(Drafts.self) { $0 = State(text: remaining?.text ?? "", pending: remaining != nil, saving: false) }

@@ -11,7 +11,7 @@ public enum Playlist: ViewModel {
     public static let busyFields = ["loading"]
     public static func initialState(_ services: Services) -> State { PlaylistFlow() }
     public static let errors: [ErrorCode] = [.nothingPending, .busy]
-    public static let backends = [Backend("playlist", summary: "the playlist backend behind `playlist` and `more`")]
+    public static let backends: [any BackendKey.Type] = [PlaylistsKey.self]
 
     public static let commands: [Command<Playlist>] = [
         Command("playlist", summary: "Start the playlist flow: check the token, log in if needed, fetch the first page.") { session, _ in
@@ -83,10 +83,9 @@ public enum Playlist: ViewModel {
                 if next != nil { session.display(Playlist.self) }
             case .fetchPage(let offset):
                 guard let user = session.user else { return }
-                let service = session.services.playlists
                 do {
-                    let page = try await session.call("playlist") {
-                        try await service.page(user: user, offset: offset, limit: PlaylistFlow.pageSize)
+                    let page = try await session.call(PlaylistsKey.self) { playlists in
+                        try await playlists.page(user: user, offset: offset, limit: PlaylistFlow.pageSize)
                     }
                     session.update(Playlist.self) { $0.pageLoaded(offset: offset, page) }
                 } catch {

@@ -19,7 +19,7 @@ public enum Search: ViewModel {
     public static let stateSummary = "{query, loading, results:[{name, cuisine, address, lat, lon, rating, price}]}"
     public static let busyFields = ["loading"]
     public static func initialState(_ services: Services) -> State { State() }
-    public static let backends = [Backend("search", summary: "the places backend behind `search`")]
+    public static let backends: [any BackendKey.Type] = [PlacesKey.self]
 
     public static let commands: [Command<Search>] = [
         Command(
@@ -51,9 +51,8 @@ public enum Search: ViewModel {
     }
 
     private static func perform(_ query: String, in session: isolated Session) async {
-        let places = session.services.places
         do {
-            let results = try await session.call("search") { try await places.search(query) }
+            let results = try await session.call(PlacesKey.self) { places in try await places.search(query) }
             // A newer search replaced this one: the runtime drops its results.
             session.update(Search.self) {
                 $0.results = results

@@ -4,7 +4,7 @@ extension Session {
     /// Sends one line, inline or JSON, as a client would: parsed with the server's
     /// command table, rejected with the same error reply when it does not parse.
     @discardableResult
-    public func send(_ line: String) async -> Outcome {
+    package func send(_ line: String) async -> Outcome {
         switch RequestDecoder.decode(line: line, commands: application.commands) {
         case .success(let request)?: return await handle(request)
         case .failure(let failure)?:

@@ -33,9 +33,13 @@ public final class TestStore {
     /// commands on unless `admin` is false.
     public init(
         apps: [any ViewModel.Type], services: Services = Services(), faults: FaultInjector = FaultInjector(),
-        admin: Bool = true, exhaustive: Bool = true, id: String = "s1"
+        admin: Bool = true, exhaustive: Bool = true, id: String = "s1",
+        sourceLocation: SourceLocation = #_sourceLocation
     ) {
         let application = Application(apps, services: services, faults: faults, admin: admin)
+        for backend in application.missingBackends {
+            Issue.record("the view-models call the backend \"\(backend.name)\" but the store's services lack it", sourceLocation: sourceLocation)
+        }
         session = Session(id: id, application: application, output: recorder.output)
         self.exhaustive = exhaustive
     }

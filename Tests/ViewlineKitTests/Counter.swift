@@ -14,7 +14,7 @@ enum Counter: ViewModel {
     static let view = "counter"
     static let stateSummary = "{count, label, busy}"
     static func initialState(_ services: Services) -> State { State() }
-    static let backends = [Backend("adder", summary: "the slow adder behind `add`")]
+    static let backends: [any BackendKey.Type] = [AdderKey.self]
     static let errors = [ErrorCode.tooBig]
 
     static let commands: [Command<Counter>] = [
@@ -46,10 +46,9 @@ enum Counter: ViewModel {
             let amount = Int(args.string("amount")) ?? 0
             session.update(Counter.self) { $0.busy = true }
             session.run(.add) { session in
-                let adder = session.services.adder
                 do {
                     // No checks: a replaced add's update and alert are dropped by the runtime.
-                    let total = try await session.call("adder") { try await adder.add(amount) }
+                    let total = try await session.call(AdderKey.self) { adder in try await adder.add(amount) }
                     session.update(Counter.self) {
                         $0.count = total
                         $0.busy = false
@@ -114,7 +113,11 @@ final class FakeAdder: Sendable {
     }
 }
 
-enum AdderKey: ServiceKey { typealias Value = FakeAdder }
+enum AdderKey: BackendKey {
+    typealias Value = FakeAdder
+    static let name = "adder"
+    static let summary = "the slow adder behind `add`"
+}
 enum TotalKey: ServiceKey { typealias Value = SharedObservation<Int> }
 
 extension Services {

@@ -25,6 +25,17 @@ public struct Services: Sendable {
         }
         set { values[ObjectIdentifier(key)] = newValue }
     }
+
+    /// The service stored under `key` or its default; `nil` when neither exists.
+    public func value<Key: ServiceKey>(for key: Key.Type) -> Key.Value? {
+        if let value = values[ObjectIdentifier(key)] { return (value as! Key.Value) }
+        return Key.defaultValue
+    }
+
+    /// Whether `key` has a value here (provided, or the key's default).
+    public func contains<Key: ServiceKey>(_ key: Key.Type) -> Bool {
+        values[ObjectIdentifier(key)] != nil || Key.defaultValue != nil
+    }
 }
 
 /// The key of one service in ``Services``.

@@ -41,8 +41,9 @@ public protocol ViewModel: SendableMetatype {
     static var commands: [Command<Self>] { get }
     /// Error codes this view-model's commands may reply with, for `help` and the docs.
     static var errors: [ErrorCode] { get }
-    /// Backend services it calls through ``Session/call(_:_:)``: each is a target for `fault`.
-    static var backends: [Backend] { get }
+    /// The backends it calls through ``Session/call(_:_:)``: each must be in the
+    /// server's ``Services``, is a target for `fault`, and is listed by `help`.
+    static var backends: [any BackendKey.Type] { get }
     /// Called on every session after its user changed (``Session/signIn(_:)``,
     /// ``Session/signOut()``), in the order the server lists its view-models.
     static func userChanged(in session: isolated Session, from previous: String?) async
@@ -56,7 +57,7 @@ extension ViewModel {
     /// No error codes of its own.
     public static var errors: [ErrorCode] { [] }
     /// No backends that `fault` can target.
-    public static var backends: [Backend] { [] }
+    public static var backends: [any BackendKey.Type] { [] }
     /// No busy flags declared: clients guess from the field names.
     public static var busyFields: [String] { [] }
     /// Does nothing when the user changes.
@@ -65,7 +66,7 @@ extension ViewModel {
     public static func restored(in session: isolated Session) async {}
 }
 
-/// A backend service a view-model calls; `fault <name>` makes its calls fail.
+/// A backend as `help` and `fault` list it (a ``BackendKey``'s name and summary).
 public struct Backend: Sendable, Equatable {
     /// The name `fault <name>` uses.
     public var name: String

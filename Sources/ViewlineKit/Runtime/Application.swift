@@ -14,6 +14,10 @@ public final class Application: Sendable {
     public let views: [ViewDescription]
     /// Every view-model's backends, for `fault` and `help`.
     public let backends: [Backend]
+    /// The declared backends ``services`` lacks, in declaration order: a server
+    /// refuses to start with any (``ViewlineServer``), `TestStore` records each as a
+    /// test issue, and a call to one fails with ``MissingBackend``.
+    public let missingBackends: [Backend]
     /// Every error code a reply can carry, in `help` order.
     public let errors: [ErrorCode]
     /// What every session's view-models reach.
@@ -25,7 +29,7 @@ public final class Application: Sendable {
     /// The armed `fault`s, shared with any service that checks them itself.
     public let faults: FaultInjector
     /// Every live session by token: attach, expiry, the session limit.
-    public let sessions: SessionRegistry
+    package let sessions: SessionRegistry
     /// What every session's event log may hold together.
     let eventLogBudget: EventLogBudget
 
@@ -66,6 +70,7 @@ public final class Application: Sendable {
         var views: [ViewDescription] = []
         var modelCommands: [AnyCommand] = []
         var backends: [Backend] = []
+        var missing: [Backend] = []
         var errors: [ErrorCode] = ErrorCode.builtIn
         var viewIndex: [ObjectIdentifier: Int] = [:]
         var hooks: [@Sendable (isolated Session, String?) async -> Void] = []
@@ -80,7 +85,10 @@ public final class Application: Sendable {
                 command.spec.view = model.view
                 return command
             }
-            backends += model.backends.filter { backend in !backends.contains { $0.name == backend.name } }
+            for key in model.backends where !backends.contains(where: { $0.name == key.name }) {
+                backends.append(key.description)
+                if !key.isProvided(in: services) { missing.append(key.description) }
+            }
             errors += model.errors.filter { !errors.contains($0) }
             hooks.append(model.erasedUserChanged)
             restoredHooks.append(model.erasedRestored)
@@ -95,6 +103,7 @@ public final class Application: Sendable {
         handlers = ordered
         self.views = views
         self.backends = backends
+        missingBackends = missing
         self.errors = errors
         self.services = services
         self.faults = faults

@@ -1,6 +1,6 @@
 /// One connection attached to a session: how to send it a message and how to
 /// hang up on it.
-public struct SessionConnection: Sendable {
+package struct SessionConnection: Sendable {
     private enum Output: Sendable {
         case closures(send: @Sendable (ServerMessage) -> Void, close: @Sendable () -> Void)
         /// A network connection: takes encoded lines, and is one reference (an idle
@@ -11,7 +11,7 @@ public struct SessionConnection: Sendable {
     private let output: Output
 
     /// A connection from how to send to it and how to close it.
-    public init(send: @escaping @Sendable (ServerMessage) -> Void, close: @escaping @Sendable () -> Void) {
+    package init(send: @escaping @Sendable (ServerMessage) -> Void, close: @escaping @Sendable () -> Void) {
         output = .closures(send: send, close: close)
     }
 
@@ -21,7 +21,7 @@ public struct SessionConnection: Sendable {
     }
 
     /// Sends one message to this connection.
-    public func send(_ message: ServerMessage) {
+    package func send(_ message: ServerMessage) {
         switch output {
         case .closures(let send, _): send(message)
         case .lines(let lines): lines.send(line: message.line)
@@ -58,7 +58,7 @@ public struct SessionConnection: Sendable {
     }
 
     /// Hangs up on this connection.
-    public func close() {
+    package func close() {
         switch output {
         case .closures(_, let close): close()
         case .lines(let lines): lines.hangUp()
@@ -79,10 +79,10 @@ protocol LineOutput: AnyObject, Sendable {
 /// Connections coming and going: a session outlives them.
 extension Session {
     /// How many connections are attached.
-    public var connectionCount: Int { connections.count }
+    package var connectionCount: Int { connections.count }
 
     /// Whether the session ended (`quit`, expiry, shutdown).
-    public var isClosed: Bool { closed }
+    package var isClosed: Bool { closed }
 
     /// Attaches a connection as number `number`.
     ///
@@ -100,7 +100,7 @@ extension Session {
     /// Returns `false`, sending nothing, when the session already ended (a race
     /// with `quit`, eviction or expiry): the caller answers `bad_token`.
     @discardableResult
-    public func attach(_ connection: SessionConnection, as number: Int, lastRev: Int?, re: JSON) throws(ProtocolError) -> Bool {
+    package func attach(_ connection: SessionConnection, as number: Int, lastRev: Int?, re: JSON) throws(ProtocolError) -> Bool {
         guard !closed else { return false }
         if let lastRev, lastRev < 0 {
             throw ProtocolError(.badArguments, "last-rev must be 0 or more (got \(lastRev))")
@@ -140,7 +140,7 @@ extension Session {
     static let maximumRecordLag = 1 << 32
 
     /// Detaches a connection; the session goes on without it.
-    public func detach(_ number: Int) {
+    package func detach(_ number: Int) {
         let before = connections.count
         connections[number] = nil
         _ = held.end(number)
@@ -200,7 +200,7 @@ extension Session {
 
 extension Session {
     /// Adds a connection without a reply: the first connection, which gets `welcome`.
-    public func connect(_ connection: SessionConnection, as number: Int) {
+    package func connect(_ connection: SessionConnection, as number: Int) {
         guard !closed else { return }
         let before = connections.count
         connections[number] = connection

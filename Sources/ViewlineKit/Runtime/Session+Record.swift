@@ -11,7 +11,7 @@ import Foundation
 /// (the drafts flow offers the pending draft again).
 extension Session {
     /// The snapshot a cluster record stores.
-    public var record: JSON {
+    package var record: JSON {
         var views = JSONObject()
         for index in application.views.indices {
             views[application.views[index].name] = encodedState(index).json

@@ -23,14 +23,14 @@ import Synchronization
 /// thread.
 public actor Session {
     /// The event loop this session's code runs on.
-    public nonisolated let eventLoop: any EventLoop
+    package nonisolated let eventLoop: any EventLoop
     /// The actor's executor: ``eventLoop``.
     public nonisolated let unownedExecutor: UnownedSerialExecutor
     /// The session's name in `welcome` and logs (`s1`).
     public nonisolated let id: String
     /// The secret that identifies this session to its owner; never logged. It keeps
     /// its lookup part for life; `end-others` changes the rest (``revokeOtherConnections(keeping:)``).
-    public nonisolated var token: String { tokenBox.withLock { $0 } }
+    package nonisolated var token: String { tokenBox.withLock { $0 } }
     private nonisolated let tokenBox: Mutex<String>
     /// The view-models this session runs, and their services.
     public nonisolated let application: Application
@@ -96,7 +96,7 @@ public actor Session {
     public internal(set) var user: String?
 
     /// What the connection should do after a command.
-    public enum Outcome: Sendable, Equatable {
+    package enum Outcome: Sendable, Equatable {
         case keepOpen
         /// The client asked to leave: the caller sends `bye` and closes.
         case close
@@ -104,7 +104,7 @@ public actor Session {
 
     /// A session with one connection (number 0) that `output` stands for, as a test
     /// or a single client has it.
-    public init(
+    package init(
         id: String, application: Application, peer: String? = nil, eventLoop: (any EventLoop)? = nil,
         output: @escaping @Sendable (ServerMessage) -> Void
     ) {
@@ -114,7 +114,7 @@ public actor Session {
     /// A session with no connection yet: ``connect(_:as:)`` and
     /// ``attach(_:as:lastRev:re:)`` add them. It runs on `eventLoop` (by default one
     /// of NIO's shared loops).
-    public init(id: String, application: Application, peer: String? = nil, eventLoop: (any EventLoop)? = nil) {
+    package init(id: String, application: Application, peer: String? = nil, eventLoop: (any EventLoop)? = nil) {
         self.init(id: id, application: application, peer: peer, eventLoop: eventLoop, connections: [:])
     }
 
@@ -156,7 +156,7 @@ public actor Session {
     public nonisolated var services: Services { application.services }
 
     /// The first line a new connection gets.
-    public nonisolated var welcome: ServerMessage {
+    package nonisolated var welcome: ServerMessage {
         .welcome(session: id, token: token, server: application.serverName)
     }
 
@@ -165,7 +165,7 @@ public actor Session {
     @TaskLocal static var commandConnection: Int?
 
     /// Commands of this session started and not yet replied to (a drain waits for them).
-    public internal(set) var commandsRunning = 0
+    package internal(set) var commandsRunning = 0
     /// The id of each connection's awaiting command (a connection runs one at a time):
     /// a connection is never told `bye` before the reply to a command that began, so a
     /// client may send again, on its resumed connection, any line not answered before
@@ -174,7 +174,7 @@ public actor Session {
 
     /// Runs one command from `connection` and sends it the reply, then every
     /// attached connection the events the command caused.
-    public func handle(_ request: Request, from connection: Int = 0) async -> Outcome {
+    package func handle(_ request: Request, from connection: Int = 0) async -> Outcome {
         // A line that reached a session that ended meanwhile never runs (its connection
         // was told `bye`, which no reply follows).
         guard !closed else { return .keepOpen }
@@ -225,7 +225,7 @@ public actor Session {
 
     /// Answers every command still running (a shutdown whose drain timed out), so each
     /// connection's `bye` follows the reply to every line it began.
-    public func answerUnfinishedCommands(_ error: ProtocolError) {
+    package func answerUnfinishedCommands(_ error: ProtocolError) {
         guard !closed else { return }
         for (number, connection) in connections { answerUnfinished(number, on: connection, with: error) }
     }
@@ -333,21 +333,21 @@ public actor Session {
     }
 
     /// Replies a failure for a line that never became a command (bad JSON, too long...).
-    public func reject(re: JSON, _ error: ProtocolError, to connection: Int = 0, command: String = "unknown") {
+    package func reject(re: JSON, _ error: ProtocolError, to connection: Int = 0, command: String = "unknown") {
         application.metrics?.command(command, failed: error.code.rawValue, duration: nil)
         reply(to: connection, .reply(re: re, result: .failure(error)))
     }
 
     /// Waits (up to `timeout`) until no background work runs: used when the client
     /// stops sending but still reads, as `printf … | nc -N` does.
-    public func finishWork(timeout: Duration) async {
+    package func finishWork(timeout: Duration) async {
         _ = await waitUntilSettled(timeout: timeout)
     }
 
     /// Stops all work; nothing more is sent. Every connection still attached
     /// (but `kept`) is told `bye` (its code and reason) and closed: a connection is never
     /// left on a session that no longer answers.
-    public func close(_ bye: Bye = .ended, except kept: Int? = nil) {
+    package func close(_ bye: Bye = .ended, except kept: Int? = nil) {
         guard !closed else { return }
         application.metrics?.sessionsEnded.increment()
         for (number, connection) in connections where number != kept {
@@ -442,7 +442,7 @@ public actor Session {
 
     /// Whether `token` has the shape ``makeSecret()`` gives: 48 lowercase hex digits.
     /// Anything else is refused before any lookup.
-    public static func isWellFormedToken(_ token: String) -> Bool {
+    package static func isWellFormedToken(_ token: String) -> Bool {
         token.utf8.count == 48 && token.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }
     }
 
@@ -457,7 +457,7 @@ public actor Session {
     }
 
     /// A fresh unguessable secret: 192 random bits from the system generator, hex.
-    public static func makeSecret() -> String {
+    package static func makeSecret() -> String {
         var generator = SystemRandomNumberGenerator()
         return (0..<3).map { _ in
             let value = generator.next() as UInt64

@@ -7,7 +7,7 @@ import Synchronization
 /// A token is a lookup part and a secret part; the secret part is compared in
 /// constant time, and an unknown lookup part costs the same comparison, so a
 /// guess learns nothing from timing.
-public final class SessionRegistry: Sendable {
+package final class SessionRegistry: Sendable {
     /// One session's entry, kept small (56 bytes: a million sessions hold a million
     /// of them): optional values are stored with sentinels rather than as optionals.
     private struct Entry {
@@ -82,7 +82,7 @@ public final class SessionRegistry: Sendable {
 
     private let state = Mutex(State())
     /// Time to live, session count and event log size.
-    public let limits: SessionLimits
+    package let limits: SessionLimits
     private let decoy = SessionRegistry.secret(of: Session.makeSecret())
 
     static let lookupLength = 16
@@ -100,7 +100,7 @@ public final class SessionRegistry: Sendable {
     }
 
     /// Sessions alive now, and how many of them have a connection.
-    public var counts: (sessions: Int, attached: Int) {
+    package var counts: (sessions: Int, attached: Int) {
         state.withLock { state in (state.entries.count, state.attachedCount) }
     }
 

@@ -83,7 +83,14 @@ public final class ViewlineServer: Sendable {
     }
 
     /// Binds the port for an assembled application.
+    ///
+    /// - Throws: ``ConfigurationError`` naming every backend the view-models declare
+    ///   and the application's ``Services`` lack, before anything is bound.
     public init(application: Application, configuration: ServerConfiguration, logger: Logger) async throws {
+        if !application.missingBackends.isEmpty {
+            let names = application.missingBackends.map { "\"\($0.name)\" (\($0.summary))" }
+            throw ConfigurationError(description: "the view-models call backends the server's Services lack: \(names.joined(separator: ", "))")
+        }
         self.configuration = configuration
         self.application = application
         self.logger = logger

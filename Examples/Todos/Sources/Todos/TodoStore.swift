@@ -18,7 +18,13 @@ public struct TodoFile: TodoStore {
     }
 }
 
-enum TodoStoreKey: ServiceKey { typealias Value = any TodoStore }
+/// The backend ``Todos`` saves through: its value in ``Services``, the name
+/// `fault todo-store` breaks, and what `help` says of it.
+public enum TodoStoreKey: BackendKey {
+    public typealias Value = any TodoStore
+    public static let name = "todo-store"
+    public static let summary = "where the list is saved"
+}
 
 extension Services {
     /// Where ``Todos`` saves the list.

@@ -17,7 +17,7 @@ public enum Todos: ViewModel {
     public static let stateSummary = "{items:[{id, title, done}], saving}"
     public static let busyFields = ["saving"]
     public static func initialState(_ services: Services) -> State { State() }
-    public static let backends = [Backend("todo-store", summary: "where the list is saved")]
+    public static let backends: [any BackendKey.Type] = [TodoStoreKey.self]
     public static let errors = [ErrorCode.noSuchTodo]
 
     public static let commands: [Command<Todos>] = [
@@ -63,10 +63,9 @@ public enum Todos: ViewModel {
         let items = session.state(Todos.self).items
         session.update(Todos.self) { $0.saving = true }
         session.run(.saveTodos) { session in
-            let store = session.services.todoStore
             do {
                 // A newer save replaced this one: the runtime drops what it shows.
-                try await session.call("todo-store") { try await store.save(items) }
+                try await session.call(TodoStoreKey.self) { store in try await store.save(items) }
                 session.update(Todos.self) { $0.saving = false }
             } catch {
                 session.update(Todos.self) { $0.saving = false }

@@ -43,8 +43,28 @@ extension Session {
     /// Background work that was replaced or cancelled: what it shows goes nowhere.
     var isStaleWork: Bool { Self.inBackgroundWork && Task.isCancelled }
 
-    /// Calls a backend, failing first if `fault` armed a failure for it; work that was
-    /// replaced or cancelled gets `CancellationError` instead (the latest wins).
+    /// Calls a backend with its service: `operation` gets the value ``Services`` holds
+    /// for `backend`.
+    ///
+    /// ```swift
+    /// let results = try await session.call(PlacesKey.self) { places in try await places.search(query) }
+    /// ```
+    ///
+    /// Before `operation` runs: work that was replaced or cancelled gets
+    /// `CancellationError` (the latest wins), a failure `fault` armed for the backend's
+    /// name is thrown, and a backend the server's ``Services`` lack throws
+    /// ``MissingBackend`` (the client gets `internal_error`).
+    public func call<Backend: BackendKey, T: Sendable>(
+        _ backend: Backend.Type, _ operation: (Backend.Value) async throws -> T
+    ) async throws -> T {
+        try Task.checkCancellation()
+        guard let service = services.value(for: backend) else { throw MissingBackend(name: Backend.name) }
+        try application.faults.check(Backend.name)
+        return try await operation(service)
+    }
+
+    /// Calls a backend known only by name, failing first if `fault` armed a failure for it.
+    @available(*, deprecated, message: "declare a BackendKey and call it: session.call(TodoStoreKey.self) { store in … }")
     public func call<T: Sendable>(_ backend: String, _ operation: () async throws -> T) async throws -> T {
         try Task.checkCancellation()
         try application.faults.check(backend)
