@@ -1,16 +1,17 @@
 // swift-tools-version:6.0
 import PackageDescription
 
-/// The protocol and SwiftNIO's TCP, TLS, HTTP and WebSocket: what the server's transport
-/// and the Swift client both speak the line protocol over.
+/// The protocol and SwiftNIO's TCP, HTTP and WebSocket: what the server's transport
+/// and the Swift client both speak the line protocol over. TLS (swift-nio-ssl, which
+/// builds BoringSSL) is added only where it is asked for: `ViewlineTLS`, the client.
 let lineTransport: [Target.Dependency] = [
     "ViewlineProtocol",
     .product(name: "NIOCore", package: "swift-nio"),
     .product(name: "NIOPosix", package: "swift-nio"),
     .product(name: "NIOHTTP1", package: "swift-nio"),
     .product(name: "NIOWebSocket", package: "swift-nio"),
-    .product(name: "NIOSSL", package: "swift-nio-ssl"),
 ]
+let nioSSL: Target.Dependency = .product(name: "NIOSSL", package: "swift-nio-ssl")
 
 let package = Package(
     name: "viewline",
@@ -19,6 +20,7 @@ let package = Package(
         .executable(name: "viewline-server", targets: ["viewline-server"]),
         .executable(name: "viewline", targets: ["viewline"]),
         .library(name: "ViewlineKit", targets: ["ViewlineKit"]),
+        .library(name: "ViewlineTLS", targets: ["ViewlineTLS"]),
         .library(name: "ViewlineTesting", targets: ["ViewlineTesting"]),
         .library(name: "ViewlineApps", targets: ["ViewlineApps"]),
         .library(name: "ViewlineProtocol", targets: ["ViewlineProtocol"]),
@@ -49,7 +51,7 @@ let package = Package(
         .target(
             name: "ViewlinePostgres",
             dependencies: [
-                "ViewlinePersistence", "ViewlineKit",
+                "ViewlinePersistence", "ViewlineKit", nioSSL,
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
             ]
@@ -73,11 +75,14 @@ let package = Package(
                 .embedInCode("Web/page/index.html"), .embedInCode("Web/page/app.js"), .embedInCode("Web/page/app.css"),
             ]
         ),
+        // TLS for the server's listeners (`ServerConfiguration.tls`), kept apart so that
+        // a package serving plain TCP never builds BoringSSL.
+        .target(name: "ViewlineTLS", dependencies: ["ViewlineKit", nioSSL]),
         // The Swift client: a session's commands, events and alerts over async/await, and
         // an @Observable model a SwiftUI view binds to. The protocol module and NIO only.
         .target(
             name: "ViewlineClient",
-            dependencies: lineTransport
+            dependencies: lineTransport + [nioSSL]
         ),
         // Testing view-models without sockets: a test store, a manual clock.
         .target(name: "ViewlineTesting", dependencies: ["ViewlineKit"]),
@@ -105,7 +110,7 @@ let package = Package(
         .executableTarget(
             name: "viewline-server",
             dependencies: [
-                "ViewlineKit", "ViewlineApps", "ViewlinePersistence", "ViewlinePostgres",
+                "ViewlineKit", "ViewlineTLS", "ViewlineApps", "ViewlinePersistence", "ViewlinePostgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),

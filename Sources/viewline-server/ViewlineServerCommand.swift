@@ -7,6 +7,7 @@ import Synchronization
 import Logging
 import ViewlineApps
 import ViewlineKit
+import ViewlineTLS
 import ViewlinePersistence
 import ViewlinePostgres
 
@@ -109,8 +110,7 @@ struct ViewlineServerCommand: AsyncParsableCommand {
         configuration.admin = admin
         configuration.maximumLineBytes = maxLineBytes
         configuration.maximumClients = maxClients
-        configuration.tlsCertificateFile = tlsCert
-        configuration.tlsKeyFile = tlsKey
+        if let tlsCert, let tlsKey { configuration.tls = try TLS(certificateChainFile: tlsCert, privateKeyFile: tlsKey) }
         configuration.webPort = webPort
         configuration.webOrigins = webOrigin
         configuration.webHostNames = webHostName

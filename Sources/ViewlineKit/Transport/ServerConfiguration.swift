@@ -24,10 +24,9 @@ public struct ServerConfiguration: Sendable {
     public var incompleteLineTimeout: Duration? = .seconds(30)
     /// Session time to live, session count, event log size.
     public var sessions = SessionLimits()
-    /// PEM certificate chain and private key: with both, clients connect over TLS.
-    public var tlsCertificateFile: String?
-    /// The PEM private key of `tlsCertificateFile`.
-    public var tlsKeyFile: String?
+    /// TLS for every listener but the operations one (the `ViewlineTLS` product's
+    /// `TLS`); `nil` for plain TCP and HTTP.
+    public var tls: (any TransportSecurity)?
     /// With a port (0 picks a free one), an HTTP listener on ``host`` serves the
     /// browser page at `/` and the protocol over WebSocket at `/ws` (one line per
     /// text message); with TLS configured, https and wss.

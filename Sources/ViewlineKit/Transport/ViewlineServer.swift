@@ -3,7 +3,6 @@ import Logging
 import NIOCore
 import NIOHTTP1
 import NIOPosix
-import NIOSSL
 import NIOWebSocket
 import Synchronization
 
@@ -100,7 +99,7 @@ public final class ViewlineServer: Sendable {
         application.eventLoopCount.store(loops, ordering: .relaxed)
         let maximumLineBytes = configuration.maximumLineBytes
         let lineTimeout = configuration.incompleteLineTimeout.map { TimeAmount.nanoseconds(Int64($0.seconds * 1e9)) }
-        let tls = try Self.tlsContext(configuration)
+        let tls = configuration.tls
         do {
             let channel = try await ServerBootstrap(group: group)
                 .serverChannelOption(.backlog, value: 256)
@@ -116,7 +115,7 @@ public final class ViewlineServer: Sendable {
                 .childChannelInitializer { [unowned self] channel in
                     channel.eventLoop.makeCompletedFuture {
                         if let tls {
-                            try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls))
+                            try tls.addServerHandlers(to: channel.pipeline.syncOperations)
                         }
                         try channel.pipeline.syncOperations.addHandlers(
                             LineFrameHandler(maximumLength: maximumLineBytes, incompleteLineTimeout: lineTimeout),
@@ -248,7 +247,7 @@ public final class ViewlineServer: Sendable {
     /// Binds the web listener: HTTP for the page, upgraded to WebSocket at `/ws`,
     /// where each text message is a line and the connection runs like a TCP one
     /// (same ``ConnectionHandler``, limits and client count).
-    private func bindWeb(port: Int, tls: NIOSSLContext?) async throws -> any Channel {
+    private func bindWeb(port: Int, tls: (any TransportSecurity)?) async throws -> any Channel {
         let maximumLineBytes = configuration.maximumLineBytes
         let origins = WebOrigins(
             scheme: tls == nil ? "http" : "https", allowed: Set(configuration.webOrigins),
@@ -266,7 +265,7 @@ public final class ViewlineServer: Sendable {
             .childChannelInitializer { [unowned self] channel in
                 channel.eventLoop.makeCompletedFuture {
                     if let tls {
-                        try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls))
+                        try tls.addServerHandlers(to: channel.pipeline.syncOperations)
                     }
                     let guarded = HTTPConnectionGuard(admission: admission, timeout: timeout)
                     let page = WebPageHandler(origins: origins)
@@ -575,21 +574,6 @@ public final class ViewlineServer: Sendable {
             "requested": "\(requested)", "max-clients": "\(available)", "file-limit": "\(limit.rlim_cur)",
         ])
         return available
-    }
-
-    /// The TLS context for `--tls-cert`/`--tls-key`, or `nil` for plain TCP.
-    static func tlsContext(_ configuration: ServerConfiguration) throws -> NIOSSLContext? {
-        switch (configuration.tlsCertificateFile, configuration.tlsKeyFile) {
-        case (nil, nil): return nil
-        case (let certificate?, let key?):
-            let chain = try NIOSSLCertificate.fromPEMFile(certificate).map { NIOSSLCertificateSource.certificate($0) }
-            let privateKey = try NIOSSLPrivateKey(file: key, format: .pem)
-            var tls = TLSConfiguration.makeServerConfiguration(certificateChain: chain, privateKey: .privateKey(privateKey))
-            tls.minimumTLSVersion = .tlsv12  // PROTOCOL §1: TLS 1.2 or newer
-            return try NIOSSLContext(configuration: tls)
-        default:
-            throw ConfigurationError(description: "TLS needs both a certificate and a key")
-        }
     }
 
     /// A server configuration that cannot work.
