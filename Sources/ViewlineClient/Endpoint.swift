@@ -3,7 +3,9 @@ import Foundation
 /// Where a server listens: its line-protocol port over TCP, or its web listener's
 /// WebSocket (one line per text message, PROTOCOL §1.1).
 public struct Endpoint: Sendable, Hashable, CustomStringConvertible {
+    /// The server's host name or address.
     public var host: String
+    /// Its line port (TCP) or its web port (WebSocket).
     public var port: Int
     /// The WebSocket's path (`/ws`); `nil` for the line protocol over TCP.
     public var webSocketPath: String?
@@ -27,6 +29,7 @@ public struct Endpoint: Sendable, Hashable, CustomStringConvertible {
         return Endpoint(host: host, port: url.port ?? (secure ? 443 : 80), webSocketPath: path)
     }
 
+    /// An endpoint at `host:port`: TCP without a path, the WebSocket at `webSocketPath` with one.
     public init(host: String, port: Int, webSocketPath: String? = nil) {
         self.host = host
         self.port = port

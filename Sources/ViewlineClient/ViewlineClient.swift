@@ -47,6 +47,8 @@ public actor ViewlineClient {
         /// ``timeout`` counts as a dead connection, which is resumed (`nil`: only TCP keepalive).
         public var pingInterval: Duration? = .seconds(30)
 
+        /// Options with TLS, a timeout for connecting and for each reply, whether to
+        /// resume after a drop, and the cluster's other nodes to try.
         public init(
             tls: TLS? = nil, timeout: Duration = .seconds(10), reconnect: Bool = true, nodes: [Endpoint] = []
         ) {
@@ -59,8 +61,10 @@ public actor ViewlineClient {
 
     /// TLS settings: the server is verified against `caFile` (PEM) or the system's trusted roots.
     public struct TLS: Sendable {
+        /// A PEM file of the certificate authorities to trust; `nil` for the system's.
         public var caFile: String?
 
+        /// TLS verified against `caFile`, or the system's trusted roots.
         public init(caFile: String? = nil) {
             self.caFile = caFile
         }
@@ -74,7 +78,7 @@ public actor ViewlineClient {
 
     /// The session's name (`s1`).
     public private(set) var session = ""
-    /// The session's token: what ``attach(token:lastRev:)`` and a resume use.
+    /// The session's token: what ``attach(token:lastRev:timeout:)`` and a resume use.
     public private(set) var token = ""
     /// The highest `rev` seen: where a resumed session picks up.
     public private(set) var rev = 0

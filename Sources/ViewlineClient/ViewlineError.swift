@@ -11,7 +11,7 @@ import ViewlineProtocol
 /// }
 /// ```
 public struct ViewlineError: Error, Sendable, Equatable, CustomStringConvertible {
-    /// The error's code: compare with ``ErrorCode``'s constants (`.moved`, `.unavailable`…)
+    /// The error's code: compare with `ErrorCode`'s constants (`.moved`, `.unavailable`…)
     /// or an app's own (`ErrorCode(rawValue: "login_required")`).
     public let code: ErrorCode
     /// The server's message, for people.
@@ -19,6 +19,7 @@ public struct ViewlineError: Error, Sendable, Equatable, CustomStringConvertible
     /// The whole `error` object, with any other fields it has.
     public let details: JSON
 
+    /// An error reply with `code` and `message` (and the whole `error` object as `details`).
     public init(code: ErrorCode, message: String, details: JSON = .null) {
         self.code = code
         self.message = message
@@ -62,7 +63,9 @@ public struct ConnectionClosed: Error, Sendable, CustomStringConvertible {
 
 /// The server could not be reached, or did not welcome the client in time.
 public struct ConnectError: Error, Sendable, CustomStringConvertible {
+    /// The endpoint tried last.
     public let endpoint: Endpoint
+    /// Why it failed (a refused connection, a TLS failure, a ``Timeout``).
     public let underlying: any Error
 
     public var description: String { "cannot connect to \(endpoint): \(underlying)" }
@@ -73,6 +76,7 @@ public struct Timeout: Error, Sendable, CustomStringConvertible {
     /// What was waited for.
     public let what: String
 
+    /// A timeout waiting for `what`.
     public init(what: String) {
         self.what = what
     }

@@ -17,6 +17,7 @@ public enum ViewlineEvent: Sendable, Equatable {
 
 /// Where the client's connection stands.
 public enum ConnectionState: Sendable, Equatable {
+    /// Welcomed (or attached again) and serving the session.
     case connected
     /// The connection dropped, or the server said a `bye` that leaves the session alive:
     /// the client is resuming the session (on this node or another).
@@ -27,24 +28,34 @@ public enum ConnectionState: Sendable, Equatable {
 
 /// An `alert` event: title, message, one or two actions, and the fields it asks for.
 public struct Alert: Sendable, Identifiable {
+    /// One of the alert's buttons.
     public struct Action: Sendable, Equatable {
         /// `confirm` or `cancel`.
         public var role: String
+        /// The button's text.
         public var label: String
     }
 
+    /// One input of the alert, sent back with `confirm`.
     public struct Field: Sendable, Equatable {
+        /// The key its value is sent under.
         public var name: String
+        /// What the input is called.
         public var label: String
         /// A password: shown as dots.
         public var secure: Bool
     }
 
     public let id: String
+    /// Its place in the session's event order.
     public let rev: Int
+    /// The dialog's heading.
     public let title: String
+    /// What the dialog says.
     public let message: String
+    /// One or two buttons, in order.
     public let actions: [Action]
+    /// The inputs it asks for (none for most alerts).
     public let fields: [Field]
     let client: ViewlineClient?
 

@@ -1,6 +1,7 @@
 /// One declared argument of a command. From the declarations alone a command gets
 /// its usage line, its inline parsing, its JSON `args` checking and its `help` entry.
 public struct Argument: Sendable, Equatable {
+    /// What an argument takes, which decides how it is parsed inline and checked in JSON.
     public enum Kind: Sendable, Equatable {
         /// One word (`login <user> …`).
         case word
@@ -16,7 +17,9 @@ public struct Argument: Sendable, Equatable {
 
     /// The key in JSON `args`.
     public var name: String
+    /// What it takes.
     public var kind: Kind
+    /// Whether a command without it is refused with `bad_arguments`.
     public var isRequired: Bool
     /// Whether a required word or text may be empty (`""`), as a password may.
     public var allowsEmpty: Bool
@@ -28,6 +31,8 @@ public struct Argument: Sendable, Equatable {
     /// (`"what to look for: a cuisine, a dish or a place"`); see ``described(_:)``.
     public var summary: String?
 
+    /// An argument as declared; the static builders (`.word("user")`, `.text("query")`,
+    /// `.optionalInteger("page", minimum: 1)`, …) are the usual way to make one.
     public init(name: String, kind: Kind, isRequired: Bool, allowsEmpty: Bool = false, placeholder: String? = nil, isSecure: Bool = false) {
         self.name = name
         self.kind = kind

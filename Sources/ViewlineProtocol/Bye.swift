@@ -31,7 +31,9 @@ public struct Bye: Sendable, Equatable {
         public var isFinal: Bool { self == .quit || self == .ended || self == .expired || self == .evicted || self == .revoked }
     }
 
+    /// Why the connection ends, for clients to act on (``Code/isFinal``).
     public var code: Code
+    /// Why the connection ends, for people.
     public var reason: String
 
     /// What servers before 1.1 (no `code`) said in `reason` when the session ended.
@@ -44,16 +46,24 @@ public struct Bye: Sendable, Equatable {
         code.map { Code(rawValue: $0).isFinal } ?? finalReasonsBeforeCodes.contains(reason)
     }
 
+    /// A `bye` with `code`, saying `reason`.
     public init(_ code: Code, _ reason: String) {
         self.code = code
         self.reason = reason
     }
 
+    /// After `quit`: the client asked to leave.
     public static let quit = Bye(.quit, "client quit")
+    /// The session was ended (by the server or a cluster `quit` elsewhere).
     public static let ended = Bye(.ended, "session ended")
+    /// Nobody attached within the session's time to live.
     public static let expired = Bye(.expired, "session expired")
+    /// The server dropped the session to make room (its session limit).
     public static let evicted = Bye(.evicted, "session evicted")
+    /// Another connection of the session ran `end-others`.
     public static let revoked = Bye(.revoked, "ended by another connection of the session")
+    /// Another node of the cluster holds the session now: attach there.
     public static let moved = Bye(.moved, "session moved")
+    /// The server is shutting down: resume the session (it lives on in a cluster).
     public static let shutdown = Bye(.shutdown, "server shutting down")
 }

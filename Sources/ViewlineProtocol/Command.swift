@@ -6,12 +6,14 @@ public struct Request: Sendable, Equatable {
     public var id: JSON
     /// The command's name as declared (lowercase), whatever case the client used.
     public var name: String
+    /// Its arguments, checked against the command's declaration.
     public var arguments: Arguments
     /// Where the command is in the ``CommandTable`` that decoded it (``CommandTable/all``),
     /// so a server finds its handler without looking the name up again; `nil` for a
     /// request made by hand.
     public var command: Int?
 
+    /// A request for `name` with `arguments`, answered with `id` as `re`.
     public init(id: JSON = .null, name: String, arguments: Arguments = Arguments()) {
         self.id = id
         self.name = name
@@ -33,8 +35,10 @@ public struct Request: Sendable, Equatable {
 /// A command's arguments, already checked against its declaration: a required
 /// argument is present and every value has its declared type.
 public struct Arguments: Sendable, Equatable {
+    /// The arguments as JSON `args`, by declared name.
     public let json: JSONObject
 
+    /// Arguments already checked (or none): `RequestDecoder` makes them from a line.
     public init(_ json: JSONObject = JSONObject()) { self.json = json }
 
     /// A word or text argument; `""` when an optional one was not given.

@@ -2,15 +2,20 @@
 /// example and declared arguments. Inline words and JSON `args` are both mapped and
 /// checked here, so a handler only ever sees well-formed ``Arguments``.
 public struct CommandSpec: Sendable, Equatable {
+    /// The command's name, lowercase (commands match case-insensitively).
     public var name: String
+    /// The usage line: `search <query>`, `saved [page]`.
     public var usage: String
+    /// What the command does, in one sentence, for `help`.
     public var summary: String
     /// One inline line that uses the command, as a person would type it.
     public var example: String
+    /// Its arguments, in inline order.
     public var arguments: [Argument]
+    /// Whether only a server started with admin commands runs it (`fault`).
     public var adminOnly: Bool
     /// Whether a page may send the command as the person types (debounced): its
-    /// view-model lets the latest one win (``help``'s `live: true`, protocol 1.2).
+    /// view-model lets the latest one win (`help`'s `live: true`, protocol 1.2).
     public var isLive: Bool
     /// Whether the command fetches the next page of its view's list (`help`'s
     /// `paging: true`, protocol 1.2): a page draws it as "Load more" under the list.
@@ -18,6 +23,8 @@ public struct CommandSpec: Sendable, Equatable {
     /// The view whose view-model declares the command; `nil` for the built-ins.
     public var view: String?
 
+    /// A command declaration: the usage line is made from `arguments` unless given,
+    /// and the example is the bare name unless given.
     public init(
         _ name: String, summary: String, arguments: [Argument] = [], example: String? = nil,
         usage: String? = nil, adminOnly: Bool = false, live: Bool = false, paging: Bool = false

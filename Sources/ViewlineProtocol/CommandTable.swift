@@ -1,6 +1,7 @@
 /// The commands a server understands, in the order `help` lists them, looked up
 /// by name case-insensitively. Built once per server from its declarations.
 public struct CommandTable: Sendable {
+    /// Every command, in `help` order.
     public let all: [CommandSpec]
     private let byName: [String: Int]
     /// Every name by its bytes: see ``index(ofName:)``.
@@ -15,6 +16,7 @@ public struct CommandTable: Sendable {
         names = NameTable(specs.map(\.name))
     }
 
+    /// The command called `name`, in any case; `nil` when there is none.
     public func spec(named name: String) -> CommandSpec? {
         index(named: name).map { all[$0] }
     }

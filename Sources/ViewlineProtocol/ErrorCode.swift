@@ -9,6 +9,7 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConve
     /// One line for `help` and the protocol document.
     public let meaning: String
 
+    /// A code named `rawValue` (snake_case, stable) whose `meaning` `help` shows.
     public init(_ rawValue: String, meaning: String) {
         self.rawValue = rawValue
         self.meaning = meaning
@@ -23,26 +24,47 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConve
     public func hash(into hasher: inout Hasher) { hasher.combine(rawValue) }
     public var description: String { rawValue }
 
+    /// `unknown_command`: The command name is not known; `help` lists them.
     public static let unknownCommand = ErrorCode("unknown_command", meaning: "The command name is not known; `help` lists them.")
+    /// `bad_arguments`: The command's arguments are missing or of the wrong type; the message shows the usage.
     public static let badArguments = ErrorCode("bad_arguments", meaning: "The command's arguments are missing or of the wrong type; the message shows the usage.")
+    /// `bad_syntax`: The inline line could not be split: an unbalanced quote or a dangling backslash.
     public static let badSyntax = ErrorCode("bad_syntax", meaning: "The inline line could not be split: an unbalanced quote or a dangling backslash.")
+    /// `bad_json`: A line starting with `{` is not a JSON object with a string `cmd`.
     public static let badJSON = ErrorCode("bad_json", meaning: "A line starting with `{` is not a JSON object with a string `cmd`.")
+    /// `bad_encoding`: The line is not valid UTF-8.
     public static let badEncoding = ErrorCode("bad_encoding", meaning: "The line is not valid UTF-8.")
+    /// `bad_request`: The command is too complex: JSON nested deeper than 32, an object with more than 256 keys, more than 4,096 values, or more words, fields or characters than a limit allows (PROTOCOL §8).
     public static let badRequest = ErrorCode("bad_request", meaning: "The command is too complex: JSON nested deeper than 32, an object with more than 256 keys, more than 4,096 values, or more words, fields or characters than a limit allows (PROTOCOL §8).")
+    /// `line_too_long`: The line exceeded the server's limit; the rest of it was discarded.
     public static let lineTooLong = ErrorCode("line_too_long", meaning: "The line exceeded the server's limit; the rest of it was discarded.")
+    /// `no_alert`: `confirm`/`cancel` while no alert is presented.
     public static let noAlert = ErrorCode("no_alert", meaning: "`confirm`/`cancel` while no alert is presented.")
+    /// `stale_alert`: The alert id named is not the presented alert.
     public static let staleAlert = ErrorCode("stale_alert", meaning: "The alert id named is not the presented alert.")
+    /// `no_cancel_action`: `cancel` on an alert that has no cancel action.
     public static let noCancelAction = ErrorCode("no_cancel_action", meaning: "`cancel` on an alert that has no cancel action.")
+    /// `admin_disabled`: An admin command on a server started without `--admin`.
     public static let adminDisabled = ErrorCode("admin_disabled", meaning: "An admin command on a server started without `--admin`.")
+    /// `unknown_view`: `state` named a view that does not exist.
     public static let unknownView = ErrorCode("unknown_view", meaning: "`state` named a view that does not exist.")
+    /// `unknown_service`: `fault` named a backend service that does not exist.
     public static let unknownService = ErrorCode("unknown_service", meaning: "`fault` named a backend service that does not exist.")
+    /// `timeout`: `wait` timed out before the session settled.
     public static let timeout = ErrorCode("timeout", meaning: "`wait` timed out before the session settled.")
+    /// `bad_token`: `attach` named a session token that is unknown, expired or wrong (which one is not said).
     public static let badToken = ErrorCode("bad_token", meaning: "`attach` named a session token that is unknown, expired or wrong (which one is not said).")
+    /// `attach_throttled`: Too many failed `attach` attempts from this address; the message says how long to wait.
     public static let attachThrottled = ErrorCode("attach_throttled", meaning: "Too many failed `attach` attempts from this address; the message says how long to wait.")
+    /// `busy`: The same work is already running for this session.
     public static let busy = ErrorCode("busy", meaning: "The same work is already running for this session.")
+    /// `moved`: `attach`: the session lives on another node, alive; `address` says where to attach instead.
     public static let moved = ErrorCode("moved", meaning: "`attach`: the session lives on another node, alive; `address` says where to attach instead.")
+    /// `unavailable`: The database the command needs cannot be reached right now; the session keeps its state; try again.
     public static let unavailable = ErrorCode("unavailable", meaning: "The database the command needs cannot be reached right now; the session keeps its state; try again.")
+    /// `server_busy`: The server is too loaded for this right now (log-ins being checked, or the node holds all the sessions it may); try again in a moment.
     public static let serverBusy = ErrorCode("server_busy", meaning: "The server is too loaded for this right now (log-ins being checked, or the node holds all the sessions it may); try again in a moment.")
+    /// `internal_error`: The server failed unexpectedly; the session goes on. The message is generic (the error itself is in the server's log, with the session and the command: it may hold anything a backend said).
     public static let internalError = ErrorCode("internal_error", meaning: "The server failed unexpectedly; the session goes on. The message is generic (the error itself is in the server's log, with the session and the command: it may hold anything a backend said).")
 
     /// The codes of the protocol and the runtime, in the order `help` lists them
@@ -56,7 +78,9 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConve
 
 /// A typed error that crosses the wire as `{"code": ..., "message": ...}`.
 public struct ProtocolError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// What went wrong, for clients to branch on.
     public var code: ErrorCode
+    /// What went wrong, for people (it may change between releases).
     public var message: String
     /// Where to go instead (`host:port`), with ``ErrorCode/moved``.
     public var address: String?
@@ -70,6 +94,7 @@ public struct ProtocolError: Error, Sendable, Equatable, CustomStringConvertible
     /// never sent to the client, and not part of equality.
     public var underlying: (any Error)?
 
+    /// An error with `code` and `message`, and the fields some codes carry.
     public init(_ code: ErrorCode, _ message: String, address: String? = nil, retryAfter: Int? = nil, underlying: (any Error)? = nil) {
         self.code = code
         self.message = message
@@ -86,6 +111,7 @@ public struct ProtocolError: Error, Sendable, Equatable, CustomStringConvertible
 
     public var description: String { "\(code.rawValue): \(message)" }
 
+    /// The wire form: `{"code": …, "message": …}` with `address`, `retryAfter` and `web` when set.
     public var json: JSON {
         var object: JSONObject = ["code": .string(code.rawValue), "message": .string(message)]
         if let address { object["address"] = .string(address) }

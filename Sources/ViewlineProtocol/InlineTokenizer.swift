@@ -5,6 +5,10 @@
 /// backslash escapes `"`, `\`, and stands for `\n`, `\t`, `\r`; any other escaped
 /// character is kept as is. A closing quote must be followed by whitespace or the end.
 public enum InlineTokenizer {
+    /// The words of `line`, quotes and escapes resolved.
+    ///
+    /// - Throws: `bad_syntax` for an unbalanced quote, a dangling backslash or a
+    ///   closing quote followed by more text.
     public static func split(_ line: String) throws(ProtocolError) -> [String] {
         var words: [String] = []
         var current = ""

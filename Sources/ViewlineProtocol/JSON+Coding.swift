@@ -50,6 +50,7 @@ extension JSON: Decodable {
         return try Array(bytes).withUnsafeBufferPointer { buffer throws(JSONParser.Failure) in try JSONParser.parse(buffer, limits: limits) }
     }
 
+    /// The JSON value `text` holds (RFC 8259, with the server's limits on depth and size).
     public static func parse(_ text: String) throws -> JSON {
         try parse(Array(text.utf8))
     }

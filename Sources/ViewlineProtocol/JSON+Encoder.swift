@@ -2,6 +2,7 @@
 /// order the value encodes them (a synthesized `Encodable` uses declaration order),
 /// so a view's state reads on the wire the way its type reads in code.
 extension JSON {
+    /// `value` as JSON, keys in the order it encodes them.
     public init(encoding value: some Encodable) throws {
         let encoder = TreeEncoder(codingPath: [])
         try value.encode(to: encoder)

@@ -5,31 +5,43 @@ import Foundation
 /// Order matters on the wire: every server line starts with `"type"`, which keeps
 /// transcripts readable and lets test vectors compare lines textually.
 public enum JSON: Sendable, Hashable {
+    /// `null`.
     case null
+    /// `true` or `false`.
     case bool(Bool)
+    /// A number without a fraction or exponent that fits in an `Int`.
     case int(Int)
+    /// Any other number.
     case double(Double)
     /// A number kept as the text it arrived in: a request's `id` that would not be
     /// written back the same way as an `int` or a `double` (its reply echoes it byte
     /// for byte). The server's own values never use it.
     case number(String)
+    /// A string.
     case string(String)
+    /// An array.
     case array([JSON])
+    /// An object, keys in order.
     case object(JSONObject)
 }
 
 /// An insertion-ordered JSON object.
 public struct JSONObject: Sendable, Hashable, ExpressibleByDictionaryLiteral {
+    /// The members in order.
     public private(set) var pairs: [(key: String, value: JSON)]
 
+    /// An empty object.
     public init() { pairs = [] }
+    /// An object with the literal's members, in order.
     public init(dictionaryLiteral elements: (String, JSON)...) {
         pairs = elements.map { (key: $0.0, value: $0.1) }
     }
+    /// An object with `elements`, in order.
     public init(_ elements: [(String, JSON)]) {
         pairs = elements.map { (key: $0.0, value: $0.1) }
     }
 
+    /// The value under `key`; setting `nil` removes the member, setting a new key appends it.
     public subscript(key: String) -> JSON? {
         get { pairs.first { $0.key == key }?.value }
         set {
@@ -41,7 +53,9 @@ public struct JSONObject: Sendable, Hashable, ExpressibleByDictionaryLiteral {
         }
     }
 
+    /// The keys in order.
     public var keys: [String] { pairs.map(\.key) }
+    /// Whether the object has no members.
     public var isEmpty: Bool { pairs.isEmpty }
 
     public static func == (lhs: JSONObject, rhs: JSONObject) -> Bool {
@@ -71,13 +85,17 @@ extension JSON: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, Express
 }
 
 extension JSON {
+    /// The member `key` of an object; `nil` for a missing key or a value that is not an object.
     public subscript(key: String) -> JSON? {
         if case .object(let object) = self { return object[key] }
         return nil
     }
 
+    /// The string, if this is one.
     public var stringValue: String? { if case .string(let s) = self { return s } else { return nil } }
+    /// The boolean, if this is one.
     public var boolValue: Bool? { if case .bool(let b) = self { return b } else { return nil } }
+    /// The number as an `Int`, if it is a whole number that fits.
     public var intValue: Int? {
         switch self {
         case .int(let i): return i
@@ -86,6 +104,7 @@ extension JSON {
         default: return nil
         }
     }
+    /// The number as a `Double`, if this is a number.
     public var doubleValue: Double? {
         switch self {
         case .int(let i): return Double(i)
@@ -94,7 +113,10 @@ extension JSON {
         default: return nil
         }
     }
+    /// The elements, if this is an array.
     public var arrayValue: [JSON]? { if case .array(let a) = self { return a } else { return nil } }
+    /// The object, if this is one.
     public var objectValue: JSONObject? { if case .object(let o) = self { return o } else { return nil } }
+    /// Whether this is `null`.
     public var isNull: Bool { if case .null = self { return true } else { return false } }
 }

@@ -17,6 +17,7 @@ public struct JSONParser {
         /// Most values in the whole document (keys not counted).
         public var values: Int
 
+        /// Limits of `depth` nesting levels, `keysPerObject` keys and `values` values in all.
         public init(depth: Int, keysPerObject: Int, values: Int) {
             self.depth = depth
             self.keysPerObject = keysPerObject

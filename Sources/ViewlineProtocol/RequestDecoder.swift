@@ -6,15 +6,19 @@ import Foundation
 /// inline `line`, with an `id`); anything else is an inline command. Blank lines give
 /// `nil` and are ignored.
 public enum RequestDecoder {
+    /// A line that is not a valid command: the error reply to send.
     public struct Failure: Error, Sendable, Equatable {
         /// The id to echo: the JSON form's id when it could be read, else `null`.
         public var re: JSON
+        /// What is wrong with the line.
         public var error: ProtocolError
     }
 
     /// Most words in an inline command (its name included).
     public static let maximumWords = 1024
 
+    /// The request a line of bytes holds, checked against `commands`; the failure to
+    /// answer when it holds none; `nil` for a blank line.
     public static func decode(line bytes: some Collection<UInt8>, commands: CommandTable) -> Result<Request, Failure>? {
         if let decoded = bytes.withContiguousStorageIfAvailable({ decode(buffer: $0, commands: commands) }) {
             return decoded
@@ -105,6 +109,8 @@ public enum RequestDecoder {
         return words
     }
 
+    /// The request `line` holds, checked against `commands`; the failure to answer
+    /// when it holds none; `nil` for a blank line.
     public static func decode(line: String, commands: CommandTable) -> Result<Request, Failure>? {
         decode(line: Array(line.utf8), commands: commands)
     }

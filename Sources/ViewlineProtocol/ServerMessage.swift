@@ -1,14 +1,24 @@
 /// Every line the server sends. Each encodes to one JSON object whose first key is `type`.
 public enum ServerMessage: Sendable, Equatable {
+    /// The first line of a connection: its session, the token that attaches to it
+    /// again, and the server's name.
     case welcome(session: String, token: String, server: String)
+    /// The answer to one command (`re` is its id): a result or an error.
     case reply(re: JSON, result: Result<JSON, ProtocolError>)
+    /// A view's new state, numbered `rev` in the session's event order.
     case display(rev: Int, view: String, state: JSON)
+    /// A modal alert, presented until answered or dismissed.
     case alert(rev: Int, id: String, content: AlertContent)
+    /// The alert `id` went away (answered elsewhere, or moot).
     case dismiss(rev: Int, id: String)
+    /// The last line of a connection, and why (``Bye/Code``).
     case bye(Bye)
 
+    /// The protocol's major version, in `welcome`: additions keep it, changes that
+    /// break a client raise it.
     public static let protocolVersion = 1
 
+    /// The line's JSON object, `type` first.
     public var json: JSON {
         switch self {
         case .welcome(let session, let token, let server):
@@ -92,6 +102,7 @@ public enum ServerMessage: Sendable, Equatable {
         out.append(contentsOf: #","state":"#.utf8)
     }
 
+    /// The event's place in the session's order (displays, alerts, dismisses); `nil` for the others.
     public var rev: Int? {
         switch self {
         case .display(let rev, _, _), .alert(let rev, _, _), .dismiss(let rev, _): rev

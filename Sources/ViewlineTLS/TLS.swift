@@ -2,8 +2,8 @@ import NIOCore
 import NIOSSL
 import ViewlineKit
 
-/// TLS for a ``ViewlineServer``'s listeners (PROTOCOL §1: TLS 1.2 or newer), over
-/// SwiftNIO SSL. Set it as ``ServerConfiguration/tls``: the line listener then takes
+/// TLS for a `ViewlineServer`'s listeners (PROTOCOL §1: TLS 1.2 or newer), over
+/// SwiftNIO SSL. Set it as `ServerConfiguration.tls`: the line listener then takes
 /// TLS connections and the web listener serves https and wss.
 ///
 /// ```swift

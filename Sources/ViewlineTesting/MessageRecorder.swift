@@ -2,14 +2,15 @@ import Foundation
 import Synchronization
 import ViewlineKit
 
-/// Collects what a session sends, for tests to assert on in order (the
-/// non-exhaustive way: ``TestStore`` checks every message instead).
+/// Collects what a session sends, for tests to assert on in order: a ``TestStore``'s
+/// ``TestStore/recorder`` holds every message its session sent, asserted or not.
 public final class MessageRecorder: Sendable {
     private let messages = Mutex<[ServerMessage]>([])
 
+    /// A recorder with nothing recorded.
     public init() {}
 
-    /// Pass this as the session's `output`.
+    /// Where the session sends: every message is appended.
     public var output: @Sendable (ServerMessage) -> Void {
         { message in self.messages.withLock { $0.append(message) } }
     }
@@ -28,6 +29,7 @@ public final class MessageRecorder: Sendable {
         }
     }
 
+    /// Every alert so far, in order.
     public var alerts: [(id: String, content: AlertContent)] {
         all.compactMap {
             if case .alert(_, let id, let content) = $0 { return (id, content) }
@@ -35,6 +37,7 @@ public final class MessageRecorder: Sendable {
         }
     }
 
+    /// Every reply so far, in order.
     public var replies: [Result<JSON, ProtocolError>] {
         all.compactMap {
             if case .reply(_, let result) = $0 { return result }
@@ -42,6 +45,7 @@ public final class MessageRecorder: Sendable {
         }
     }
 
+    /// The revs of the events so far, in order (they must only grow).
     public var revs: [Int] { all.compactMap(\.rev) }
 
     /// Waits until `predicate` holds for the messages so far (polling; fails after `timeout`).
@@ -60,8 +64,11 @@ public final class MessageRecorder: Sendable {
     }
 }
 
+/// ``MessageRecorder/waitUntil(timeout:_:_:)`` gave up: what it waited for, and what came.
 public struct TestTimeout: Error, CustomStringConvertible {
+    /// What the test waited for.
     public var what: String
+    /// Every message recorded by then, as wire lines.
     public var messages: [String]
     public var description: String { "timed out waiting for \(what); got:\n" + messages.joined(separator: "\n") }
 }

@@ -16,10 +16,12 @@ public final class BlockingPool: Sendable {
     /// The pool's queue was full; the caller should answer "try again". A command that
     /// lets it through fails with `server_busy` (retry after 1 s).
     public struct Full: ProtocolErrorConvertible, Sendable, CustomStringConvertible {
+        /// The pool's refusal.
         public init() {}
 
         public var description: String { "the blocking work pool is full" }
 
+        /// `server_busy`, retry after 1 s.
         public var protocolError: ProtocolError {
             ProtocolError(.serverBusy, "the server is busy; try again in a moment", retryAfter: 1)
         }

@@ -3,7 +3,7 @@
 ///
 /// `perform` runs on the session, in its isolation: it reads and updates states,
 /// asks alerts, starts background work, and returns the reply's `result`. Throwing
-/// a ``ProtocolError`` replies with its code and message; any other error replies
+/// a `ProtocolError` replies with its code and message; any other error replies
 /// `internal_error` and the session goes on.
 ///
 /// A `perform` without `await` is synchronous (Swift picks that initializer for it):

@@ -40,6 +40,7 @@ public struct Services: Sendable {
 
 /// The key of one service in ``Services``.
 public protocol ServiceKey {
+    /// The service's type: often a protocol existential (`any PlacesService`), so tests pass fakes.
     associatedtype Value: Sendable
     /// What the key gives when nobody provided it; `nil` makes it required.
     static var defaultValue: Value? { get }

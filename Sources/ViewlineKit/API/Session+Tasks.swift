@@ -7,7 +7,7 @@ extension Session {
     /// `run` in the slot), cancelled (``cancel(_:)``) or its session ends, what it does
     /// goes nowhere — ``update(_:display:_:)`` changes a scratch copy and displays
     /// nothing, ``showAlert(_:)`` shows nothing, ``ask(_:)`` answers `.dismissed` at
-    /// once, and ``call(_:_:)`` throws `CancellationError` before the backend is called.
+    /// once, and ``call(_:_:)-(Backend.Type,_)`` throws `CancellationError` before the backend is called.
     public func run(_ slot: TaskSlot, _ body: @escaping @Sendable (isolated Session) async -> Void) {
         tasks[slot]?.task.cancel()
         taskGeneration += 1

@@ -41,7 +41,7 @@ public protocol ViewModel: SendableMetatype {
     static var commands: [Command<Self>] { get }
     /// Error codes this view-model's commands may reply with, for `help` and the docs.
     static var errors: [ErrorCode] { get }
-    /// The backends it calls through ``Session/call(_:_:)``: each must be in the
+    /// The backends it calls through ``Session/call(_:_:)-(Backend.Type,_)``: each must be in the
     /// server's ``Services``, is a target for `fault`, and is listed by `help`.
     static var backends: [any BackendKey.Type] { get }
     /// Called on every session after its user changed (``Session/signIn(_:)``,

@@ -67,6 +67,10 @@ public final class Cluster: Sendable {
     ///   - address: `host:port` clients should use to reach this node (`moved`); the
     ///     bound address when `nil`.
     ///   - nodeTimeout: how long a silent node counts as alive.
+    ///   - directory: where session records and node leases are kept (PostgreSQL's
+    ///     `PostgresSessionDirectory` in production).
+    ///   - recordInterval: how often a changed session's record is written at most.
+    ///   - logger: where lease lapses, claims and restores are logged.
     public init(
         directory: any SessionDirectory, address: String? = nil, nodeTimeout: Duration = .seconds(5),
         recordInterval: Duration = .milliseconds(100), logger: Logger = Logger(label: "viewline.cluster")

@@ -58,6 +58,7 @@ public struct LeaseRenewal: Sendable, Equatable {
     /// have claimed the node's sessions meanwhile); `false` for a node's first lease.
     public var previousExpired: Bool
 
+    /// A renewal whose previous lease had (`true`) or had not expired.
     public init(previousExpired: Bool) {
         self.previousExpired = previousExpired
     }
@@ -66,12 +67,15 @@ public struct LeaseRenewal: Sendable, Equatable {
 /// A node of a cluster: a name unique to this process's life, and the address
 /// clients reach it at.
 public struct ClusterNode: Sendable, Equatable {
+    /// The node's name for this process's life (`n…`), the owner in session records.
     public var id: String
+    /// Where clients reach its line listener (`host:port`).
     public var address: String
     /// Where the node's web page is (`http://host:port/`), or `""` without one: what
     /// `moved` tells a browser page, which speaks WebSocket rather than TCP.
     public var web: String
 
+    /// A node named `id`, reached at `address` (and its page at `web`).
     public init(id: String, address: String, web: String = "") {
         self.id = id
         self.address = address
@@ -88,9 +92,10 @@ public struct SessionRecord: Sendable, Equatable {
     public var secretDigest: [UInt8]
     /// The id of the node that runs the session.
     public var owner: String
-    /// The session's snapshot (``Session/record``), as JSON text.
+    /// The session's snapshot (what the session keeps of its states, user and alerts), as JSON text.
     public var snapshot: String
 
+    /// A record of the session whose token starts with `lookup`, held by `owner`.
     public init(lookup: String, secretDigest: [UInt8], owner: String, snapshot: String) {
         self.lookup = lookup
         self.secretDigest = secretDigest
@@ -101,6 +106,7 @@ public struct SessionRecord: Sendable, Equatable {
 
 /// A record found by ``SessionDirectory/find(lookup:nodeTimeout:)``.
 public struct SessionLocation: Sendable, Equatable {
+    /// The session's record.
     public var record: SessionRecord
     /// The owner's address, as it last announced it.
     public var ownerAddress: String
@@ -109,6 +115,7 @@ public struct SessionLocation: Sendable, Equatable {
     /// Whether the owner's lease is valid (by the directory's clock).
     public var ownerAlive: Bool
 
+    /// A found record and what is known of its owner.
     public init(record: SessionRecord, ownerAddress: String, ownerWeb: String = "", ownerAlive: Bool) {
         self.record = record
         self.ownerAddress = ownerAddress

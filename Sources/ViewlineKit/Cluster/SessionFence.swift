@@ -31,6 +31,9 @@ public struct SessionFence: Sendable {
     /// A fence for `session` acting as `node`. The runtime makes one for each session of
     /// a ``Cluster``; a store's tests make their own.
     /// - Parameters:
+    ///   - session: the session's record key (its token's public part).
+    ///   - node: the node that acts for it.
+    ///   - nodeTimeout: the cluster's lease length.
     ///   - isHeld: whether the node's lease is valid by its own clock.
     ///   - refused: called when a store refuses a write.
     public init(
@@ -70,10 +73,12 @@ public struct SessionFence: Sendable {
 /// longer hold): the command fails with `unavailable`, and the client attaches again
 /// (another node sends it on with `moved`).
 public struct SessionFenced: ProtocolErrorConvertible, CustomStringConvertible {
+    /// A store's refusal.
     public init() {}
 
     public var description: String { "the write was refused: this node does not hold the session's lease" }
 
+    /// `unavailable`: attach again.
     public var protocolError: ProtocolError {
         ProtocolError(.unavailable, "this node no longer holds this session, so nothing was written; attach again to reach the node that does")
     }

@@ -7,6 +7,7 @@ public final class FaultInjector: Sendable {
     private struct Fault { var remaining: Int; var message: String? }
     private let faults = Mutex<[String: Fault]>([:])
 
+    /// A table with nothing armed.
     public init() {}
 
     /// Arms `count` failures of `backend` (0 clears), replacing any armed before.

@@ -57,7 +57,12 @@ public final class ServerMetrics: Sendable {
 
     /// How a connection reached the server.
     public enum Transport: String, Sendable, CaseIterable {
-        case tcp, tls, websocket
+        /// The line listener, plain.
+        case tcp
+        /// The line listener over TLS.
+        case tls
+        /// The web listener's `/ws` (plain or TLS).
+        case websocket
     }
 
     /// Metrics for a server whose commands are `commandNames` (and, when
@@ -254,6 +259,7 @@ enum ProcessFigures {
 public final class ConnectionCounts: Sendable {
     private let counts = Mutex<[ServerMetrics.Transport: Int]>([:])
 
+    /// No connections yet.
     public init() {}
 
     func opened(_ transport: ServerMetrics.Transport) { counts.withLock { $0[transport, default: 0] += 1 } }

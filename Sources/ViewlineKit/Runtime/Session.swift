@@ -5,7 +5,7 @@ import NIOPosix
 import Synchronization
 
 /// One client's view-models: their states, the work they run and the alerts they
-/// ask, behind one actor. Commands come in through ``handle(_:from:)``; replies go
+/// ask, behind one actor. Commands come in through `handle(_:from:)`; replies go
 /// to the connection that sent the command, events to every attached connection.
 /// A session outlives its connections: a client that reconnects attaches again and
 /// gets what it missed from the session's bounded event log.
@@ -24,7 +24,7 @@ import Synchronization
 public actor Session {
     /// The event loop this session's code runs on.
     package nonisolated let eventLoop: any EventLoop
-    /// The actor's executor: ``eventLoop``.
+    /// The actor's executor: the session's event loop.
     public nonisolated let unownedExecutor: UnownedSerialExecutor
     /// The session's name in `welcome` and logs (`s1`).
     public nonisolated let id: String

@@ -21,5 +21,6 @@ public struct SessionLimits: Sendable {
     /// grows drops its own oldest events first.
     public var eventLogBudgetBytes = 256 << 20
 
+    /// The defaults above.
     public init() {}
 }

@@ -58,5 +58,6 @@ public struct ServerConfiguration: Sendable {
     /// Names the server in `welcome`.
     public var serverName = "viewline/1.2"
 
+    /// The defaults above: loopback port 7878, no web or operations listener, no TLS.
     public init() {}
 }

@@ -9,7 +9,7 @@ import Synchronization
 /// Serves view-models over TCP: accepts connections, frames lines, hands each line
 /// to its connection's ``Session`` and writes what the session sends. A new
 /// connection's session runs on the connection's event loop (see
-/// ``ClientConnection``). One client's error never reaches another.
+/// `ClientConnection`). One client's error never reaches another.
 ///
 /// ```swift
 /// let server = try await ViewlineServer(apps: [Todos.self, Search.self], services: services, configuration: configuration)
@@ -68,6 +68,8 @@ public final class ViewlineServer: Sendable {
     ///   - services: what the view-models reach (backends, database, clock).
     ///   - faults: the `fault` table, when a service checks it itself.
     ///   - cluster: this node's part in a cluster (session records, `moved`, restore), if any.
+    ///   - configuration: the listeners, limits and TLS.
+    ///   - logger: where the server and every session log.
     public convenience init(
         apps: [any ViewModel.Type], services: Services = Services(), faults: FaultInjector = FaultInjector(),
         cluster: Cluster? = nil,
