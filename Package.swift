@@ -85,7 +85,14 @@ let package = Package(
             dependencies: lineTransport + [nioSSL]
         ),
         // Testing view-models without sockets: a test store, a manual clock.
-        .target(name: "ViewlineTesting", dependencies: ["ViewlineKit"]),
+        .target(
+            name: "ViewlineTesting",
+            dependencies: [
+                "ViewlineKit",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ]
+        ),
         // The seed flows (search, drafts, contacts, playlist, log-in), built on ViewlineKit's public API.
         .target(
             name: "ViewlineApps",

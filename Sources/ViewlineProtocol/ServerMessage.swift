@@ -17,13 +17,18 @@ public enum ServerMessage: Sendable, Equatable {
     /// The protocol's major version, in `welcome`: additions keep it, changes that
     /// break a client raise it.
     public static let protocolVersion = 1
+    /// The protocol's minor version, in `welcome.minor` (from 1.3): which additions
+    /// within ``protocolVersion`` the server has (PROTOCOL §9), so a client need not
+    /// read them from `server`.
+    public static let protocolMinorVersion = 3
 
     /// The line's JSON object, `type` first.
     public var json: JSON {
         switch self {
         case .welcome(let session, let token, let server):
             return [
-                "type": "welcome", "protocol": .int(Self.protocolVersion), "session": .string(session),
+                "type": "welcome", "protocol": .int(Self.protocolVersion), "minor": .int(Self.protocolMinorVersion),
+                "session": .string(session),
                 "token": .string(token), "server": .string(server),
             ]
         case .reply(let re, .success(let result)):

@@ -14,11 +14,41 @@ import ViewlineKit
 ///
 /// Expected states are written as changes to the previous expected state of the
 /// same view (starting from its initial state), and compared in their wire form.
+///
+/// The same test body runs against a real server too (like Hummingbird's
+/// `.router` and `.live`): ``init(apps:services:faults:admin:exhaustive:mode:sourceLocation:)`` with
+/// ``Mode/live`` starts the apps on a loopback port and drives the session over TCP,
+/// reading every line back as a client does — framing, parsing, the wire form and
+/// the transport's ordering included.
+///
+/// ```swift
+/// @Test(arguments: [TestStore.Mode.session, .live])
+/// func counting(mode: TestStore.Mode) async throws {
+///     let store = try await TestStore(apps: [Counter.self], mode: mode)
+///     await store.send("increment", reply: ["count": 1])
+///     await store.receive(Counter.self) { $0.count = 1 }
+///     await store.finish()
+/// }
+/// ```
 public final class TestStore {
-    /// The session under test; its application is built from the store's apps.
+    /// Where a store's session runs.
+    public enum Mode: Sendable, CaseIterable, CustomTestStringConvertible {
+        /// In this process, without a socket: lines go straight to the session.
+        case session
+        /// Behind a real server on a loopback port, over one TCP connection.
+        case live
+
+        public var testDescription: String { self == .session ? "session" : "live" }
+    }
+
+    /// The session under test; its application is built from the store's apps. In
+    /// ``Mode/live`` it is the server's session for the store's connection.
     public let session: Session
+    /// Where the session runs.
+    public let mode: Mode
+    private let live: LiveConnection?
     /// Every message the session sent, asserted or not.
-    public let recorder = MessageRecorder()
+    public let recorder: MessageRecorder
     /// When true (the default), messages nobody asserted fail the test at the next
     /// `send` and at ``finish(timeout:sourceLocation:)``.
     public var exhaustive: Bool
@@ -30,18 +60,64 @@ public final class TestStore {
     private var expectedStates: [String: any Sendable] = [:]
 
     /// A session running `apps` on `services` (fakes, a ``TestClock``), with admin
-    /// commands on unless `admin` is false.
-    public init(
+    /// commands on unless `admin` is false. A declared backend the services lack is
+    /// recorded as a test issue.
+    public convenience init(
         apps: [any ViewModel.Type], services: Services = Services(), faults: FaultInjector = FaultInjector(),
         admin: Bool = true, exhaustive: Bool = true, id: String = "s1",
         sourceLocation: SourceLocation = #_sourceLocation
     ) {
-        let application = Application(apps, services: services, faults: faults, admin: admin)
+        let application = Self.application(apps, services: services, faults: faults, admin: admin, sourceLocation: sourceLocation)
+        let recorder = MessageRecorder()
+        let session = Session(id: id, application: application, output: recorder.output)
+        self.init(session: session, recorder: recorder, mode: .session, live: nil, exhaustive: exhaustive)
+    }
+
+    /// A session running `apps` on `services` in `mode`: with ``Mode/live``, behind a
+    /// server of its own on a loopback port, reached over TCP.
+    ///
+    /// - Throws: when the server cannot start (a declared backend the services lack
+    ///   is named) or the connection is not welcomed.
+    public convenience init(
+        apps: [any ViewModel.Type], services: Services = Services(), faults: FaultInjector = FaultInjector(),
+        admin: Bool = true, exhaustive: Bool = true, mode: Mode, sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws {
+        let recorder = MessageRecorder()
+        switch mode {
+        case .session:
+            let application = Self.application(apps, services: services, faults: faults, admin: admin, sourceLocation: sourceLocation)
+            let session = Session(id: "s1", application: application, output: recorder.output)
+            self.init(session: session, recorder: recorder, mode: .session, live: nil, exhaustive: exhaustive)
+        case .live:
+            var configuration = ServerConfiguration()
+            configuration.host = "127.0.0.1"
+            configuration.port = 0
+            configuration.admin = admin
+            configuration.eventLoops = 1
+            let application = Application(apps, services: services, faults: faults, configuration: configuration)
+            let (live, session) = try await LiveConnection.start(application, configuration: configuration, recorder: recorder)
+            self.init(session: session, recorder: recorder, mode: .live, live: live, exhaustive: exhaustive)
+        }
+    }
+
+    private init(session: Session, recorder: MessageRecorder, mode: Mode, live: LiveConnection?, exhaustive: Bool) {
+        self.session = session
+        self.recorder = recorder
+        self.mode = mode
+        self.live = live
+        self.exhaustive = exhaustive
+    }
+
+    private static func application(
+        _ apps: [any ViewModel.Type], services: Services, faults: FaultInjector, admin: Bool, sourceLocation: SourceLocation
+    ) -> Application {
+        var configuration = ServerConfiguration()
+        configuration.admin = admin
+        let application = Application(apps, services: services, faults: faults, configuration: configuration)
         for backend in application.missingBackends {
             Issue.record("the view-models call the backend \"\(backend.name)\" but the store's services lack it", sourceLocation: sourceLocation)
         }
-        session = Session(id: id, application: application, output: recorder.output)
-        self.exhaustive = exhaustive
+        return application
     }
 
     // MARK: - Sending
@@ -51,7 +127,16 @@ public final class TestStore {
     public func send(_ line: String, sourceLocation: SourceLocation = #_sourceLocation) async -> Result<JSON, ProtocolError>? {
         if exhaustive { checkNothingUnasserted("before sending \"\(line)\"", sourceLocation) }
         else { asserted = recorder.all.count }
-        await session.send(line)
+        if let live {
+            do {
+                try await live.send(line)
+                _ = try await recorder.waitUntil(timeout: timeout, "the reply to \"\(line)\"") { [asserted] messages in
+                    messages.dropFirst(asserted).contains(where: \.isReply)
+                }
+            } catch {}  // reported below, as in-process
+        } else {
+            await session.send(line)
+        }
         let messages = recorder.all
         guard let index = messages.indices.dropFirst(asserted).first(where: { messages[$0].isReply }) else {
             Issue.record("\"\(line)\" got no reply", sourceLocation: sourceLocation)
@@ -137,10 +222,18 @@ public final class TestStore {
 
     /// Waits for the session's background work to settle, then fails the test for
     /// every message nobody asserted (when ``exhaustive``) and closes the session.
+    /// In ``Mode/live``, it then closes the connection and shuts the server down.
     public func finish(timeout: Duration = .seconds(10), sourceLocation: SourceLocation = #_sourceLocation) async {
         await session.finishWork(timeout: timeout)
+        if let live {
+            // Everything the server wrote before now is read before anything is checked.
+            do { try await live.sync(timeout: timeout) } catch {
+                Issue.record("\(error)", sourceLocation: sourceLocation)
+            }
+        }
         if exhaustive { checkNothingUnasserted("at the end", sourceLocation) }
         await session.close()
+        await live?.close()
     }
 
     /// Marks every message so far as seen (for a non-exhaustive stretch of a test).

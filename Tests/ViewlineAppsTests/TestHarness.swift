@@ -43,7 +43,9 @@ struct TestHarness: Sendable {
         services.passwordPool = passwordPool
         services.loginThrottle = throttle
         self.services = services
-        application = Application(SeedApps.all, services: services, faults: faults, admin: admin)
+        var configuration = ServerConfiguration()
+        configuration.admin = admin
+        application = Application(SeedApps.all, services: services, faults: faults, configuration: configuration)
     }
 
     /// A new session of the seed apps and the recorder of everything it sends.

@@ -91,7 +91,9 @@ import Testing
         services.adder = FakeAdder()
         var limits = SessionLimits()
         limits.maximumSessions = maximumSessions
-        let application = Application([Counter.self], services: services, limits: limits, cluster: cluster)
+        var configuration = ServerConfiguration()
+        configuration.sessions = limits
+        let application = Application([Counter.self], services: services, cluster: cluster, configuration: configuration)
         cluster.hold(application.sessions)
         return application
     }

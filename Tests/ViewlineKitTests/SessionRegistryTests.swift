@@ -11,7 +11,9 @@ import Testing
         limits.maximumSessions = maximumSessions
         limits.maximumSessionsPerAddress = perAddress
         limits.timeToLive = ttl
-        return Application([Counter.self], limits: limits)
+        var configuration = ServerConfiguration()
+        configuration.sessions = limits
+        return Application([Counter.self], configuration: configuration)
     }
 
     /// A session from `peer`, registered, attached and (unless `keep`) detached again.

@@ -4,7 +4,8 @@ import ViewlineKit
 import ViewlineTesting
 
 /// The runtime's rules, checked through a tiny view-model with the test store:
-/// every reply and event is asserted, in order.
+/// every reply and event is asserted, in order. Tests that take a mode run the same
+/// body in-process and against a real server over TCP (`TestStore.Mode.live`).
 @Suite struct SessionRuntimeTests {
     func services() -> Services {
         var services = Services()
@@ -13,8 +14,8 @@ import ViewlineTesting
         return services
     }
 
-    @Test func aCommandRepliesFirstThenDisplaysTheNewState() async {
-        let store = TestStore(apps: [Counter.self], services: services())
+    @Test(arguments: TestStore.Mode.allCases) func aCommandRepliesFirstThenDisplaysTheNewState(mode: TestStore.Mode) async throws {
+        let store = try await TestStore(apps: [Counter.self], services: services(), mode: mode)
         await store.send("increment", reply: ["count": 1])
         await store.receive(Counter.self) { $0.count = 1 }
         await store.send(#"{"id":3,"cmd":"increment","args":{"by":5}}"#, reply: ["count": 6])
@@ -63,8 +64,8 @@ import ViewlineTesting
         await store.finish()
     }
 
-    @Test func anAlertWaitsForItsAnswerAndCarriesItsFields() async {
-        let store = TestStore(apps: [Counter.self], services: services())
+    @Test(arguments: TestStore.Mode.allCases) func anAlertWaitsForItsAnswerAndCarriesItsFields(mode: TestStore.Mode) async throws {
+        let store = try await TestStore(apps: [Counter.self], services: services(), mode: mode)
         await store.send("increment", reply: ["count": 1])
         await store.receive(Counter.self) { $0.count = 1 }
         await store.send("reset", reply: ["asked": true])
@@ -80,9 +81,9 @@ import ViewlineTesting
         await store.finish()
     }
 
-    @Test func latestWinsAndACancelledAlertIsDismissed() async throws {
+    @Test(arguments: TestStore.Mode.allCases) func latestWinsAndACancelledAlertIsDismissed(mode: TestStore.Mode) async throws {
         let services = services()
-        let store = TestStore(apps: [Counter.self], services: services)
+        let store = try await TestStore(apps: [Counter.self], services: services, mode: mode)
         await store.send("reset", reply: ["asked": true])
         let first = await store.receiveAlert(Counter.resetAlert)
         // A second reset replaces the first: its alert goes away unanswered.
@@ -119,8 +120,8 @@ import ViewlineTesting
         await store.finish()
     }
 
-    @Test func anArmedFaultFailsTheBackendCallAndAlerts() async {
-        let store = TestStore(apps: [Counter.self], services: services())
+    @Test(arguments: TestStore.Mode.allCases) func anArmedFaultFailsTheBackendCallAndAlerts(mode: TestStore.Mode) async throws {
+        let store = try await TestStore(apps: [Counter.self], services: services(), mode: mode)
         await store.send("fault adder 1 adder is down", reply: ["service": "adder", "count": 1])
         await store.send("add 3", reply: ["accepted": true])
         await store.receive(Counter.self) { $0.busy = true }
@@ -136,16 +137,16 @@ import ViewlineTesting
         await store.finish()
     }
 
-    @Test func anUnassertedEventFailsAnExhaustiveTest() async {
-        let store = TestStore(apps: [Counter.self], services: services())
+    @Test(arguments: TestStore.Mode.allCases) func anUnassertedEventFailsAnExhaustiveTest(mode: TestStore.Mode) async throws {
+        let store = try await TestStore(apps: [Counter.self], services: services(), mode: mode)
         await withKnownIssue {
             await store.send("increment", reply: ["count": 1])
             await store.finish()  // the display was never received
         }
     }
 
-    @Test func aWrongStateFailsTheTest() async {
-        let store = TestStore(apps: [Counter.self], services: services())
+    @Test(arguments: TestStore.Mode.allCases) func aWrongStateFailsTheTest(mode: TestStore.Mode) async throws {
+        let store = try await TestStore(apps: [Counter.self], services: services(), mode: mode)
         await store.send("increment", reply: ["count": 1])
         await withKnownIssue {
             await store.receive(Counter.self) { $0.count = 2 }

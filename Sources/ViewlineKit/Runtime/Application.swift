@@ -57,15 +57,29 @@ public final class Application: Sendable {
     public let connections = ConnectionCounts()
     let helpResult: JSON
 
-    /// The view-models, in order, and what they reach.
+    /// The view-models, in order, what they reach, and the server's settings.
+    ///
+    /// - Parameters:
+    ///   - models: the view-models, in the order `state` and `help` list them.
+    ///   - services: what the view-models reach (backends, database, clock).
+    ///   - faults: the `fault` table, when a service checks it itself.
+    ///   - cluster: this node's part in a cluster, if any.
+    ///   - configuration: the server's settings; the application reads
+    ///     ``ServerConfiguration/admin``, ``ServerConfiguration/serverName``,
+    ///     ``ServerConfiguration/sessions``, ``ServerConfiguration/slowCommandThreshold``,
+    ///     and records figures when ``ServerConfiguration/metricsPort`` is set (into
+    ///     ``ServerConfiguration/metricsRegistry``).
+    ///   - logger: where a command's unexpected error is logged.
     ///
     /// - Precondition: view names and command names are unique, built-in ones included.
     public init(
         _ models: [any ViewModel.Type], services: Services = Services(), faults: FaultInjector = FaultInjector(),
-        admin: Bool = false, serverName: String = "viewline/1.2", limits: SessionLimits = SessionLimits(),
-        cluster: Cluster? = nil, recordsMetrics: Bool = false, metricsRegistry: PrometheusCollectorRegistry? = nil,
-        slowCommandThreshold: Duration = .milliseconds(100), logger: Logger = Logger(label: "viewline")
+        cluster: Cluster? = nil, configuration: ServerConfiguration = ServerConfiguration(),
+        logger: Logger = Logger(label: "viewline")
     ) {
+        let admin = configuration.admin, serverName = configuration.serverName, limits = configuration.sessions
+        let recordsMetrics = configuration.metricsPort != nil, metricsRegistry = configuration.metricsRegistry
+        let slowCommandThreshold = configuration.slowCommandThreshold
         self.logger = logger
         var views: [ViewDescription] = []
         var modelCommands: [AnyCommand] = []

@@ -218,7 +218,7 @@ package final class SessionRegistry: Sendable {
     }
 
     /// Every session held now.
-    var all: [Session] {
+    package var all: [Session] {
         state.withLock { state in state.entries.values.map(\.session) }
     }
 

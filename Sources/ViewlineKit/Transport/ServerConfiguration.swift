@@ -56,7 +56,7 @@ public struct ServerConfiguration: Sendable {
     /// Commands at least this slow are kept in the slow log (`slowlog`).
     public var slowCommandThreshold: Duration = .milliseconds(100)
     /// Names the server in `welcome`.
-    public var serverName = "viewline/1.2"
+    public var serverName = ViewlineRelease.serverName
 
     /// The defaults above: loopback port 7878, no web or operations listener, no TLS.
     public init() {}

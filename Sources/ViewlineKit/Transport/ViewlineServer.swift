@@ -75,11 +75,7 @@ public final class ViewlineServer: Sendable {
         cluster: Cluster? = nil,
         configuration: ServerConfiguration = ServerConfiguration(), logger: Logger = Logger(label: "viewline")
     ) async throws {
-        let application = Application(
-            apps, services: services, faults: faults, admin: configuration.admin, serverName: configuration.serverName,
-            limits: configuration.sessions, cluster: cluster, recordsMetrics: configuration.metricsPort != nil,
-            metricsRegistry: configuration.metricsRegistry,
-            slowCommandThreshold: configuration.slowCommandThreshold, logger: logger)
+        let application = Application(apps, services: services, faults: faults, cluster: cluster, configuration: configuration, logger: logger)
         try await self.init(application: application, configuration: configuration, logger: logger)
     }
 

@@ -20,6 +20,8 @@ export type ByeCode = 'quit' | 'ended' | 'expired' | 'evicted' | 'revoked' | 'mo
 export interface Welcome {
   type: 'welcome';
   protocol: number;
+  /** The protocol's minor version, from 1.3 (PROTOCOL §9). */
+  minor?: number;
   session: string;
   token: string;
   server: string;

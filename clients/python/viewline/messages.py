@@ -19,7 +19,11 @@ ErrorCode = Literal[
 ByeCode = Literal["quit", "ended", "expired", "evicted", "revoked", "moved", "shutdown", "refused"]
 
 
-class Welcome(TypedDict):
+class _WelcomeOptional(TypedDict, total=False):
+    minor: int  # the protocol's minor version, from 1.3 (PROTOCOL §9)
+
+
+class Welcome(_WelcomeOptional):
     type: Literal["welcome"]
     protocol: int
     session: str

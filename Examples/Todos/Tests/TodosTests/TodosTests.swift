@@ -40,14 +40,17 @@ final class FakeTodoStore: TodoStore {
 @Suite struct TodosTests {
     let store = FakeTodoStore()
 
-    func makeStore() -> TestStore {
+    /// A test store over the fake: in this process by default, or (`.live`) behind a
+    /// real server on a loopback port, driven over TCP by the same test body.
+    func makeStore(_ mode: TestStore.Mode = .session) async throws -> TestStore {
         var services = Services()
         services.todoStore = store
-        return TestStore(apps: [Todos.self], services: services)
+        return try await TestStore(apps: [Todos.self], services: services, mode: mode)
     }
 
-    @Test func addingAnItemShowsItAndSavesInTheBackground() async {
-        let test = makeStore()
+    @Test(arguments: TestStore.Mode.allCases)
+    func addingAnItemShowsItAndSavesInTheBackground(mode: TestStore.Mode) async throws {
+        let test = try await makeStore(mode)
         await test.send("add buy milk", reply: ["id": 1])
         await test.receive(Todos.self) { $0.items = [Todo(id: 1, title: "buy milk", done: false)] }
         await test.receive(Todos.self) { $0.saving = true }
@@ -57,7 +60,7 @@ final class FakeTodoStore: TodoStore {
     }
 
     @Test func aDeleteCanBeUndoneFromItsAlert() async throws {
-        let test = makeStore()
+        let test = try await makeStore()
         store.hold()
         let milk = Todo(id: 1, title: "buy milk", done: false)
         await test.send("add buy milk", reply: ["id": 1])
@@ -83,8 +86,8 @@ final class FakeTodoStore: TodoStore {
         #expect(store.saved == [[milk], [], [milk]])
     }
 
-    @Test func aFailedSaveStopsSavingAndSaysSo() async {
-        let test = makeStore()
+    @Test func aFailedSaveStopsSavingAndSaysSo() async throws {
+        let test = try await makeStore()
         store.failNext()
         await test.send("add call mom", reply: ["id": 1])
         await test.receive(Todos.self) { $0.items = [Todo(id: 1, title: "call mom", done: false)] }
@@ -94,8 +97,8 @@ final class FakeTodoStore: TodoStore {
         await test.finish()
     }
 
-    @Test func unknownItemsAndMissingTitlesAreClearErrors() async {
-        let test = makeStore()
+    @Test func unknownItemsAndMissingTitlesAreClearErrors() async throws {
+        let test = try await makeStore()
         await test.send("done 7", fails: .noSuchTodo)
         await test.send("delete x", fails: .noSuchTodo)
         await test.send("add", fails: .badArguments)
