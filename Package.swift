@@ -35,6 +35,7 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
     ],
     targets: [
         // Wire protocol: framing-independent codec, commands, events, error codes. No NIO.
@@ -66,6 +67,7 @@ let package = Package(
             name: "ViewlineKit",
             dependencies: lineTransport + [
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 "CSHA256",
@@ -170,6 +172,7 @@ let package = Package(
             dependencies: [
                 "ViewlineKit", "ViewlineApps", "ViewlineTestSupport", "ViewlineProtocol", "ViewlinePersistence",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
     ]

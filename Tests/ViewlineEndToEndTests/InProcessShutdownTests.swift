@@ -1,4 +1,5 @@
 import Logging
+import ServiceLifecycle
 import Testing
 import ViewlineApps
 import ViewlineKit
@@ -59,5 +60,45 @@ import ViewlineTestSupport
         // unread; a debug build beside other suites may spend the whole drain on its
         // 3,000 commands.
         #expect(ContinuousClock.now - started < .seconds(9))
+    }
+}
+
+/// The server as a swift-service-lifecycle `Service`: a `ServiceGroup`'s graceful
+/// shutdown (what SIGTERM does to a group), or cancelling the task that runs it,
+/// drains it and says `bye` to every client.
+@Suite struct ServiceGroupTests {
+    let logger = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
+
+    func makeServer() async throws -> ViewlineServer {
+        var configuration = ServerConfiguration()
+        configuration.port = 0
+        return try await ViewlineServer(apps: [Search.self], services: {
+            var services = Services()
+            services.places = PlacesServiceLive(latency: .zero)
+            return services
+        }(), configuration: configuration, logger: logger)
+    }
+
+    @Test(.timeLimit(.minutes(1))) func aGroupsGracefulShutdownTellsEveryClientByeAndEndsTheGroup() async throws {
+        let server = try await makeServer()
+        let group = ServiceGroup(configuration: .init(services: [.init(service: server)], logger: logger))
+        let running = Task { try await group.run() }
+        let client = try LineClient(port: server.localAddress.port)
+        #expect(try client.command("search thai").isOK)
+        await group.triggerGracefulShutdown()
+        try await running.value
+        #expect(try client.read { $0.type == "bye" }.last?["code"]?.stringValue == "shutdown")
+        #expect(try client.isClosedByPeer())
+    }
+
+    @Test(.timeLimit(.minutes(1))) func cancellingTheTaskThatRunsItShutsItDown() async throws {
+        let server = try await makeServer()
+        let running = Task { try await server.run() }
+        let client = try LineClient(port: server.localAddress.port)
+        #expect(try client.command("ping").isOK)
+        running.cancel()
+        try await running.value
+        #expect(try client.read { $0.type == "bye" }.last?["code"]?.stringValue == "shutdown")
+        #expect(try client.isClosedByPeer())
     }
 }

@@ -4,6 +4,7 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 import NIOWebSocket
+import ServiceLifecycle
 import Synchronization
 
 /// Serves view-models over TCP: accepts connections, frames lines, hands each line
@@ -15,7 +16,18 @@ import Synchronization
 /// let server = try await ViewlineServer(apps: [Todos.self, Search.self], services: services, configuration: configuration)
 /// try await server.run()
 /// ```
-public final class ViewlineServer: Sendable {
+///
+/// It is a swift-service-lifecycle `Service`: run it in a `ServiceGroup` beside the
+/// services it needs (a `PostgresClient`, a Hummingbird app), and the group's graceful
+/// shutdown (SIGTERM) drains it and tells every client `bye`:
+///
+/// ```swift
+/// let group = ServiceGroup(configuration: .init(
+///     services: [.init(service: postgres), .init(service: server)],
+///     gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+/// try await group.run()
+/// ```
+public final class ViewlineServer: Service, Sendable {
     /// How the server listens.
     public let configuration: ServerConfiguration
     /// The assembled view-models every session runs.
@@ -155,7 +167,19 @@ public final class ViewlineServer: Sendable {
 
     /// Serves until ``shutdown(reason:)`` closes the listening socket, then waits
     /// for every connection to finish.
+    ///
+    /// A graceful shutdown of the `ServiceGroup` it runs in, or cancelling the task
+    /// that runs it, starts ``shutdown(reason:)``: commands running finish within the
+    /// drain timeout, every client is told `bye` (`shutdown`), and `run` returns.
     public func run() async throws {
+        try await withTaskCancellationOrGracefulShutdownHandler {
+            try await self.serve()
+        } onCancelOrGracefulShutdown: {
+            Task { await self.shutdown() }
+        }
+    }
+
+    private func serve() async throws {
         try await listener.closeFuture.get()
         try? await webChannel.withLock({ $0 })?.closeFuture.get()
         await registry.waitUntilEmpty()
