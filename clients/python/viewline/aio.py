@@ -10,8 +10,8 @@ import ssl
 from typing import Any, AsyncIterator, Callable, Deque, Dict, Generator, List, Mapping, Optional, Sequence, Set, Tuple, cast
 
 from . import request
-from .backoff import Backoff, ExponentialBackoff
-from .client import _configure, node_list, tls_context
+from .backoff import Backoff
+from .client import _configure, _Settings
 from .errors import ConnectError, ConnectionClosed, MovedError, Timeout, ViewlineError, bye_is_final, error_from_reply
 from .state import SessionState
 
@@ -58,7 +58,7 @@ class _EventStream:
         return self._items.popleft()
 
 
-class AsyncClient:
+class AsyncClient(_Settings):
     """The asyncio twin of ``Client``: a reader task routes replies to their
     command by id and hands events to ``wait_for`` and to each ``events()`` reader.
 
@@ -80,17 +80,10 @@ class AsyncClient:
                  on_message: Optional[Callable[[Message], None]] = None,
                  ping_interval: float = 0, keepalive: bool = True,
                  max_queued_events: int = 10_000) -> None:
-        self._address: Address = (host, port)
-        self._nodes = node_list(self._address, nodes)
-        self._timeout = timeout
-        self._connect_timeout = connect_timeout
-        self._reconnect = reconnect
-        self._reconnect_attempts = reconnect_attempts
-        self._backoff: Backoff = backoff or ExponentialBackoff()
-        self._tls = tls_context(tls, ca_file)
-        self._on_message = on_message
+        super().__init__(host, port, timeout=timeout, connect_timeout=connect_timeout, reconnect=reconnect,
+                         reconnect_attempts=reconnect_attempts, backoff=backoff, nodes=nodes, tls=tls,
+                         ca_file=ca_file, on_message=on_message, keepalive=keepalive)
         self._ping_interval = ping_interval
-        self._keepalive = keepalive
         self._limit = max_queued_events
         self.state = SessionState()
         self.closed = True  # until connected

@@ -38,6 +38,26 @@ def tls_context(tls: bool, ca_file: Optional[str]) -> Optional[ssl.SSLContext]:
     return ssl.create_default_context(cafile=ca_file) if tls or ca_file else None
 
 
+class _Settings:
+    """What both clients (``Client``, ``AsyncClient``) are told when made: the server
+    and the cluster's other nodes, the timeouts, whether and how to resume, TLS."""
+
+    def __init__(self, host: str, port: int, *, timeout: float, connect_timeout: float,
+                 reconnect: bool, reconnect_attempts: int, backoff: Optional[Backoff], nodes: Sequence[Any],
+                 tls: bool, ca_file: Optional[str], on_message: Optional[Callable[[Message], None]],
+                 keepalive: bool) -> None:
+        self._address: Address = (host, port)
+        self._nodes = node_list(self._address, nodes)
+        self._timeout = timeout
+        self._connect_timeout = connect_timeout
+        self._reconnect = reconnect
+        self._reconnect_attempts = reconnect_attempts
+        self._backoff: Backoff = backoff or ExponentialBackoff()
+        self._tls = tls_context(tls, ca_file)
+        self._on_message = on_message
+        self._keepalive = keepalive
+
+
 def node_list(address: Address, nodes: Sequence[Any]) -> List[Address]:
     """``address`` first, then the other ``nodes`` (``(host, port)`` or ``"host:port"``)."""
     out = [address]
@@ -50,7 +70,7 @@ def node_list(address: Address, nodes: Sequence[Any]) -> List[Address]:
     return out
 
 
-class Client:
+class Client(_Settings):
     """One connection to a session, blocking.
 
     >>> with Client.connect(port=7878) as vl:
@@ -69,17 +89,10 @@ class Client:
                  on_message: Optional[Callable[[Message], None]] = None,
                  health_check_interval: float = 0, keepalive: bool = True,
                  max_queued_events: int = 10_000) -> None:
-        self._address: Address = (host, port)
-        self._nodes = node_list(self._address, nodes)
-        self._timeout = timeout
-        self._connect_timeout = connect_timeout
-        self._reconnect = reconnect
-        self._reconnect_attempts = reconnect_attempts
-        self._backoff: Backoff = backoff or ExponentialBackoff()
-        self._tls = tls_context(tls, ca_file)
-        self._on_message = on_message
+        super().__init__(host, port, timeout=timeout, connect_timeout=connect_timeout, reconnect=reconnect,
+                         reconnect_attempts=reconnect_attempts, backoff=backoff, nodes=nodes, tls=tls,
+                         ca_file=ca_file, on_message=on_message, keepalive=keepalive)
         self._health_check_interval = health_check_interval
-        self._keepalive = keepalive
         self._events: Deque[Message] = collections.deque(maxlen=max(1, max_queued_events))
         #: Events dropped because nobody read them while ``max_queued_events`` were queued.
         self.dropped_events = 0
