@@ -32,6 +32,8 @@ public final class Application: Sendable {
     package let sessions: SessionRegistry
     /// What every session's event log may hold together.
     let eventLogBudget: EventLogBudget
+    /// `attach`'s throttles (see Application+Attach.swift).
+    let attachPolicy = AttachPolicy()
 
     /// Every command's handler, in the order of `commands.all`.
     let handlers: [AnyCommand]

@@ -346,7 +346,7 @@ final class ClientConnection: Sendable {
         case .success(let request) where request.name == "attach":
             let started = ContinuousClock.now
             let own = state.withLock { $0.own }
-            guard let target = await server.attach(request, from: session, own: own, as: number, link: link, peer: peer) else {
+            guard let target = await server.application.attach(request, from: session, own: own, as: number, link: link, peer: peer) else {
                 return .next
             }
             logger.debug("attached", metadata: ["session": "\(target.id)"])

@@ -1,0 +1,143 @@
+import Foundation
+import Synchronization
+
+/// What `attach` keeps between attempts: failures per address, and the cluster
+/// lookups each address has in flight.
+final class AttachPolicy: Sendable {
+    /// Failed `attach`es per address.
+    let throttle = FailureThrottle()
+    /// Cluster lookups of `attach` in flight per address (at most ``lookupsPerAddress``).
+    let lookupsInFlight = Mutex<[String: Int]>([:])
+    static let lookupsPerAddress = 8
+}
+
+/// `attach`, the session policy of moving a connection between sessions: where it is
+/// declared (a built-in command of every application), not in the transport, which
+/// only hands over the connection's link.
+extension Application {
+    /// `attach <token> [last-rev]`: moves this connection to the session that owns
+    /// the token. Returns that session, or `nil` (after an error reply, the
+    /// connection still on `current`) when the token is not a live session's, the
+    /// address is throttled or the node is full.
+    ///
+    /// `own` is the session the connection was given at `welcome`, while it still
+    /// has it: leaving it with no connection ends it (nobody else knows it). Any
+    /// other session it leaves lives on, detached, until it expires.
+    func attach(
+        _ request: Request, from current: Session, own: Session?, as number: Int, link: SessionConnection, peer: String?
+    ) async -> Session? {
+        let keys = FailureThrottle.key("attach", peer: peer)
+        if let seconds = attachPolicy.throttle.wait(for: keys, now: Date()) {
+            await current.reject(re: request.id, ProtocolError(.attachThrottled, "too many failed attach attempts; try again in \(seconds) s", retryAfter: seconds), to: number, command: "attach")
+            return nil
+        }
+        let token = request.arguments.string("token")
+        let badToken = ProtocolError(.badToken, "no session has that token (it may have expired)")
+        guard Session.isWellFormedToken(token) else {
+            // Not a token this server makes: no lookup (a NUL byte or a quote never reaches
+            // the database), and a guess like any other.
+            attachPolicy.throttle.failed(keys, now: Date())
+            await current.reject(re: request.id, badToken, to: number, command: "attach")
+            return nil
+        }
+        var found = sessions.session(for: token)
+        if found == nil, let cluster {
+            // A database lookup is what a guess costs the cluster. An address has at
+            // most a few in flight at once (so a burst of guesses cannot all reach the
+            // database before the first ones fail), and only a lookup that finds
+            // nothing counts as a failure: clients behind one address (a NAT, a proxy)
+            // following their sessions through a failover all at once are never
+            // taken for a guesser.
+            let address = peer ?? "local"
+            let admitted = attachPolicy.lookupsInFlight.withLock { inFlight -> Bool in
+                guard inFlight[address, default: 0] < AttachPolicy.lookupsPerAddress else { return false }
+                inFlight[address, default: 0] += 1
+                return true
+            }
+            guard admitted else {
+                await current.reject(re: request.id, ProtocolError(
+                    .attachThrottled, "too many attaches from this address are being looked up; try again in 1 s", retryAfter: 1), to: number, command: "attach")
+                return nil
+            }
+            defer {
+                attachPolicy.lookupsInFlight.withLock { inFlight in
+                    inFlight[address, default: 1] -= 1
+                    if inFlight[address] == 0 { inFlight[address] = nil }
+                }
+            }
+            do {
+                switch try await cluster.locate(token, application: self) {
+                case .unknown: break
+                case .moved(let address, let web):
+                    var moved = ProtocolError(.moved, "the session lives on \(address); attach there", address: address)
+                    if !web.isEmpty { moved.web = web }
+                    await current.reject(re: request.id, moved, to: number, command: "attach")
+                    return nil
+                case .restored(let session):
+                    found = session  // registered by the cluster
+                }
+            } catch let error as ProtocolError {  // the node (full, no lease), not the token: its own words
+                await current.reject(re: request.id, error, to: number, command: "attach")
+                return nil
+            } catch {
+                // The database failed: logged here, never named to the client, and counted
+                // as a failure (a token that makes every lookup fail is no cheaper to try).
+                attachPolicy.throttle.failed(keys, now: Date())
+                logger.error("attach: session lookup failed", metadata: ["peer": "\(peer ?? "?")", "error": "\(String(reflecting: error))"])
+                await current.reject(re: request.id, ProtocolError(
+                    .unavailable, "the session cannot be looked up right now; try again shortly", retryAfter: 1), to: number, command: "attach")
+                return nil
+            }
+        }
+        guard let target = found else {
+            attachPolicy.throttle.failed(keys, now: Date())
+            await current.reject(re: request.id, badToken, to: number, command: "attach")
+            return nil
+        }
+        // A success clears nothing: attaching to one's own session must not buy
+        // more guesses at others' (failures are forgotten after a quiet while).
+        let lastRev = request.arguments.int("lastRev")
+        if target === current {
+            await current.detach(number)
+            do {
+                if try await target.attach(link, as: number, lastRev: lastRev, re: request.id) { return target }
+            } catch {
+                await current.connect(link, as: number)
+                await current.reject(re: request.id, error, to: number, command: "attach")
+                return nil
+            }
+            // Ended meanwhile: its connections were told `bye`; this one goes too.
+            return nil
+        }
+        // Counted as attached before it is joined, so it cannot expire in between.
+        // The connection leaves `current` before it joins `target`: nothing of the old
+        // session follows the attach's reply (an old `display` after the snapshot).
+        // If the join fails, it goes back to `current`, which answers the error.
+        sessions.attached(target)
+        await current.detach(number)
+        let joined: Bool
+        do {
+            joined = try await target.attach(link, as: number, lastRev: lastRev, re: request.id)
+        } catch {
+            sessions.detached(target)
+            await current.connect(link, as: number)
+            await current.reject(re: request.id, error, to: number, command: "attach")
+            return nil
+        }
+        guard joined else {
+            // It ended (quit, eviction, expiry) between the lookup and the join.
+            sessions.detached(target)
+            await current.connect(link, as: number)
+            await current.reject(re: request.id, badToken, to: number, command: "attach")
+            return nil
+        }
+        sessions.detached(current)
+        if current === own, await current.connectionCount == 0 {
+            // The connection's own session goes: nobody else uses it.
+            sessions.remove(current)
+            await current.close()
+        }
+        return target
+    }
+
+}
