@@ -41,7 +41,7 @@ public enum Account: ViewModel {
             arguments: [
                 .word("user").described("who you are"),
                 .word("password", allowsEmpty: true, secure: true).described("your password"),
-            ], example: "login alice wonderland"
+            ], example: "login alice wonderland", primary: true
         ) { session, args in
             let user = args.string("user")
             switch await logIn(user: user, password: args.string("password"), in: session) {

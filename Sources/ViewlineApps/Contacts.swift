@@ -52,7 +52,7 @@ public enum Contacts: ViewModel {
             startSync(in: session)
             return ["accepted": true]
         },
-        Command("sync", summary: "Sync contacts from the remote source (one sync at a time, server-wide).") { session, _ in
+        Command("sync", summary: "Sync contacts from the remote source (one sync at a time, server-wide).", primary: true) { session, _ in
             startSync(in: session)
             return ["accepted": true]
         },

@@ -27,7 +27,7 @@ public enum Drafts: ViewModel {
     public static let commands: [Command<Drafts>] = [
         Command(
             "draft", summary: "Set your unsaved draft; it is stored locally before the reply.",
-            arguments: [.text("text").described("what the draft says")], example: "draft buy milk"
+            arguments: [.text("text").described("what the draft says")], example: "draft buy milk", primary: true
         ) { session, args in
             let user = try Account.requireUser(for: "draft", in: session)
             let text = args.string("text")

@@ -14,7 +14,9 @@ public enum Playlist: ViewModel {
     public static let backends: [any BackendKey.Type] = [PlaylistsKey.self]
 
     public static let commands: [Command<Playlist>] = [
-        Command("playlist", summary: "Start the playlist flow: check the token, log in if needed, fetch the first page.") { session, _ in
+        Command(
+            "playlist", summary: "Start the playlist flow: check the token, log in if needed, fetch the first page.", primary: true
+        ) { session, _ in
             let valid = Account.hasValidToken(in: session)
             let action = try session.update(Playlist.self) { flow throws(ProtocolError) in try flow.start(tokenValid: valid) }
             session.run(.playlist) { session in await drive(action, in: session) }

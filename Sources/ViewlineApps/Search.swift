@@ -24,7 +24,7 @@ public enum Search: ViewModel {
     public static let commands: [Command<Search>] = [
         Command(
             "search", summary: "Search places by name, cuisine, dish or neighbourhood; the latest search wins.",
-            arguments: [.text("query").described("what to look for: a cuisine, a dish or a place")], example: "search thai food", live: true
+            arguments: [.text("query").described("what to look for: a cuisine, a dish or a place")], example: "search thai food", live: true, primary: true
         ) { session, args in
             let query = args.string("query")
             guard query.utf8.count <= maximumQueryBytes else {

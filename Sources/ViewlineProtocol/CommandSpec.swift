@@ -20,6 +20,10 @@ public struct CommandSpec: Sendable, Equatable {
     /// Whether the command fetches the next page of its view's list (`help`'s
     /// `paging: true`, protocol 1.2): a page draws it as "Load more" under the list.
     public var isPaging: Bool
+    /// Whether the command is its view's main action (`help`'s `primary: true`,
+    /// protocol 1.3): a page draws it first in the view's card, as the prominent
+    /// button (`add` of a to-do list, `save` of a draft). At most one per view.
+    public var isPrimary: Bool
     /// The view whose view-model declares the command; `nil` for the built-ins.
     public var view: String?
 
@@ -27,7 +31,7 @@ public struct CommandSpec: Sendable, Equatable {
     /// and the example is the bare name unless given.
     public init(
         _ name: String, summary: String, arguments: [Argument] = [], example: String? = nil,
-        usage: String? = nil, adminOnly: Bool = false, live: Bool = false, paging: Bool = false
+        usage: String? = nil, adminOnly: Bool = false, live: Bool = false, paging: Bool = false, primary: Bool = false
     ) {
         self.name = name.lowercased()
         self.summary = summary
@@ -37,6 +41,7 @@ public struct CommandSpec: Sendable, Equatable {
         self.adminOnly = adminOnly
         isLive = live
         isPaging = paging
+        isPrimary = primary
     }
 
     /// The JSON `args` keys this command accepts.
@@ -54,6 +59,7 @@ public struct CommandSpec: Sendable, Equatable {
         if adminOnly { object["admin"] = true }
         if isLive { object["live"] = true }
         if isPaging { object["paging"] = true }
+        if isPrimary { object["primary"] = true }
         return .object(object)
     }
 

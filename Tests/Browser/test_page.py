@@ -86,6 +86,20 @@ def test_a_search_renders_a_results_table_and_the_progress_indicator_goes_away(p
     assert "pizza" in section.text.lower()
 
 
+def test_each_views_primary_action_comes_first_in_its_card_as_its_one_filled_button(page, server: Server):
+    page.get(server.url)
+    wait(page, lambda: status(page) == "connected")
+    wait(page, lambda: page.find_elements(By.CSS_SELECTOR, "section.view .controls form.command"))
+    # help's `primary` (1.3): search, login, draft, sync, playlist.
+    for view_name, primary in [("search", "search"), ("session", "login"), ("draft", "draft"),
+                               ("contacts", "sync"), ("playlist", "playlist")]:
+        forms = view(page, view_name).find_elements(By.CSS_SELECTOR, ".controls form.command")
+        assert forms and forms[0].accessible_name == primary, (view_name, [f.accessible_name for f in forms])
+        buttons = [form.find_element(By.TAG_NAME, "button") for form in forms]
+        assert "primary" in buttons[0].get_attribute("class").split()
+        assert all("secondary" in b.get_attribute("class").split() for b in buttons[1:]), view_name
+
+
 def test_search_is_live_and_never_shows_results_older_than_the_last_keystroke(page):
     # A slow backend (80 ms a search), so searches overlap while the person types.
     slow = Server(["--backend-latency", "80"])

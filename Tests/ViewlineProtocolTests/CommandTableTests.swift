@@ -48,4 +48,12 @@ import ViewlineKit
         #expect(try spec.check(["c": "z", "a": "x"]).json == ["a": "x", "c": "z"])
         #expect(throws: ProtocolError.self) { try spec.check(["b": 2]) }
     }
+
+    @Test func helpMarksAViewsPrimaryLiveAndPagingCommandsAndNothingElse() {
+        let plain = CommandSpec("saved", summary: "List saved drafts.")
+        #expect(plain.json["primary"] == nil && plain.json["live"] == nil && plain.json["paging"] == nil)
+        #expect(CommandSpec("add", summary: "Add.", primary: true).json["primary"] == true)
+        #expect(CommandSpec("search", summary: "Search.", live: true).json["live"] == true)
+        #expect(CommandSpec("more", summary: "More.", paging: true).json["paging"] == true)
+    }
 }

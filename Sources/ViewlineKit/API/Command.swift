@@ -17,6 +17,8 @@
 /// (``Session/run(_:_:)`` in a ``TaskSlot``), so older results never follow newer ones.
 /// `paging: true` says the command fetches the next page of the view's list: a page
 /// draws it as "Load more" under the list (hidden while the state's `hasMore` is false).
+/// `primary: true` marks the view's main action (at most one per view-model): a page
+/// draws it first in the view's card, as the prominent button.
 public struct Command<Model: ViewModel>: Sendable {
     /// The declaration: name, summary, arguments, example.
     public let spec: CommandSpec
@@ -29,10 +31,11 @@ public struct Command<Model: ViewModel>: Sendable {
     /// forms, its usage and its `help` entry.
     public init(
         _ name: String, summary: String, arguments: [Argument] = [], example: String? = nil,
-        adminOnly: Bool = false, live: Bool = false, paging: Bool = false,
+        adminOnly: Bool = false, live: Bool = false, paging: Bool = false, primary: Bool = false,
         perform: @escaping @Sendable (isolated Session, Arguments) async throws -> JSON
     ) {
-        spec = CommandSpec(name, summary: summary, arguments: arguments, example: example, adminOnly: adminOnly, live: live, paging: paging)
+        spec = CommandSpec(
+            name, summary: summary, arguments: arguments, example: example, adminOnly: adminOnly, live: live, paging: paging, primary: primary)
         self.perform = perform
         performNow = nil
     }
@@ -41,10 +44,11 @@ public struct Command<Model: ViewModel>: Sendable {
     /// its inline and JSON forms, its usage and its `help` entry.
     public init(
         _ name: String, summary: String, arguments: [Argument] = [], example: String? = nil,
-        adminOnly: Bool = false, live: Bool = false, paging: Bool = false,
+        adminOnly: Bool = false, live: Bool = false, paging: Bool = false, primary: Bool = false,
         perform: @escaping @Sendable (isolated Session, Arguments) throws -> JSON
     ) {
-        spec = CommandSpec(name, summary: summary, arguments: arguments, example: example, adminOnly: adminOnly, live: live, paging: paging)
+        spec = CommandSpec(
+            name, summary: summary, arguments: arguments, example: example, adminOnly: adminOnly, live: live, paging: paging, primary: primary)
         self.perform = perform
         performNow = perform
     }

@@ -94,6 +94,7 @@ public final class Application: Sendable {
         for model in models {
             precondition(!views.contains { $0.name == model.view }, "two views are named \"\(model.view)\"")
             precondition(model.view != Session.connectionsView, "the view \"\(model.view)\" is the server's own")
+            precondition(model.erasedCommands.filter(\.spec.isPrimary).count <= 1, "the view \"\(model.view)\" has more than one primary command")
             viewIndex[ObjectIdentifier(model)] = views.count
             views.append(ViewDescription(model))
             modelCommands += model.erasedCommands.map { command in

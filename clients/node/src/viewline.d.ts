@@ -86,6 +86,71 @@ export interface Bye {
   code?: ByeCode | string;
 }
 
+/** What an argument takes (`help`'s `arguments`, protocol 1.2). */
+export type ArgumentKind = 'word' | 'text' | 'integer' | 'fields';
+
+/** One declared argument of a command, as `help` lists it (1.2). */
+export interface HelpArgument {
+  name: string;
+  kind: ArgumentKind | string;
+  required: boolean;
+  /** A required word or text that may be `""` (a password). */
+  allowsEmpty?: boolean;
+  /** A secret: hide it as it is typed and in logs. */
+  secure?: boolean;
+  /** How the usage line shows it, when not its name. */
+  placeholder?: string;
+  /** What it is, in a few words. */
+  summary?: string;
+  /** With `integer`: the bounds, both included, and what the number counts. */
+  minimum?: number;
+  maximum?: number;
+  unit?: string;
+}
+
+/** One command as `help` lists it: what a client needs to draw a form for it. */
+export interface HelpCommand {
+  name: string;
+  usage: string;
+  summary: string;
+  /** The argument names in order (protocol 1.0). */
+  args: string[];
+  /** Each argument's kind and bounds (1.2; absent from older servers). */
+  arguments?: HelpArgument[];
+  example: string;
+  /** The view-model that declares it (1.2). */
+  view?: string;
+  /** The server's own command (1.2). */
+  builtin?: boolean;
+  /** Runs only on a server started with admin commands. */
+  admin?: boolean;
+  /** May be sent as a person types: its view-model lets the latest win (1.2). */
+  live?: boolean;
+  /** Fetches the next page of its view's list (1.2). */
+  paging?: boolean;
+  /** Its view's main action, drawn first and most prominently (1.3). */
+  primary?: boolean;
+}
+
+/** One view as `help` lists it. */
+export interface HelpView {
+  name: string;
+  /** The state's shape, for people: `{query, loading, results:[…]}`. */
+  state: string;
+  /** The state's booleans that are true while work is under way (1.2). */
+  busy?: string[];
+  /** The server's own view (`connections`). */
+  builtin?: boolean;
+}
+
+/** `help`'s result: every command, backend, view and error code the server has. */
+export interface Help {
+  commands: HelpCommand[];
+  services: { name: string; summary: string }[];
+  views: HelpView[];
+  errors: { code: ErrorCode | string; meaning: string }[];
+}
+
 export type Event = Display | Alert | Dismiss | Bye;
 export type ServerMessage = Welcome | Reply | Event;
 
@@ -160,6 +225,8 @@ export class Client extends EventEmitter {
   endOthers(options?: CallOptions): Promise<{ ended: number; token: string }>;
   attach(token: string, lastRev?: number | null, options?: CallOptions): Promise<AttachResult>;
   settle(timeoutMs?: number): Promise<Record<string, any>>;
+  /** The server's declarations (`help`): commands with their typed arguments, views, backends, error codes. */
+  help(options?: CallOptions): Promise<Help>;
   quit(options?: CallOptions): Promise<void>;
   waitFor(predicate: (event: Event) => boolean, options?: WaitOptions): Promise<Event>;
   waitForDisplay<State = Record<string, any>>(view: string, predicate?: (state: State) => boolean, options?: WaitOptions): Promise<State>;

@@ -454,6 +454,15 @@ export class Client extends EventEmitter {
     return result;
   }
 
+  /**
+   * The server's declarations (`help`): every command with its typed arguments
+   * (kind, bounds, required, secure), its view and whether it is live, paging or its
+   * view's primary action; every view, backend and error code.
+   */
+  help(options = {}) {
+    return this.#request('help', {}, options);
+  }
+
   /** Resolves once the session runs no background work (the `wait` command). */
   settle(timeoutMs = 10_000) {
     return this.#request('wait', { timeout: timeoutMs }, { timeout: timeoutMs + 5000 });

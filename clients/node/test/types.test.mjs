@@ -57,6 +57,40 @@ test('ErrorCode lists every code the server declares', async () => {
   }
 });
 
+/** Every property `export interface Name` declares: name → optional. */
+function declaredProperties(name) {
+  return new Map([...interfaceBody(name).matchAll(/^\s*(\w+)(\??):/gm)].map((m) => [m[1], m[2] === '?']));
+}
+
+test('Help, HelpCommand, HelpArgument and HelpView declare every key of a real server\'s help, optional where a key can be missing', async () => {
+  const server = await startServer(['--admin']);
+  try {
+    const vl = await Client.connect({ port: server.port });
+    const help = await vl.help();
+    await vl.close();
+    const check = (name, objects) => {
+      const declared = declaredProperties(name);
+      const seen = new Map();
+      for (const object of objects) for (const key of Object.keys(object)) seen.set(key, (seen.get(key) ?? 0) + 1);
+      for (const [key, count] of seen) {
+        assert.ok(declared.has(key), `${name}.${key} is declared`);
+        if (count < objects.length) assert.equal(declared.get(key), true, `${name}.${key} is optional (missing from some)`);
+      }
+      for (const [key, optional] of declared) if (!optional) assert.equal(seen.get(key), objects.length, `${name}.${key} is in every one`);
+    };
+    check('Help', [help]);
+    check('HelpCommand', help.commands);
+    check('HelpArgument', help.commands.flatMap((command) => command.arguments));
+    check('HelpView', help.views);
+    assert.ok(help.commands.some((command) => command.primary), 'a primary command');
+    assert.ok(help.commands.some((command) => command.live) && help.commands.some((command) => command.paging));
+    const kinds = /export type ArgumentKind = ([^;]*);/.exec(declarations)[1];
+    for (const argument of help.commands.flatMap((command) => command.arguments)) assert.ok(kinds.includes(`'${argument.kind}'`), argument.kind);
+  } finally {
+    await server.stop();
+  }
+});
+
 test('ByeCode lists every bye code of PROTOCOL §4', () => {
   const protocol = fs.readFileSync(path.join(PROTOCOL, 'PROTOCOL.md'), 'utf8');
   const codes = [...protocol.matchAll(/^\s*\| `([a-z]+)` \| [^|]+\| (?:ended|lives on|lives on in a cluster|none began) \|/gm)].map((m) => m[1]);

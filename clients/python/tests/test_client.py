@@ -97,3 +97,30 @@ def test_json_commands_match_the_command_schema():
     from conftest import COMMAND
     assert not list(COMMAND.iter_errors({"id": 7, "cmd": "search", "args": {"query": "thai food"}}))
     assert list(COMMAND.iter_errors({"id": 7, "command": "search"}))
+
+
+def test_help_is_typed_by_the_help_typeddicts(client):
+    """Every key a real server's ``help`` gives is declared in ``Help``, ``HelpCommand``,
+    ``HelpArgument`` and ``HelpView``; a key some entries lack is declared optional."""
+    from typing import get_args
+    from viewline import ArgumentKind, Help, HelpArgument, HelpCommand, HelpView
+
+    help = client.help()
+
+    def check(kind, entries):
+        declared = set(kind.__annotations__)
+        for key in {key for entry in entries for key in entry}:
+            assert key in declared, f"{kind.__name__}.{key} is not declared"
+            if any(key not in entry for entry in entries):
+                assert key in kind.__optional_keys__, f"{kind.__name__}.{key} is missing from some: optional"
+        for key in kind.__required_keys__:
+            assert all(key in entry for entry in entries), f"{kind.__name__}.{key} is required"
+
+    check(Help, [help])
+    check(HelpCommand, help["commands"])
+    arguments = [argument for command in help["commands"] for argument in command.get("arguments", [])]
+    check(HelpArgument, arguments)
+    check(HelpView, help["views"])
+    assert {argument["kind"] for argument in arguments} <= set(get_args(ArgumentKind))
+    primaries = {command["view"]: command["name"] for command in help["commands"] if command.get("primary")}
+    assert primaries == {"search": "search", "session": "login", "draft": "draft", "contacts": "sync", "playlist": "playlist"}

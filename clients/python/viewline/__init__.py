@@ -10,7 +10,8 @@ from .client import Client
 from .errors import (ConnectError, ConnectionClosed, MovedError, RetryLaterError, ServerBusyError, ThrottledError,
                      Timeout, ViewlineError)
 from .inline import quote, split
-from .messages import Alert, Bye, ByeCode, Display, Dismiss, ErrorCode, Event, Reply, Welcome
+from .messages import (Alert, ArgumentKind, Bye, ByeCode, Display, Dismiss, ErrorCode, Event, Help, HelpArgument,
+                       HelpCommand, HelpView, Reply, Welcome)
 from .state import SessionState
 
 __all__ = [
@@ -18,6 +19,7 @@ __all__ = [
     "RetryLaterError", "ThrottledError", "ServerBusyError", "Backoff", "ExponentialBackoff",
     "split", "quote", "SessionState",
     "Welcome", "Reply", "Display", "Alert", "Dismiss", "Bye", "Event", "ErrorCode", "ByeCode",
+    "Help", "HelpCommand", "HelpArgument", "HelpView", "ArgumentKind",
 ]
 __version__ = "1.1.0"
 PROTOCOL_VERSION = 1

@@ -13,6 +13,7 @@ from . import request
 from .backoff import Backoff
 from .client import _configure, _Settings
 from .errors import ConnectError, ConnectionClosed, MovedError, Timeout, ViewlineError, bye_is_final, error_from_reply
+from .messages import Help
 from .state import SessionState
 
 Message = Dict[str, Any]
@@ -304,6 +305,10 @@ class AsyncClient(_Settings):
         self._reader, self._writer, self._address = reader, writer, address
         if old is not None:
             old.close()
+
+    async def help(self, *, timeout: Optional[float] = None) -> Help:
+        """The server's declarations (``help``), as ``Client.help``."""
+        return cast(Help, await self._request("help", {}, timeout))
 
     async def settle(self, timeout_ms: int = 10000) -> None:
         """Wait until the session runs no background work (the ``wait`` command)."""

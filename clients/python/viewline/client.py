@@ -13,6 +13,7 @@ from typing import Any, Callable, Deque, Dict, Iterator, List, Mapping, Optional
 from . import request
 from .backoff import Backoff, ExponentialBackoff
 from .errors import ConnectError, ConnectionClosed, MovedError, Timeout, ViewlineError, bye_is_final, parse_address
+from .messages import Help
 from .state import SessionState
 
 Message = Dict[str, Any]
@@ -350,6 +351,12 @@ class Client(_Settings):
         self._close_socket()
         self._sock, self._buffer, self._address = sock, bytearray(), address
         self._welcome()
+
+    def help(self, *, timeout: Optional[float] = None) -> Help:
+        """The server's declarations (``help``): every command with its typed arguments
+        (kind, bounds, required, secure), its view and whether it is live, paging or
+        its view's primary action; every view, backend and error code."""
+        return cast(Help, self._request("help", {}, timeout))
 
     def settle(self, timeout_ms: int = 10000) -> None:
         """Wait until the session runs no background work (the ``wait`` command)."""

@@ -98,5 +98,74 @@ class Bye(_ByeOptional):
     reason: str
 
 
+#: What an argument takes (``help``'s ``arguments``, protocol 1.2).
+ArgumentKind = Literal["word", "text", "integer", "fields"]
+
+
+class _HelpArgumentOptional(TypedDict, total=False):
+    allowsEmpty: bool  # a required word or text that may be "" (a password)
+    secure: bool  # a secret: hide it as it is typed and in logs
+    placeholder: str  # how the usage line shows it, when not its name
+    summary: str  # what it is, in a few words
+    minimum: int  # with "integer": the bounds, both included, and what it counts
+    maximum: int
+    unit: str
+
+
+class HelpArgument(_HelpArgumentOptional):
+    """One declared argument of a command, as ``help`` lists it (1.2)."""
+    name: str
+    kind: str  # an ``ArgumentKind``; a later server may add kinds
+    required: bool
+
+
+class _HelpCommandOptional(TypedDict, total=False):
+    arguments: List[HelpArgument]  # 1.2; absent from older servers
+    view: str  # the view-model that declares it (1.2)
+    builtin: bool  # the server's own command (1.2)
+    admin: bool  # runs only on a server started with admin commands
+    live: bool  # may be sent as a person types: the latest wins (1.2)
+    paging: bool  # fetches the next page of its view's list (1.2)
+    primary: bool  # its view's main action, drawn first (1.3)
+
+
+class HelpCommand(_HelpCommandOptional):
+    """One command as ``help`` lists it: what a client needs to draw a form for it."""
+    name: str
+    usage: str
+    summary: str
+    args: List[str]  # the argument names in order (1.0)
+    example: str
+
+
+class _HelpViewOptional(TypedDict, total=False):
+    busy: List[str]  # the state's booleans that are true while work is under way (1.2)
+    builtin: bool  # the server's own view (``connections``)
+
+
+class HelpView(_HelpViewOptional):
+    """One view as ``help`` lists it."""
+    name: str
+    state: str  # the state's shape, for people
+
+
+class HelpService(TypedDict):
+    name: str
+    summary: str
+
+
+class HelpError(TypedDict):
+    code: str  # an ``ErrorCode``, or an app's own
+    meaning: str
+
+
+class Help(TypedDict):
+    """``help``'s result: every command, backend, view and error code of the server."""
+    commands: List[HelpCommand]
+    services: List[HelpService]
+    views: List[HelpView]
+    errors: List[HelpError]
+
+
 #: What ``events()``, ``next_event`` and ``wait_for`` give.
 Event = Union[Display, Alert, Dismiss, Bye]

@@ -21,7 +21,7 @@ public enum Todos: ViewModel {
     public static let errors = [ErrorCode.noSuchTodo]
 
     public static let commands: [Command<Todos>] = [
-        Command("add", summary: "Add a to-do item.", arguments: [.text("title")], example: "add buy milk") { session, args in
+        Command("add", summary: "Add a to-do item.", arguments: [.text("title")], example: "add buy milk", primary: true) { session, args in
             let item = session.update(Todos.self) { state in
                 let item = Todo(id: state.nextID, title: args.string("title"), done: false)
                 state.nextID += 1

@@ -460,6 +460,9 @@ function renderCommands(commands) {
     section.querySelector(".controls").replaceChildren();
     section.querySelector(".paging").replaceChildren();
   }
+  // A view's main action (help's `primary`, 1.3) comes first in its card, as the one
+  // filled button; the view's other commands are outlined beside it.
+  const withPrimary = new Set(commands.filter((command) => command.primary && command.view).map((command) => command.view));
   for (const command of commands) {
     if (["confirm", "cancel"].includes(command.name)) continue;  // the alert dialog answers
     const form = document.createElement("form");
@@ -499,6 +502,8 @@ function renderCommands(commands) {
     }
     const button = text("button", command.paging ? "Load more" : command.name);
     button.type = "submit";
+    if (command.primary) button.classList.add("primary");
+    else if (withPrimary.has(command.view) && !command.paging && !command.admin) button.classList.add("secondary");
     form.append(button);
     if (command.live && inputs.length === 1) followTyping(form, command, inputs[0]);
     form.addEventListener("submit", (event) => {
@@ -525,7 +530,8 @@ function renderCommands(commands) {
     const place = command.admin ? admin
       : command.view ? card(command.view).querySelector(command.paging ? ".paging" : ".controls")
       : plain;
-    place.append(form);
+    if (command.primary && place !== plain && place !== admin) place.prepend(form);
+    else place.append(form);
   }
   $("admin-section").hidden = admin.childElementCount === 0;
 }
