@@ -1,6 +1,11 @@
 #!/usr/bin/env python3
-"""Makes docs/browser.png, the README's picture of the page: the real server and
-headless Chromium, a search and an alert. Run: python3 Tests/Browser/screenshot.py"""
+"""Makes the README's pictures of the page with the real server and headless Chromium:
+a logged-in session, a search's results and a failing save's alert, in light and dark
+at 1280 px (docs/page-1280-light.png, docs/page-1280-dark.png) and at 400 px, as a
+phone shows it (docs/page-400-light.png, docs/page-400-dark.png). The browser suite
+runs axe-core on the same states (test_accessibility.py).
+
+Run: python3 Tests/Browser/screenshot.py"""
 import pathlib
 import sys
 
@@ -9,10 +14,9 @@ from conftest import ROOT, Server, chromium  # noqa: E402
 from test_page import dialog, run, status, view, wait  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 
-server = Server()
-driver = chromium()
-try:
-    driver.set_window_size(1100, 820)
+
+def set_up(driver, server: Server) -> None:
+    """A session with alice logged in, dim sum found, and a save that failed."""
     driver.get(server.url)
     wait(driver, lambda: status(driver) == "connected")
     run(driver, "login", user="alice", password="wonderland")
@@ -23,10 +27,24 @@ try:
     run(driver, "draft", text="Pick up dumplings for Friday")
     run(driver, "save")
     wait(driver, lambda: dialog(driver))
+
+
+def shoot(driver, width: int, scheme: str) -> pathlib.Path:
+    driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": [{"name": "prefers-color-scheme", "value": scheme}]})
+    driver.set_window_size(width, 900)
     driver.execute_script("window.scrollTo(0, 0)")
-    out = ROOT / "docs" / "browser.png"
+    out = ROOT / "docs" / f"page-{width}-{scheme}.png"
     driver.save_screenshot(str(out))
-    print(out)
+    return out
+
+
+server = Server()
+driver = chromium()
+try:
+    set_up(driver, server)
+    for width in (1280, 400):
+        for scheme in ("light", "dark"):
+            print(shoot(driver, width, scheme))
 finally:
     driver.quit()
     server.stop()
