@@ -9,9 +9,10 @@ import tempfile
 
 import pytest
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 
 from conftest import free_port
-from test_page import dialog, named, run, status, view, wait
+from test_page import command_form, dialog, named, run, status, view, wait
 
 TODO_SERVER = os.environ.get("VIEWLINE_TODO_SERVER")
 
@@ -38,6 +39,16 @@ def test_the_todos_example_works_in_the_page(page, todo_url):
     wait(page, lambda: any("buy milk" in row.text for row in todos.find_elements(By.CSS_SELECTOR, "table tbody tr")))
     headers = [th.text for th in todos.find_elements(By.CSS_SELECTOR, "table th")]
     assert headers == ["id", "title", "done"]
+    # The filter is live (help's `live`): typing narrows the list with no Enter.
+    run(page, "add", title="walk the dog")
+    wait(page, lambda: "walk the dog" in todos.text)
+    box = command_form(page, "filter").find_element(By.NAME, "text")
+    box.send_keys("MILK")
+    wait(page, lambda: "walk the dog" not in todos.text and "buy milk" in todos.text)
+    box.send_keys(Keys.BACKSPACE * 4)
+    wait(page, lambda: "walk the dog" in todos.text)
+    # "Load more" (help's `paging`) shows only while the state says there is more.
+    assert not todos.find_element(By.CSS_SELECTOR, ".paging").is_displayed()
     run(page, "delete", id="1")
     box = wait(page, lambda: dialog(page))
     named(box, "button", "Undo").click()

@@ -3,18 +3,39 @@ import ViewlineKit
 /// A to-do list served remotely: add, check off and delete items; a delete can be
 /// undone from an alert; every change is saved in the background.
 public enum Todos: ViewModel {
-    /// What the client is shown: `{items:[{id, title, done}], saving}`.
+    /// What the client is shown: `{items:[{id, title, done}], filter, hasMore, saving}`,
+    /// the items that match the filter, a page at a time.
     public struct State: Encodable, Sendable, Equatable {
+        /// Every item, in order.
         public var items: [Todo] = []
+        /// Only items whose title contains it (any case) are shown; `""` shows all.
+        public var filter = ""
         public var saving = false
+        /// How many matching items are shown (`more` shows another page; not sent).
+        var shown = Todos.pageSize
         /// The next item's id (not shown).
         var nextID = 1
 
-        enum CodingKeys: String, CodingKey { case items, saving }
+        /// The items the client sees.
+        public var visible: ArraySlice<Todo> { matching.prefix(shown) }
+        var matching: [Todo] { filter.isEmpty ? items : items.filter { $0.title.lowercased().contains(filter.lowercased()) } }
+
+        enum CodingKeys: String, CodingKey { case items, filter, hasMore, saving }
+
+        public func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(Array(visible), forKey: .items)
+            try container.encode(filter, forKey: .filter)
+            try container.encode(matching.count > shown, forKey: .hasMore)
+            try container.encode(saving, forKey: .saving)
+        }
     }
 
+    /// How many items a page shows.
+    public static let pageSize = 10
+
     public static let view = "todos"
-    public static let stateSummary = "{items:[{id, title, done}], saving}"
+    public static let stateSummary = "{items:[{id, title, done}], filter, hasMore, saving}"
     public static let busyFields = ["saving"]
     public static func initialState(_ services: Services) -> State { State() }
     public static let backends: [any BackendKey.Type] = [TodoStoreKey.self]
@@ -36,6 +57,26 @@ public enum Todos: ViewModel {
             session.update(Todos.self) { $0.items[index].done = true }
             save(in: session)
             return ["done": true]
+        },
+        // Filtering runs in the command itself, so the latest keystroke's filter is
+        // always the one shown: a page may send it as the person types.
+        Command(
+            "filter", summary: "Show only the items whose title contains the text (any case); no text shows them all.",
+            arguments: [.optionalText("text").described("part of a title")], example: "filter milk", live: true
+        ) { session, args in
+            let shown = session.update(Todos.self) { state in
+                state.filter = args.string("text")
+                state.shown = pageSize
+                return state.visible.count
+            }
+            return ["shown": .int(shown)]
+        },
+        Command("more", summary: "Show the next page of items.", paging: true) { session, _ in
+            let shown = session.update(Todos.self) { state in
+                state.shown += pageSize
+                return state.visible.count
+            }
+            return ["shown": .int(shown)]
         },
         Command("delete", summary: "Delete an item; an alert offers to undo it.", arguments: [.word("id")], example: "delete 1") { session, args in
             let index = try position(of: args.string("id"), in: session)

@@ -86,6 +86,25 @@ final class FakeTodoStore: TodoStore {
         #expect(store.saved == [[milk], [], [milk]])
     }
 
+    @Test func aLiveFilterAndAPagingCommandShowTheMatchingItemsAPageAtATime() async throws {
+        let test = try await makeStore()
+        test.exhaustive = false  // the adds' and saves' displays are not what this test is about
+        for number in 1...12 { await test.send("add \(number % 3 == 0 ? "buy" : "walk") \(number)") }
+        func shown() -> (titles: [String], hasMore: Bool?) {
+            let state = test.recorder.displays("todos").last
+            return (state?["items"]?.arrayValue?.compactMap { $0["title"]?.stringValue } ?? [], state?["hasMore"]?.boolValue)
+        }
+        await test.send("filter", reply: ["shown": 10])
+        #expect(shown().titles.count == 10 && shown().hasMore == true)
+        await test.send("more", reply: ["shown": 12])
+        #expect(shown().titles.count == 12 && shown().hasMore == false)
+        await test.send("filter BUY", reply: ["shown": 4])
+        #expect(shown().titles == ["buy 3", "buy 6", "buy 9", "buy 12"] && shown().hasMore == false)
+        await test.send("done 6", reply: ["done": true])  // ids are the whole list's
+        #expect(shown().titles.count == 4)
+        await test.finish()
+    }
+
     @Test func aFailedSaveStopsSavingAndSaysSo() async throws {
         let test = try await makeStore()
         store.failNext()

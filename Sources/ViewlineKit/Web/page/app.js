@@ -439,9 +439,12 @@ function followTyping(form, command, arg) {
   const sendNow = () => {
     clearTimeout(timer);
     const value = arg.kind === "text" ? input.value : input.value.trim();
-    if (value === lastSent || (value === "" && !arg.allowsEmpty) || !input.checkValidity()) return;
+    // An empty box sends nothing for a required argument (a search for nothing), and
+    // the command without it for an optional one (a filter cleared: show everything).
+    if (value === lastSent || (value === "" && arg.required && !arg.allowsEmpty) || !input.checkValidity()) return;
     lastSent = value;
-    send({ cmd: command.name, args: { [arg.name]: value } }, `${command.name} (live)`);
+    const args = value === "" && !arg.required ? {} : { [arg.name]: value };
+    send({ cmd: command.name, args }, `${command.name} (live)`);
   };
   input.addEventListener("input", () => {
     clearTimeout(timer);
