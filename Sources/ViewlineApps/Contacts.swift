@@ -37,7 +37,7 @@ public enum Contacts: ViewModel {
     public static let backends: [any BackendKey.Type] = [ContactsSyncKey.self]
 
     public static let commands: [Command<Contacts>] = [
-        Command("contacts", summary: "Open the contacts view (local database) and start a background sync.") { session, _ in
+        Command("contacts", summary: "Open the contacts view (local database) and start a background sync.", primary: true) { session, _ in
             if !session.state(Contacts.self).open {
                 // Start from what the database holds right now.
                 let snapshot = try await session.services.store.contactsSnapshot()
@@ -52,7 +52,7 @@ public enum Contacts: ViewModel {
             startSync(in: session)
             return ["accepted": true]
         },
-        Command("sync", summary: "Sync contacts from the remote source (one sync at a time, server-wide).", primary: true) { session, _ in
+        Command("sync", summary: "Sync contacts from the remote source (one sync at a time, server-wide).") { session, _ in
             startSync(in: session)
             return ["accepted": true]
         },

@@ -90,9 +90,9 @@ def test_each_views_primary_action_comes_first_in_its_card_as_its_one_filled_but
     page.get(server.url)
     wait(page, lambda: status(page) == "connected")
     wait(page, lambda: page.find_elements(By.CSS_SELECTOR, "section.view .controls form.command"))
-    # help's `primary` (1.3): search, login, draft, sync, playlist.
+    # help's `primary` (1.3): search, login, draft, contacts, playlist.
     for view_name, primary in [("search", "search"), ("session", "login"), ("draft", "draft"),
-                               ("contacts", "sync"), ("playlist", "playlist")]:
+                               ("contacts", "contacts"), ("playlist", "playlist")]:
         forms = view(page, view_name).find_elements(By.CSS_SELECTOR, ".controls form.command")
         assert forms and forms[0].accessible_name == primary, (view_name, [f.accessible_name for f in forms])
         buttons = [form.find_element(By.TAG_NAME, "button") for form in forms]
@@ -181,6 +181,41 @@ def test_the_save_retry_flow_by_keyboard_alone(page, server: Server):
     # Focus is back where it was before the dialog.
     assert page.switch_to.active_element == save
     wait(page, lambda: view(page, "draft").find_element(By.XPATH, pending).text == "no")
+
+
+def test_search_playlist_and_contacts_by_keyboard_alone(page, server: Server):
+    page.get(server.url)
+    wait(page, lambda: status(page) == "connected")
+    wait(page, lambda: named(page, "input", "search query"))
+    page.find_element(By.TAG_NAME, "body").click()
+    # Search: typing is enough (live), no Enter.
+    tab_to(page, "search query").send_keys("dumpling")
+    results = view(page, "search")
+    wait(page, lambda: any("Dumpling" in row.text for row in results.find_elements(By.CSS_SELECTOR, "table tbody tr")))
+    # Playlist: its button opens the log-in alert; Escape cancels it and focus returns.
+    start = tab_to(page, "playlist")
+    start.send_keys(Keys.ENTER)
+    wait(page, lambda: dialog(page))
+    page.switch_to.active_element.send_keys(Keys.ESCAPE)
+    wait(page, lambda: dialog(page) is None)
+    assert page.switch_to.active_element == start
+    # Again, logging in from the alert by keyboard: the user field has the focus first.
+    start.send_keys(Keys.ENTER)
+    wait(page, lambda: dialog(page))
+    assert page.switch_to.active_element.accessible_name.lower().startswith("user")
+    page.switch_to.active_element.send_keys("alice", Keys.TAB)
+    page.switch_to.active_element.send_keys("wonderland", Keys.ENTER)
+    wait(page, lambda: dialog(page) is None)
+    playlist = view(page, "playlist")
+    wait(page, lambda: len(playlist.find_elements(By.CSS_SELECTOR, "table tbody tr")) >= 1)
+    first_page = len(playlist.find_elements(By.CSS_SELECTOR, "table tbody tr"))
+    tab_to(page, "Load more").send_keys(Keys.ENTER)
+    wait(page, lambda: len(view(page, "playlist").find_elements(By.CSS_SELECTOR, "table tbody tr")) > first_page)
+    # Contacts: opening the view (its primary action) by Enter shows what the database
+    # holds while a sync runs.
+    tab_to(page, "contacts").send_keys(Keys.ENTER)
+    contacts = view(page, "contacts")
+    wait(page, lambda: contacts.find_elements(By.CSS_SELECTOR, "table tbody tr"))
 
 
 def test_the_login_alert_has_a_password_input_and_logs_in(page, server: Server):

@@ -123,4 +123,4 @@ def test_help_is_typed_by_the_help_typeddicts(client):
     check(HelpView, help["views"])
     assert {argument["kind"] for argument in arguments} <= set(get_args(ArgumentKind))
     primaries = {command["view"]: command["name"] for command in help["commands"] if command.get("primary")}
-    assert primaries == {"search": "search", "session": "login", "draft": "draft", "contacts": "sync", "playlist": "playlist"}
+    assert primaries == {"search": "search", "session": "login", "draft": "draft", "contacts": "contacts", "playlist": "playlist"}
