@@ -5,6 +5,10 @@ import ViewlineProtocol
 public struct ClientSession {
     public var presentedAlert: JSON?
     public var commandNames: [String] = []
+    /// Each command's `help` entry by name (its typed `arguments`, 1.2), and the views:
+    /// what completion and argument hints are drawn from, as the page draws its forms.
+    public var commands: [String: JSON] = [:]
+    public var viewNames: [String] = []
     public var failedCommands = 0
     /// The session's token: from `welcome`, or the session attached to.
     public var token: String?
@@ -46,6 +50,8 @@ public struct ClientSession {
             }
             if let commands = message["result"]?["commands"]?.arrayValue {
                 commandNames = commands.compactMap { $0["name"]?.stringValue }
+                self.commands = Dictionary(commands.compactMap { entry in entry["name"]?.stringValue.map { ($0, entry) } }) { first, _ in first }
+                viewNames = message["result"]?["views"]?.arrayValue?.compactMap { $0["name"]?.stringValue } ?? viewNames
             }
         default: break
         }
@@ -65,6 +71,51 @@ public struct ClientSession {
             return action["role"]?.stringValue
         }
         return nil
+    }
+
+    /// Completion candidates for the word after a command, from `help`: view names
+    /// for `state`, command names for `help`; `nil` when the command takes no such word.
+    public func argumentCompletions(for line: String) -> [String]? {
+        let words = line.split(separator: " ", omittingEmptySubsequences: false).map(String.init)
+        guard words.count == 2 else { return nil }
+        let candidates: [String]
+        switch words[0].lowercased() {
+        case "state": candidates = viewNames
+        case "help": candidates = commandNames
+        default: return nil
+        }
+        let typed = words[1].lowercased()
+        return candidates.filter { $0.hasPrefix(typed) }
+    }
+
+    /// What the command of a half-typed line takes, from its `help` entry: its usage,
+    /// then each argument's kind, bounds and description (`help`'s `arguments`, 1.2).
+    ///
+    ///     search <query>
+    ///       query: text to the end of the line — what to look for: a cuisine, a dish or a place
+    public func argumentHint(for line: String) -> String? {
+        guard let name = line.split(separator: " ").first.map({ $0.lowercased() }), let entry = commands[name] else { return nil }
+        var lines = [entry["usage"]?.stringValue ?? name]
+        for argument in entry["arguments"]?.arrayValue ?? [] {
+            guard let argumentName = argument["name"]?.stringValue else { continue }
+            var kind: String
+            switch argument["kind"]?.stringValue {
+            case "text": kind = "text to the end of the line"
+            case "integer":
+                kind = "a whole number"
+                if let minimum = argument["minimum"]?.intValue, let maximum = argument["maximum"]?.intValue {
+                    kind += " from \(minimum) to \(maximum)"
+                }
+                if let unit = argument["unit"]?.stringValue { kind += " (\(unit))" }
+            case "fields": kind = "name=value words"
+            default: kind = "one word"
+            }
+            if argument["required"]?.boolValue != true { kind += ", optional" }
+            if argument["secure"]?.boolValue == true { kind += ", secret" }
+            let summary = argument["summary"]?.stringValue.map { " — \($0)" } ?? ""
+            lines.append("  \(argumentName): \(kind)\(summary)")
+        }
+        return lines.joined(separator: "\n")
     }
 
     /// Completion candidates for the first word.

@@ -398,7 +398,22 @@ public final class InteractiveREPL {
         var buffer = [CChar](repeating: 0, count: 1024)
         let length = vl_el_text_before_cursor(editLine, &buffer, buffer.count)
         let typed = String(decoding: buffer[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        guard !typed.contains(" ") else { return 6 }  // CC_ERROR: only command names complete
+        if typed.contains(" ") {
+            // After the command: a view or command name where one goes (`state se` →
+            // `state search`), else what the command takes, from `help`'s declarations.
+            if let candidates = client.argumentCompletions(for: typed), !candidates.isEmpty {
+                let word = String(typed.split(separator: " ", omittingEmptySubsequences: false).last ?? "")
+                if candidates.count == 1 {
+                    el_insertstr(editLine, String(candidates[0].dropFirst(word.count)) + " ")
+                    return 4  // CC_REFRESH
+                }
+                print("\n" + candidates.joined(separator: "  "))
+                return 8  // CC_REDISPLAY
+            }
+            guard let hint = client.argumentHint(for: typed) else { return 6 }  // CC_ERROR
+            print("\n" + hint)
+            return 8
+        }
         let candidates = client.completions(for: typed)
         guard !candidates.isEmpty else { return 6 }
         if candidates.count == 1 {

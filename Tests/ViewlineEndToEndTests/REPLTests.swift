@@ -94,6 +94,21 @@ import ViewlineTestSupport
         try terminal.expect("[search]")
     }
 
+    @Test func tabAfterACommandCompletesAViewOrSaysWhatTheCommandTakes() throws {
+        let server = try startServer()
+        let terminal = try startREPL(server)
+        try terminal.expect("viewline> ")
+        terminal.type("state dr\t")
+        try terminal.expect("aft ")  // completed to "state draft " from help's views
+        terminal.type("\r")
+        try terminal.expect("[draft]")
+        try terminal.expect("viewline> ")
+        terminal.type("search \t")  // what `search` takes, from help's declarations
+        try terminal.expect("query: text to the end of the line — what to look for")
+        terminal.type("thai\r")
+        try terminal.expect("[search]")
+    }
+
     @Test func aSecondTerminalJoinsTheSessionAndADroppedOneResumes() throws {
         let server = try startServer()
         let proxy = try TCPProxy(to: server.port)

@@ -51,6 +51,36 @@ import ViewlineREPL
         #expect(client.token == "new")
     }
 
+    /// A `help` reply as a server of 1.2 sends it: typed arguments, views.
+    func helped() -> ClientSession {
+        var client = ClientSession()
+        let commands = [
+            CommandSpec("search", summary: "Search.", arguments: [.text("query").described("what to look for")]),
+            CommandSpec("saved", summary: "Saved drafts.", arguments: [.optionalInteger("page", minimum: 1, maximum: 10)]),
+            CommandSpec("login", summary: "Log in.", arguments: [.word("user"), .word("password", secure: true)]),
+            CommandSpec("state", summary: "Show a view.", arguments: [.optionalWord("view")]),
+            CommandSpec("help", summary: "Help.", arguments: [.optionalWord("command")]),
+        ]
+        client.observe(["type": "reply", "re": nil, "ok": true, "result": [
+            "commands": .array(commands.map(\.json)), "views": [["name": "search"], ["name": "session"], ["name": "draft"]],
+        ]])
+        return client
+    }
+
+    @Test func afterTheCommandCompletionOffersViewsAndCommandsWhereTheyGo() {
+        #expect(helped().argumentCompletions(for: "state s") == ["search", "session"])
+        #expect(helped().argumentCompletions(for: "help lo") == ["login"])
+        #expect(helped().argumentCompletions(for: "search th") == nil)
+        #expect(helped().argumentCompletions(for: "state search x") == nil)
+    }
+
+    @Test func theHintSaysWhatEachArgumentTakesFromHelpsDeclarations() {
+        #expect(helped().argumentHint(for: "search ") == "search <query>\n  query: text to the end of the line — what to look for")
+        #expect(helped().argumentHint(for: "SAVED ") == "saved [page]\n  page: a whole number from 1 to 10, optional")
+        #expect(helped().argumentHint(for: "login alice ") == "login <user> <password>\n  user: one word\n  password: one word, secret")
+        #expect(helped().argumentHint(for: "teleport ") == nil)
+    }
+
     @Test func completionOffersConfirmAndCancelFirstWhileAnAlertIsUp() {
         #expect(session().completions(for: "c") == ["cancel", "confirm", "contacts"])
         #expect(session(presenting: saveAlert).completions(for: "") .prefix(2) == ["confirm", "cancel"])
