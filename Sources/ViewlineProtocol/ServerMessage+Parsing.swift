@@ -5,7 +5,9 @@ extension ServerMessage {
     /// is not JSON or not a message this protocol version defines. Keys a later
     /// server adds are ignored (PROTOCOL §9).
     public init?(line: some Collection<UInt8>) {
-        guard let json = try? JSON.parse(line) else { return nil }
+        var bytes = Array(line)
+        if bytes.last == 0x0A { bytes.removeLast() }
+        guard let json = try? JSON.parse(bytes) else { return nil }
         self.init(json: json)
     }
 
@@ -30,13 +32,8 @@ extension ServerMessage {
             guard let rev = json["rev"]?.intValue, let view = json["view"]?.stringValue, let state = json["state"] else { return nil }
             self = .display(rev: rev, view: view, state: state)
         case "alert":
-            guard let rev = json["rev"]?.intValue, let id = json["id"]?.stringValue,
-                  let title = json["title"]?.stringValue, let message = json["message"]?.stringValue,
-                  let actions = json["actions"]?.arrayValue?.compactMap(AlertAction.init(json:)),
-                  (1...2).contains(actions.count)
-            else { return nil }
-            let fields = json["fields"]?.arrayValue?.compactMap(AlertField.init(json:)) ?? []
-            self = .alert(rev: rev, id: id, content: AlertContent(title: title, message: message, actions: actions, fields: fields))
+            guard let rev = json["rev"]?.intValue, let id = json["id"]?.stringValue, let content = AlertContent(json: json) else { return nil }
+            self = .alert(rev: rev, id: id, content: content)
         case "dismiss":
             guard let rev = json["rev"]?.intValue, let id = json["id"]?.stringValue else { return nil }
             self = .dismiss(rev: rev, id: id)
@@ -57,6 +54,16 @@ extension ProtocolError {
         guard let code = json["code"]?.stringValue, let message = json["message"]?.stringValue else { return nil }
         self.init(ErrorCode(rawValue: code), message, address: json["address"]?.stringValue, retryAfter: json["retryAfter"]?.intValue)
         web = json["web"]?.stringValue
+    }
+}
+
+extension AlertContent {
+    /// The alert an `alert` event (or a session record's alert) holds; `nil` unless it
+    /// has one or two actions of known roles.
+    public init?(json: JSON) {
+        guard let actions = json["actions"]?.arrayValue?.compactMap(AlertAction.init(json:)), (1...2).contains(actions.count) else { return nil }
+        let fields = json["fields"]?.arrayValue?.compactMap(AlertField.init(json:)) ?? []
+        self.init(title: json["title"]?.stringValue ?? "", message: json["message"]?.stringValue ?? "", actions: actions, fields: fields)
     }
 }
 

@@ -23,6 +23,7 @@ import ViewlineProtocol
 
     @Test(arguments: messages) func aLineReadBackIsTheMessageThatWroteIt(message: ServerMessage) {
         #expect(ServerMessage(line: message.line.dropLast()) == message)
+        #expect(ServerMessage(line: message.line) == message)  // its newline too
     }
 
     @Test func aMovedErrorKeepsItsWebPage() {

@@ -33,7 +33,7 @@ package struct SessionConnection: Sendable {
     func send(line: [UInt8]) {
         switch output {
         case .closures(let send, _):
-            if let message = try? ServerMessage(line: line) { send(message) }
+            if let message = ServerMessage(line: line) { send(message) }
         case .lines(let lines): lines.send(line: line)
         }
     }
@@ -205,25 +205,5 @@ extension Session {
         let before = connections.count
         connections[number] = connection
         connectionCountChanged(from: before)
-    }
-}
-
-extension ServerMessage {
-    struct NotAnEvent: Error {}
-
-    /// An event back from its line (a replay to a connection that takes messages).
-    init(line: [UInt8]) throws {
-        let json = try JSON.parse(line.last == 0x0A ? Array(line.dropLast()) : line)
-        switch (json["type"]?.stringValue, json["rev"]?.intValue) {
-        case ("display", let rev?):
-            self = .display(rev: rev, view: json["view"]?.stringValue ?? "", state: json["state"] ?? .null)
-        case ("alert", let rev?):
-            guard let content = AlertContent(record: json) else { throw NotAnEvent() }
-            self = .alert(rev: rev, id: json["id"]?.stringValue ?? "", content: content)
-        case ("dismiss", let rev?):
-            self = .dismiss(rev: rev, id: json["id"]?.stringValue ?? "")
-        default:
-            throw NotAnEvent()
-        }
     }
 }

@@ -81,33 +81,10 @@ extension Session {
             let view = application.views[index]
             if let saved = record["views"]?[view.name], let state = view.decodeState?(saved) { states[index] = state }
         }
-        if let alert = record["alert"], alert["awaited"] == false, let content = AlertContent(record: alert) {
+        if let alert = record["alert"], alert["awaited"] == false, let content = AlertContent(json: alert) {
             presentedAlert = PendingAlert(id: alert["id"]?.stringValue ?? "a\(nextAlertNumber)", content: content, continuation: nil)
         }
         for hook in application.restoredHooks { await hook(self) }
         restoredFromRecord = true
-    }
-}
-
-extension AlertContent {
-    /// An alert from its wire form (`title`, `message`, `actions`, `fields`).
-    init?(record: JSON) {
-        guard case .array(let actionList)? = record["actions"] else { return nil }
-        let actions = actionList.compactMap { action -> AlertAction? in
-            guard let role = action["role"]?.stringValue.flatMap(AlertAction.Role.init(rawValue:)),
-                let label = action["label"]?.stringValue
-            else { return nil }
-            return AlertAction(role, label)
-        }
-        var fields: [AlertField] = []
-        if case .array(let fieldList)? = record["fields"] {
-            fields = fieldList.compactMap { field in
-                guard let name = field["name"]?.stringValue, let label = field["label"]?.stringValue else { return nil }
-                return AlertField(name: name, label: label, secure: field["secure"] == true)
-            }
-        }
-        guard (1...2).contains(actions.count) else { return nil }
-        self.init(
-            title: record["title"]?.stringValue ?? "", message: record["message"]?.stringValue ?? "", actions: actions, fields: fields)
     }
 }
