@@ -140,6 +140,59 @@ import ViewlineTestSupport
         await client.close()
     }
 
+    /// The revs of the displays and alerts among `events`.
+    static func revs(_ events: [ViewlineEvent]) -> [Int] {
+        events.compactMap { event -> Int? in
+            switch event {
+            case .display(_, _, let rev): rev
+            case .alert(let alert): alert.rev
+            case .dismiss(_, let rev): rev
+            default: nil
+            }
+        }
+    }
+
+    @Test func aConnectionDroppedMidSearchResumesWithTheResultsNothingLostOrDoubled() async throws {
+        let server = try server(["--backend-latency", "400"])
+        let proxy = try TCPProxy(to: server.port)
+        let client = try await ViewlineClient.connect(to: .tcp(port: proxy.port))
+        let stream = await client.events()
+        #expect(try await client.send("search dumpling") == ["accepted": true, "query": "dumpling"])
+        proxy.cut()  // while the backend still works on it
+        let seen = try await events(stream, until: Self.isDisplay("search") { $0["loading"] == false })
+        #expect(seen.contains(.connection(.reconnecting)) && seen.contains(.connection(.connected)))
+        let revs = Self.revs(seen)
+        #expect(revs == revs.sorted() && Set(revs).count == revs.count, "\(revs)")  // replayed from last-rev: no gap counted twice
+        let search = try await client.state("search", as: SearchState.self)
+        #expect(search.query == "dumpling" && !search.loading && !search.results.isEmpty)
+        #expect(await client.resumed == 1)
+        await client.close()
+    }
+
+    @Test func aConnectionDroppedMidSaveRetryKeepsTheAlertAndSavesOnce() async throws {
+        let server = try server()
+        let proxy = try TCPProxy(to: server.port)
+        let client = try await ViewlineClient.connect(to: .tcp(port: proxy.port))
+        let stream = await client.events()
+        try await client.send("login alice wonderland")
+        try await client.send("draft call the plumber")
+        try await client.send("fault save 1 disk full")
+        try await client.send("save")
+        let asked = try await events(stream) { if case .alert = $0 { true } else { false } }
+        guard case .alert(let alert) = asked.last else { return #expect(Bool(false)) }
+        proxy.cut()  // the alert is up, the person has not answered yet
+        _ = try await events(stream) { $0 == .connection(.connected) }
+        // The same alert is still the one presented after the resume, and answering it
+        // saves the draft once.
+        #expect(await client.presentedAlert?.id == alert.id)
+        try await client.send("confirm")
+        _ = try await events(stream, until: Self.isDisplay("draft") { $0["pending"] == false && $0["saving"] == false })
+        let saved = try await client.send("saved")["drafts"]?.arrayValue ?? []
+        #expect(saved.compactMap { $0["text"]?.stringValue } == ["call the plumber"])
+        #expect(await client.resumed == 1)
+        await client.close()
+    }
+
     @Test func aRollingRestartOfAClusterKeepsTheSession() async throws {
         let postgres = PostgresServer.shared
         let url = postgres.url(database: try postgres.createDatabase())
