@@ -63,6 +63,12 @@ struct AnyCommand: Sendable {
     /// `perform` giving its result already encoded (`state`: the states' encodings
     /// are kept for displays), so the reply copies bytes instead of writing a tree.
     var performEncoded: (@Sendable (isolated Session, Arguments) throws -> EncodedResult)? = nil
+    /// Whether the events the session sends while the command runs wait for its reply
+    /// (every command's, so a reply comes before what it caused) — or flow on, as
+    /// `wait`'s must: holding them would defeat its purpose.
+    var holdsEvents = true
+    /// Whether the connection closes after the reply (`quit`).
+    var endsConnection = false
 
     init(spec: CommandSpec, perform: @escaping @Sendable (isolated Session, Arguments) async throws -> JSON) {
         self.spec = spec

@@ -178,15 +178,18 @@ public actor Session {
         // A line that reached a session that ended meanwhile never runs (its connection
         // was told `bye`, which no reply follows).
         guard !closed else { return .keepOpen }
-        if request.name == "wait" {
-            // `wait` lets events flow while it waits: holding them would defeat its purpose.
-            let timeout = request.arguments.int("timeout") ?? 10_000
+        if let command = application.handler(for: request), !command.holdsEvents {
+            // Events flow while it runs (`wait`); its reply still comes, unless a `bye` answered it.
             awaiting[connection] = request.id
-            let settled = await waitUntilSettled(timeout: .milliseconds(timeout))
-            guard awaiting.removeValue(forKey: connection) != nil else { return .keepOpen }  // answered at a `bye`
-            reply(to: connection, .reply(re: request.id, result: settled
-                ? .success(["settled": true])
-                : .failure(ProtocolError(.timeout, "background work still running after \(timeout) ms"))))
+            let result: Result<JSON, ProtocolError>
+            do {
+                try checkAllowed(command)
+                result = .success(try await command.perform(self, request.arguments))
+            } catch {
+                result = .failure(protocolError(error, running: request.name))
+            }
+            guard awaiting.removeValue(forKey: connection) != nil else { return .keepOpen }
+            reply(to: connection, .reply(re: request.id, result: result))
             return .keepOpen
         }
         if let outcome = handleNow(request, from: connection) { return outcome }
@@ -329,7 +332,7 @@ public actor Session {
         if !events.isEmpty, !closed, let output = connections[connection] {
             for event in events { output.send(event.message, line: event.line) }
         }
-        return request.name == "quit" ? .close : .keepOpen
+        return application.handler(for: request)?.endsConnection == true ? .close : .keepOpen
     }
 
     /// Replies a failure for a line that never became a command (bad JSON, too long...).

@@ -171,8 +171,9 @@ final class ClientConnection: Sendable {
         if logsCommands { log(decoded) }
         switch decoded {
         case .success(let request):
-            // attach and quit change what the connection is; they run in the pump.
-            guard request.name != "attach", request.name != "quit", session.handleNow(request, from: number) != nil else {
+            // attach moves the connection to another session: the pump hands it over
+            // (quit, which ends the connection, awaits its record and runs there too).
+            guard request.name != "attach", session.handleNow(request, from: number) != nil else {
                 return .queue(.request(request, bytes: line.readableBytes))
             }
             return .ran
