@@ -78,6 +78,13 @@ test('Help, HelpCommand, HelpArgument and HelpView declare every key of a real s
       }
       for (const [key, optional] of declared) if (!optional) assert.equal(seen.get(key), objects.length, `${name}.${key} is in every one`);
     };
+    // …and exactly help.schema.json's properties, optional where the schema does not require them.
+    const schema = JSON.parse(fs.readFileSync(path.join(PROTOCOL, 'schema', 'help.schema.json'), 'utf8'));
+    for (const [name, part] of [['Help', schema], ['HelpCommand', schema.$defs.command], ['HelpArgument', schema.$defs.argument], ['HelpView', schema.$defs.view]]) {
+      const declared = declaredProperties(name);
+      assert.deepEqual([...declared.keys()].sort(), Object.keys(part.properties).sort(), name);
+      for (const [key, optional] of declared) assert.equal(optional, !part.required.includes(key), `${name}.${key}`);
+    }
     check('Help', [help]);
     check('HelpCommand', help.commands);
     check('HelpArgument', help.commands.flatMap((command) => command.arguments));

@@ -116,6 +116,18 @@ def test_help_is_typed_by_the_help_typeddicts(client):
         for key in kind.__required_keys__:
             assert all(key in entry for entry in entries), f"{kind.__name__}.{key} is required"
 
+    # The typings declare exactly help.schema.json's properties, required where it requires.
+    import json
+    import pathlib
+    from jsonschema import Draft202012Validator
+    schema = json.loads((pathlib.Path(__file__).resolve().parents[3] / "protocol" / "schema" / "help.schema.json").read_text())
+    errors = list(Draft202012Validator(schema).iter_errors(help))
+    assert not errors, errors[0].message
+    for kind, part in [(Help, schema), (HelpCommand, schema["$defs"]["command"]),
+                       (HelpArgument, schema["$defs"]["argument"]), (HelpView, schema["$defs"]["view"])]:
+        assert set(kind.__annotations__) == set(part["properties"]), kind.__name__
+        assert set(kind.__required_keys__) == set(part["required"]), kind.__name__
+
     check(Help, [help])
     check(HelpCommand, help["commands"])
     arguments = [argument for command in help["commands"] for argument in command.get("arguments", [])]
