@@ -235,6 +235,24 @@ import Testing
         }
     }
 
+    @Test func aQuitWhoseRecordCannotBeDeletedIsNotAcknowledgedAndTheSessionGoesOn() async throws {
+        let directory = MemoryDirectory()
+        let a = try await node(directory, "10.0.0.1:7878")
+        let replies = Mutex<[ServerMessage]>([])
+        let session = Session(id: "s1", application: a, output: { message in replies.withLock { $0.append(message) } })
+        #expect(throws: Never.self) { try a.sessions.register(session).get() }
+        directory.lock.withLock { directory.failingRemoves = 1 }
+        #expect(await session.handle(Request(id: .null, name: "quit", arguments: Arguments()), from: 0) == .keepOpen)
+        guard case .reply(_, .failure(let error))? = replies.withLock({ $0.last }) else {
+            Issue.record("quit was not answered with an error")
+            return
+        }
+        #expect(error.code == .unavailable)
+        #expect(!(await session.isClosed))
+        // Once the database takes the delete, quit is acknowledged and closes.
+        #expect(await session.handle(Request(id: .null, name: "quit", arguments: Arguments()), from: 0) == .close)
+    }
+
     @Test func aBusySessionsRecordIsWrittenAtMostFiveTimesASecond() async throws {
         let directory = MemoryDirectory()
         let a = try await node(directory, "10.0.0.1:7878")

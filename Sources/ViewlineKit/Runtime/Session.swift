@@ -332,6 +332,9 @@ public actor Session {
         if !events.isEmpty, !closed, let output = connections[connection] {
             for event in events { output.send(event.message, line: event.line) }
         }
+        // Only an acknowledged `quit` ends the connection: one whose record could not
+        // be deleted answered `unavailable`, and the session goes on.
+        if case .failure = answer { return .keepOpen }
         return application.handler(for: request)?.endsConnection == true ? .close : .keepOpen
     }
 
