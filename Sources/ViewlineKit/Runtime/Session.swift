@@ -197,8 +197,10 @@ public actor Session {
         defer { commandsRunning -= 1 }
         awaiting[connection] = request.id
         let reply: Reply
+        var endsConnection = false
         do {
             let command = try runnable(request)
+            endsConnection = command.endsConnection
             reply = .result(try await Self.$commandConnection.withValue(connection) {
                 try await SessionFence.$current.withValue(fence) {
                     try await command.perform(self, request.arguments)
@@ -212,7 +214,7 @@ public actor Session {
             _ = held.end(connection)
             return .keepOpen
         }
-        return finished(request, reply, started: started, from: connection)
+        return finished(request, reply, started: started, from: connection, endsConnection: endsConnection)
     }
 
     /// What a command still running gets just before its connection is told `bye`.
@@ -307,7 +309,11 @@ public actor Session {
 
     /// A command is done: its reply goes out, then the events it caused; it is timed
     /// into the slow log and the metrics.
-    private func finished(_ request: Request, _ answer: Reply, started: ContinuousClock.Instant, from connection: Int) -> Outcome {
+    /// `endsConnection`: the command closes its connection once acknowledged (`quit`;
+    /// never a command of the immediate path).
+    private func finished(
+        _ request: Request, _ answer: Reply, started: ContinuousClock.Instant, from connection: Int, endsConnection: Bool = false
+    ) -> Outcome {
         // A command that finished after this node lost its lease answers `unavailable`,
         // never its (possibly stale) result.
         let answer = leased ? answer : .failure(Cluster.noLease)
@@ -334,8 +340,9 @@ public actor Session {
         }
         // Only an acknowledged `quit` ends the connection: one whose record could not
         // be deleted answered `unavailable`, and the session goes on.
+        guard endsConnection else { return .keepOpen }
         if case .failure = answer { return .keepOpen }
-        return application.handler(for: request)?.endsConnection == true ? .close : .keepOpen
+        return .close
     }
 
     /// Replies a failure for a line that never became a command (bad JSON, too long...).
