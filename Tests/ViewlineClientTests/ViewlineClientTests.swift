@@ -46,6 +46,22 @@ import ViewlineTestSupport
         }
     }
 
+    /// Logs alice in, sets `draft` and saves it once the remote store is set to fail
+    /// once: the "save again?" alert follows.
+    func startAFailingSave(on client: ViewlineClient, draft: String) async throws {
+        try await client.send("login alice wonderland")
+        try await client.send("draft \(draft)")
+        try await client.send("fault save 1 disk full")
+        try await client.send("save")
+    }
+
+    /// The next alert `stream` presents (within 10 s).
+    func nextAlert(_ stream: AsyncStream<ViewlineEvent>) async throws -> Alert {
+        let seen = try await events(stream) { if case .alert = $0 { true } else { false } }
+        guard case .alert(let alert)? = seen.last else { throw Timeout(what: "an alert") }
+        return alert
+    }
+
     static func isDisplay(_ view: String, _ predicate: @escaping @Sendable (JSON) -> Bool = { _ in true }) -> @Sendable (ViewlineEvent) -> Bool {
         { event in
             if case .display(view, let state, _) = event { return predicate(state) }
@@ -95,12 +111,8 @@ import ViewlineTestSupport
         #expect(attached["snapshot"] == true)
         let firstEvents = await first.events()
         let secondEvents = await second.events()
-        try await first.send("login alice wonderland")
-        try await first.send("draft meeting notes")
-        try await first.send("fault save 1 disk full")
-        try await first.send("save")
-        let asked = try await events(secondEvents) { if case .alert = $0 { true } else { false } }
-        guard case .alert(let alert) = asked.last else { return #expect(Bool(false)) }
+        try await startAFailingSave(on: first, draft: "meeting notes")
+        let alert = try await nextAlert(secondEvents)
         #expect(alert.title == "Error" && alert.message.contains("disk full"))
         #expect(alert.actions.map(\.role) == ["confirm", "cancel"])
         // Answered on the second client: the first sees it dismissed, and the save goes through.
@@ -176,12 +188,8 @@ import ViewlineTestSupport
         let proxy = try TCPProxy(to: server.port)
         let client = try await ViewlineClient.connect(to: .tcp(port: proxy.port))
         let stream = await client.events()
-        try await client.send("login alice wonderland")
-        try await client.send("draft call the plumber")
-        try await client.send("fault save 1 disk full")
-        try await client.send("save")
-        let asked = try await events(stream) { if case .alert = $0 { true } else { false } }
-        guard case .alert(let alert) = asked.last else { return #expect(Bool(false)) }
+        try await startAFailingSave(on: client, draft: "call the plumber")
+        let alert = try await nextAlert(stream)
         proxy.cut()  // the alert is up, the person has not answered yet
         _ = try await events(stream) { $0 == .connection(.connected) }
         // The same alert is still the one presented after the resume, and answering it

@@ -19,9 +19,8 @@ public struct Services: Sendable {
     ///   mistake, reported with the key's name.
     public subscript<Key: ServiceKey>(_ key: Key.Type) -> Key.Value {
         get {
-            if let value = values[ObjectIdentifier(key)] { return value as! Key.Value }
-            if let fallback = Key.defaultValue { return fallback }
-            preconditionFailure("no \(Key.self) service: provide it in the server's Services")
+            guard let value = value(for: key) else { preconditionFailure("no \(Key.self) service: provide it in the server's Services") }
+            return value
         }
         set { values[ObjectIdentifier(key)] = newValue }
     }
