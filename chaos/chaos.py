@@ -8,20 +8,25 @@ acknowledged effect. Meanwhile faults are injected one at a time, at random, eve
 kind at least once: SIGKILL a node (and restart it), SIGSTOP a node past the node
 timeout (and SIGCONT it), cut a node off from PostgreSQL (each node reaches the
 database through a TCP proxy this script controls: the link is blackholed, then
-healed), restart PostgreSQL, SIGTERM a node under the full load (a rolling restart's
-step: it must hand every acknowledged change over). One node runs with its clock
-minutes ahead (faketime).
+healed), slow a node's link to PostgreSQL past the lease (its renewals, sent in
+time, run late), restart PostgreSQL, SIGTERM a node under the full load (a rolling
+restart's step: it must hand every acknowledged change over; every other one comes
+back with a node timeout of its own, which it must not use). One node runs with its
+clock minutes ahead (faketime).
 
 At the end it checks, and writes a markdown report:
 - every acknowledged draft is saved or still pending in the database (0 lost);
 - each session's history against a model of it: every state read shows the last
   acknowledged search (or one whose reply was lost), unless a fault that may lose the
-  last moments (kill, pause, cut, database restart; never a SIGTERM) came after it —
-  read at random and right after every resume;
+  last moments (kill, pause, cut, database restart; never a SIGTERM) was under way
+  after it — read at random and right after every resume;
+- no session is lost: a token that was never quit attaches somewhere, unless such a
+  fault overlapped the session's first node timeout (its first record unwritten);
 - every acknowledged `quit` stays quit: no live record of it in the database, and its
   token attaches on no node;
 - per connection, event revs strictly increase, and an attach delivers a replay or a
-  snapshot, never both, and nothing twice;
+  snapshot, never both, and nothing twice; after a failover a second device attaching
+  with the old owner's last-rev gets a snapshot above it;
 - no node served a command for a session after another node claimed it (from the
   nodes' debug logs: `command record=…` and `claimed record=…`, time-stamped here as
   they are read);
@@ -91,6 +96,7 @@ class Link:
         self.loop = loop
         self.upstream = upstream
         self.cut = False
+        self.delay = 0.0                    # seconds each byte is held (a slow link)
         self.port = 0
         self.serial = 0
         self.pairs: Dict[int, List[asyncio.StreamWriter]] = {}   # serial → both ends
@@ -118,6 +124,21 @@ class Link:
         self.pairs[serial] = [writer, up_writer]
 
         async def pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            # Bytes go on in order, each `delay` after it arrived (a slow link: a
+            # statement sent in time runs late in PostgreSQL).
+            queue: asyncio.Queue = asyncio.Queue()
+
+            async def forward() -> None:
+                while True:
+                    due, data = await queue.get()
+                    if data is None:
+                        return
+                    wait = due - self.loop.time()
+                    if wait > 0:
+                        await asyncio.sleep(wait)
+                    dst.write(data)
+                    await dst.drain()
+            forwarder = asyncio.ensure_future(forward())
             try:
                 while True:
                     data = await src.read(65536)
@@ -128,16 +149,23 @@ class Link:
                         continue            # swallowed
                     if serial in self.tainted:
                         break
-                    dst.write(data)
-                    await dst.drain()
+                    queue.put_nowait((self.loop.time() + self.delay, data))
+                queue.put_nowait((0.0, None))
+                await forwarder
             except (OSError, ConnectionError):
                 pass
             finally:
+                forwarder.cancel()
                 for end in self.pairs.get(serial, []):
                     end.transport.abort()
         await asyncio.gather(pump(reader, up_writer), pump(up_reader, writer))
         self.pairs.pop(serial, None)
         self.tainted.discard(serial)
+
+    def set_delay(self, seconds: float) -> None:
+        def apply() -> None:
+            self.delay = seconds
+        self.loop.call_soon_threadsafe(apply)
 
     def set_cut(self, cut: bool) -> None:
         def apply() -> None:
@@ -180,11 +208,13 @@ class Node:
     def address(self) -> Tuple[str, int]:
         return ("127.0.0.1", self.port)
 
-    def start(self) -> None:
+    def start(self, node_timeout: float = NODE_TIMEOUT) -> None:
+        """Starts the node; a `node_timeout` other than the cluster's is adopted from
+        the database with a warning (the node must never measure leases its own way)."""
         url = f"postgres://postgres@127.0.0.1:{self.link.port}/viewline?sslmode=disable"
         command = [
             os.path.join(self.args.bin, "viewline-server"), "--port", str(self.port), "--postgres", url,
-            "--node-timeout", str(int(NODE_TIMEOUT)), "--admin", "--users", self.args.users,
+            "--node-timeout", str(int(node_timeout)), "--admin", "--users", self.args.users,
             "--remote-contacts", self.args.contacts, "--log-level", "debug",
             "--max-clients-per-address", "0", "--max-sessions-per-address", "0", "--max-logins-per-address", "0",
         ]
@@ -210,7 +240,7 @@ class Node:
                 raise SystemExit(f"{label} did not start: {line!r}; see {log.name}")
             print(f"  {label} did not start (see {log.name}); starting it again", flush=True)
             time.sleep(1)
-            return self.start()
+            return self.start(node_timeout)
         threading.Thread(target=self.process.stdout.read, daemon=True).start()
 
     def rss(self) -> Optional[int]:
@@ -435,11 +465,14 @@ class Client(threading.Thread):
                         self.session_started = now()
                         self.login(connection)
                         return connection
-                    reply = connection.command(f"attach {self.token} {self.rev}")
+                    prior = self.rev
+                    reply = connection.command(f"attach {self.token} {prior}")
                     if reply["ok"]:
                         self.check_attach(connection, reply["result"])
                         # A resumed session is where a lost change would show: read it at once.
                         self.check_history(connection.command("state"))
+                        if reply["result"].get("rev", 0) - prior >= 1 << 31:
+                            self.second_device(address, prior)
                         return connection
                     code = reply["error"]["code"]
                     connection.close()
@@ -449,9 +482,14 @@ class Client(threading.Thread):
                         address = (host, int(port))
                         continue
                     if code == "bad_token":
-                        if now() - self.session_started > 5 and self.token != self.quitting:
+                        # Lost with its first record unwritten: allowed only when a fault
+                        # that may lose the last moments overlapped its first node timeout.
+                        if (now() - self.session_started > 5 and self.token != self.quitting
+                                and not self.run_state.lossy_fault_since(self.session_started - 0.5,
+                                                                         until=self.session_started + NODE_TIMEOUT)):
                             self.run_state.lost_sessions += 1
-                            self.violation(f"session of {now() - self.session_started:.1f} s lost (bad_token on attach)")
+                            self.violation(f"session {self.token[:16]} of {now() - self.session_started:.1f} s"
+                                           f" lost (bad_token on attach at {address[0]}:{address[1]})")
                         self.new_session()
                         break
                     if code == "unavailable":
@@ -462,6 +500,32 @@ class Client(threading.Thread):
             self.failure()
             time.sleep(0.1 + self.random.random() * 0.2)
         raise Dropped("run over")
+
+    def second_device(self, address: Tuple[str, int], prior: int) -> None:
+        """After a failover (the session restored on another node, its revs in a new
+        space), a second device that saw the same revs on the old node attaches with
+        the same last-rev: it must get a snapshot numbered above it (a replay would be
+        of this owner's events, read as if they followed the old owner's), and the
+        session's history as the first device sees it."""
+        self.run_state.second_devices += 1
+        try:
+            device = Connection(address, self)
+            try:
+                reply = device.command(f"attach {self.token} {prior}")
+                if not reply["ok"]:
+                    return      # moved on again meanwhile: nothing to compare
+                result = reply["result"]
+                if not result.get("snapshot") or result.get("replayed", 0):
+                    self.violation(f"a second device attaching with the old owner's last-rev {prior}"
+                                   f" after a failover got a replay ({result.get('replayed', 0)} events), not a snapshot")
+                if result.get("rev", 0) < prior:
+                    self.violation(f"a second device after a failover got rev {result.get('rev')} below its last-rev {prior}")
+                device.last_rev = prior
+                self.check_history(device.command("state"))
+            finally:
+                device.close()
+        except (Dropped, OSError):
+            pass
 
     def new_session(self) -> None:
         self.token = None
@@ -489,8 +553,7 @@ class Client(threading.Thread):
         self.history_checks += 1
         if shown == last or shown in self.in_doubt:
             return
-        lossy = any(start >= acknowledged_at - 0.5 and not what.startswith("SIGTERM")
-                    for start, _, what in self.run_state.faults + self.run_state.ongoing())
+        lossy = self.run_state.lossy_fault_since(acknowledged_at - 0.5)
         if lossy and (shown in {q for q, _ in self.searches} or shown == ""):
             return
         self.violation(f"state shows search {shown!r} after {last!r} was acknowledged"
@@ -673,6 +736,7 @@ class Run:
         self.per_minute: Dict[int, int] = {}
         self.unavailable = 0
         self.lost_sessions = 0
+        self.second_devices = 0
         self.stalls = 0
         self.attach_errors: Dict[str, int] = {}
         self.errors: Dict[str, int] = {}
@@ -684,12 +748,17 @@ class Run:
 
     def violation(self, text: str) -> None:
         with self.lock:
-            self.violations.append(text)
+            self.violations.append(f"{now() - self.started:.1f} s: {text}")
         print(f"VIOLATION {text}", file=sys.stderr, flush=True)
 
-    def ongoing(self) -> List[Tuple[float, float, str]]:
+    def lossy_fault_since(self, since: float, until: Optional[float] = None) -> bool:
+        """Whether a fault that may lose a node's last moments (a kill, a pause, a cut, a
+        database restart; never a SIGTERM) was under way at some time after `since`
+        (and before `until`): one that began later, or began earlier and lasted."""
         with self.lock:
-            return [self.current] if self.current else []
+            faults = self.faults + ([(self.current[0], now(), self.current[2])] if self.current else [])
+        return any(end >= since and (until is None or start <= until) and not what.startswith("SIGTERM")
+                   for start, end, what in faults)
 
     def recovered(self, client: int, since: float, at: float) -> None:
         with self.lock:
@@ -754,7 +823,7 @@ def drive(args, run: Run, rng: random.Random, nodes: List[Node], serve_log: Serv
     for node in nodes:
         node.incarnations[-1].rss_start = node.rss()
 
-    kinds = ["kill", "pause", "partition", "postgres", "term"]
+    kinds = ["kill", "pause", "partition", "slow", "postgres", "term"]
     plan = kinds[:]
     rng.shuffle(plan)
     end = started + args.seconds
@@ -800,10 +869,22 @@ def drive(args, run: Run, rng: random.Random, nodes: List[Node], serve_log: Serv
         elif kind == "term":
             # A rolling restart's step under the full load: every acknowledged change
             # must reach the node that restores the session.
+            # Every other one comes back with a node timeout of its own (an operator's
+            # mistake): it must adopt the cluster's, or it would claim live sessions.
             label = node.incarnations[-1].label
+            mismatched = rng.random() < 0.5
             node.stop()
-            node.start()
-            what = f"SIGTERM {label} (clean shutdown), restarted"
+            node.start(node_timeout=NODE_TIMEOUT * 5 if mismatched else NODE_TIMEOUT)
+            what = f"SIGTERM {label} (clean shutdown), restarted" + (
+                f" with --node-timeout {int(NODE_TIMEOUT * 5)}" if mismatched else "")
+        elif kind == "slow":
+            # Every byte between the node and PostgreSQL held longer than the node
+            # timeout: renewals sent in time run after the lease expired, by the
+            # database's clock, while other nodes may claim its sessions.
+            node.link.set_delay(NODE_TIMEOUT * 1.5)
+            time.sleep(NODE_TIMEOUT + rng.uniform(2.0, 4.0))
+            node.link.set_delay(0.0)
+            what = f"slowed {node.incarnations[-1].label}'s link to PostgreSQL by {NODE_TIMEOUT * 1.5:.1f} s for {now() - t0:.1f} s"
         else:
             # Output to nowhere: a server holding this script's pipes would never let go.
             subprocess.run(args.pg_restart, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -888,7 +969,8 @@ def drive(args, run: Run, rng: random.Random, nodes: List[Node], serve_log: Serv
     def mib(value):
         return f"{value / 1048576:.1f} MiB" if value else "?"
 
-    names = {"SIGKILL": "node killed", "SIGSTOP": "node paused", "cut": "node cut off", "restarted": "PostgreSQL restarted"}
+    names = {"SIGKILL": "node killed", "SIGSTOP": "node paused", "cut": "node cut off", "slowed": "link slowed past the lease",
+             "restarted": "PostgreSQL restarted"}
     recovery_lines = [
         f"  - {names.get(kind, kind)}: p50 {pct(v, 0.5):.2f}, p99 {pct(v, 0.99):.2f}, max {v[-1]:.2f} ({len(v)} clients)"
         for kind, v in sorted(recovery.items())
@@ -900,13 +982,14 @@ def drive(args, run: Run, rng: random.Random, nodes: List[Node], serve_log: Serv
         f"3 nodes (node timeout {NODE_TIMEOUT:.0f} s; node2 runs {args.skew_minutes} min ahead under faketime), "
         f"{args.clients} clients, one throwaway PostgreSQL.",
         "",
-        f"- faults injected: {len(run.faults)} ({', '.join(f'{k} {sum(1 for f in run.faults if f[2].startswith(p))}' for k, p in (('kill', 'SIGKILL'), ('pause', 'SIGSTOP'), ('partition', 'cut'), ('postgres restart', 'restarted'), ('clean restart', 'SIGTERM')))})",
+        f"- faults injected: {len(run.faults)} ({', '.join(f'{k} {sum(1 for f in run.faults if f[2].startswith(p))}' for k, p in (('kill', 'SIGKILL'), ('pause', 'SIGSTOP'), ('partition', 'cut'), ('slow link', 'slowed'), ('postgres restart', 'restarted'), ('clean restart', 'SIGTERM')))})",
         f"- commands acknowledged: {run.successes}; `unavailable` replies: {run.unavailable}; other errors: {json.dumps(run.errors, sort_keys=True)}",
         f"- attach answers other than ok (reattaching during faults): {json.dumps(run.attach_errors, sort_keys=True)}",
         f"- commands acknowledged per minute: {', '.join(str(run.per_minute.get(m, 0)) for m in range(int(args.seconds // 60) + 1))}",
         f"- acknowledged drafts: {acknowledged} (each user's newest 80 checked against the database: {checked}), lost: {lost}",
         f"- commands served after another node claimed the session: {len(served)} (within {TOLERANCE} s of a claim, read order only: {near})",
         f"- sessions lost: {run.lost_sessions}",
+        f"- second devices attached with the old owner's last-rev after a failover (snapshot expected): {run.second_devices}",
         f"- state reads checked against each session's history of acknowledged searches: {history_checks}",
         f"- acknowledged quits: {len(run.quit_tokens)}, come back on any node: {revived}",
         f"- node starts that failed (and were retried, as a supervisor would): {sum(n.failed_starts for n in nodes)}",

@@ -28,8 +28,11 @@ import Testing
         func leave(_ node: ClusterNode) async throws { lock.withLock { nodes[node.id] = nil } }
         /// Records written so far, by lookup.
         var writes: [String: Int] = [:]
+        /// Record batches fail (the database takes the lease but not the records).
+        var failingSaves = false
         func save(_ saved: [SessionRecord]) async throws -> [String] {
-            lock.withLock {
+            try lock.withLock {
+                if failingSaves { throw Unreachable() }
                 var refused: [String] = []
                 for record in saved { writes[record.lookup, default: 0] += 1 }
                 for record in saved {
@@ -335,6 +338,39 @@ import Testing
         let application = Application([Counter.self], services: services, cluster: cluster)
         cluster.hold(application.sessions)
         return application
+    }
+
+    @Test func aNodeWhoseRecordsCannotBeWrittenAcknowledgesNothingThenLetsItsLeaseGo() async throws {
+        let directory = MemoryDirectory()
+        let a = try await leasedNode(directory, "10.0.0.1:7878", timeout: .seconds(10))
+        let cluster = a.cluster!
+        let session = Session(id: "s1", application: a, output: { _ in })
+        #expect(throws: Never.self) { try a.sessions.register(session).get() }
+        let start = ContinuousClock.now
+        cluster.changed(session)
+        await cluster.flush(now: start)
+        #expect(cluster.acceptsCommands(now: start + .seconds(1)))
+        // The database renews the lease but takes no record (a batch fails, or hangs).
+        directory.lock.withLock { directory.failingSaves = true }
+        try await cluster.renew(now: { start + .seconds(5) })
+        cluster.changed(session)
+        await cluster.flush(now: start + .seconds(5))
+        // Lease valid, records unwritten for longer than the lease margin allows:
+        // commands are refused (what they changed would die with this node).
+        #expect(cluster.isServing(now: start + .seconds(9)))
+        #expect(cluster.acceptsCommands(now: start + .seconds(7)))
+        #expect(!cluster.acceptsCommands(now: start + .seconds(9)))
+        #expect(cluster.refusalReason(now: start + .seconds(9))?.contains("records") == true)
+        #expect(!cluster.stepsDown(now: start + .seconds(19)))
+        // Two node timeouts: the node stops renewing, so another may restore the sessions.
+        #expect(cluster.stepsDown(now: start + .seconds(20)))
+        // Written again: commands are acknowledged and the lease is renewed again.
+        directory.lock.withLock { directory.failingSaves = false }
+        await cluster.flush(now: start + .seconds(21))
+        #expect(directory.record(SessionRegistry.split(session.token).lookup) != nil)
+        #expect(!cluster.stepsDown(now: start + .seconds(21)))
+        try await cluster.renew(now: { start + .seconds(21) })
+        #expect(cluster.acceptsCommands(now: start + .seconds(21)))
     }
 
     @Test func aNodeStopsServingBeforeItsLeaseCanExpireByTheDatabasesClock() async throws {

@@ -49,6 +49,12 @@ public final class Cluster: Sendable {
         var lapsesNoticed = 0
         /// Left the cluster: never serves again.
         var left = false
+        /// When a record batch last completed with nothing left unwritten by a failure
+        /// (monotonic): a batch that fails or hangs leaves it behind.
+        var recordsWrittenAt: ContinuousClock.Instant?
+        /// Not renewing: the records have been stale so long that this node lets its
+        /// lease run out, so other nodes restore its sessions from what was written.
+        var steppedDown = false
     }
 
     private struct WeakRegistry {
@@ -113,6 +119,33 @@ public final class Cluster: Sendable {
         }
     }
 
+    /// Whether this node may run and acknowledge commands now: it is serving (see
+    /// ``isServing(now:)``) and its session records are being written. A node whose
+    /// lease is renewed but whose record batches have failed for longer than the
+    /// lease margin allows (`nodeTimeout − leaseMargin`) acknowledges nothing more
+    /// until a batch is written: what it acknowledged meanwhile would be lost with it
+    /// if it died then, however long the outage.
+    public func acceptsCommands(now: ContinuousClock.Instant = .now) -> Bool {
+        lease.withLock { lease in
+            guard !lease.left, !lease.reconciling, let renewed = lease.renewedAt else { return false }
+            let limit = nodeTimeout - leaseMargin
+            return now - renewed < limit && now - (lease.recordsWrittenAt ?? renewed) < limit
+        }
+    }
+
+    /// How long ago a record batch last completed with nothing left unwritten by a
+    /// failure, at `now`.
+    func recordsStale(now: ContinuousClock.Instant = .now) -> Duration {
+        lease.withLock { lease in (lease.recordsWrittenAt ?? lease.renewedAt).map { now - $0 } ?? .zero }
+    }
+
+    /// Why ``acceptsCommands(now:)`` is false, or `nil` when it is true.
+    func refusalReason(now: ContinuousClock.Instant = .now) -> String? {
+        if !isServing(now: now) { return "no valid lease (the cluster's database does not answer)" }
+        if !acceptsCommands(now: now) { return "session records cannot be written (the cluster's database does not take them)" }
+        return nil
+    }
+
     /// Joins the cluster (first lease) and starts the lease and record loops.
     func start(sessions: SessionRegistry) async throws {
         hold(sessions)
@@ -123,14 +156,16 @@ public final class Cluster: Sendable {
                 try? await Task.sleep(for: recordInterval)
                 if Task.isCancelled { break }  // leaving: `leave()` writes what is left
                 // A node without a valid lease writes nothing (the database refuses a
-                // zombie's writes anyway: another node owns what it claimed).
-                if isServing() { await flush() }
+                // zombie's writes anyway: another node owns what it claimed), unless it
+                // stepped down for want of written records: writing them is its way back.
+                if isServing() || lease.withLock({ $0.steppedDown }) { await flush() }
             }
         }
         let leases = Task { [self] in
             while !Task.isCancelled {
                 try? await Task.sleep(for: nodeTimeout / 5)
                 if Task.isCancelled { break }
+                if stepsDown() { continue }
                 do {
                     try await renew()
                     countLiveNodes()
@@ -141,6 +176,28 @@ public final class Cluster: Sendable {
         }
         loop.withLock { $0 = records }
         leaseLoop.withLock { $0 = leases }
+    }
+
+    /// Whether the lease loop skips this renewal: the records have been unwritten for
+    /// two node timeouts (the database takes the lease but not the records, or a
+    /// batch hangs). Commands have been refused for a while already; now the lease
+    /// goes too, so another node restores these sessions from their last records and
+    /// serves them. Once a batch is written again the node renews (a lapse: the
+    /// sessions claimed meanwhile are closed here).
+    func stepsDown(now: ContinuousClock.Instant = .now) -> Bool {
+        let stepDown = recordsStale(now: now) >= nodeTimeout * 2
+        let changed = lease.withLock { lease in
+            defer { lease.steppedDown = stepDown }
+            return lease.steppedDown != stepDown
+        }
+        if changed {
+            if stepDown {
+                logger.warning("session records cannot be written; letting this node's lease run out so other nodes serve its sessions")
+            } else {
+                logger.notice("session records are written again; renewing this node's lease")
+            }
+        }
+        return stepDown
     }
 
     /// How many nodes held a valid lease at the last count (one a lease renewal,
@@ -327,7 +384,10 @@ public final class Cluster: Sendable {
             defer { dirty = [:] }
             return Array(dirty.values)
         }
-        guard !sessions.isEmpty else { return }
+        guard !sessions.isEmpty else {
+            lease.withLock { $0.recordsWrittenAt = now }  // nothing was waiting to be written
+            return
+        }
         var records: [SessionRecord] = []
         var later: [Session] = []
         for session in sessions {
@@ -352,14 +412,19 @@ public final class Cluster: Sendable {
                 for session in later where dirty[ObjectIdentifier(session)] == nil { dirty[ObjectIdentifier(session)] = session }
             }
         }
-        guard !records.isEmpty else { return }
+        guard !records.isEmpty else {
+            lease.withLock { $0.recordsWrittenAt = now }  // what waits is only rate-limited
+            return
+        }
         do {
             let refused = try await directory.save(records)
+            lease.withLock { $0.recordsWrittenAt = now }
             Self.recordsPerBatch.record(records.count)
             // A write the database fenced off: another node owns that session now.
             await close(lost: Set(refused))
         } catch {
-            // Try again with the next batch (unless a newer change is already queued).
+            // Try again with the next batch (unless a newer change is already queued);
+            // commands wait until it is written once this has lasted (`acceptsCommands`).
             dirty.withLock { dirty in
                 for session in sessions where dirty[ObjectIdentifier(session)] == nil { dirty[ObjectIdentifier(session)] = session }
             }
@@ -406,6 +471,7 @@ public final class Cluster: Sendable {
             // Restored here a moment ago by another connection's attach.
             if let session = application.sessions.session(for: token) { return .restored(session) }
             // Ours but not held: it ended, and a batch in flight wrote its record again.
+            logger.info("removed the record of a session this node no longer holds", metadata: ["record": "\(lookup)"])
             try? await directory.remove(lookup: lookup)
             return .unknown
         }

@@ -90,6 +90,7 @@ extension Application {
             }
         }
         guard let target = found else {
+            logger.debug("attach: no such session", metadata: ["record": "\(SessionRegistry.split(token).lookup)", "peer": "\(peer ?? "?")"])
             attachPolicy.throttle.failed(keys, now: Date())
             await current.reject(re: request.id, badToken, to: number, command: "attach")
             return nil
@@ -126,6 +127,7 @@ extension Application {
         }
         guard joined else {
             // It ended (quit, eviction, expiry) between the lookup and the join.
+            logger.debug("attach: the session ended before it could be joined", metadata: ["record": "\(SessionRegistry.split(token).lookup)"])
             sessions.detached(target)
             await current.connect(link, as: number)
             await current.reject(re: request.id, badToken, to: number, command: "attach")

@@ -166,7 +166,7 @@ final class ClientConnection: Sendable {
     /// to the pump, decoded when it was.
     private func runNow(_ line: ByteBuffer, on session: isolated Session) -> Immediate {
         let application = server.application
-        guard !session.isClosed, outbound.isOpen, application.cluster?.isServing() ?? true else { return .queue(.frame(.line(line))) }
+        guard !session.isClosed, outbound.isOpen, application.cluster?.acceptsCommands() ?? true else { return .queue(.frame(.line(line))) }
         guard let decoded = decode(line) else { return .ran }
         if logsCommands { log(decoded) }
         switch decoded {
@@ -334,9 +334,11 @@ final class ClientConnection: Sendable {
         case .inputEnded, .disconnected:
             return .next
         }
-        if let cluster = application.cluster, !cluster.isServing() {
+        if let cluster = application.cluster, !cluster.acceptsCommands() {
             // No valid lease: another node may own this session by now. Nothing runs
-            // here until the lease is renewed (and lost sessions are closed).
+            // here until the lease is renewed (and lost sessions are closed). Nor
+            // while its records cannot be written: nothing acknowledged here now
+            // would survive this node.
             switch decoded {
             case .success(let request): session.reject(re: request.id, Cluster.noLease, to: number, command: request.name)
             case .failure(let failure): session.reject(re: failure.re, Cluster.noLease, to: number)

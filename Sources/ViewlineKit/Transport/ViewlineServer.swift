@@ -383,9 +383,7 @@ public final class ViewlineServer: Service, Sendable {
     /// Why the node should get no new traffic now (`/readyz`), or `nil` when ready.
     func notReadyReason() -> String? {
         if lifecycle.withLock({ $0 }) != .serving { return "draining: the server is shutting down" }
-        if let cluster = application.cluster, !cluster.isServing() {
-            return "unavailable: no valid lease (the cluster's database does not answer)"
-        }
+        if let reason = application.cluster?.refusalReason() { return "unavailable: \(reason)" }
         return nil
     }
 
