@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import PostgresNIO
+import Synchronization
 import ViewlineKit
 import ViewlinePersistence
 
@@ -300,21 +301,7 @@ public final class PostgresStore: AppStore {
     private func callOrUnavailable<T: Sendable>(timeout: Duration?, _ work: @escaping @Sendable () async throws -> T) async throws -> T {
         if health.isDown { throw StoreUnavailable(url: url, underlying: ConnectionLost()) }
         do {
-            return try await withThrowingTaskGroup(of: T.self) { group in
-                group.addTask { try await work() }
-                let limit = timeout ?? operationTimeout
-                group.addTask {
-                    try await Task.sleep(for: limit)
-                    throw TimedOut(limit: limit)
-                }
-                group.addTask { [health] in
-                    await health.waitUntilDown()
-                    try Task.checkCancellation()
-                    throw ConnectionLost()
-                }
-                defer { group.cancelAll() }
-                return try await group.next()!
-            }
+            return try await Self.first(of: work, within: timeout ?? operationTimeout, health: health)
         } catch let error as TimedOut {
             throw StoreUnavailable(url: url, underlying: error)
         } catch let error as ConnectionLost {
@@ -323,6 +310,79 @@ public final class PostgresStore: AppStore {
             throw StoreUnavailable(url: url, underlying: error)
         } catch let error as PSQLError where error.serverInfo?[.sqlState].map(Self.isShutdownState) == true {
             throw StoreUnavailable(url: url, underlying: error)
+        }
+    }
+
+    /// `work`'s result, or `TimedOut` after `limit`, or `ConnectionLost` once the
+    /// database is known to be down: whichever comes first. Never waits for `work`
+    /// to notice it was cancelled (a task group would): a query stuck on a dead
+    /// connection must not hold its caller, such as a node's record batches, past
+    /// the limit.
+    static func first<T: Sendable>(
+        of work: @escaping @Sendable () async throws -> T, within limit: Duration, health: DatabaseHealth
+    ) async throws -> T {
+        let race = FirstOutcome<T>()
+        let worker = Task {
+            do { race.finish(.success(try await work())) } catch { race.finish(.failure(error)) }
+        }
+        let timer = Task {
+            try? await Task.sleep(for: limit)
+            if !Task.isCancelled { race.finish(.failure(TimedOut(limit: limit))) }
+        }
+        let watcher = Task {
+            await health.waitUntilDown()
+            if !Task.isCancelled { race.finish(.failure(ConnectionLost())) }
+        }
+        defer {
+            worker.cancel()
+            timer.cancel()
+            watcher.cancel()
+        }
+        return try await withTaskCancellationHandler {
+            try await race.value()
+        } onCancel: {
+            race.finish(.failure(CancellationError()))
+        }
+    }
+
+    /// The first of several outcomes, kept until it is awaited.
+    final class FirstOutcome<T: Sendable>: Sendable {
+        private enum State {
+            case open
+            case finished(Result<T, any Error>)
+            case waiting(CheckedContinuation<T, any Error>)
+            case taken
+        }
+        private let state = Mutex(State.open)
+
+        func finish(_ result: Result<T, any Error>) {
+            let waiter = state.withLock { state -> CheckedContinuation<T, any Error>? in
+                switch state {
+                case .open:
+                    state = .finished(result)
+                    return nil
+                case .waiting(let continuation):
+                    state = .taken
+                    return continuation
+                case .finished, .taken:
+                    return nil
+                }
+            }
+            waiter?.resume(with: result)
+        }
+
+        func value() async throws -> T {
+            try await withCheckedThrowingContinuation { continuation in
+                let ready = state.withLock { state -> Result<T, any Error>? in
+                    if case .finished(let result) = state {
+                        state = .taken
+                        return result
+                    }
+                    state = .waiting(continuation)
+                    return nil
+                }
+                if let ready { continuation.resume(with: ready) }
+            }
         }
     }
 

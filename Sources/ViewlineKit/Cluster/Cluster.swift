@@ -155,10 +155,12 @@ public final class Cluster: Sendable {
             while !Task.isCancelled {
                 try? await Task.sleep(for: recordInterval)
                 if Task.isCancelled { break }  // leaving: `leave()` writes what is left
-                // A node without a valid lease writes nothing (the database refuses a
-                // zombie's writes anyway: another node owns what it claimed), unless it
-                // stepped down for want of written records: writing them is its way back.
-                if isServing() || lease.withLock({ $0.steppedDown }) { await flush() }
+                // Written with or without a valid lease: a record holds only what was
+                // acknowledged while the lease was valid, and the database refuses it
+                // once another node has claimed the session (the owner fences it, and
+                // the refusal closes the session here). A node that stepped down for
+                // want of written records comes back by writing them.
+                await flush()
             }
         }
         let leases = Task { [self] in

@@ -1,0 +1,60 @@
+import Synchronization
+import Testing
+
+@testable import ViewlinePostgres
+
+/// A store call ends at its deadline, or when the database goes down, even when the
+/// query under it never notices it was cancelled (a statement stuck on a dead
+/// connection): nothing that waits on the store, such as a node's record batches,
+/// is held past the limit.
+@Suite(.timeLimit(.minutes(1))) struct StoreDeadlineTests {
+    /// A query that never answers and ignores cancellation; `release()` ends it.
+    final class StuckQuery: Sendable {
+        private let waiter = Mutex<CheckedContinuation<Void, Never>?>(nil)
+        private let released = Mutex(false)
+
+        func run() async -> Int {
+            await withCheckedContinuation { continuation in
+                let now = released.withLock { released in
+                    if released { return true }
+                    waiter.withLock { $0 = continuation }
+                    return false
+                }
+                if now { continuation.resume() }
+            }
+            return 1
+        }
+
+        func release() {
+            released.withLock { $0 = true }
+            waiter.withLock { waiter in
+                waiter?.resume()
+                waiter = nil
+            }
+        }
+    }
+
+    @Test func aQueryThatIgnoresCancellationStillEndsAtTheDeadline() async throws {
+        let stuck = StuckQuery()
+        defer { stuck.release() }
+        let started = ContinuousClock.now
+        await #expect(throws: PostgresStore.TimedOut.self) {
+            _ = try await PostgresStore.first(of: { await stuck.run() }, within: .milliseconds(200), health: DatabaseHealth())
+        }
+        #expect(ContinuousClock.now - started < .seconds(5))
+    }
+
+    @Test func theDatabaseGoingDownEndsAWaitingCallAtOnce() async throws {
+        let stuck = StuckQuery()
+        defer { stuck.release() }
+        let health = DatabaseHealth()
+        let call = Task { try await PostgresStore.first(of: { await stuck.run() }, within: .seconds(600), health: health) }
+        try await Task.sleep(for: .milliseconds(50))
+        health.set(down: true)
+        await #expect(throws: PostgresStore.ConnectionLost.self) { _ = try await call.value }
+    }
+
+    @Test func anAnswerBeforeTheDeadlineIsTheResult() async throws {
+        #expect(try await PostgresStore.first(of: { 42 }, within: .seconds(600), health: DatabaseHealth()) == 42)
+    }
+}
