@@ -111,11 +111,9 @@ let package = Package(
         ),
         // Non-variadic wrappers for el_set / el_get / history, which Swift cannot call.
         .target(name: "CEditLineShim", dependencies: ["CLibEdit"], linkerSettings: [.linkedLibrary("edit")]),
-        // The system OpenSSL, for the REPL's TLS connections (no NIO in the client).
-        .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
-        .target(name: "CTLSClient", dependencies: ["COpenSSL"], linkerSettings: [.linkedLibrary("ssl"), .linkedLibrary("crypto")]),
-        // The interactive and scripted client.
-        .target(name: "ViewlineREPL", dependencies: ["ViewlineProtocol", "CEditLineShim", "CTLSClient"]),
+        // The interactive and scripted client: libedit over ViewlineClient (the one
+        // implementation of the protocol's client side).
+        .target(name: "ViewlineREPL", dependencies: ["ViewlineClient", "CEditLineShim"]),
         .executableTarget(
             name: "viewline-server",
             dependencies: [
@@ -165,7 +163,7 @@ let package = Package(
                 .product(name: "NIOEmbedded", package: "swift-nio"),
             ]
         ),
-        .testTarget(name: "ViewlineREPLTests", dependencies: ["ViewlineREPL", "ViewlineProtocol"]),
+        .testTarget(name: "ViewlineREPLTests", dependencies: ["ViewlineREPL", "ViewlineProtocol", "ViewlineClient"]),
         .testTarget(name: "ViewlineClientTests", dependencies: ["ViewlineClient", "ViewlineTestSupport"]),
         .testTarget(
             name: "ViewlineEndToEndTests",

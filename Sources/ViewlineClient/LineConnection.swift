@@ -8,6 +8,7 @@ import NIOHTTP1
 import NIOPosix
 import NIOSSL
 import NIOWebSocket
+import Synchronization
 
 /// One connection to a server — TCP (or TLS), or a WebSocket over it — as lines: the
 /// lines it reads, in order, and a way to write lines. The client's only transport code.
@@ -18,15 +19,38 @@ final class LineConnection: Sendable {
     /// Lines go out as masked text messages (a WebSocket client's frames must be masked).
     private let overWebSocket: Bool
 
-    private init(channel: any Channel, lines: AsyncStream<[UInt8]>, overWebSocket: Bool) {
+    /// Why the connection failed, when it did with an error (a TLS handshake refused).
+    private let failure: FailureNote
+
+    private init(channel: any Channel, lines: AsyncStream<[UInt8]>, overWebSocket: Bool, failure: FailureNote) {
         self.channel = channel
         self.lines = lines
         self.overWebSocket = overWebSocket
+        self.failure = failure
+    }
+
+    /// Why the connection closed, in words, when an error closed it: an untrusted
+    /// server certificate is named as such.
+    var failureDescription: String? {
+        guard let error = failure.note.withLock({ $0 }) else { return nil }
+        if error.contains("CERTIFICATE_VERIFY_FAILED") || error.contains("certificate verify failed") {
+            return "the TLS handshake failed: the server's certificate is not trusted"
+        }
+        return error
+    }
+
+    /// The first error a connection's reader caught.
+    final class FailureNote: Sendable {
+        let note = Mutex<String?>(nil)
+        func record(_ error: any Error) {
+            note.withLock { if $0 == nil { $0 = String(describing: error) } }
+        }
     }
 
     /// Connects to `endpoint` (TLS when `tls` is given).
     static func open(_ endpoint: Endpoint, tls: ViewlineClient.TLS?, timeout: Duration) async throws -> LineConnection {
         let (lines, continuation) = AsyncStream<[UInt8]>.makeStream()
+        let failure = FailureNote()
         let context = try tls.map { try NIOSSLContext(configuration: $0.configuration) }
         let milliseconds = Int64(timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
         let bootstrap = ClientBootstrap(group: NIOSingletons.posixEventLoopGroup)
@@ -40,7 +64,7 @@ final class LineConnection: Sendable {
                         try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: context, serverHostname: name))
                     }
                     guard let path = endpoint.webSocketPath else {
-                        try channel.pipeline.syncOperations.addHandler(LineReader(continuation))
+                        try channel.pipeline.syncOperations.addHandler(LineReader(continuation, failure: failure))
                         return
                     }
                     // The upgrade: GET `path`, then the WebSocket's frames, each text message a line.
@@ -62,7 +86,7 @@ final class LineConnection: Sendable {
             }
         do {
             let channel = try await bootstrap.connect(host: endpoint.host, port: endpoint.port).get()
-            return LineConnection(channel: channel, lines: lines, overWebSocket: endpoint.webSocketPath != nil)
+            return LineConnection(channel: channel, lines: lines, overWebSocket: endpoint.webSocketPath != nil, failure: failure)
         } catch {
             continuation.finish()
             throw ConnectError(endpoint: endpoint, underlying: error)
@@ -90,10 +114,12 @@ final class LineReader: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
     private var partial: [UInt8] = []
     private let continuation: AsyncStream<[UInt8]>.Continuation
+    private let failure: LineConnection.FailureNote?
     static let maximumLineBytes = 64 << 20
 
-    init(_ continuation: AsyncStream<[UInt8]>.Continuation) {
+    init(_ continuation: AsyncStream<[UInt8]>.Continuation, failure: LineConnection.FailureNote? = nil) {
         self.continuation = continuation
+        self.failure = failure
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -115,6 +141,7 @@ final class LineReader: ChannelInboundHandler {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        failure?.record(error)
         context.close(promise: nil)
     }
 }

@@ -76,6 +76,9 @@ public actor ViewlineClient {
         }
     }
 
+    /// The server's `welcome` on the first connection (its version, the session, the
+    /// token), as it came.
+    public private(set) var welcome: JSON = .null
     /// The session's name (`s1`).
     public private(set) var session = ""
     /// The session's token: what ``attach(token:lastRev:timeout:)`` and a resume use.
@@ -132,6 +135,7 @@ public actor ViewlineClient {
     }
 
     private func started(_ welcome: JSON) {
+        self.welcome = welcome
         session = welcome["session"]?.stringValue ?? ""
         token = welcome["token"]?.stringValue ?? ""
         connection = .connected
@@ -191,6 +195,29 @@ public actor ViewlineClient {
         try await request(["line": .string(line)], timeout: timeout)
     }
 
+    /// Sends a line as a person types it and returns the server's reply message whole
+    /// (`{"type":"reply","re":…,"ok":…}`, an error included) instead of its result or a
+    /// thrown ``ViewlineError``: for tools that show the wire, such as the REPL. Throws
+    /// only when no reply comes (``ConnectionClosed``, ``Timeout``). An `attach` it
+    /// sends that succeeds makes that session the one a resume attaches to.
+    public func exchange(_ line: String, timeout: Duration? = nil) async throws -> JSON {
+        // A line in the JSON form (`{"cmd":…,"args":…}`) goes as that form, with the
+        // client's own id; any other as typed.
+        var fields: JSONObject = ["line": .string(line)]
+        if line.first == "{", let object = (try? JSON.parse(line))?.objectValue, object["cmd"] != nil {
+            fields = JSONObject(object.pairs.filter { $0.key != "id" }.map { ($0.key, $0.value) })
+        }
+        let reply = try await roundTrip(fields, timeout: timeout)
+        let words = line.split(separator: " ", omittingEmptySubsequences: true)
+        if reply["ok"]?.boolValue == true, words.count >= 2, words[0].lowercased() == "attach",
+            let joined = reply["result"]?["session"]?.stringValue
+        {
+            token = String(words[1])
+            session = joined
+        }
+        return reply
+    }
+
     /// Sends a command by name with its arguments (`send("login", arguments: ["user": "alice", …])`).
     @discardableResult
     public func send(_ command: String, arguments: JSONObject, timeout: Duration? = nil) async throws -> JSON {
@@ -199,14 +226,25 @@ public actor ViewlineClient {
 
     /// Joins the session `token` names from this connection (a session opened elsewhere);
     /// with `lastRev`, the events after it are replayed, otherwise every view is sent.
+    /// Follows `moved` (the session lives on another node of a cluster): connects there
+    /// and attaches again.
     @discardableResult
     public func attach(token: String, lastRev: Int? = nil, timeout: Duration? = nil) async throws -> JSON {
         var arguments: JSONObject = ["token": .string(token)]
         if let lastRev { arguments["lastRev"] = .int(lastRev) }
-        let result = try await send("attach", arguments: arguments, timeout: timeout)
-        self.token = token
-        session = result["session"]?.stringValue ?? session
-        return result
+        var hops = 0
+        while true {
+            do {
+                let result = try await send("attach", arguments: arguments, timeout: timeout)
+                self.token = token
+                session = result["session"]?.stringValue ?? session
+                return result
+            } catch let error as ViewlineError where error.code == .moved && hops < 3 {
+                guard let target = Self.next(after: error, from: endpoint) else { throw error }
+                hops += 1
+                _ = try await open(target)
+            }
+        }
     }
 
     /// Answers `alert` (by default the presented one) with its confirm action.
@@ -318,6 +356,17 @@ public actor ViewlineClient {
     }
 
     private func request(_ fields: JSONObject, timeout: Duration?, isOwn: Bool = false) async throws -> JSON {
+        let reply = try await roundTrip(fields, timeout: timeout, isOwn: isOwn)
+        if reply["ok"]?.boolValue == true {
+            let result = reply["result"] ?? .null
+            if fields["cmd"] == "end-others", let fresh = result["token"]?.stringValue { token = fresh }
+            return result
+        }
+        throw ViewlineError(reply["error"] ?? .null)
+    }
+
+    /// Sends a request and returns its reply message, whatever it says.
+    private func roundTrip(_ fields: JSONObject, timeout: Duration?, isOwn: Bool = false) async throws -> JSON {
         if ended { throw ConnectionClosed(message: "the client is closed", bye: bye, sessionEnded: bye?.code.isFinal ?? true) }
         nextID += 1
         let id = nextID
@@ -336,12 +385,7 @@ public actor ViewlineClient {
             // While resuming there is no connection: the line goes out once resumed.
             if isOwn || connection == .connected { line?.write(bytes) }
         }
-        if reply["ok"]?.boolValue == true {
-            let result = reply["result"] ?? .null
-            if fields["cmd"] == "end-others", let fresh = result["token"]?.stringValue { token = fresh }
-            return result
-        }
-        throw ViewlineError(reply["error"] ?? .null)
+        return reply
     }
 
     private func timedOut(_ id: Int) {
@@ -402,7 +446,8 @@ public actor ViewlineClient {
     private func connectionClosed(_ connection: LineConnection) async {
         guard connection === line else { return }
         line = nil
-        failWelcome(ConnectionClosed(message: "the server closed the connection before its welcome", bye: bye, sessionEnded: false))
+        failWelcome(ConnectionClosed(
+            message: connection.failureDescription ?? "the server closed the connection before its welcome", bye: bye, sessionEnded: false))
         guard options.reconnect, !ended, !session.isEmpty else {
             close(reason: bye.map { "the server said bye: \($0.reason)" } ?? "the connection closed")
             return

@@ -1,5 +1,5 @@
 import CEditLineShim
-import ViewlineProtocol
+import ViewlineClient
 
 #if canImport(Glibc)
 import Glibc
@@ -11,50 +11,61 @@ import Glibc
 /// libedit calls back into plain C function pointers, so the one running REPL is
 /// reachable through a global; there is only ever one per process.
 public final class InteractiveREPL {
-    var connection: ServerConnection
-    /// Where to reconnect to when the connection drops (the node a `moved` sent us to, once followed).
-    var address: (host: String, port: Int)?
-    /// Other nodes of a cluster to try when ``address`` does not answer (`--nodes`).
-    let otherNodes: [(host: String, port: Int)]
-    let tls: ServerConnection.TLS?
+    /// The session's client: connection, resume, `moved` and resending are its job.
+    var bridge: ClientBridge
+    /// Where a fresh session starts when the old one cannot be resumed (it expired).
+    let endpoint: Endpoint
+    let options: ViewlineClient.Options
     /// A session to join at start (`--attach`).
     let attachToken: String?
     var renderer: EventRenderer
     let raw: Bool
     let historyPath: String?
     var client = ClientSession()
+    private var feed = ServerFeed()
     private var editLine: OpaquePointer?
     private var history: OpaquePointer?
     private var editing = false
+    /// The client closed (the session ended, or could not be resumed).
     private var serverClosed = false
-    /// The server said `bye` on the current connection.
-    private var sawBye = false
     private var promptBuffer: UnsafeMutablePointer<CChar>?
 
+    /// - Parameters:
+    ///   - bridge: the connected client (``connect(to:options:)``).
+    ///   - endpoint, options: where and how it connected: a fresh session starts
+    ///     there when the old one is gone.
     public init(
-        connection: ServerConnection, renderer: EventRenderer, raw: Bool, historyPath: String?,
-        address: (host: String, port: Int)? = nil, tls: ServerConnection.TLS? = nil, attachToken: String? = nil,
-        otherNodes: [(host: String, port: Int)] = []
+        bridge: ClientBridge, endpoint: Endpoint, options: ViewlineClient.Options, renderer: EventRenderer, raw: Bool,
+        historyPath: String?, attachToken: String? = nil
     ) {
-        self.connection = connection
-        self.address = address
-        self.otherNodes = otherNodes
-        self.tls = tls
+        self.bridge = bridge
+        self.endpoint = endpoint
+        self.options = options
         self.attachToken = attachToken
         self.renderer = renderer
         self.raw = raw
         self.historyPath = historyPath
     }
 
+    /// A client for the REPL: connects to `endpoint` and starts a session.
+    public static func connect(to endpoint: Endpoint, options: ViewlineClient.Options) throws -> ClientBridge {
+        try ClientBridge.connect(to: endpoint, options: options)
+    }
+
     public func run() -> Int32 {
-        guard let welcome = connection.readLine() else {
-            FileHandleOutput.standardError("viewline: the server closed the connection\n")
-            return 1
-        }
-        if let message = try? JSON.parse(welcome) { client.observe(message) }
+        let welcome = (try? bridge.run { await $0.welcome }) ?? .null
+        client.observe(welcome)
         show(welcome)
         if let attachToken {
-            guard attach(attachToken, lastRev: nil) == .attached else { return 1 }
+            do {
+                _ = try bridge.run { try await $0.attach(token: attachToken) }
+                client.token = attachToken
+            } catch {
+                drain()
+                print(renderer.style.red("error \((error as? ViewlineError)?.code.rawValue ?? "?"): \(error)"))
+                return 1
+            }
+            drain()
         }
         fetchCommandNames()
 
@@ -82,17 +93,17 @@ public final class InteractiveREPL {
 
         while true {
             if serverClosed {
-                guard !client.ended, resume() else { break }
+                guard !client.ended, startOver() else { break }
                 serverClosed = false
             }
-            drainBuffered()
+            drain()
             updatePrompt()
             var count: Int32 = 0
             editing = true
             let raw = el_gets(el, &count)
             editing = false
             guard let raw, count > 0 else {
-                if serverClosed { continue }  // dropped while typing: resume, then prompt again
+                if serverClosed { continue }  // the client closed while typing: start over, then prompt again
                 print("")
                 break
             }
@@ -108,129 +119,76 @@ public final class InteractiveREPL {
                 continue
             }
             if ["exit", "quit"].contains(line.lowercased()) {
-                _ = try? connection.send("quit")
-                while let next = connection.readLine() { show(next) }
+                perform("quit", typed: line)
+                while !serverClosed { drain(waiting: true) }
                 return 0
             }
-            guard perform(translate(line), typed: line) else { break }
+            perform(translate(line), typed: line)
         }
         if serverClosed { print(renderer.style.dim("connection closed by the server")) }
         return 0
     }
 
-    /// Sends a typed command and shows its reply. A command the server did not answer
-    /// before a `bye` that leaves the session alive never ran (PROTOCOL §4), nor did a
-    /// line that could not be written: it goes out again on the resumed connection.
-    /// Returns false when the REPL should stop.
-    private func perform(_ wire: String, typed line: String) -> Bool {
-        for _ in 0..<3 {
-            sawBye = false
-            var sent = true
-            do { try connection.send(wire) } catch {
-                serverClosed = true
-                sent = false
-            }
-            if sent, awaitReply() != nil { return true }
-            guard serverClosed, !client.ended else { return false }
-            if sent && !sawBye {
-                print(renderer.style.dim("(the reply to \"\(line)\" was lost with the connection; it may or may not have run)"))
-                return true  // the loop resumes the session before the next prompt
-            }
-            guard resume() else { return false }
-            serverClosed = false
-            print(renderer.style.dim("(\"\(line)\" had not run: sent again)"))
+    /// Sends a typed command and shows its reply where it comes among the events. The
+    /// client resends a command the server did not answer before a `bye` that leaves
+    /// the session alive (it never ran, PROTOCOL §4); one whose reply was lost with a
+    /// connection that dropped without a `bye` is reported.
+    private func perform(_ wire: String, typed line: String) {
+        feed.await(bridge.send(wire))
+        while feed.awaiting != nil && !serverClosed { drain(waiting: true) }
+    }
+
+    /// The client could not resume the session (it expired, or is gone from every
+    /// node): carry on in a fresh one. Returns false when no server answers.
+    func startOver() -> Bool {
+        guard let fresh = try? Self.connect(to: endpoint, options: options) else {
+            print(renderer.style.dim("could not reconnect to \(endpoint)"))
+            return false
         }
+        bridge = fresh
+        feed = ServerFeed()
+        client.presentedAlert = nil
+        client.observe((try? fresh.run { await $0.welcome }) ?? .null)
+        print(renderer.style.dim("the session expired; this is a new session, \(client.session ?? "?")"))
         return true
     }
 
-    /// The connection dropped: reconnect with backoff and attach to the same session
-    /// from the last `rev` shown, so nothing is missed (the presented alert shows
-    /// again). Returns false when the server cannot be reached.
-    func resume() -> Bool {
-        guard let first = address, let token = client.token else { return false }
-        print(renderer.style.dim("connection lost; reconnecting…"))
-        // The same node first, then the cluster's other nodes (one of them restores the
-        // session if its node died).
-        let candidates = [first] + otherNodes.filter { $0 != first }
-        var delay: useconds_t = 200_000
-        for attempt in 0..<12 {
-            let target = candidates[attempt % candidates.count]
-            if let fresh = try? ServerConnection(host: target.host, port: target.port, tls: tls),
-                let line = fresh.readLine(), let welcome = try? JSON.parse(line), welcome["type"] == "welcome"
-            {
-                connection = fresh
-                address = target
-                switch attach(token, lastRev: client.rev) {
-                case .attached: return true
-                case .notAttached(code: "unavailable"), .notAttached(code: "moved"):
-                    // The node cannot reach the database yet, or the session's dead node
-                    // still counts as alive (its heartbeat has not expired): try again.
-                    break
-                case .notAttached:
-                    // The session is gone (expired): carry on in the fresh one.
-                    client.observe(welcome)
-                    print(renderer.style.dim("the session expired; this is a new session, \(client.session ?? "?")"))
-                    return true
-                }
-            }
-            if attempt % candidates.count == candidates.count - 1 {
-                usleep(delay)
-                delay = min(delay * 2, 5_000_000)
-            }
-        }
-        print(renderer.style.dim("could not reconnect to \(first.host):\(first.port)"))
-        return false
+    /// Shows what the client heard (blocking until something comes when `waiting`).
+    private func drain(waiting: Bool = false) {
+        if waiting { bridge.waitForItems() }
+        feed.append(bridge.take())
+        while let output = feed.next() { handle(output) }
     }
 
-    enum AttachOutcome: Equatable {
-        case attached
-        case notAttached(code: String?)
-    }
-
-    /// Sends `attach` and reads its reply; the events after it flow as usual. A
-    /// `moved` reply (the session lives on another node of a cluster) is followed:
-    /// connect there and attach again.
-    @discardableResult
-    private func attach(_ token: String, lastRev: Int?, hops: Int = 0) -> AttachOutcome {
-        var args: JSONObject = ["token": .string(token)]
-        if let lastRev { args["lastRev"] = .int(lastRev) }
-        guard (try? connection.send(JSON.object(["id": "_attach", "cmd": "attach", "args": .object(args)]).encoded)) != nil else {
-            return .notAttached(code: nil)
-        }
-        while let line = connection.readLine() {
-            guard let reply = try? JSON.parse(line), reply["type"] == "reply", reply["re"] == "_attach" else { continue }
-            guard reply["ok"] == true, let result = reply["result"] else {
-                let code = reply["error"]?["code"]?.stringValue
-                if code == "moved", hops < 3, let target = reply["error"]?["address"]?.stringValue.flatMap(Self.parseAddress),
-                    let fresh = try? ServerConnection(host: target.host, port: target.port, tls: tls),
-                    let welcome = fresh.readLine(), (try? JSON.parse(welcome))?["type"] == "welcome"
-                {
-                    print(renderer.style.dim("the session lives on \(target.host):\(target.port); following it there"))
-                    connection = fresh
-                    address = target
-                    return attach(token, lastRev: lastRev, hops: hops + 1)
-                }
-                print(renderer.style.red("error \(code ?? "?"): \(reply["error"]?["message"]?.stringValue ?? "")"))
-                return .notAttached(code: code)
+    private func handle(_ output: ServerFeed.Output) {
+        switch output {
+        case .message(let message):
+            client.observe(message)
+            show(message)
+        case .ownReply(let reply):
+            // The client's own requests: its resume's `attach` (and the `moved` it follows).
+            if reply["ok"] == true, let result = reply["result"], result["snapshot"] != nil {
+                client.session = result["session"]?.stringValue ?? client.session
+                client.presentedAlert = nil
+                let replayed = result["replayed"]?.intValue ?? 0
+                let how = result["snapshot"] == true ? "its current state follows" : "\(replayed) missed event\(replayed == 1 ? "" : "s") follow"
+                say("attached to session \(client.session ?? "?"); \(how)")
+            } else if reply["error"]?["code"] == "moved", let address = reply["error"]?["address"]?.stringValue {
+                say("the session lives on \(address); following it there")
             }
-            client.token = token
-            client.session = result["session"]?.stringValue
-            let replayed = result["replayed"]?.intValue ?? 0
-            let how = result["snapshot"] == true ? "its current state follows" : "\(replayed) missed event\(replayed == 1 ? "" : "s") follow"
-            print(renderer.style.dim("attached to session \(client.session ?? "?"); \(how)"))
-            return .attached
+        case .connection(.reconnecting):
+            say("connection lost; reconnecting…")
+        case .connection:
+            break
+        case .unanswered(let error):
+            if error is ConnectionClosed, !serverClosed {
+                say("(the reply was lost with the connection; the command may or may not have run)")
+            } else {
+                say("(no reply: \(error))")
+            }
+        case .finished:
+            serverClosed = true
         }
-        return .notAttached(code: nil)
-    }
-
-    /// `host:port` (or `[v6]:port`), as `moved` and `--nodes` give it.
-    public static func parseAddress(_ text: String) -> (host: String, port: Int)? {
-        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]), (1...65535).contains(port) else {
-            return nil
-        }
-        var host = String(text[..<colon])
-        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
-        return host.isEmpty ? nil : (host, port)
     }
 
     /// `y`, `n` or an action's label answer the presented alert; its fields are asked one by one.
@@ -278,57 +236,32 @@ public final class InteractiveREPL {
 
     /// Asks for the command list quietly, for Tab completion.
     private func fetchCommandNames() {
-        guard (try? connection.send("{\"id\":\"_help\",\"cmd\":\"help\"}")) != nil else { return }
-        while let line = connection.readLine() {
-            guard let message = try? JSON.parse(line) else { continue }
-            client.observe(message)
-            if message["type"]?.stringValue == "reply" {
-                for view in message["result"]?["views"]?.arrayValue ?? [] {
-                    if let name = view["name"]?.stringValue, let busy = view["busy"]?.arrayValue {
-                        renderer.busyFields[name] = Set(busy.compactMap(\.stringValue))
-                    }
-                }
-                return
-            }
-            show(line, message)
-        }
-    }
-
-    private func awaitReply() -> JSON? {
-        while true {
-            if let line = connection.bufferedLine() {
-                if let reply = handle(line), reply["type"]?.stringValue == "reply" { return reply }
-                continue
-            }
-            if !connection.fill() {
-                serverClosed = true
-                return nil
+        guard let help = try? bridge.run({ try await $0.send("help", arguments: [:]) }) else { return }
+        client.observe(["type": "reply", "ok": true, "result": help])
+        for view in help["views"]?.arrayValue ?? [] {
+            if let name = view["name"]?.stringValue, let busy = view["busy"]?.arrayValue {
+                renderer.busyFields[name] = Set(busy.compactMap(\.stringValue))
             }
         }
     }
 
-    private func drainBuffered() {
-        while let line = connection.bufferedLine() { _ = handle(line) }
+    private func say(_ text: String) {
+        output(renderer.style.dim(text))
     }
 
-    @discardableResult
-    private func handle(_ line: String) -> JSON? {
-        let message = try? JSON.parse(line)
-        if let message { client.observe(message) }
-        if message?["type"] == "bye" { sawBye = true }
-        show(line, message)
-        return message
-    }
-
-    private func show(_ line: String, _ parsed: JSON? = nil) {
+    private func show(_ message: JSON) {
         let text: String?
         if raw {
-            text = line
+            text = message.encoded
         } else {
             renderer.width = TerminalWidth.current()
-            text = (parsed ?? (try? JSON.parse(line))).flatMap { renderer.render($0) }
+            text = renderer.render(message)
         }
         guard let text else { return }
+        output(text)
+    }
+
+    private func output(_ text: String) {
         if editing, let editLine {
             // Clear the half-typed line, print above it, and let libedit redraw it intact.
             print("\r\u{1B}[K" + text)
@@ -362,19 +295,18 @@ public final class InteractiveREPL {
                 out?.pointee = 0x15  // ^U: kill the whole line (Ctrl-C clears it)
                 return 1
             }
-            var fds = [pollfd(fd: 0, events: Int16(POLLIN), revents: 0), pollfd(fd: connection.fd, events: Int16(POLLIN), revents: 0)]
+            var fds = [pollfd(fd: 0, events: Int16(POLLIN), revents: 0), pollfd(fd: bridge.fd, events: Int16(POLLIN), revents: 0)]
             let ready = poll(&fds, 2, -1)
             if ready < 0 {
                 if errno == EINTR { continue }
                 return -1
             }
             if fds[1].revents != 0 {
-                if !connection.fill() {
-                    serverClosed = true
+                drain()
+                if serverClosed {
                     print("\r\u{1B}[K", terminator: "")
                     return 0
                 }
-                drainBuffered()
                 continue
             }
             if fds[0].revents != 0 {

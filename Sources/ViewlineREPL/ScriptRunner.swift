@@ -1,4 +1,4 @@
-import ViewlineProtocol
+import ViewlineClient
 
 #if canImport(Glibc)
 import Glibc
@@ -8,90 +8,92 @@ import Glibc
 /// for each reply and printing events as they come. Exit status 0 when every
 /// command succeeded, 1 otherwise. `#` starts a comment line.
 public struct ScriptRunner {
-    let connection: ServerConnection
+    let bridge: ClientBridge
     var renderer: EventRenderer
     let raw: Bool
     var client = ClientSession()
+    private var feed = ServerFeed()
+    private var closed = false
 
-    public init(connection: ServerConnection, renderer: EventRenderer, raw: Bool) {
-        self.connection = connection
+    /// - Parameter bridge: the connected client (``InteractiveREPL/connect(to:options:)``).
+    public init(bridge: ClientBridge, renderer: EventRenderer, raw: Bool) {
+        self.bridge = bridge
         self.renderer = renderer
         self.raw = raw
     }
 
     public mutating func run() -> Int32 {
-        guard let welcome = connection.readLine() else {
-            printError("the server closed the connection")
-            return 1
-        }
+        let welcome = (try? bridge.run { await $0.welcome }) ?? .null
+        client.observe(welcome)
         show(welcome)
         var failed = false
         while let line = Swift.readLine(strippingNewline: true) {
             let trimmed = line.trimmingCharacters(in: " \t\r")
             if trimmed.isEmpty || trimmed.hasPrefix("#") { continue }
-            drainAvailable()
+            drain()
             if !raw { print(renderer.style.dim("› \(trimmed)")) }
-            do {
-                try connection.send(trimmed)
-            } catch {
-                printError("\(error)")
-                return 1
-            }
-            guard let reply = awaitReply(printReply: true) else {
-                printError("the server closed the connection")
+            guard let reply = perform(trimmed, printReply: true) else {
+                printError(closed ? "the server closed the connection" : "the reply was lost with the connection")
                 return 1
             }
             if reply["ok"]?.boolValue != true { failed = true }
             if trimmed.lowercased() == "quit" {
-                drainUntilClosed()
+                while !closed { drain(waiting: true) }
                 return failed ? 1 : 0
             }
         }
         // Let background work finish so its events are printed before exiting.
-        if (try? connection.send("{\"id\":\"_eof\",\"cmd\":\"wait\"}")) != nil {
-            _ = awaitReply(printReply: false)
-        }
+        _ = perform("wait", printReply: false)
         return failed ? 1 : 0
     }
 
-    /// Prints everything up to and including the next reply, which it returns.
-    mutating func awaitReply(printReply: Bool) -> JSON? {
-        while let line = connection.readLine() {
-            guard let message = try? JSON.parse(line) else {
-                print(line)
-                continue
+    /// Sends a line and prints everything up to and including its reply, which it
+    /// returns (`nil` when none came).
+    mutating func perform(_ line: String, printReply: Bool) -> JSON? {
+        feed.await(bridge.send(line))
+        while !closed {
+            bridge.waitForItems()
+            feed.append(bridge.take())
+            while let output = feed.next() {
+                switch output {
+                case .message(let message):
+                    client.observe(message)
+                    let isReply = message["type"] == "reply"
+                    if !isReply || printReply { show(message) }
+                    if isReply && feed.awaiting == nil { return message }
+                case .unanswered:
+                    return nil
+                case .finished:
+                    closed = true
+                case .ownReply, .connection:
+                    break
+                }
             }
-            client.observe(message)
-            if message["type"]?.stringValue == "reply" {
-                if printReply { show(line, message) }
-                return message
-            }
-            show(line, message)
         }
         return nil
     }
 
-    /// Prints events that already arrived, so they appear before the next command.
-    mutating func drainAvailable() {
-        while true {
-            while let line = connection.bufferedLine() {
-                let message = try? JSON.parse(line)
-                if let message { client.observe(message) }
-                show(line, message)
+    /// Prints what already arrived, so it appears before the next command.
+    mutating func drain(waiting: Bool = false) {
+        if waiting { bridge.waitForItems() }
+        feed.append(bridge.take())
+        while let output = feed.next() {
+            switch output {
+            case .message(let message):
+                client.observe(message)
+                show(message)
+            case .finished:
+                closed = true
+            case .ownReply, .connection, .unanswered:
+                break
             }
-            var fd = pollfd(fd: connection.fd, events: Int16(POLLIN), revents: 0)
-            guard poll(&fd, 1, 0) > 0, connection.fill() else { return }
         }
     }
 
-    mutating func drainUntilClosed() {
-        while let line = connection.readLine() { show(line) }
-    }
-
-    mutating func show(_ line: String, _ parsed: JSON? = nil) {
+    mutating func show(_ message: JSON) {
         if raw {
-            print(line)
-        } else if let message = parsed ?? (try? JSON.parse(line)), let text = renderer.render(message) {
+            print(message.encoded)
+        } else if let text = renderer.render(message) {
             print(text)
         }
         fflush(nil)

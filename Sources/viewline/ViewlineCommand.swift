@@ -1,4 +1,6 @@
 import ArgumentParser
+import Foundation
+import ViewlineClient
 import ViewlineREPL
 
 #if canImport(Glibc)
@@ -27,24 +29,31 @@ struct ViewlineCommand: ParsableCommand {
     @Option(help: ArgumentHelp("Other nodes of a cluster, to reconnect to when this one goes away.", valueName: "host:port,…")) var nodes: String?
     @Option(help: ArgumentHelp("History file (default ~/.viewline_history).", valueName: "path")) var history: String?
 
-    var tlsOptions: ServerConnection.TLS? { tls || ca != nil ? ServerConnection.TLS(caFile: ca) : nil }
-
-    var otherNodes: [(host: String, port: Int)] {
-        (nodes ?? "").split(separator: ",").compactMap { InteractiveREPL.parseAddress(String($0)) }
+    /// The client's options: TLS, the cluster's other nodes, and no time limit a person
+    /// at a prompt would hit (a command waits for its reply as long as the server works).
+    var clientOptions: ViewlineClient.Options {
+        var options = ViewlineClient.Options()
+        options.tls = tls || ca != nil ? ViewlineClient.TLS(caFile: ca) : nil
+        options.nodes = (nodes ?? "").split(separator: ",").compactMap { Endpoint(String($0)) }
+        options.timeout = .seconds(3600)
+        return options
     }
 
     func validate() throws {
-        for node in (nodes ?? "").split(separator: ",") where InteractiveREPL.parseAddress(String(node)) == nil {
+        for node in (nodes ?? "").split(separator: ",") where Endpoint(String(node)) == nil {
             throw ValidationError("--nodes takes host:port addresses separated by commas, not \(node)")
         }
     }
 
     func run() throws {
-        let connection: ServerConnection
+        let endpoint = Endpoint.tcp(host: host, port: port)
+        let bridge: ClientBridge
         do {
-            connection = try ServerConnection(host: host, port: port, tls: tlsOptions)
+            bridge = try InteractiveREPL.connect(to: endpoint, options: clientOptions)
         } catch {
-            throw ValidationError("\(error)")
+            let said = error is ConnectError ? "\(error)" : "cannot connect to \(endpoint): \(error)"
+            FileHandle.standardError.write(Data("viewline: \(said)\n".utf8))
+            throw ExitCode(1)
         }
         let colors = getenv("NO_COLOR").map { String(cString: $0).isEmpty } ?? true
         let interactive = isatty(0) == 1
@@ -56,11 +65,11 @@ struct ViewlineCommand: ParsableCommand {
             let home = getenv("HOME").map { String(cString: $0) }
             let path = history ?? home.map { "\($0)/.viewline_history" }
             status = InteractiveREPL(
-                connection: connection, renderer: renderer, raw: raw, historyPath: path,
-                address: (host, port), tls: tlsOptions, attachToken: attach, otherNodes: otherNodes
+                bridge: bridge, endpoint: endpoint, options: clientOptions, renderer: renderer, raw: raw, historyPath: path,
+                attachToken: attach
             ).run()
         } else {
-            var runner = ScriptRunner(connection: connection, renderer: renderer, raw: raw)
+            var runner = ScriptRunner(bridge: bridge, renderer: renderer, raw: raw)
             status = runner.run()
         }
         if status != 0 { throw ExitCode(status) }

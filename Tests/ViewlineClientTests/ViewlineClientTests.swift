@@ -103,6 +103,27 @@ import ViewlineTestSupport
         await client.close()
     }
 
+    @Test func exchangeReturnsTheWholeReplyMessageErrorsIncluded() async throws {
+        let server = try server()
+        let client = try await ViewlineClient.connect(to: .tcp(port: server.port))
+        let (welcome, ownSession) = (await client.welcome, await client.session)
+        #expect(welcome["type"] == "welcome" && welcome["session"] == .string(ownSession))
+        let refused = try await client.exchange("saved")
+        #expect(refused["type"] == "reply" && refused["ok"] == false && refused["error"]?["code"] == "login_required")
+        #expect(refused["re"]?.intValue != nil)
+        // A line in the JSON form goes as that form (its own id replaced by the client's).
+        let pong = try await client.exchange(#"{"id":"mine","cmd":"ping"}"#)
+        #expect(pong["ok"] == true && pong["result"] == ["pong": true] && pong["re"] != "mine")
+        // A typed `attach` that succeeds is the session a resume goes back to.
+        let other = try await ViewlineClient.connect(to: .tcp(port: server.port))
+        let (session, token) = (await other.session, await other.token)
+        #expect(try await client.exchange("attach \(token)")["ok"] == true)
+        let (joinedToken, joinedSession) = (await client.token, await client.session)
+        #expect(joinedToken == token && joinedSession == session)
+        await client.close()
+        await other.close()
+    }
+
     @Test func aFailingSaveAsksAgainUntilItWorksAndTheOtherClientSeesTheAnswer() async throws {
         let server = try server()
         let first = try await ViewlineClient.connect(to: .tcp(port: server.port))
@@ -165,7 +186,8 @@ import ViewlineTestSupport
     }
 
     @Test func aConnectionDroppedMidSearchResumesWithTheResultsNothingLostOrDoubled() async throws {
-        let server = try server(["--backend-latency", "400"])
+        // Long enough that the cut lands before the results, however loaded the machine.
+        let server = try server(["--backend-latency", "2000"])
         let proxy = try TCPProxy(to: server.port)
         let client = try await ViewlineClient.connect(to: .tcp(port: proxy.port))
         let stream = await client.events()
@@ -234,6 +256,32 @@ import ViewlineTestSupport
         }
         await client.close()
         for node in nodes { node.signal(SIGTERM) }
+    }
+
+    @Test func attachFollowsMovedToTheNodeThatHoldsTheSession() async throws {
+        let postgres = PostgresServer.shared
+        let url = postgres.url(database: try postgres.createDatabase())
+        let nodes = try (0..<2).map { _ in try ServerProcess(["--postgres", url, "--demo", "--port", "0"]) }
+        defer { for node in nodes { node.signal(SIGTERM) } }
+        let owner = try await ViewlineClient.connect(to: .tcp(port: nodes[0].port))
+        try await owner.send("login alice wonderland")
+        let token = await owner.token
+        try await Task.sleep(for: .milliseconds(300))  // its record is written
+        // Started on the other node: `moved` there, then attached on the owner.
+        let device = try await ViewlineClient.connect(to: .tcp(port: nodes[1].port))
+        let messages = await device.messages()
+        let result = try await device.attach(token: token)
+        #expect(result["snapshot"] == true)
+        #expect(try await device.send("state session")["state"]?["user"] == "alice")
+        #expect(await device.token == token)
+        var sawMoved = false
+        for await message in messages {
+            if message["error"]?["code"] == "moved" { sawMoved = true }
+            if message["result"]?["state"]?["user"] == "alice" { break }
+        }
+        #expect(sawMoved)
+        await device.close()
+        await owner.close()
     }
 
     func freePort() -> Int {

@@ -1,0 +1,91 @@
+import ViewlineClient
+
+/// What the REPL shows of what a ``ClientBridge`` heard, in the order it came on the
+/// wire: a command's reply where it arrived among the events (not when the client
+/// handed it over), and the client's own requests (the `attach` of a resume, a
+/// keepalive `ping`) told apart from the user's.
+struct ServerFeed {
+    /// What to show next.
+    enum Output {
+        /// A message from the server: an event, or the reply to the user's command.
+        case message(JSON)
+        /// The reply to a request of the client's own (a resume's `attach`, a keepalive).
+        case ownReply(JSON)
+        /// The connection's state changed.
+        case connection(ConnectionState)
+        /// The user's command got no reply (the connection dropped without a `bye`, or
+        /// the client was closed).
+        case unanswered(any Error)
+        /// The client is closed: nothing more comes.
+        case finished
+    }
+
+    private var items: [ClientBridge.Item] = []
+    private var answers: [Int: Result<JSON, any Error>] = [:]
+    /// The user's command waiting for its reply.
+    private(set) var awaiting: Int?
+
+    /// A command was sent: its reply is the user's, not the client's.
+    mutating func await(_ request: Int) {
+        awaiting = request
+    }
+
+    /// Takes what the bridge heard.
+    mutating func append(_ heard: [ClientBridge.Item]) {
+        for item in heard {
+            if case .answered(let request, let result) = item {
+                answers[request] = result  // matched to its reply by the reply's `re`
+            } else {
+                items.append(item)
+            }
+        }
+    }
+
+    /// The next thing to show, or `nil` until more is heard. Clears ``awaiting`` once
+    /// the awaited command's reply (or its failure) has been given out.
+    mutating func next() -> Output? {
+        guard let first = items.first else {
+            // No reply will come for a command that failed outright.
+            if let request = awaiting, case .failure(let error)? = answers[request] {
+                answers[request] = nil
+                awaiting = nil
+                return .unanswered(error)
+            }
+            return nil
+        }
+        switch first {
+        case .message(let message) where message["type"] == "reply":
+            guard let request = awaiting else {
+                items.removeFirst()
+                return .ownReply(message)
+            }
+            // The client hands a reply over just after it passes it on: wait for that.
+            guard let answer = answers[request] else { return nil }
+            items.removeFirst()
+            if case .success(let reply) = answer, reply["re"] == message["re"] {
+                answers[request] = nil
+                awaiting = nil
+                return .message(message)
+            }
+            return .ownReply(message)
+        case .message(let message):
+            items.removeFirst()
+            return .message(message)
+        case .connection(let state):
+            items.removeFirst()
+            return .connection(state)
+        case .finished:
+            items.removeFirst()
+            if let request = awaiting, case .failure(let error)? = answers[request] {
+                answers[request] = nil
+                awaiting = nil
+                items.insert(.finished, at: 0)
+                return .unanswered(error)
+            }
+            return .finished
+        case .answered:
+            items.removeFirst()  // never queued (``append(_:)`` keeps answers apart)
+            return next()
+        }
+    }
+}
