@@ -5,7 +5,7 @@ Three viewline-server nodes share one throwaway PostgreSQL. Client threads drive
 every seed flow (search, drafts with saves and failing saves, contacts with syncs,
 log-in-gated playlist paging, attach/reattach, quit) through raw TCP, recording every
 acknowledged effect. Meanwhile faults are injected one at a time, at random, every
-kind at least once: SIGKILL a node (and restart it), SIGSTOP a node past the node
+kind at least once: SIGKILL a node (and restart it; or just after it acknowledged a `quit`), SIGSTOP a node past the node
 timeout (and SIGCONT it), cut a node off from PostgreSQL (each node reaches the
 database through a TCP proxy this script controls: the link is blackholed, then
 healed), slow a node's link to PostgreSQL past the lease (its renewals, sent in
@@ -569,6 +569,11 @@ class Client(threading.Thread):
             self.success()
             with self.run_state.lock:
                 self.run_state.quit_tokens.append((token, now()))
+                if self.run_state.quit_kill_wanted:
+                    # The "quit, then SIGKILL" fault: the node that acknowledged it dies now.
+                    self.run_state.quit_kill_wanted = False
+                    self.run_state.quit_kill_port = c.address[1]
+                    self.run_state.quit_kill_ready.set()
         c.close()
         self.connection = None
         self.new_session()
@@ -744,6 +749,10 @@ class Run:
         self.faults: List[Tuple[float, float, str]] = []   # (start, end, description)
         self.current: Optional[Tuple[float, float, str]] = None   # the fault under way
         self.quit_tokens: List[Tuple[str, float]] = []
+        # "quit, then SIGKILL": the next acknowledged quit names its node, which is killed.
+        self.quit_kill_wanted = False
+        self.quit_kill_port = 0
+        self.quit_kill_ready = threading.Event()
         self.recoveries: List[Tuple[int, float, float]] = []
 
     def violation(self, text: str) -> None:
@@ -823,7 +832,7 @@ def drive(args, run: Run, rng: random.Random, nodes: List[Node], serve_log: Serv
     for node in nodes:
         node.incarnations[-1].rss_start = node.rss()
 
-    kinds = ["kill", "pause", "partition", "slow", "postgres", "term"]
+    kinds = ["kill", "quitkill", "pause", "partition", "slow", "postgres", "term"]
     plan = kinds[:]
     rng.shuffle(plan)
     end = started + args.seconds
@@ -877,6 +886,23 @@ def drive(args, run: Run, rng: random.Random, nodes: List[Node], serve_log: Serv
             node.start(node_timeout=NODE_TIMEOUT * 5 if mismatched else NODE_TIMEOUT)
             what = f"SIGTERM {label} (clean shutdown), restarted" + (
                 f" with --node-timeout {int(NODE_TIMEOUT * 5)}" if mismatched else "")
+        elif kind == "quitkill":
+            # An acknowledged quit, then at once a SIGKILL of the node that acknowledged
+            # it: the quit must hold on every node (its record was ended before the reply).
+            with run.lock:
+                run.quit_kill_ready.clear()
+                run.quit_kill_wanted = True
+            if run.quit_kill_ready.wait(30):
+                node = next((n for n in nodes if n.port == run.quit_kill_port), node)
+                label = node.incarnations[-1].label
+                node.kill()
+                time.sleep(rng.uniform(0.5, 2.0))
+                node.start()
+                what = f"SIGKILL {label} just after it acknowledged a quit, restarted"
+            else:
+                with run.lock:
+                    run.quit_kill_wanted = False
+                what = "quit then SIGKILL: no quit acknowledged in 30 s"
         elif kind == "slow":
             # Every byte between the node and PostgreSQL held longer than the node
             # timeout: renewals sent in time run after the lease expired, by the

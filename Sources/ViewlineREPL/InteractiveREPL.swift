@@ -141,7 +141,9 @@ public final class InteractiveREPL {
     /// The client could not resume the session (it expired, or is gone from every
     /// node): carry on in a fresh one. Returns false when no server answers.
     func startOver() -> Bool {
-        guard let fresh = try? Self.connect(to: endpoint, options: options) else {
+        // The node first connected to, then the cluster's others (`--nodes`).
+        let candidates = [endpoint] + options.nodes.filter { $0 != endpoint }
+        guard let fresh = candidates.lazy.compactMap({ try? Self.connect(to: $0, options: self.options) }).first else {
             print(renderer.style.dim("could not reconnect to \(endpoint)"))
             return false
         }
@@ -162,6 +164,8 @@ public final class InteractiveREPL {
 
     private func handle(_ output: ServerFeed.Output) {
         switch output {
+        case .message(let message) where message["type"] == "welcome":
+            break  // a connection the client opened to resume: its session is not ours
         case .message(let message):
             client.observe(message)
             show(message)

@@ -136,4 +136,19 @@ import ViewlineTestSupport
         first.type("ping\r")
         try first.expect("pong")
     }
+
+    @Test func aSessionNoNodeHoldsAnyMoreGoesOnInAFreshOneOnAnotherNode() throws {
+        let first = try startServer()
+        let second = try startServer()
+        let terminal = try startREPL(first, arguments: ["--nodes", "127.0.0.1:\(second.port)"])
+        try terminal.expect("viewline> ")
+        terminal.type("search ramen\r")
+        try terminal.expect("\"ramen\": ")
+        first.signal(SIGKILL)  // its sessions die with it: the other server never knew them
+        try terminal.expect("connection lost; reconnecting")
+        try terminal.expect("the session expired; this is a new session", timeout: .seconds(30))
+        terminal.type("ping\r")
+        try terminal.expect("pong")
+    }
 }
+

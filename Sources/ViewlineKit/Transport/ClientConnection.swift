@@ -165,8 +165,7 @@ final class ClientConnection: Sendable {
     /// (a closed session, no lease, `attach`, `quit`, a command that awaits) is left
     /// to the pump, decoded when it was.
     private func runNow(_ line: ByteBuffer, on session: isolated Session) -> Immediate {
-        let application = server.application
-        guard !session.isClosed, outbound.isOpen, application.cluster?.acceptsCommands() ?? true else { return .queue(.frame(.line(line))) }
+        guard outbound.isOpen, admission(on: session) == .admitted else { return .queue(.frame(.line(line))) }
         guard let decoded = decode(line) else { return .ran }
         if logsCommands { log(decoded) }
         switch decoded {
@@ -308,9 +307,24 @@ final class ClientConnection: Sendable {
 
     private enum Step { case next, moved(Session), ended }
 
+    /// Whether a command may run on `session` now: the one check the immediate path
+    /// and the pump share (the immediate path leaves anything but `.admitted` to the
+    /// pump, which answers it).
+    private enum Admission { case admitted, sessionClosed, noLease }
+
+    private func admission(on session: isolated Session) -> Admission {
+        if session.isClosed { return .sessionClosed }
+        // In a cluster: no valid lease (another node may own this session by now), or
+        // records that cannot be written (nothing acknowledged here would survive
+        // this node). Nothing runs until the node serves again.
+        if let cluster = server.application.cluster, !cluster.acceptsCommands() { return .noLease }
+        return .admitted
+    }
+
     private func process(_ input: Input, on session: isolated Session) async -> Step {
         let application = server.application
-        if session.isClosed {
+        let admission = admission(on: session)
+        if admission == .sessionClosed {
             // The session ended under this connection (quit elsewhere, eviction,
             // expiry racing an attach): say so rather than go silent, unless the
             // session already told this connection its `bye` (one per connection).
@@ -327,18 +341,15 @@ final class ClientConnection: Sendable {
         case .request(let request, _):
             decoded = .success(request)  // logged when it was decoded
         case .frame(.tooLong):
-            guard application.cluster?.isServing() ?? true else { return .next }
+            guard admission == .admitted else { return .next }
             session.reject(re: .null, ProtocolError(
                 .lineTooLong, "line longer than \(server.configuration.maximumLineBytes) bytes; the rest of it was discarded"), to: number)
             return .next
         case .inputEnded, .disconnected:
             return .next
         }
-        if let cluster = application.cluster, !cluster.acceptsCommands() {
-            // No valid lease: another node may own this session by now. Nothing runs
-            // here until the lease is renewed (and lost sessions are closed). Nor
-            // while its records cannot be written: nothing acknowledged here now
-            // would survive this node.
+        if admission == .noLease {
+            // Lost sessions are closed when the lease is renewed; the others go on.
             switch decoded {
             case .success(let request): session.reject(re: request.id, Cluster.noLease, to: number, command: request.name)
             case .failure(let failure): session.reject(re: failure.re, Cluster.noLease, to: number)
