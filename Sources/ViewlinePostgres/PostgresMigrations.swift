@@ -60,6 +60,9 @@ enum PostgresMigrations {
         // An ended session's record stays as a tombstone (a day), so a batch written
         // a moment after `quit` deleted it can never bring the session back.
         (4, ["ALTER TABLE viewline_sessions ADD COLUMN ended boolean NOT NULL DEFAULT false"]),
+        // The rev each record was taken at: a write that arrives late (held by a slow
+        // link past its deadline) never replaces a newer record.
+        (5, ["ALTER TABLE viewline_sessions ADD COLUMN rev bigint NOT NULL DEFAULT 0"]),
     ]
 
     static func run(on client: PostgresClient, logger: Logger) async throws {

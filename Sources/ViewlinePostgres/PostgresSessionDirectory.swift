@@ -1,5 +1,6 @@
 import Foundation
 import PostgresNIO
+import Synchronization
 import ViewlineKit
 
 /// The cluster's session records and node heartbeats, in the PostgreSQL database the
@@ -13,6 +14,16 @@ public struct PostgresSessionDirectory: SessionDirectory {
     let store: PostgresStore
     /// Renewals go over a connection of their own, never queued behind the pool.
     let lease: LeaseConnection
+
+    /// How long a batch of records may take: the cluster's node timeout once agreed
+    /// (``agreedNodeTimeout(proposing:)``). A batch that takes longer fails and goes
+    /// again with the next; should the late one still arrive, its older revs change
+    /// nothing.
+    private let writeTimeout = WriteTimeout()
+
+    final class WriteTimeout: Sendable {
+        let value = Mutex(Duration.seconds(5))
+    }
 
     public init(store: PostgresStore) {
         self.store = store
@@ -54,8 +65,9 @@ public struct PostgresSessionDirectory: SessionDirectory {
         let stored = try await store.collect("SELECT value FROM viewline_cluster_settings WHERE name = 'node_timeout_ms'") { row in
             try row.decode(String.self)
         }.first
-        guard let stored, let value = Int(stored), value > 0 else { return proposed }
-        return .milliseconds(value)
+        let agreed = stored.flatMap(Int.init).flatMap { $0 > 0 ? Duration.milliseconds($0) : nil } ?? proposed
+        writeTimeout.value.withLock { $0 = agreed }
+        return agreed
     }
 
     public func leave(_ node: ClusterNode) async throws {
@@ -65,17 +77,22 @@ public struct PostgresSessionDirectory: SessionDirectory {
     public func save(_ records: [SessionRecord]) async throws -> [String] {
         guard !records.isEmpty else { return [] }
         // One statement for the whole batch; a record another node claimed meanwhile
-        // is not taken back (the owner fences the write: a node id is never reused).
+        // is not taken back (the owner fences the write: a node id is never reused),
+        // and one of a lower rev than the stored one changes nothing (it is late).
+        let revs = records.map { Int64($0.rev) }
         let written = try await store.collect("""
-            INSERT INTO viewline_sessions (lookup, secret_digest, owner, snapshot, updated_at)
-            SELECT l, decode(d, 'hex'), o, s, clock_timestamp()
+            INSERT INTO viewline_sessions (lookup, secret_digest, owner, snapshot, rev, updated_at)
+            SELECT l, decode(d, 'hex'), o, s, v, clock_timestamp()
             FROM unnest(\(records.map(\.lookup))::text[], \(records.map { Self.hex($0.secretDigest) })::text[],
-                        \(records.map(\.owner))::text[], \(records.map(\.snapshot))::text[]) AS r(l, d, o, s)
-            ON CONFLICT (lookup) DO UPDATE SET secret_digest = excluded.secret_digest, snapshot = excluded.snapshot,
-                                               updated_at = excluded.updated_at
+                        \(records.map(\.owner))::text[], \(records.map(\.snapshot))::text[], \(revs)::int8[]) AS r(l, d, o, s, v)
+            ON CONFLICT (lookup) DO UPDATE SET
+                secret_digest = CASE WHEN viewline_sessions.rev <= excluded.rev THEN excluded.secret_digest ELSE viewline_sessions.secret_digest END,
+                snapshot = CASE WHEN viewline_sessions.rev <= excluded.rev THEN excluded.snapshot ELSE viewline_sessions.snapshot END,
+                rev = GREATEST(viewline_sessions.rev, excluded.rev),
+                updated_at = excluded.updated_at
             WHERE viewline_sessions.owner = excluded.owner AND NOT viewline_sessions.ended
             RETURNING lookup
-            """) { row in try row.decode(String.self) }
+            """, timeout: writeTimeout.value.withLock { $0 }) { row in try row.decode(String.self) }
         let kept = Set(written)
         return records.map(\.lookup).filter { !kept.contains($0) }
     }
@@ -99,14 +116,15 @@ public struct PostgresSessionDirectory: SessionDirectory {
 
     public func find(lookup: String, nodeTimeout: Duration) async throws -> SessionLocation? {
         try await store.collect("""
-            SELECT s.lookup, encode(s.secret_digest, 'hex'), s.owner, s.snapshot, coalesce(n.address, ''), coalesce(n.web, ''),
+            SELECT s.lookup, encode(s.secret_digest, 'hex'), s.owner, s.snapshot, s.rev, coalesce(n.address, ''), coalesce(n.web, ''),
                    coalesce(n.heartbeat_at > clock_timestamp() - make_interval(secs => \(nodeTimeout.inSeconds)), false)
             FROM viewline_sessions s LEFT JOIN viewline_nodes n ON n.id = s.owner
             WHERE s.lookup = \(lookup) AND NOT s.ended
             """) { row in
-            let (lookup, digest, owner, snapshot, address, web, alive) = try row.decode((String, String, String, String, String, String, Bool).self)
+            let (lookup, digest, owner, snapshot, rev, address, web, alive) = try row.decode(
+                (String, String, String, String, Int64, String, String, Bool).self)
             return SessionLocation(
-                record: SessionRecord(lookup: lookup, secretDigest: Self.bytes(hex: digest), owner: owner, snapshot: snapshot),
+                record: SessionRecord(lookup: lookup, secretDigest: Self.bytes(hex: digest), owner: owner, snapshot: snapshot, rev: Int(rev)),
                 ownerAddress: address, ownerWeb: web, ownerAlive: alive)
         }.first
     }

@@ -271,8 +271,10 @@ public final class PostgresStore: AppStore {
     }
 
     /// Runs a query and maps every row.
-    func collect<T: Sendable>(_ query: PostgresQuery, _ transform: @escaping @Sendable (PostgresRow) throws -> T) async throws -> [T] {
-        try await unavailableIfDown { [self] in
+    func collect<T: Sendable>(
+        _ query: PostgresQuery, timeout: Duration? = nil, _ transform: @escaping @Sendable (PostgresRow) throws -> T
+    ) async throws -> [T] {
+        try await unavailableIfDown(timeout: timeout) { [self] in
             var values: [T] = []
             for try await row in try await client.query(query, logger: logger) { values.append(try transform(row)) }
             return values

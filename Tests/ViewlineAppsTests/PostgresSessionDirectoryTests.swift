@@ -37,6 +37,27 @@ import ViewlineTestSupport
         #expect(claimed?.record.owner == successor.id)
     }
 
+    @Test func aRecordThatArrivesAfterANewerOneChangesNothing() async throws {
+        let directory = try await directory()
+        _ = try await directory.renewLease(zombie, nodeTimeout: .seconds(30), recordsExpireAfter: .seconds(86_400))
+        var newer = record(owner: zombie, snapshot: #"{"rev":9}"#)
+        newer.rev = 9
+        var late = record(owner: zombie, snapshot: #"{"rev":4}"#)
+        late.rev = 4
+        late.secretDigest = Array(repeating: 1, count: 32)
+        #expect(try await directory.save([newer]).isEmpty)
+        // A batch held past its deadline by a slow link, arriving after the next one:
+        // taken (the owner wrote it), and the record stays the newer one.
+        #expect(try await directory.save([late]).isEmpty)
+        let found = try await directory.find(lookup: "0123456789abcdef", nodeTimeout: .seconds(30))
+        #expect(found?.record.snapshot == #"{"rev":9}"# && found?.record.rev == 9)
+        #expect(found?.record.secretDigest == newer.secretDigest)
+        var next = record(owner: zombie, snapshot: #"{"rev":12}"#)
+        next.rev = 12
+        _ = try await directory.save([next])
+        #expect(try await directory.find(lookup: "0123456789abcdef", nodeTimeout: .seconds(30))?.record.rev == 12)
+    }
+
     @Test func aZombiesLateRecordWriteIsRefused() async throws {
         let directory = try await directory()
         _ = try await directory.renewLease(zombie, nodeTimeout: .seconds(30), recordsExpireAfter: .seconds(86_400))

@@ -346,13 +346,13 @@ public final class Cluster: Sendable {
     /// old token back). A write the database fences off closes the session here and
     /// throws `unavailable`.
     func writeNow(_ session: Session) async throws(ProtocolError) {
-        guard case .due(let snapshot) = await session.recordIfDue(
+        guard case .due(let snapshot, let rev) = await session.recordIfDue(
             now: .now, window: Self.recordWindow, burst: .max, maximumBytes: Self.maximumRecordBytes)
         else { return }
         let (lookup, secret) = SessionRegistry.split(session.token)
         let refused: [String]
         do {
-            refused = try await directory.save([SessionRecord(lookup: lookup, secretDigest: Self.digest(secret), owner: nodeID, snapshot: snapshot)])
+            refused = try await directory.save([SessionRecord(lookup: lookup, secretDigest: Self.digest(secret), owner: nodeID, snapshot: snapshot, rev: rev)])
         } catch {
             logger.warning("could not write a session record", metadata: ["session": "\(session.id)", "error": "\(error)"])
             throw ProtocolError(.unavailable, "the change could not be recorded right now; try again")
@@ -404,9 +404,9 @@ public final class Cluster: Sendable {
                 logger.warning("a session record is too large to write; the previous one stays", metadata: [
                     "session": "\(session.id)", "bytes": "\(bytes)", "limit": "\(Self.maximumRecordBytes)",
                 ])
-            case .due(let snapshot):
+            case .due(let snapshot, let rev):
                 let (lookup, secret) = SessionRegistry.split(session.token)
-                records.append(SessionRecord(lookup: lookup, secretDigest: Self.digest(secret), owner: nodeID, snapshot: snapshot))
+                records.append(SessionRecord(lookup: lookup, secretDigest: Self.digest(secret), owner: nodeID, snapshot: snapshot, rev: rev))
             }
         }
         if !later.isEmpty {

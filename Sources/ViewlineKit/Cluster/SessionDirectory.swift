@@ -94,13 +94,17 @@ public struct SessionRecord: Sendable, Equatable {
     public var owner: String
     /// The session's snapshot (what the session keeps of its states, user and alerts), as JSON text.
     public var snapshot: String
+    /// The session's `rev` when the snapshot was taken: a directory never replaces a
+    /// record with one of a lower rev (a write that arrives late, after a newer one).
+    public var rev: Int
 
     /// A record of the session whose token starts with `lookup`, held by `owner`.
-    public init(lookup: String, secretDigest: [UInt8], owner: String, snapshot: String) {
+    public init(lookup: String, secretDigest: [UInt8], owner: String, snapshot: String, rev: Int = 0) {
         self.lookup = lookup
         self.secretDigest = secretDigest
         self.owner = owner
         self.snapshot = snapshot
+        self.rev = rev
     }
 }
 

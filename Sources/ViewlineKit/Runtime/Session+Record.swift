@@ -38,7 +38,8 @@ extension Session {
         /// Written less than a record interval ago: later.
         case notYet
         case tooLarge(Int)
-        case due(String)
+        /// The snapshot to write, and the rev it was taken at.
+        case due(String, rev: Int)
     }
 
     /// The record to write now, unless the session ended, it already had `burst`
@@ -56,7 +57,7 @@ extension Session {
         let snapshot = record.encoded
         guard snapshot.utf8.count <= maximumBytes else { return .tooLarge(snapshot.utf8.count) }
         recordsInWindow += 1
-        return .due(snapshot)
+        return .due(snapshot, rev: rev)
     }
 
     /// Rebuilds a session from its record on this node, with the same token. The
