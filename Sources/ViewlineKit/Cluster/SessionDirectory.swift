@@ -22,8 +22,9 @@ public protocol SessionDirectory: Sendable {
     /// Says `node` is gone (a clean shutdown): its sessions can be restored at once.
     func leave(_ node: ClusterNode) async throws
     /// Inserts or replaces records (one transaction); a record another node owns now
-    /// is left as it is. Returns the lookups of those refused records: sessions the
-    /// writer no longer owns.
+    /// is left as it is, and a stored record of a higher ``SessionRecord/rev`` is kept
+    /// (the write arrived late; it counts as written). Returns the lookups of the
+    /// refused records: sessions the writer no longer owns.
     func save(_ records: [SessionRecord]) async throws -> [String]
     /// Ends the record of a session that ended, for good: from then on a ``save(_:)``
     /// of it is refused (a batch that took its snapshot before `quit` and writes it
