@@ -119,6 +119,8 @@ let package = Package(
             dependencies: [
                 "ViewlineKit", "ViewlineTLS", "ViewlineApps", "ViewlinePersistence", "ViewlinePostgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),

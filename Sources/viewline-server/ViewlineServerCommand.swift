@@ -1,10 +1,11 @@
 import ArgumentParser
-import Dispatch
 @preconcurrency import CoreMetrics
 import Foundation
 import Prometheus
 import Synchronization
 import Logging
+import ServiceLifecycle
+import UnixSignals
 import ViewlineApps
 import ViewlineKit
 import ViewlineTLS
@@ -171,6 +172,12 @@ struct ViewlineServerCommand: AsyncParsableCommand {
             logger.error("could not start", metadata: ["error": "\(String(reflecting: error))"])
             throw error
         }
+        // Trapped before anyone is told the port, so a signal never finds the default
+        // action: SIGTERM or SIGINT shuts the server down gracefully (it drains, says
+        // `bye`, writes its records and leaves the cluster); a second one while it
+        // drains: no more waiting.
+        for number in [SIGTERM, SIGINT] { signal(number, SIG_IGN) }  // the sources below deliver them
+        let signals = await UnixSignalsSequence(trapping: .sigterm, .sigint)
         let bound = server.localAddress
         print("listening on \(bound.host):\(bound.port)")
         if let metrics = server.metricsAddress {
@@ -181,24 +188,21 @@ struct ViewlineServerCommand: AsyncParsableCommand {
         }
         fflush(nil)
 
-        final class Signals: Sendable { let count = Atomic<Int>(0) }
-        let signalled = Signals()
-        let signals = [SIGINT, SIGTERM].map { (number: Int32) -> any DispatchSourceSignal in
-            signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler {
-                if signalled.count.add(1, ordering: .relaxed).newValue > 1 {
-                    // A second signal: no more waiting.
-                    logger.warning("exiting at once", metadata: ["signal": "\(number)"])
+        let group = ServiceGroup(configuration: .init(services: [.init(service: server)], logger: logger))
+        let watcher = Task {
+            var caught = 0
+            for await signal in signals {
+                caught += 1
+                if caught == 1 {
+                    logger.info("shutting down", metadata: ["signal": "\(signal)", "drain-seconds": "\(drainSeconds)"])
+                    await group.triggerGracefulShutdown()
+                } else {
+                    logger.warning("exiting at once", metadata: ["signal": "\(signal)"])
                     Foundation.exit(0)
                 }
-                logger.info("shutting down", metadata: ["signal": "\(number)", "drain-seconds": "\(drainSeconds)"])
-                Task { await server.shutdown() }
             }
-            source.resume()
-            return source
         }
-        try await server.run()
-        signals.forEach { $0.cancel() }
+        try await group.run()
+        watcher.cancel()
     }
 }
