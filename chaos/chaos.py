@@ -18,10 +18,12 @@ At the end it checks, and writes a markdown report:
 - every acknowledged draft is saved or still pending in the database (0 lost);
 - each session's history against a model of it: every state read shows the last
   acknowledged search (or one whose reply was lost), unless a fault that may lose the
-  last moments (kill, pause, cut, database restart; never a SIGTERM) was under way
-  after it — read at random and right after every resume;
-- no session is lost: a token that was never quit attaches somewhere, unless such a
-  fault overlapped the session's first node timeout (its first record unwritten);
+  last moments (kill, pause, cut, slow link, database restart; never a SIGTERM) began
+  after it or at most a node timeout before it (a node whose records are further
+  behind acknowledges nothing) — read at random and right after every resume;
+- no session is lost: a token that was never quit and had a command acknowledged
+  attaches somewhere, unless such a fault began within a node timeout of that
+  first acknowledgement (its first record unwritten);
 - every acknowledged `quit` stays quit: no live record of it in the database, and its
   token attaches on no node;
 - per connection, event revs strictly increase, and an attach delivers a replay or a
@@ -462,8 +464,12 @@ class Client(threading.Thread):
                     connection = Connection(address, self)
                     if self.token is None:
                         self.token = connection.welcome["token"]
-                        self.session_started = now()
-                        self.login(connection)
+                        try:
+                            self.login(connection)
+                        except Dropped:
+                            self.new_session()   # nothing acknowledged on it: let it go
+                            raise
+                        self.session_started = now()   # its first acknowledgement
                         return connection
                     prior = self.rev
                     reply = connection.command(f"attach {self.token} {prior}")
@@ -483,10 +489,12 @@ class Client(threading.Thread):
                         continue
                     if code == "bad_token":
                         # Lost with its first record unwritten: allowed only when a fault
-                        # that may lose the last moments overlapped its first node timeout.
+                        # that may lose the last moments began within a node timeout of
+                        # its first acknowledgement (a node acknowledges nothing once its
+                        # records are that far behind).
                         if (now() - self.session_started > 5 and self.token != self.quitting
-                                and not self.run_state.lossy_fault_since(self.session_started - 0.5,
-                                                                         until=self.session_started + NODE_TIMEOUT)):
+                                and not self.run_state.lossy_fault_began(self.session_started - NODE_TIMEOUT - 0.5,
+                                                                         before=self.session_started + NODE_TIMEOUT + 0.5)):
                             self.run_state.lost_sessions += 1
                             self.violation(f"session {self.token[:16]} of {now() - self.session_started:.1f} s"
                                            f" lost (bad_token on attach at {address[0]}:{address[1]})")
@@ -553,7 +561,9 @@ class Client(threading.Thread):
         self.history_checks += 1
         if shown == last or shown in self.in_doubt:
             return
-        lossy = self.run_state.lossy_fault_since(acknowledged_at - 0.5)
+        # A fault that began up to a node timeout before the acknowledgement, or after
+        # it: a node whose records are further behind than that acknowledges nothing.
+        lossy = self.run_state.lossy_fault_began(acknowledged_at - NODE_TIMEOUT - 0.5)
         if lossy and (shown in {q for q, _ in self.searches} or shown == ""):
             return
         self.violation(f"state shows search {shown!r} after {last!r} was acknowledged"
@@ -760,14 +770,14 @@ class Run:
             self.violations.append(f"{now() - self.started:.1f} s: {text}")
         print(f"VIOLATION {text}", file=sys.stderr, flush=True)
 
-    def lossy_fault_since(self, since: float, until: Optional[float] = None) -> bool:
+    def lossy_fault_began(self, after: float, before: Optional[float] = None) -> bool:
         """Whether a fault that may lose a node's last moments (a kill, a pause, a cut, a
-        database restart; never a SIGTERM) was under way at some time after `since`
-        (and before `until`): one that began later, or began earlier and lasted."""
+        slow link, a database restart; never a SIGTERM) began after `after` (and
+        before `before`)."""
         with self.lock:
             faults = self.faults + ([(self.current[0], now(), self.current[2])] if self.current else [])
-        return any(end >= since and (until is None or start <= until) and not what.startswith("SIGTERM")
-                   for start, end, what in faults)
+        return any(start >= after and (before is None or start <= before) and not what.startswith("SIGTERM")
+                   for start, _, what in faults)
 
     def recovered(self, client: int, since: float, at: float) -> None:
         with self.lock:
