@@ -159,7 +159,7 @@ let package = Package(
         .testTarget(
             name: "ViewlineKitTests",
             dependencies: [
-                "ViewlineKit", "ViewlineTesting",
+                "ViewlineKit", "ViewlineTesting", "ViewlineTestSupport",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),

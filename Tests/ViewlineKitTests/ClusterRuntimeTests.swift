@@ -1,6 +1,8 @@
 import Foundation
+import Logging
 import Synchronization
 import Testing
+import ViewlineTestSupport
 @testable import ViewlineKit
 
 /// Sessions across the nodes of a cluster, with the directory in memory: records,
@@ -352,25 +354,61 @@ import Testing
         #expect(cluster.acceptsCommands(now: start + .seconds(1)))
         // The database renews the lease but takes no record (a batch fails, or hangs).
         directory.lock.withLock { directory.failingSaves = true }
-        try await cluster.renew(now: { start + .seconds(5) })
         cluster.changed(session)
-        await cluster.flush(now: start + .seconds(5))
-        // Lease valid, records unwritten for longer than the lease margin allows:
+        await cluster.flush(now: start + .seconds(1))
+        try await cluster.renew(now: { start + .seconds(8) })
+        // Lease valid, records failing for longer than the lease margin allows:
         // commands are refused (what they changed would die with this node).
         #expect(cluster.isServing(now: start + .seconds(9)))
-        #expect(cluster.acceptsCommands(now: start + .seconds(7)))
+        #expect(cluster.acceptsCommands(now: start + .seconds(8.5)))
         #expect(!cluster.acceptsCommands(now: start + .seconds(9)))
         #expect(cluster.refusalReason(now: start + .seconds(9))?.contains("records") == true)
-        #expect(!cluster.stepsDown(now: start + .seconds(19)))
+        #expect(!cluster.stepsDown(now: start + .seconds(20.5)))
         // Two node timeouts: the node stops renewing, so another may restore the sessions.
-        #expect(cluster.stepsDown(now: start + .seconds(20)))
+        #expect(cluster.stepsDown(now: start + .seconds(21)))
         // Written again: commands are acknowledged and the lease is renewed again.
         directory.lock.withLock { directory.failingSaves = false }
-        await cluster.flush(now: start + .seconds(21))
+        await cluster.flush(now: start + .seconds(22))
         #expect(directory.record(SessionRegistry.split(session.token).lookup) != nil)
-        #expect(!cluster.stepsDown(now: start + .seconds(21)))
-        try await cluster.renew(now: { start + .seconds(21) })
-        #expect(cluster.acceptsCommands(now: start + .seconds(21)))
+        #expect(!cluster.stepsDown(now: start + .seconds(22)))
+        try await cluster.renew(now: { start + .seconds(22) })
+        #expect(cluster.acceptsCommands(now: start + .seconds(22)))
+    }
+
+    @Test(.timeLimit(.minutes(1))) func aCommandOverTheWireIsRefusedWhileTheNodesRecordsCannotBeWritten() async throws {
+        let directory = MemoryDirectory()
+        let cluster = Cluster(directory: directory, nodeTimeout: .seconds(1), recordInterval: .milliseconds(50))
+        var services = Services()
+        services.adder = FakeAdder()
+        var configuration = ServerConfiguration()
+        configuration.port = 0
+        let application = Application([Counter.self], services: services, cluster: cluster, configuration: configuration)
+        let server = try await ViewlineServer(application: application, configuration: configuration, logger: Logger(label: "test"))
+        let run = Task { try await server.run() }
+        defer { run.cancel() }
+        let client = try LineClient(port: server.localAddress.port)
+        _ = try client.next()  // welcome
+        #expect(try client.command("increment")["ok"] == true)
+        // The lease is renewed; the records are not written.
+        directory.lock.withLock { directory.failingSaves = true }
+        #expect(try client.command("increment")["ok"] == true)  // acknowledged within the margin
+        var refused: JSON?
+        for _ in 0..<100 where refused == nil {
+            try await Task.sleep(for: .milliseconds(50))
+            let reply = try client.command("ping")
+            if reply["ok"] == false { refused = reply }
+        }
+        #expect(refused?["error"]?["code"] == "unavailable")
+        #expect(cluster.isServing())  // the lease itself is fine
+        // Written again: commands are acknowledged again.
+        directory.lock.withLock { directory.failingSaves = false }
+        var answered = false
+        for _ in 0..<100 where !answered {
+            try await Task.sleep(for: .milliseconds(50))
+            answered = try client.command("ping")["ok"] == true
+        }
+        #expect(answered)
+        await server.shutdown()
     }
 
     @Test func aNodeStopsServingBeforeItsLeaseCanExpireByTheDatabasesClock() async throws {

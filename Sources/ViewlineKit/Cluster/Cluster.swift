@@ -49,9 +49,12 @@ public final class Cluster: Sendable {
         var lapsesNoticed = 0
         /// Left the cluster: never serves again.
         var left = false
-        /// When a record batch last completed with nothing left unwritten by a failure
-        /// (monotonic): a batch that fails or hangs leaves it behind.
-        var recordsWrittenAt: ContinuousClock.Instant?
+        /// Since when record batches have failed (monotonic); `nil` once one is written,
+        /// or when nothing waits to be written.
+        var recordsFailingSince: ContinuousClock.Instant?
+        /// When the batch being written now was sent (a batch that hangs counts as
+        /// failing from then).
+        var batchSentAt: ContinuousClock.Instant?
         /// Not renewing: the records have been stale so long that this node lets its
         /// lease run out, so other nodes restore its sessions from what was written.
         var steppedDown = false
@@ -129,14 +132,20 @@ public final class Cluster: Sendable {
         lease.withLock { lease in
             guard !lease.left, !lease.reconciling, let renewed = lease.renewedAt else { return false }
             let limit = nodeTimeout - leaseMargin
-            return now - renewed < limit && now - (lease.recordsWrittenAt ?? renewed) < limit
+            return now - renewed < limit && Self.recordsBehind(lease, now: now) < limit
         }
     }
 
-    /// How long ago a record batch last completed with nothing left unwritten by a
-    /// failure, at `now`.
+    /// How long the records have been failing (or the batch in flight hanging), at
+    /// `now`: zero while they are written.
     func recordsStale(now: ContinuousClock.Instant = .now) -> Duration {
-        lease.withLock { lease in (lease.recordsWrittenAt ?? lease.renewedAt).map { now - $0 } ?? .zero }
+        lease.withLock { Self.recordsBehind($0, now: now) }
+    }
+
+    private static func recordsBehind(_ lease: LeaseState, now: ContinuousClock.Instant) -> Duration {
+        let failing = lease.recordsFailingSince.map { now - $0 } ?? .zero
+        let hanging = lease.batchSentAt.map { now - $0 } ?? .zero
+        return max(failing, hanging)
     }
 
     /// Why ``acceptsCommands(now:)`` is false, or `nil` when it is true.
@@ -387,7 +396,7 @@ public final class Cluster: Sendable {
             return Array(dirty.values)
         }
         guard !sessions.isEmpty else {
-            lease.withLock { $0.recordsWrittenAt = now }  // nothing was waiting to be written
+            lease.withLock { $0.recordsFailingSince = nil }  // nothing waits to be written
             return
         }
         var records: [SessionRecord] = []
@@ -414,19 +423,21 @@ public final class Cluster: Sendable {
                 for session in later where dirty[ObjectIdentifier(session)] == nil { dirty[ObjectIdentifier(session)] = session }
             }
         }
-        guard !records.isEmpty else {
-            lease.withLock { $0.recordsWrittenAt = now }  // what waits is only rate-limited
-            return
-        }
+        guard !records.isEmpty else { return }  // what waits is only rate-limited
+        lease.withLock { $0.batchSentAt = now }
+        defer { lease.withLock { $0.batchSentAt = nil } }
         do {
             let refused = try await directory.save(records)
-            lease.withLock { $0.recordsWrittenAt = now }
+            lease.withLock { $0.recordsFailingSince = nil }
             Self.recordsPerBatch.record(records.count)
             // A write the database fenced off: another node owns that session now.
             await close(lost: Set(refused))
         } catch {
             // Try again with the next batch (unless a newer change is already queued);
             // commands wait until it is written once this has lasted (`acceptsCommands`).
+            lease.withLock { lease in
+                if lease.recordsFailingSince == nil { lease.recordsFailingSince = now }
+            }
             dirty.withLock { dirty in
                 for session in sessions where dirty[ObjectIdentifier(session)] == nil { dirty[ObjectIdentifier(session)] = session }
             }
