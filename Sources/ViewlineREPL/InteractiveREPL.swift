@@ -164,8 +164,6 @@ public final class InteractiveREPL {
 
     private func handle(_ output: ServerFeed.Output) {
         switch output {
-        case .message(let message) where message["type"] == "welcome":
-            break  // a connection the client opened to resume: its session is not ours
         case .message(let message):
             client.observe(message)
             show(message)

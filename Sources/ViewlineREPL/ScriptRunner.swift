@@ -56,8 +56,6 @@ public struct ScriptRunner {
             feed.append(bridge.take())
             while let output = feed.next() {
                 switch output {
-                case .message(let message) where message["type"] == "welcome":
-                    break  // a connection the client opened to resume
                 case .message(let message):
                     client.observe(message)
                     let isReply = message["type"] == "reply"
@@ -81,8 +79,6 @@ public struct ScriptRunner {
         feed.append(bridge.take())
         while let output = feed.next() {
             switch output {
-            case .message(let message) where message["type"] == "welcome":
-                break  // a connection the client opened to resume: its session is not ours
             case .message(let message):
                 client.observe(message)
                 show(message)

@@ -68,6 +68,9 @@ struct ServerFeed {
                 return .message(message)
             }
             return .ownReply(message)
+        case .message(let message) where message["type"] == "welcome":
+            items.removeFirst()  // a connection the client opened to resume: its session is not ours
+            return next()
         case .message(let message):
             items.removeFirst()
             return .message(message)

@@ -50,8 +50,10 @@ import ViewlineClient
     @Test func theClientsOwnRepliesAreToldApart() {
         var feed = ServerFeed()
         let resume: JSON = ["type": "reply", "re": 3, "ok": true, "result": ["session": "s1", "snapshot": true]]
-        // Idle: any reply is the client's own (a keepalive, a resume's attach).
-        feed.append([.connection(.reconnecting), .message(resume), .connection(.connected)])
+        // Idle: any reply is the client's own (a keepalive, a resume's attach), and the
+        // welcome of the connection it resumed on is not shown.
+        let welcome: JSON = ["type": "welcome", "session": "s9"]
+        feed.append([.connection(.reconnecting), .message(welcome), .message(resume), .connection(.connected)])
         #expect(drain(&feed) == ["connection reconnecting", "own 3", "connection connected"])
         // While a command waits: a reply that is not its own.
         feed.await(2)
