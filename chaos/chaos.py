@@ -223,10 +223,14 @@ class Node:
         env = dict(os.environ)
         if self.skewed:
             # libfaketime preloaded into the node itself (the `faketime` wrapper forks:
-            # signals sent to it would miss the node).
+            # signals sent to it would miss the node). Through `env`, which execs in
+            # place: a Swift program exec'd straight from here with libfaketime
+            # preloaded sees no arguments at all (it ran as a default server on port
+            # 7878, with SQLite, for every run before this was found).
             env["LD_PRELOAD"] = libfaketime()
             env["FAKETIME"] = f"+{self.args.skew_minutes}m"
             env["FAKETIME_DONT_FAKE_MONOTONIC"] = "1"
+            command = ["/usr/bin/env"] + command
         label = f"node{self.index}.{len(self.incarnations)}"
         self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
         self.incarnations.append(Incarnation(self.process.pid, label, now()))
@@ -234,6 +238,10 @@ class Node:
         log = open(os.path.join(self.log_dir, label + ".log"), "w")
         threading.Thread(target=self.events.read, args=(self.process.stderr, label, log), daemon=True).start()
         line = self.process.stdout.readline().decode()
+        if line.startswith("listening on") and not line.strip().endswith(f":{self.port}"):
+            # Not the node this script started (its arguments were lost): stop here.
+            self.process.kill()
+            raise SystemExit(f"{label} listens elsewhere than --port {self.port}: {line.strip()!r}")
         if not line.startswith("listening on"):
             # Like a supervisor (systemd's Restart=on-failure): note it, start again.
             self.process.wait()
