@@ -8,7 +8,7 @@ import ViewlineKit
 ///
 /// ```swift
 /// let cluster = Cluster(directory: PostgresSessionDirectory(store: store))
-/// let server = try await ViewlineServer(apps: apps, services: services, cluster: cluster, configuration: configuration)
+/// let server = try ViewlineServer(apps: apps, services: services, cluster: cluster, configuration: configuration)
 /// ```
 public struct PostgresSessionDirectory: SessionDirectory {
     let store: PostgresStore

@@ -25,15 +25,16 @@ final class LiveConnection: Sendable {
     /// Starts `application` on a port of its own and connects to it; returns once
     /// the connection was welcomed, with the server-side session.
     static func start(_ application: Application, configuration: ServerConfiguration, recorder: MessageRecorder) async throws -> (LiveConnection, Session) {
-        let server = try await ViewlineServer(application: application, configuration: configuration, logger: application.logger)
+        let server = try ViewlineServer(application: application, configuration: configuration, logger: application.logger)
         let serving = Task<Void, Never> { _ = try? await server.run() }
         let reader = LineReader(recorder: recorder)
         do {
+            let port = try await server.listeningAddress.port
             let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
                 .channelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(reader) }
                 }
-                .connect(host: "127.0.0.1", port: server.localAddress.port).get()
+                .connect(host: "127.0.0.1", port: port).get()
             let connection = LiveConnection(server: server, channel: channel, serving: serving, reader: reader)
             let id = try await reader.welcome()
             guard let session = application.sessions.all.first(where: { $0.id == id }) else {

@@ -191,7 +191,9 @@ public final class TestStore {
             Issue.record("expected a display of \(Model.view), got \(message.text)", sourceLocation: sourceLocation)
             return
         }
-        let want = (try? JSON(encoding: expected)) ?? .null
+        // Compared as a client reads it: the expected state written and parsed back,
+        // as the display was (`4.0` reads back as `4` on both sides).
+        let want = (try? JSON(encoding: expected)).flatMap { JSON.readBack($0) } ?? .null
         if state != want {
             Issue.record("\(Model.view) state:\n got \(state.encoded)\nwant \(want.encoded)", sourceLocation: sourceLocation)
         }
@@ -262,6 +264,15 @@ public final class TestStore {
         let unasserted = messages[asserted...].map(\.text).joined(separator: "\n")
         Issue.record("\(messages.count - asserted) message(s) not asserted \(when):\n\(unasserted)", sourceLocation: sourceLocation)
         asserted = messages.count
+    }
+}
+
+extension JSON {
+    /// `value` written as a line's JSON and parsed again: what a client reads.
+    static func readBack(_ value: JSON) -> JSON? {
+        var bytes: [UInt8] = []
+        value.write(into: &bytes)
+        return try? JSON.parse(bytes)
     }
 }
 

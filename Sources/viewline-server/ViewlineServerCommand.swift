@@ -163,31 +163,14 @@ struct ViewlineServerCommand: AsyncParsableCommand {
             store = try SQLiteStore.open(path: db)
         }
         let services = try await SeedApps.liveServices(apps, store: store, faults: faults)
-        let server: ViewlineServer
-        do {
-            server = try await ViewlineServer(
-                apps: SeedApps.all, services: services, faults: faults, cluster: cluster, configuration: configuration, logger: logger)
-        } catch {
-            // PostgresNIO hides a server's message from `description`: say it here.
-            logger.error("could not start", metadata: ["error": "\(String(reflecting: error))"])
-            throw error
-        }
+        let server = try ViewlineServer(
+            apps: SeedApps.all, services: services, faults: faults, cluster: cluster, configuration: configuration, logger: logger)
         // Trapped before anyone is told the port, so a signal never finds the default
         // action: SIGTERM or SIGINT shuts the server down gracefully (it drains, says
         // `bye`, writes its records and leaves the cluster); a second one while it
         // drains: no more waiting.
         for number in [SIGTERM, SIGINT] { signal(number, SIG_IGN) }  // the sources below deliver them
         let signals = await UnixSignalsSequence(trapping: .sigterm, .sigint)
-        let bound = server.localAddress
-        print("listening on \(bound.host):\(bound.port)")
-        if let metrics = server.metricsAddress {
-            print("metrics on http://\(metrics.host):\(metrics.port)/metrics")
-        }
-        if let web = server.webAddress {
-            print("web on \(tlsCert == nil ? "http" : "https")://\(web.host):\(web.port)/")
-        }
-        fflush(nil)
-
         let group = ServiceGroup(configuration: .init(services: [.init(service: server)], logger: logger))
         let watcher = Task {
             var caught = 0
@@ -202,7 +185,23 @@ struct ViewlineServerCommand: AsyncParsableCommand {
                 }
             }
         }
-        try await group.run()
-        watcher.cancel()
+        defer { watcher.cancel() }
+        // The group runs the server, which binds; the addresses are printed once it has.
+        async let running: Void = group.run()
+        do {
+            let bound = try await server.listeningAddress
+            print("listening on \(bound.host):\(bound.port)")
+            if let metrics = server.metricsAddress {
+                print("metrics on http://\(metrics.host):\(metrics.port)/metrics")
+            }
+            if let web = server.webAddress {
+                print("web on \(tlsCert == nil ? "http" : "https")://\(web.host):\(web.port)/")
+            }
+            fflush(nil)
+        } catch {
+            // PostgresNIO hides a server's message from `description`: say it here.
+            logger.error("could not start", metadata: ["error": "\(String(reflecting: error))"])
+        }
+        try await running
     }
 }

@@ -18,10 +18,12 @@ import ViewlineTestSupport
         var apps = SeedApps.Configuration()
         apps.demoUsers = true
         let faults = FaultInjector()
-        let server = try await ViewlineServer(
+        let server = try ViewlineServer(
             apps: SeedApps.all, services: try await SeedApps.liveServices(apps, store: SQLiteStore.inMemory(), faults: faults), faults: faults,
             configuration: configuration, logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
-        return (server, Task { try await server.run() })
+        let running = Task { try await server.run() }
+        _ = try await server.listeningAddress
+        return (server, running)
     }
 
     @Test(.timeLimit(.minutes(1))) func aClientLeavingDuringShutdownAndTwoShutdownsAtOnce() async throws {
@@ -69,10 +71,10 @@ import ViewlineTestSupport
 @Suite struct ServiceGroupTests {
     let logger = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
 
-    func makeServer() async throws -> ViewlineServer {
+    func makeServer(port: Int = 0) throws -> ViewlineServer {
         var configuration = ServerConfiguration()
-        configuration.port = 0
-        return try await ViewlineServer(apps: [Search.self], services: {
+        configuration.port = port
+        return try ViewlineServer(apps: [Search.self], services: {
             var services = Services()
             services.places = PlacesServiceLive(latency: .zero)
             return services
@@ -80,10 +82,10 @@ import ViewlineTestSupport
     }
 
     @Test(.timeLimit(.minutes(1))) func aGroupsGracefulShutdownTellsEveryClientByeAndEndsTheGroup() async throws {
-        let server = try await makeServer()
+        let server = try makeServer()
         let group = ServiceGroup(configuration: .init(services: [.init(service: server)], logger: logger))
         let running = Task { try await group.run() }
-        let client = try LineClient(port: server.localAddress.port)
+        let client = try LineClient(port: try await server.listeningAddress.port)
         #expect(try client.command("search thai").isOK)
         await group.triggerGracefulShutdown()
         try await running.value
@@ -92,13 +94,37 @@ import ViewlineTestSupport
     }
 
     @Test(.timeLimit(.minutes(1))) func cancellingTheTaskThatRunsItShutsItDown() async throws {
-        let server = try await makeServer()
+        let server = try makeServer()
         let running = Task { try await server.run() }
-        let client = try LineClient(port: server.localAddress.port)
+        let client = try LineClient(port: try await server.listeningAddress.port)
         #expect(try client.command("ping").isOK)
         running.cancel()
         try await running.value
         #expect(try client.read { $0.type == "bye" }.last?["code"]?.stringValue == "shutdown")
         #expect(try client.isClosedByPeer())
+    }
+
+    @Test(.timeLimit(.minutes(1))) func makingAServerBindsNothingRunBindsAndSaysWhyItCouldNot() async throws {
+        let first = try makeServer()
+        let firstRunning = Task { try await first.run() }
+        let port = try await first.listeningAddress.port
+        // Another server for the same port is made (nothing is bound yet)...
+        let second = try makeServer(port: port)
+        #expect(second.localAddress.port == port && second.connectionCount == 0)
+        // ...and its `run` says the port is taken, as does its `listeningAddress`.
+        await #expect(throws: (any Error).self) { try await second.run() }
+        await #expect(throws: (any Error).self) { _ = try await second.listeningAddress }
+        // The first one still serves.
+        let client = try LineClient(port: port)
+        #expect(try client.command("ping").isOK)
+        firstRunning.cancel()
+        try await firstRunning.value
+    }
+
+    @Test(.timeLimit(.minutes(1))) func aServerShutDownBeforeItRanNeverListens() async throws {
+        let server = try makeServer()
+        await server.shutdown()
+        await #expect(throws: ViewlineServer.ConfigurationError.self) { try await server.run() }
+        await #expect(throws: ViewlineServer.ConfigurationError.self) { _ = try await server.listeningAddress }
     }
 }

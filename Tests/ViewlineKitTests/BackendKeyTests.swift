@@ -34,11 +34,11 @@ import ViewlineTesting
         #expect(Application([Counter.self], services: services).missingBackends.isEmpty)
     }
 
-    @Test func aServerRefusesToStartWithoutADeclaredBackendAndNamesIt() async throws {
+    @Test func aServerRefusesToStartWithoutADeclaredBackendAndNamesIt() throws {
         var configuration = ServerConfiguration()
         configuration.port = 0
-        await #expect {
-            _ = try await ViewlineServer(apps: [Counter.self], services: Services(), configuration: configuration)
+        #expect {
+            _ = try ViewlineServer(apps: [Counter.self], services: Services(), configuration: configuration)
         } throws: { error in
             "\(error)".contains("\"adder\"") && "\(error)".contains("the slow adder")
         }

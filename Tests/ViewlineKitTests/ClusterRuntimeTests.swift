@@ -383,10 +383,10 @@ import ViewlineTestSupport
         var configuration = ServerConfiguration()
         configuration.port = 0
         let application = Application([Counter.self], services: services, cluster: cluster, configuration: configuration)
-        let server = try await ViewlineServer(application: application, configuration: configuration, logger: Logger(label: "test"))
+        let server = try ViewlineServer(application: application, configuration: configuration, logger: Logger(label: "test"))
         let run = Task { try await server.run() }
         defer { run.cancel() }
-        let client = try LineClient(port: server.localAddress.port)
+        let client = try LineClient(port: try await server.listeningAddress.port)
         _ = try client.next()  // welcome
         #expect(try client.command("increment")["ok"] == true)
         // The lease is renewed; the records are not written.

@@ -60,7 +60,7 @@ import ViewlineTesting
     @Test func aFullPoolIsServerBusyAndTheLogKeepsWhatItStoodFor() async throws {
         let (error, logged) = try await failure(of: "crowd", session: "s8")
         #expect(error == ProtocolError(.serverBusy, "the server is busy; try again in a moment", retryAfter: 1))
-        #expect(error.underlying is BlockingPool.Full)
         #expect(logged["session"] == "s8" && logged["code"] == "server_busy")
+        #expect("\(logged["error"] ?? "")" == "the blocking work pool is full", "the log names the error the code stands for")
     }
 }

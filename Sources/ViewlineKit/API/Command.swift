@@ -107,6 +107,24 @@ struct EncodedResult: Sendable {
 
     var count: Int { parts.reduce(0) { $0 + $1.count } }
 
+    /// Writes the successful reply carrying this result, echoing `re`, part by part
+    /// through `write` (no line is made first): the bytes of one line, `\n` included.
+    func writeReply(re: JSON, _ write: ([UInt8]) -> Void) {
+        write(ServerMessage.replyHead)
+        if re.isNull {
+            write(Self.null)  // inline commands: no id of their own
+        } else {
+            var id: [UInt8] = []
+            re.write(into: &id)
+            write(id)
+        }
+        write(ServerMessage.successfulReplyMiddle)
+        for part in parts { write(part) }
+        write(ServerMessage.replyTail)
+    }
+
+    private static let null = Array("null".utf8)
+
     /// The result as a tree (a reply to a connection that takes messages, a test).
     var json: JSON {
         let bytes = parts.flatMap { $0 }

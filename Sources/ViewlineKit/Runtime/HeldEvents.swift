@@ -6,7 +6,8 @@
 /// in the session — costs no hashing and, once it is over, no memory: its events
 /// wait in one array that is let go at the reply.
 struct HeldEvents {
-    typealias Event = (message: ServerMessage, line: [UInt8])
+    /// An event's line, encoded once for every connection and log.
+    typealias Event = [UInt8]
 
     /// The connection whose command runs, when only one does (`nil`: none).
     private var first: Int?

@@ -145,14 +145,24 @@ public final class ServerMetrics: Sendable {
         tally.add(bytes, to: bytesSlot)
     }
 
-    /// An event went to a session's connections.
-    func sent(_ message: ServerMessage) {
-        switch message {
-        case .display: tally.add(1, to: eventSlots)
-        case .alert: tally.add(1, to: eventSlots + 1)
-        case .dismiss: tally.add(1, to: eventSlots + 2)
-        default: return
+    /// The events counted by kind.
+    enum Event: Int {
+        case display, alert, dismiss
+
+        /// The kind of `message`; `nil` for one that is not counted.
+        init?(_ message: ServerMessage) {
+            switch message {
+            case .display: self = .display
+            case .alert: self = .alert
+            case .dismiss: self = .dismiss
+            default: return nil
+            }
         }
+    }
+
+    /// An event went to a session's connections.
+    func sent(_ event: Event) {
+        tally.add(1, to: eventSlots + event.rawValue)
     }
 
     func connectionOpened(_ transport: Transport) {

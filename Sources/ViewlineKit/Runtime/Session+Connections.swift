@@ -1,68 +1,44 @@
-/// One connection attached to a session: how to send it a message and how to
-/// hang up on it.
+/// One connection attached to a session: how to send it a line and how to hang
+/// up on it.
+///
+/// A session builds each event once, as the bytes of its line; every connection
+/// gets those bytes. A connection made from closures (a test's, or an in-process
+/// caller's) gets each line parsed back into a ``ServerMessage``, as a client
+/// would read it.
 package struct SessionConnection: Sendable {
-    private enum Output: Sendable {
-        case closures(send: @Sendable (ServerMessage) -> Void, close: @Sendable () -> Void)
-        /// A network connection: takes encoded lines, and is one reference (an idle
-        /// session keeps no closures for it).
-        case lines(any LineOutput)
-    }
+    private let lines: any LineOutput
 
-    private let output: Output
-
-    /// A connection from how to send to it and how to close it.
+    /// A connection from how to send to it and how to close it: `send` gets each
+    /// line the session writes, parsed.
     package init(send: @escaping @Sendable (ServerMessage) -> Void, close: @escaping @Sendable () -> Void) {
-        output = .closures(send: send, close: close)
+        lines = ParsedLines(send: send, close: close)
     }
 
     /// A connection that takes encoded lines (each ending in `\n`).
     init(_ lines: any LineOutput) {
-        output = .lines(lines)
+        self.lines = lines
     }
 
-    /// Sends one message to this connection.
+    /// Sends one message to this connection (a reply, a `bye`).
     package func send(_ message: ServerMessage) {
-        switch output {
-        case .closures(let send, _): send(message)
-        case .lines(let lines): lines.send(line: message.line)
-        }
+        lines.send(line: message.line)
     }
 
-    /// Sends an encoded line (a replayed event): a test's connection gets it
-    /// decoded back into a message.
+    /// Sends an encoded line (an event, or one replayed from the log).
     func send(line: [UInt8]) {
-        switch output {
-        case .closures(let send, _):
-            if let message = ServerMessage(line: line) { send(message) }
-        case .lines(let lines): lines.send(line: line)
-        }
+        lines.send(line: line)
     }
 
     /// Sends a successful reply whose result is already encoded: a network
     /// connection writes its parts straight into its outbound buffer (no line made
-    /// first); one that takes messages gets the reply as a message.
+    /// first).
     func send(reply re: JSON, result: EncodedResult) {
-        switch output {
-        case .closures(let send, _): send(.reply(re: re, result: .success(result.json)))
-        case .lines(let lines): lines.send(reply: re, result: result)
-        }
-    }
-
-    /// Sends a message whose line is already encoded: a session encodes each event
-    /// once, however many connections and logs it goes to.
-    func send(_ message: ServerMessage, line: [UInt8]) {
-        switch output {
-        case .closures(let send, _): send(message)
-        case .lines(let lines): lines.send(line: line)
-        }
+        lines.send(reply: re, result: result)
     }
 
     /// Hangs up on this connection.
     package func close() {
-        switch output {
-        case .closures(_, let close): close()
-        case .lines(let lines): lines.hangUp()
-        }
+        lines.hangUp()
     }
 }
 
@@ -74,6 +50,33 @@ protocol LineOutput: AnyObject, Sendable {
     func send(reply re: JSON, result: EncodedResult)
     /// Closes the connection.
     func hangUp()
+}
+
+/// A connection that reads the session's lines as a client does: each one parsed
+/// into a ``ServerMessage`` and handed to a closure.
+private final class ParsedLines: LineOutput {
+    private let deliver: @Sendable (ServerMessage) -> Void
+    private let close: @Sendable () -> Void
+
+    init(send: @escaping @Sendable (ServerMessage) -> Void, close: @escaping @Sendable () -> Void) {
+        deliver = send
+        self.close = close
+    }
+
+    func send(line: [UInt8]) {
+        guard let message = ServerMessage(line: line) else {
+            preconditionFailure("the session wrote a line no client can read: \(String(decoding: line, as: UTF8.self))")
+        }
+        deliver(message)
+    }
+
+    func send(reply re: JSON, result: EncodedResult) {
+        var line: [UInt8] = []
+        result.writeReply(re: re) { line.append(contentsOf: $0) }
+        send(line: line)
+    }
+
+    func hangUp() { close() }
 }
 
 /// Connections coming and going: a session outlives them.

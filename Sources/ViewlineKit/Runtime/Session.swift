@@ -336,7 +336,7 @@ public actor Session {
         }
         let events = held.end(connection)
         if !events.isEmpty, !closed, let output = connections[connection] {
-            for event in events { output.send(event.message, line: event.line) }
+            for line in events { output.send(line: line) }
         }
         // Only an acknowledged `quit` ends the connection: one whose record could not
         // be deleted answered `unavailable`, and the session goes on.
@@ -410,47 +410,48 @@ public actor Session {
         return false
     }
 
-    private func broadcast(_ event: ServerMessage, line: [UInt8]) {
+    private func broadcast(line: [UInt8]) {
         guard !closed, leased else { return }
         if held.isEmpty {
-            for connection in connections.values { connection.send(event, line: line) }
+            for connection in connections.values { connection.send(line: line) }
             return
         }
         for (number, connection) in connections {
             if held.holds(number) {
-                held.append((event, line), for: number)
+                held.append(line, for: number)
             } else {
-                connection.send(event, line: line)
+                connection.send(line: line)
             }
         }
     }
 
-    /// Sends (or holds) a view's new state as a `display` with the next `rev`; the log
-    /// keeps the view and the (shared) state encoding rather than a line of its own.
+    /// Sends (or holds) a view's new state as a `display` with the next `rev`: its
+    /// line is built once, from the state's shared encoding; the log keeps the view
+    /// and that encoding rather than a line of its own.
     func emitDisplay(view: String, state: EncodedState) {
         guard !closed else { return }
         rev += 1
         let line = ServerMessage.displayLine(rev: rev, view: view, encodedState: state.bytes)
         log.appendDisplay(view: view, state: state.bytes, lineLength: line.count, rev: rev)
-        publish(.display(rev: rev, view: view, state: state.json), line: line)
+        publish(.display, line: line)
     }
 
     /// Sends (or holds, while a command runs) an event, giving it the next `rev`;
-    /// keeps it in the event log for clients that reconnect.
+    /// keeps its line in the event log for clients that reconnect.
     func emit(_ make: (Int) -> ServerMessage) {
         guard !closed else { return }
         rev += 1
         let event = make(rev)
         let line = event.line
         log.append(line, rev: rev)
-        publish(event, line: line)
+        publish(ServerMetrics.Event(event), line: line)
     }
 
     /// An event just logged: marks the session's record, counts it, sends it.
-    private func publish(_ event: ServerMessage, line: [UInt8]) {
+    private func publish(_ kind: ServerMetrics.Event?, line: [UInt8]) {
         application.cluster?.changed(self)
-        application.metrics?.sent(event)
-        broadcast(event, line: line)
+        if let kind { application.metrics?.sent(kind) }
+        broadcast(line: line)
     }
 
     /// Whether `token` has the shape ``makeSecret()`` gives: 48 lowercase hex digits.

@@ -39,14 +39,8 @@ final class OutboundLines: Sendable {
     /// Queues a successful reply whose result is already encoded, written from its
     /// parts straight into the outbound buffer (no line is made first).
     func send(reply re: JSON, result: EncodedResult) {
-        var id: [UInt8] = []
-        if !re.isNull { re.write(into: &id) }  // `null` (inline commands) needs no bytes of its own
-        queue(bytes: result.count + id.count + 48) { buffer in
-            buffer.writeBytes(ServerMessage.replyHead)
-            if id.isEmpty { buffer.writeStaticString("null") } else { buffer.writeBytes(id) }
-            buffer.writeBytes(ServerMessage.successfulReplyMiddle)
-            for part in result.parts { buffer.writeBytes(part) }
-            buffer.writeBytes(ServerMessage.replyTail)
+        queue(bytes: result.count + 64) { buffer in
+            result.writeReply(re: re) { buffer.writeBytes($0) }
         }
     }
 

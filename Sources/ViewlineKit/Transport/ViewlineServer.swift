@@ -13,9 +13,13 @@ import Synchronization
 /// `ClientConnection`). One client's error never reaches another.
 ///
 /// ```swift
-/// let server = try await ViewlineServer(apps: [Todos.self, Search.self], services: services, configuration: configuration)
+/// let server = try ViewlineServer(apps: [Todos.self, Search.self], services: services, configuration: configuration)
 /// try await server.run()
 /// ```
+///
+/// `init` only assembles: ``run()`` binds the listeners (and, in a cluster, joins it)
+/// and serves. ``listeningAddress`` waits until it has bound, for the port a port-0
+/// server picked.
 ///
 /// It is a swift-service-lifecycle `Service`: run it in a `ServiceGroup` beside the
 /// services it needs (a `PostgresClient`, a Hummingbird app), and the group's graceful
@@ -43,16 +47,36 @@ public final class ViewlineServer: Service, Sendable {
     /// The event loops may only stop once a shutdown in progress has said its `bye`s.
     private let lifecycle = Mutex<Lifecycle>(.serving)
     private let shutdownFinished = Latch()
+    /// Opened once ``run()`` has bound every listener, or failed to.
+    private let bound = Latch()
+    private let bindFailure = Mutex<(any Error)?>(nil)
     /// ``ServerConfiguration/maximumClients``, lowered to what the file limit allows.
     public let maximumClients: Int
     private let rejections = Mutex<(count: Int, lastWarning: ContinuousClock.Instant?)>((0, nil))
 
     private enum Lifecycle { case serving, shuttingDown, stopped }
 
-    /// The address actually bound (port 0 picks a free port).
+    /// The address actually bound (port 0 picks a free port), once ``run()`` has
+    /// bound it (``listeningAddress`` waits for that); the configured one before.
     public var localAddress: (host: String, port: Int) {
-        let address = listener.localAddress
+        let address = serverChannel.withLock({ $0 })?.localAddress
         return (address?.ipAddress ?? configuration.host, address?.port ?? configuration.port)
+    }
+
+    /// Waits until ``run()`` has bound every listener (and, in a cluster, joined it),
+    /// then returns the address it listens on: how a caller that ran the server in
+    /// another task learns the port a port-0 server picked. ``webAddress`` and
+    /// ``metricsAddress`` are set from then on too.
+    ///
+    /// - Throws: the error that kept ``run()`` from listening (a port in use, a
+    ///   cluster it could not join), or ``ConfigurationError`` when the server was
+    ///   shut down before it listened.
+    public var listeningAddress: (host: String, port: Int) {
+        get async throws {
+            await bound.wait()
+            if let failure = bindFailure.withLock({ $0 }) { throw failure }
+            return localAddress
+        }
     }
 
     /// The web listener's address (the page at `/`, WebSocket at `/ws`), when
@@ -68,7 +92,7 @@ public final class ViewlineServer: Service, Sendable {
         return (address.ipAddress ?? configuration.metricsHost, address.port ?? 0)
     }
 
-    /// Assembles `apps` and binds the port.
+    /// Assembles `apps`; ``run()`` binds the port.
     ///
     /// - Parameters:
     ///   - apps: the view-models, in the order `state` and `help` list them.
@@ -81,16 +105,16 @@ public final class ViewlineServer: Service, Sendable {
         apps: [any ViewModel.Type], services: Services = Services(), faults: FaultInjector = FaultInjector(),
         cluster: Cluster? = nil,
         configuration: ServerConfiguration = ServerConfiguration(), logger: Logger = Logger(label: "viewline")
-    ) async throws {
+    ) throws {
         let application = Application(apps, services: services, faults: faults, cluster: cluster, configuration: configuration, logger: logger)
-        try await self.init(application: application, configuration: configuration, logger: logger)
+        try self.init(application: application, configuration: configuration, logger: logger)
     }
 
-    /// Binds the port for an assembled application.
+    /// A server for an assembled application; ``run()`` binds the port.
     ///
     /// - Throws: ``ConfigurationError`` naming every backend the view-models declare
-    ///   and the application's ``Services`` lack, before anything is bound.
-    public init(application: Application, configuration: ServerConfiguration, logger: Logger) async throws {
+    ///   and the application's ``Services`` lack.
+    public init(application: Application, configuration: ServerConfiguration, logger: Logger) throws {
         if !application.missingBackends.isEmpty {
             let names = application.missingBackends.map { "\"\($0.name)\" (\($0.summary))" }
             throw ConfigurationError(description: "the view-models call backends the server's Services lack: \(names.joined(separator: ", "))")
@@ -102,6 +126,12 @@ public final class ViewlineServer: Service, Sendable {
         let loops = configuration.eventLoops ?? System.coreCount
         self.group = MultiThreadedEventLoopGroup(numberOfThreads: loops)
         application.eventLoopCount.store(loops, ordering: .relaxed)
+    }
+
+    /// Binds every listener and, in a cluster, joins it; on failure, closes what it
+    /// bound.
+    private func listen() async throws {
+        let configuration = configuration
         let maximumLineBytes = configuration.maximumLineBytes
         let lineTimeout = configuration.incompleteLineTimeout.map { TimeAmount.nanoseconds(Int64($0.seconds * 1e9)) }
         let tls = configuration.tls
@@ -138,9 +168,7 @@ public final class ViewlineServer: Service, Sendable {
                 operationsChannel.withLock { $0 = operations }
             }
         } catch {
-            try? await serverChannel.withLock({ $0 })?.close()
-            try? await webChannel.withLock({ $0 })?.close()
-            try? await group.shutdownGracefully()
+            await closeListeners()
             throw error
         }
         if let cluster = application.cluster {
@@ -153,11 +181,16 @@ public final class ViewlineServer: Service, Sendable {
             do {
                 try await cluster.start(sessions: application.sessions)
             } catch {
-                try? await listener.close()
-                try? await group.shutdownGracefully()
+                await closeListeners()
                 throw error
             }
         }
+    }
+
+    private func closeListeners() async {
+        try? await serverChannel.withLock({ $0 })?.close()
+        try? await webChannel.withLock({ $0 })?.close()
+        try? await operationsChannel.withLock({ $0 })?.close()
     }
 
     /// Serves until ``shutdown(reason:)`` closes the listening socket, then waits
@@ -166,7 +199,26 @@ public final class ViewlineServer: Service, Sendable {
     /// A graceful shutdown of the `ServiceGroup` it runs in, or cancelling the task
     /// that runs it, starts ``shutdown(reason:)``: commands running finish within the
     /// drain timeout, every client is told `bye` (`shutdown`), and `run` returns.
+    ///
+    /// It first binds the listeners (and joins the cluster); a failure there is thrown
+    /// (and given to whoever waits on ``listeningAddress``), with the event loops
+    /// stopped. Run it once.
     public func run() async throws {
+        do {
+            guard lifecycle.withLock({ $0 == .serving }) else {
+                throw ConfigurationError(description: "the server was shut down before it listened")
+            }
+            try await listen()
+            // A shutdown that came while binding found no listener to close.
+            if !lifecycle.withLock({ $0 == .serving }) { await closeListeners() }
+        } catch {
+            bindFailure.withLock { $0 = error }
+            bound.open()
+            lifecycle.withLock { $0 = .stopped }
+            try? await group.shutdownGracefully()
+            throw error
+        }
+        bound.open()
         try await withTaskCancellationOrGracefulShutdownHandler {
             try await self.serve()
         } onCancelOrGracefulShutdown: {
@@ -199,7 +251,7 @@ public final class ViewlineServer: Service, Sendable {
         case .serving: break
         }
         defer { shutdownFinished.open() }
-        try? await listener.close()
+        try? await serverChannel.withLock({ $0 })?.close()
         try? await webChannel.withLock({ $0 })?.close()
         // Draining (`/readyz` already says 503): commands already running finish,
         // within the drain timeout, before anyone is told `bye`.

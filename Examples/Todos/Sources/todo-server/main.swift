@@ -16,8 +16,10 @@ var services = Services()
 services.todoStore = TodoFile(path: "todos.json")
 services.places = PlacesServiceLive(latency: .zero)
 
-let server = try await ViewlineServer(apps: [Todos.self, Search.self], services: services, configuration: configuration)
-print("listening on \(server.localAddress.host):\(server.localAddress.port)")
+let server = try ViewlineServer(apps: [Todos.self, Search.self], services: services, configuration: configuration)
+async let serving: Void = server.run()  // binds, then serves
+let address = try await server.listeningAddress
+print("listening on \(address.host):\(address.port)")
 if let web = server.webAddress { print("web on http://\(web.host):\(web.port)/") }
 fflush(nil)  // the addresses reach a script reading through a pipe now, not at exit
-try await server.run()
+try await serving
