@@ -10,8 +10,15 @@ import ViewlinePersistence
 /// changes pushed to every node by `LISTEN`/`NOTIFY`, single flight across nodes
 /// with an advisory lock, and session records (``PostgresSessionDirectory``).
 ///
+/// A server runs the `PostgresClient` in its `ServiceGroup`, beside the
+/// `ViewlineServer`, and migrates once the group runs:
+///
 /// ```swift
-/// let store = try await PostgresStore.connect(PostgresURL("postgres://viewline@db.internal/viewline"))
+/// let url = try PostgresURL("postgres://viewline@db.internal/viewline")
+/// let client = PostgresStore.makeClient(url, logger: logger)
+/// let store = PostgresStore(client: client, url: url, logger: logger)
+/// // in a service of the group that holds `client`:
+/// try await store.migrate()
 /// var services = try await SeedApps.liveServices(configuration, store: store, faults: faults)
 /// ```
 ///
@@ -25,7 +32,9 @@ public final class PostgresStore: AppStore {
     /// Where the database is.
     public let url: PostgresURL
     let logger: Logger
-    private let running: Task<Void, Never>
+    /// The client's run, when ``connect(_:operationTimeout:logger:)`` started it
+    /// (`nil`: its owner's `ServiceGroup` runs it).
+    private let running: Task<Void, Never>?
 
     /// The notification channel the contacts trigger signals on.
     static let contactsChannel = "viewline_contacts"
@@ -35,48 +44,79 @@ public final class PostgresStore: AppStore {
     public let operationTimeout: Duration
     let health = DatabaseHealth()
 
+    /// A `PostgresClient` for `url` as this store wants it: a short connect timeout,
+    /// up to 16 connections, and a pool that logs its errors only (the store reports
+    /// unavailability itself). Run it in your `ServiceGroup`.
+    public static func makeClient(_ url: PostgresURL, logger: Logger) -> PostgresClient {
+        var configuration = url.clientConfiguration
+        configuration.options.connectTimeout = .seconds(3)
+        configuration.options.maximumConnections = 16
+        // The pool's own log is noisy at start and while the database is down.
+        var poolLogger = logger
+        poolLogger.logLevel = max(logger.logLevel, .error)
+        return PostgresClient(configuration: configuration, backgroundLogger: poolLogger)
+    }
+
+    /// A store over `client`, which its owner runs (in a `ServiceGroup`, as
+    /// ``makeClient(_:logger:)`` says); `url` names the same database, for the
+    /// connections of its own a cluster's lease, health checks and the contacts
+    /// listener use. Call ``migrate()`` once the client runs, before anything else.
+    public init(client: PostgresClient, url: PostgresURL, operationTimeout: Duration = .seconds(30), logger: Logger = Logger(label: "viewline.postgres")) {
+        self.client = client
+        self.url = url
+        self.operationTimeout = operationTimeout
+        self.logger = logger
+        running = nil
+    }
+
     private init(url: PostgresURL, operationTimeout: Duration, logger: Logger) {
         self.url = url
         self.operationTimeout = operationTimeout
         self.logger = logger
-        var configuration = url.clientConfiguration
-        configuration.options.connectTimeout = .seconds(3)
-        configuration.options.maximumConnections = 16
-        // The pool's own log is noisy at start (it may be leased before `run()` is
-        // scheduled) and while the database is down: keep its errors only; this store
-        // reports unavailability itself.
-        var poolLogger = logger
-        poolLogger.logLevel = max(logger.logLevel, .error)
-        let client = PostgresClient(configuration: configuration, backgroundLogger: poolLogger)
+        let client = Self.makeClient(url, logger: logger)
         self.client = client
         running = Task { await client.run() }
     }
 
-    /// Connects and migrates (idempotent; safe when several nodes start at once).
+    /// Migrates the database (idempotent; safe when several nodes start at once) and
+    /// starts watching its health. Fails with ``StoreUnavailable`` when the database
+    /// cannot be reached.
+    public func migrate() async throws {
+        do {
+            try await PostgresMigrations.run(on: client, logger: logger)
+        } catch {
+            throw StoreUnavailable(url: url, underlying: error)
+        }
+        health.start(url: url, logger: logger)
+    }
+
+    /// Connects and migrates, running a client of its own in a task until
+    /// ``close()``: for tools and tests. A server runs the client in its
+    /// `ServiceGroup` instead (``init(client:url:operationTimeout:logger:)``).
     /// Fails with a clear error when the database cannot be reached.
     public static func connect(
         _ url: PostgresURL, operationTimeout: Duration = .seconds(30), logger: Logger = Logger(label: "viewline.postgres")
     ) async throws -> PostgresStore {
         let store = PostgresStore(url: url, operationTimeout: operationTimeout, logger: logger)
         do {
-            try await PostgresMigrations.run(on: store.client, logger: logger)
+            try await store.migrate()
         } catch {
             store.close()
-            throw StoreUnavailable(url: url, underlying: error)
+            throw error
         }
-        store.health.start(url: url, logger: logger)
         return store
     }
 
-    /// Stops the pool; pending queries fail.
+    /// Stops watching the database, and the client when the store runs its own;
+    /// pending queries fail.
     public func close() {
         health.stop()
-        running.cancel()
+        running?.cancel()
     }
 
     deinit {
         health.stop()
-        running.cancel()
+        running?.cancel()
     }
 
     // MARK: - Users

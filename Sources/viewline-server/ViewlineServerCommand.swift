@@ -142,36 +142,60 @@ struct ViewlineServerCommand: AsyncParsableCommand {
         apps.loginFailuresBeforeThrottling = loginAttemptsBeforeThrottle
 
         let faults = FaultInjector()
-        let store: any AppStore
-        var cluster: Cluster?
-        if let url = postgres ?? ProcessInfo.processInfo.environment["VIEWLINE_POSTGRES"].flatMap({ $0.isEmpty ? nil : $0 }) {
-            let postgresStore = try await PostgresStore.connect(try PostgresURL(url), logger: logger)
-            store = postgresStore
-            let directory = PostgresSessionDirectory(store: postgresStore)
-            // One node timeout for the whole cluster: nodes that measured leases
-            // differently would each take the other's live sessions.
-            let proposed = Duration.seconds(nodeTimeout ?? 5)
-            let agreed = try await directory.agreedNodeTimeout(proposing: proposed)
-            if agreed != proposed, nodeTimeout != nil {
-                logger.warning("the cluster's node timeout is stored in its database; using it instead of --node-timeout", metadata: [
-                    "node-timeout": "\(agreed)", "requested": "\(proposed)",
-                ])
+        let postgresURL = try (postgres ?? ProcessInfo.processInfo.environment["VIEWLINE_POSTGRES"].flatMap { $0.isEmpty ? nil : $0 })
+            .map { try PostgresURL($0) }
+        // On PostgreSQL the database client is a service of the group, beside the server.
+        let client = postgresURL.map { PostgresStore.makeClient($0, logger: logger) }
+        let (db, nodeTimeout, advertise) = (db, nodeTimeout, advertise)
+        let node = ServerNode(start: { [apps, configuration] in
+            let store: any AppStore
+            var cluster: Cluster?
+            if let postgresURL, let client {
+                let postgresStore = PostgresStore(client: client, url: postgresURL, logger: logger)
+                try await postgresStore.migrate()
+                store = postgresStore
+                let directory = PostgresSessionDirectory(store: postgresStore)
+                // One node timeout for the whole cluster: nodes that measured leases
+                // differently would each take the other's live sessions.
+                let proposed = Duration.seconds(nodeTimeout ?? 5)
+                let agreed = try await directory.agreedNodeTimeout(proposing: proposed)
+                if agreed != proposed, nodeTimeout != nil {
+                    logger.warning("the cluster's node timeout is stored in its database; using it instead of --node-timeout", metadata: [
+                        "node-timeout": "\(agreed)", "requested": "\(proposed)",
+                    ])
+                }
+                cluster = Cluster(directory: directory, address: advertise, nodeTimeout: agreed, logger: logger)
+                logger.info("using PostgreSQL", metadata: ["url": "\(postgresURL.redacted)"])
+            } else {
+                store = try SQLiteStore.open(path: db)
             }
-            cluster = Cluster(directory: directory, address: advertise, nodeTimeout: agreed, logger: logger)
-            logger.info("using PostgreSQL", metadata: ["url": "\(postgresStore.url.redacted)"])
-        } else {
-            store = try SQLiteStore.open(path: db)
-        }
-        let services = try await SeedApps.liveServices(apps, store: store, faults: faults)
-        let server = try ViewlineServer(
-            apps: SeedApps.all, services: services, faults: faults, cluster: cluster, configuration: configuration, logger: logger)
+            let services = try await SeedApps.liveServices(apps, store: store, faults: faults)
+            return try ViewlineServer(
+                apps: SeedApps.all, services: services, faults: faults, cluster: cluster, configuration: configuration, logger: logger)
+        }, listening: { [tlsCert] server in
+            let bound = server.localAddress
+            print("listening on \(bound.host):\(bound.port)")
+            if let metrics = server.metricsAddress {
+                print("metrics on http://\(metrics.host):\(metrics.port)/metrics")
+            }
+            if let web = server.webAddress {
+                print("web on \(tlsCert == nil ? "http" : "https")://\(web.host):\(web.port)/")
+            }
+            fflush(nil)
+        }, logger: logger)
+
         // Trapped before anyone is told the port, so a signal never finds the default
         // action: SIGTERM or SIGINT shuts the server down gracefully (it drains, says
         // `bye`, writes its records and leaves the cluster); a second one while it
         // drains: no more waiting.
         for number in [SIGTERM, SIGINT] { signal(number, SIG_IGN) }  // the sources below deliver them
         let signals = await UnixSignalsSequence(trapping: .sigterm, .sigint)
-        let group = ServiceGroup(configuration: .init(services: [.init(service: server)], logger: logger))
+        // The database client first: the group shuts services down in reverse order,
+        // so it outlives the server's last record writes.
+        let services: [ServiceGroupConfiguration.ServiceConfiguration] = (client.map { [.init(service: $0)] } ?? []) + [
+            .init(service: node, successTerminationBehavior: .gracefullyShutdownGroup),
+        ]
+        let group = ServiceGroup(configuration: .init(services: services, logger: logger))
         let watcher = Task {
             var caught = 0
             for await signal in signals {
@@ -186,22 +210,6 @@ struct ViewlineServerCommand: AsyncParsableCommand {
             }
         }
         defer { watcher.cancel() }
-        // The group runs the server, which binds; the addresses are printed once it has.
-        async let running: Void = group.run()
-        do {
-            let bound = try await server.listeningAddress
-            print("listening on \(bound.host):\(bound.port)")
-            if let metrics = server.metricsAddress {
-                print("metrics on http://\(metrics.host):\(metrics.port)/metrics")
-            }
-            if let web = server.webAddress {
-                print("web on \(tlsCert == nil ? "http" : "https")://\(web.host):\(web.port)/")
-            }
-            fflush(nil)
-        } catch {
-            // PostgresNIO hides a server's message from `description`: say it here.
-            logger.error("could not start", metadata: ["error": "\(String(reflecting: error))"])
-        }
-        try await running
+        try await group.run()
     }
 }
