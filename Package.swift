@@ -25,6 +25,7 @@ let package = Package(
         .library(name: "ViewlineApps", targets: ["ViewlineApps"]),
         .library(name: "ViewlineProtocol", targets: ["ViewlineProtocol"]),
         .library(name: "ViewlineClient", targets: ["ViewlineClient"]),
+        .library(name: "ViewlinePostgres", targets: ["ViewlinePostgres"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
@@ -47,14 +48,24 @@ let package = Package(
             name: "ViewlinePersistence",
             dependencies: [.product(name: "GRDB", package: "GRDB.swift")]
         ),
-        // The same store on PostgreSQL (postgres-nio), for several nodes over one database:
-        // LISTEN/NOTIFY observations, cluster-wide single flight, session records.
+        // A cluster over PostgreSQL (postgres-nio): session records, node leases and
+        // shared settings in tables of its own, over a bare PostgresClient; the
+        // deadlines, health watch and lease fence every part on PostgreSQL shares.
         .target(
             name: "ViewlinePostgres",
             dependencies: [
-                "ViewlinePersistence", "ViewlineKit", nioSSL,
+                "ViewlineKit", nioSSL,
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
+            ]
+        ),
+        // The seed apps' store on PostgreSQL, for several nodes over one database:
+        // LISTEN/NOTIFY observations, cluster-wide single flight, fenced writes.
+        .target(
+            name: "ViewlineAppsPostgres",
+            dependencies: [
+                "ViewlinePersistence", "ViewlineKit", "ViewlinePostgres",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
             ]
         ),
         // SHA-256 from the system's libcrypto: what a cluster record keeps of a token
@@ -117,7 +128,7 @@ let package = Package(
         .executableTarget(
             name: "viewline-server",
             dependencies: [
-                "ViewlineKit", "ViewlineTLS", "ViewlineApps", "ViewlinePersistence", "ViewlinePostgres",
+                "ViewlineKit", "ViewlineTLS", "ViewlineApps", "ViewlinePersistence", "ViewlinePostgres", "ViewlineAppsPostgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -154,7 +165,7 @@ let package = Package(
         .testTarget(name: "ViewlineProtocolTests", dependencies: ["ViewlineProtocol", "ViewlineApps"]),
         .testTarget(
             name: "ViewlineAppsTests",
-            dependencies: ["ViewlineApps", "ViewlineTesting", "ViewlinePersistence", "ViewlinePostgres", "ViewlineTestSupport"]
+            dependencies: ["ViewlineApps", "ViewlineTesting", "ViewlinePersistence", "ViewlinePostgres", "ViewlineAppsPostgres", "ViewlineTestSupport"]
         ),
         .testTarget(
             name: "ViewlineKitTests",

@@ -1,17 +1,24 @@
 import Foundation
+import Logging
 import PostgresNIO
 import Synchronization
 import ViewlineKit
 
-/// The cluster's session records and node heartbeats, in the PostgreSQL database the
-/// nodes share (tables `viewline_sessions` and `viewline_nodes`).
+/// The cluster's session records, node leases and shared settings, in the
+/// PostgreSQL database the nodes share (tables `viewline_sessions`, `viewline_nodes`
+/// and `viewline_cluster_settings`, and nothing else: the apps' own tables are
+/// their stores'). It needs only a `PostgresClient`, which its owner runs:
 ///
 /// ```swift
-/// let cluster = Cluster(directory: PostgresSessionDirectory(store: store))
+/// let client = PostgresClient(configuration: url.clientConfiguration)  // run in your ServiceGroup
+/// let directory = PostgresSessionDirectory(client: client, url: url)
+/// // once the group runs:
+/// try await directory.migrate()
+/// let cluster = Cluster(directory: directory, nodeTimeout: try await directory.agreedNodeTimeout(proposing: .seconds(5)))
 /// let server = try ViewlineServer(apps: apps, services: services, cluster: cluster, configuration: configuration)
 /// ```
 public struct PostgresSessionDirectory: SessionDirectory {
-    let store: PostgresStore
+    let database: DatabaseAccess
     /// Renewals go over a connection of their own, never queued behind the pool.
     let lease: LeaseConnection
 
@@ -25,9 +32,47 @@ public struct PostgresSessionDirectory: SessionDirectory {
         let value = Mutex(Duration.seconds(5))
     }
 
-    public init(store: PostgresStore) {
-        self.store = store
-        lease = LeaseConnection(url: store.url, logger: store.logger)
+    /// A directory over `client`, which its owner runs (in a `ServiceGroup`); `url`
+    /// names the same database, for the connections of its own that lease renewals
+    /// and the health watch use. Call ``migrate()`` once the client runs.
+    public init(client: PostgresClient, url: PostgresURL, operationTimeout: Duration = .seconds(30), logger: Logger = Logger(label: "viewline.cluster")) {
+        self.init(DatabaseAccess(client: client, url: url, operationTimeout: operationTimeout, logger: logger))
+    }
+
+    private init(_ database: DatabaseAccess) {
+        self.database = database
+        lease = LeaseConnection(url: database.url, logger: database.logger)
+    }
+
+    /// Creates the cluster's tables (idempotent; safe when several nodes start at
+    /// once) and starts watching the database's health. Fails with
+    /// ``StoreUnavailable`` when the database cannot be reached.
+    public func migrate() async throws {
+        do {
+            try await ClusterMigrations.schema.run(on: database.client, logger: database.logger)
+        } catch {
+            throw StoreUnavailable(url: database.url, underlying: error)
+        }
+        database.startWatching()
+    }
+
+    /// Connects and migrates, running a client of its own in a task until
+    /// ``close()``: for tools and tests. A server runs the client in its
+    /// `ServiceGroup` instead (``init(client:url:operationTimeout:logger:)``).
+    public static func connect(_ url: PostgresURL, logger: Logger = Logger(label: "viewline.cluster")) async throws -> PostgresSessionDirectory {
+        let directory = PostgresSessionDirectory(DatabaseAccess(url: url, operationTimeout: .seconds(30), logger: logger))
+        do {
+            try await directory.migrate()
+        } catch {
+            directory.close()
+            throw error
+        }
+        return directory
+    }
+
+    /// Stops watching the database, and the client when the directory runs its own.
+    public func close() {
+        database.close()
     }
 
     // Every time below is PostgreSQL's (`clock_timestamp()`), never a node's.
@@ -44,8 +89,8 @@ public struct PostgresSessionDirectory: SessionDirectory {
             """, timeout: .seconds(2))
         // Housekeeping, off the renewal's path: records of sessions whose node is long
         // gone and that nobody attached to.
-        Task { [store] in
-            try? await store.run("""
+        Task { [database] in
+            try? await database.run("""
                 DELETE FROM viewline_sessions s WHERE s.updated_at < clock_timestamp() - make_interval(secs => \(recordsExpireAfter.inSeconds))
                 AND NOT EXISTS (SELECT 1 FROM viewline_nodes n WHERE n.id = s.owner AND n.heartbeat_at > clock_timestamp() - interval '60 seconds')
                 """)
@@ -59,10 +104,10 @@ public struct PostgresSessionDirectory: SessionDirectory {
     /// another value adopts the stored one.
     public func agreedNodeTimeout(proposing proposed: Duration) async throws -> Duration {
         let milliseconds = String(Int(proposed.inSeconds * 1000))
-        try await store.run("""
+        try await database.run("""
             INSERT INTO viewline_cluster_settings (name, value) VALUES ('node_timeout_ms', \(milliseconds)) ON CONFLICT (name) DO NOTHING
             """)
-        let stored = try await store.collect("SELECT value FROM viewline_cluster_settings WHERE name = 'node_timeout_ms'") { row in
+        let stored = try await database.collect("SELECT value FROM viewline_cluster_settings WHERE name = 'node_timeout_ms'") { row in
             try row.decode(String.self)
         }.first
         let agreed = stored.flatMap(Int.init).flatMap { $0 > 0 ? Duration.milliseconds($0) : nil } ?? proposed
@@ -71,7 +116,7 @@ public struct PostgresSessionDirectory: SessionDirectory {
     }
 
     public func leave(_ node: ClusterNode) async throws {
-        try await store.run("DELETE FROM viewline_nodes WHERE id = \(node.id)")
+        try await database.run("DELETE FROM viewline_nodes WHERE id = \(node.id)")
     }
 
     public func save(_ records: [SessionRecord]) async throws -> [String] {
@@ -80,7 +125,7 @@ public struct PostgresSessionDirectory: SessionDirectory {
         // is not taken back (the owner fences the write: a node id is never reused),
         // and one of a lower rev than the stored one changes nothing (it is late).
         let revs = records.map { Int64($0.rev) }
-        let written = try await store.collect("""
+        let written = try await database.collect("""
             INSERT INTO viewline_sessions (lookup, secret_digest, owner, snapshot, rev, updated_at)
             SELECT l, decode(d, 'hex'), o, s, v, clock_timestamp()
             FROM unnest(\(records.map(\.lookup))::text[], \(records.map { Self.hex($0.secretDigest) })::text[],
@@ -100,7 +145,7 @@ public struct PostgresSessionDirectory: SessionDirectory {
     public func remove(lookup: String) async throws {
         // A tombstone, not a delete: a batch that took the session's snapshot before
         // `quit` and writes it after is refused (housekeeping deletes it after a day).
-        try await store.run("""
+        try await database.run("""
             INSERT INTO viewline_sessions (lookup, secret_digest, owner, snapshot, updated_at, ended)
             VALUES (\(lookup), ''::bytea, '', '{}', clock_timestamp(), true)
             ON CONFLICT (lookup) DO UPDATE SET ended = true, snapshot = '{}', secret_digest = ''::bytea, updated_at = clock_timestamp()
@@ -108,14 +153,14 @@ public struct PostgresSessionDirectory: SessionDirectory {
     }
 
     public func liveNodes(nodeTimeout: Duration) async throws -> Int? {
-        try await store.collect("""
+        try await database.collect("""
             SELECT count(*)::int8 FROM viewline_nodes
             WHERE heartbeat_at > clock_timestamp() - make_interval(secs => \(nodeTimeout.inSeconds))
             """) { row in Int(try row.decode(Int64.self)) }.first
     }
 
     public func find(lookup: String, nodeTimeout: Duration) async throws -> SessionLocation? {
-        try await store.collect("""
+        try await database.collect("""
             SELECT s.lookup, encode(s.secret_digest, 'hex'), s.owner, s.snapshot, s.rev, coalesce(n.address, ''), coalesce(n.web, ''),
                    coalesce(n.heartbeat_at > clock_timestamp() - make_interval(secs => \(nodeTimeout.inSeconds)), false)
             FROM viewline_sessions s LEFT JOIN viewline_nodes n ON n.id = s.owner
@@ -132,7 +177,7 @@ public struct PostgresSessionDirectory: SessionDirectory {
     public func claim(lookup: String, from previousOwner: String, for node: ClusterNode, nodeTimeout: Duration) async throws -> Bool {
         // One statement: the owner is still the one seen, and its lease has expired by
         // the database's clock at this very moment (a node that came back is not robbed).
-        let claimed = try await store.collect("""
+        let claimed = try await database.collect("""
             UPDATE viewline_sessions SET owner = \(node.id), updated_at = clock_timestamp()
             WHERE lookup = \(lookup) AND owner = \(previousOwner) AND NOT ended
             AND NOT EXISTS (SELECT 1 FROM viewline_nodes n WHERE n.id = \(previousOwner)
@@ -143,7 +188,7 @@ public struct PostgresSessionDirectory: SessionDirectory {
     }
 
     public func release(lookup: String, by node: ClusterNode, to previousOwner: String) async throws {
-        try await store.run("""
+        try await database.run("""
             UPDATE viewline_sessions SET owner = \(previousOwner) WHERE lookup = \(lookup) AND owner = \(node.id)
             """)
     }
@@ -151,7 +196,7 @@ public struct PostgresSessionDirectory: SessionDirectory {
     public func lost(_ lookups: [String], by node: ClusterNode) async throws -> [String] {
         guard !lookups.isEmpty else { return [] }
         // A session with no record yet was never seen by another node: not lost.
-        return try await store.collect("""
+        return try await database.collect("""
             SELECT lookup FROM viewline_sessions WHERE lookup = ANY(\(lookups)::text[]) AND owner <> \(node.id) AND NOT ended
             """) { try $0.decode(String.self) }
     }

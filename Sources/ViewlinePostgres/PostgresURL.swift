@@ -45,7 +45,9 @@ public struct PostgresURL: Sendable, CustomStringConvertible {
 
     public var description: String { redacted }
 
-    var clientConfiguration: PostgresClient.Configuration {
+    /// A `PostgresClient` configuration for this database (its host or socket,
+    /// credentials and TLS).
+    public var clientConfiguration: PostgresClient.Configuration {
         if let socketDirectory {
             return PostgresClient.Configuration(
                 unixSocketPath: "\(socketDirectory)/.s.PGSQL.\(port)", username: user, password: password, database: database)
@@ -53,7 +55,7 @@ public struct PostgresURL: Sendable, CustomStringConvertible {
         return PostgresClient.Configuration(host: host, port: port, username: user, password: password, database: database, tls: clientTLS)
     }
 
-    func connectionConfiguration() throws -> PostgresConnection.Configuration {
+    package func connectionConfiguration() throws -> PostgresConnection.Configuration {
         if let socketDirectory {
             return PostgresConnection.Configuration(
                 unixSocketPath: "\(socketDirectory)/.s.PGSQL.\(port)", username: user, password: password, database: database)

@@ -3,14 +3,14 @@ import CoreMetrics
 /// The PostgreSQL store's figures, through swift-metrics (whatever the process
 /// bootstrapped; nothing without a bootstrap): calls by outcome, their latency, and
 /// the contacts listener's reconnects. Made at first use, after the bootstrap.
-final class StoreFigures: Sendable {
-    static let shared = StoreFigures()
+package final class StoreFigures: Sendable {
+    package static let shared = StoreFigures()
 
     enum Outcome: String, CaseIterable { case ok, unavailable, failed }
 
     private let calls: [Outcome: Counter]
     private let latency: Timer
-    let listenReconnects: Counter
+    package let listenReconnects: Counter
 
     private init() {
         calls = Dictionary(uniqueKeysWithValues: Outcome.allCases.map {

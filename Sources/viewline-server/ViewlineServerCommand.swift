@@ -11,6 +11,7 @@ import ViewlineKit
 import ViewlineTLS
 import ViewlinePersistence
 import ViewlinePostgres
+import ViewlineAppsPostgres
 
 /// `viewline-server`: parse the flags, build the server, serve until a signal.
 @main
@@ -154,7 +155,9 @@ struct ViewlineServerCommand: AsyncParsableCommand {
                 let postgresStore = PostgresStore(client: client, url: postgresURL, logger: logger)
                 try await postgresStore.migrate()
                 store = postgresStore
-                let directory = PostgresSessionDirectory(store: postgresStore)
+                // The cluster's own tables, over the same client.
+                let directory = PostgresSessionDirectory(client: client, url: postgresURL, logger: logger)
+                try await directory.migrate()
                 // One node timeout for the whole cluster: nodes that measured leases
                 // differently would each take the other's live sessions.
                 let proposed = Duration.seconds(nodeTimeout ?? 5)

@@ -4,6 +4,7 @@ import Testing
 import ViewlineKit
 import ViewlinePersistence
 import ViewlinePostgres
+import ViewlineAppsPostgres
 import ViewlineTestSupport
 
 /// Application writes made for a session of a cluster take effect only while the node
@@ -16,8 +17,8 @@ import ViewlineTestSupport
 
     func cluster() async throws -> (store: PostgresStore, directory: PostgresSessionDirectory) {
         let server = PostgresServer.shared
-        let store = try await PostgresStore.connect(try PostgresURL(server.url(database: try server.createDatabase())))
-        return (store, PostgresSessionDirectory(store: store))
+        let url = try PostgresURL(server.url(database: try server.createDatabase()))
+        return (try await PostgresStore.connect(url), try await PostgresSessionDirectory.connect(url))
     }
 
     func record(owner: ClusterNode) -> SessionRecord {

@@ -13,7 +13,31 @@ import ViewlineTestSupport
     func directory() async throws -> PostgresSessionDirectory {
         let server = PostgresServer.shared
         let url = try PostgresURL(server.url(database: try server.createDatabase()))
-        return PostgresSessionDirectory(store: try await PostgresStore.connect(url))
+        return try await PostgresSessionDirectory.connect(url)
+    }
+
+    @Test func theDirectoryMakesOnlyTheClustersTablesAndTakesThoseAnOlderSchemaMade() async throws {
+        let server = PostgresServer.shared
+        let database = try server.createDatabase()
+        let directory = try await PostgresSessionDirectory.connect(try PostgresURL(server.url(database: database)))
+        defer { directory.close() }
+        let tables = try server.query("SELECT string_agg(tablename, ',' ORDER BY tablename) FROM pg_tables WHERE schemaname = 'public'", database: database)
+        #expect(tables == "viewline_cluster_migrations,viewline_cluster_settings,viewline_nodes,viewline_sessions")
+
+        // A database whose cluster tables the seed store's schema made (before the two
+        // were split, without `rev`): the directory takes them and adds what they lack.
+        let older = try server.createDatabase()
+        _ = try server.query("""
+            CREATE TABLE viewline_nodes (id text PRIMARY KEY, address text NOT NULL, heartbeat_at timestamptz NOT NULL);
+            CREATE TABLE viewline_sessions (lookup text PRIMARY KEY, secret_digest bytea NOT NULL, owner text NOT NULL,
+                snapshot text NOT NULL, updated_at timestamptz NOT NULL, ended boolean NOT NULL DEFAULT false);
+            INSERT INTO viewline_sessions VALUES ('0123456789abcdef', decode('07', 'hex'), 'n-zombie', '{"v":1}', now(), false)
+            """, database: older)
+        let migrated = try await PostgresSessionDirectory.connect(try PostgresURL(server.url(database: older)))
+        defer { migrated.close() }
+        #expect(try await migrated.find(lookup: "0123456789abcdef", nodeTimeout: .seconds(5))?.record.snapshot == #"{"v":1}"#)
+        _ = try await migrated.save([record(owner: zombie, snapshot: #"{"v":2}"#)])
+        #expect(try await migrated.find(lookup: "0123456789abcdef", nodeTimeout: .seconds(5))?.record.rev == 0)
     }
 
     func record(owner: ClusterNode, snapshot: String) -> SessionRecord {

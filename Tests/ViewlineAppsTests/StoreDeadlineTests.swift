@@ -42,8 +42,8 @@ import Testing
     @Test func aQueryThatIgnoresCancellationStillEndsAtTheDeadline() async throws {
         let stuck = StuckQuery()
         defer { stuck.release() }
-        await #expect(throws: PostgresStore.TimedOut.self) {
-            _ = try await PostgresStore.first(of: { await stuck.run() }, within: .milliseconds(200), health: DatabaseHealth())
+        await #expect(throws: DatabaseAccess.TimedOut.self) {
+            _ = try await DatabaseAccess.first(of: { await stuck.run() }, within: .milliseconds(200), health: DatabaseHealth())
         }
         #expect(stuck.isStuck)  // the call ended while its query still hung (the suite's time limit catches a wait)
     }
@@ -52,14 +52,14 @@ import Testing
         let stuck = StuckQuery()
         defer { stuck.release() }
         let health = DatabaseHealth()
-        let call = Task { try await PostgresStore.first(of: { await stuck.run() }, within: .seconds(600), health: health) }
+        let call = Task { try await DatabaseAccess.first(of: { await stuck.run() }, within: .seconds(600), health: health) }
         try await Task.sleep(for: .milliseconds(50))
         health.set(down: true)
-        await #expect(throws: PostgresStore.ConnectionLost.self) { _ = try await call.value }
+        await #expect(throws: DatabaseAccess.ConnectionLost.self) { _ = try await call.value }
         #expect(stuck.isStuck)
     }
 
     @Test func anAnswerBeforeTheDeadlineIsTheResult() async throws {
-        #expect(try await PostgresStore.first(of: { 42 }, within: .seconds(600), health: DatabaseHealth()) == 42)
+        #expect(try await DatabaseAccess.first(of: { 42 }, within: .seconds(600), health: DatabaseHealth()) == 42)
     }
 }

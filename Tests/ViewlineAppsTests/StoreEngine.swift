@@ -1,6 +1,7 @@
 import Foundation
 import ViewlinePersistence
 import ViewlinePostgres
+import ViewlineAppsPostgres
 import ViewlineTestSupport
 
 /// The two stores the seed apps run on. Tests that take an engine run once on each:

@@ -2,14 +2,14 @@ import Logging
 import PostgresNIO
 import ViewlineKit
 
-extension PostgresStore {
+extension DatabaseAccess {
     /// Runs a write. When the current task acts for a session of a cluster
     /// (``SessionFence/current``), the write runs in a transaction that first checks,
     /// by the database's clock, that this node holds the session's lease — its
     /// heartbeat is younger than the node timeout and no other node owns the
     /// session's record — and holds the record against a claim until the write
     /// commits. A refused write writes nothing and throws ``SessionFenced``.
-    func write<T: Sendable>(_ work: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
+    package func write<T: Sendable>(_ work: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
         guard let fence = SessionFence.current else {
             return try await unavailableIfDown { [self] in
                 try await client.withConnection { connection in try await work(connection) }
@@ -62,7 +62,7 @@ extension PostgresStore {
 
 extension PostgresConnection {
     /// Runs a statement and maps every row.
-    func collect<T: Sendable>(_ query: PostgresQuery, logger: Logger, _ transform: (PostgresRow) throws -> T) async throws -> [T] {
+    package func collect<T: Sendable>(_ query: PostgresQuery, logger: Logger, _ transform: (PostgresRow) throws -> T) async throws -> [T] {
         var values: [T] = []
         for try await row in try await self.query(query, logger: logger) { values.append(try transform(row)) }
         return values

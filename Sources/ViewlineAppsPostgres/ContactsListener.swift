@@ -1,6 +1,7 @@
 import Logging
 import PostgresNIO
 import ViewlinePersistence
+import ViewlinePostgres
 
 /// One node's `LISTEN viewline_contacts`: a dedicated connection that hears every
 /// committed contacts change, from any node, and re-reads the table once per change.

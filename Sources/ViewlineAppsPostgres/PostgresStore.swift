@@ -4,11 +4,14 @@ import PostgresNIO
 import Synchronization
 import ViewlineKit
 import ViewlinePersistence
+import ViewlinePostgres
 
-/// The store on PostgreSQL, for several server nodes over one database: the same
-/// ``AppStore`` the seed apps use on SQLite, plus what a cluster needs — contacts
-/// changes pushed to every node by `LISTEN`/`NOTIFY`, single flight across nodes
-/// with an advisory lock, and session records (``PostgresSessionDirectory``).
+/// The seed apps' store on PostgreSQL, for several server nodes over one database:
+/// the same ``AppStore`` the seed apps use on SQLite, plus what a cluster needs —
+/// contacts changes pushed to every node by `LISTEN`/`NOTIFY`, single flight across
+/// nodes with an advisory lock, and writes fenced by a session's lease. The
+/// cluster's own records are ``PostgresSessionDirectory``'s (ViewlinePostgres),
+/// over the same client or another.
 ///
 /// A server runs the `PostgresClient` in its `ServiceGroup`, beside the
 /// `ViewlineServer`, and migrates once the group runs:
@@ -27,67 +30,41 @@ import ViewlinePersistence
 /// once it is back. The contacts listener reconnects with backoff and re-reads the
 /// table when it does, so no change is missed.
 public final class PostgresStore: AppStore {
-    /// The pool every query uses.
-    let client: PostgresClient
-    /// Where the database is.
-    public let url: PostgresURL
-    let logger: Logger
-    /// The client's run, when ``connect(_:operationTimeout:logger:)`` started it
-    /// (`nil`: its owner's `ServiceGroup` runs it).
-    private let running: Task<Void, Never>?
+    /// The pool, its deadlines and its health.
+    let database: DatabaseAccess
 
     /// The notification channel the contacts trigger signals on.
     static let contactsChannel = "viewline_contacts"
-
-    /// How long one store call may take before it fails with ``StoreUnavailable``
-    /// (a safety net: a database that goes down is noticed at once by ``health``).
-    public let operationTimeout: Duration
-    let health = DatabaseHealth()
 
     /// A `PostgresClient` for `url` as this store wants it: a short connect timeout,
     /// up to 16 connections, and a pool that logs its errors only (the store reports
     /// unavailability itself). Run it in your `ServiceGroup`.
     public static func makeClient(_ url: PostgresURL, logger: Logger) -> PostgresClient {
-        var configuration = url.clientConfiguration
-        configuration.options.connectTimeout = .seconds(3)
-        configuration.options.maximumConnections = 16
-        // The pool's own log is noisy at start and while the database is down.
-        var poolLogger = logger
-        poolLogger.logLevel = max(logger.logLevel, .error)
-        return PostgresClient(configuration: configuration, backgroundLogger: poolLogger)
+        DatabaseAccess.makeClient(url, logger: logger)
     }
 
     /// A store over `client`, which its owner runs (in a `ServiceGroup`, as
     /// ``makeClient(_:logger:)`` says); `url` names the same database, for the
-    /// connections of its own a cluster's lease, health checks and the contacts
-    /// listener use. Call ``migrate()`` once the client runs, before anything else.
+    /// connections of its own the health watch and the contacts listener use. Call
+    /// ``migrate()`` once the client runs, before anything else.
     public init(client: PostgresClient, url: PostgresURL, operationTimeout: Duration = .seconds(30), logger: Logger = Logger(label: "viewline.postgres")) {
-        self.client = client
-        self.url = url
-        self.operationTimeout = operationTimeout
-        self.logger = logger
-        running = nil
+        database = DatabaseAccess(client: client, url: url, operationTimeout: operationTimeout, logger: logger)
     }
 
-    private init(url: PostgresURL, operationTimeout: Duration, logger: Logger) {
-        self.url = url
-        self.operationTimeout = operationTimeout
-        self.logger = logger
-        let client = Self.makeClient(url, logger: logger)
-        self.client = client
-        running = Task { await client.run() }
+    private init(_ database: DatabaseAccess) {
+        self.database = database
     }
 
-    /// Migrates the database (idempotent; safe when several nodes start at once) and
-    /// starts watching its health. Fails with ``StoreUnavailable`` when the database
-    /// cannot be reached.
+    /// Migrates the seed apps' tables (idempotent; safe when several nodes start at
+    /// once) and starts watching the database's health. Fails with
+    /// ``StoreUnavailable`` when the database cannot be reached.
     public func migrate() async throws {
         do {
-            try await PostgresMigrations.run(on: client, logger: logger)
+            try await StoreMigrations.schema.run(on: client, logger: logger)
         } catch {
             throw StoreUnavailable(url: url, underlying: error)
         }
-        health.start(url: url, logger: logger)
+        database.startWatching()
     }
 
     /// Connects and migrates, running a client of its own in a task until
@@ -97,7 +74,7 @@ public final class PostgresStore: AppStore {
     public static func connect(
         _ url: PostgresURL, operationTimeout: Duration = .seconds(30), logger: Logger = Logger(label: "viewline.postgres")
     ) async throws -> PostgresStore {
-        let store = PostgresStore(url: url, operationTimeout: operationTimeout, logger: logger)
+        let store = PostgresStore(DatabaseAccess(url: url, operationTimeout: operationTimeout, logger: logger))
         do {
             try await store.migrate()
         } catch {
@@ -110,14 +87,17 @@ public final class PostgresStore: AppStore {
     /// Stops watching the database, and the client when the store runs its own;
     /// pending queries fail.
     public func close() {
-        health.stop()
-        running?.cancel()
+        database.close()
     }
 
-    deinit {
-        health.stop()
-        running?.cancel()
-    }
+    /// Where the database is.
+    public var url: PostgresURL { database.url }
+    /// How long one store call may take before it fails with ``StoreUnavailable``
+    /// (a safety net: a database that goes down is noticed at once).
+    public var operationTimeout: Duration { database.operationTimeout }
+    var client: PostgresClient { database.client }
+    var logger: Logger { database.logger }
+    static var lockNamespace: Int32 { DatabaseAccess.lockNamespace }
 
     // MARK: - Users
 
@@ -201,7 +181,7 @@ public final class PostgresStore: AppStore {
     // MARK: - Contacts
 
     public func contactsSnapshot() async throws -> ContactsSnapshot {
-        try await unavailableIfDown { [self] in
+        try await database.unavailableIfDown { [self] in
             // One statement, one snapshot: the version and the rows agree.
             let rows = try await client.query("""
                 SELECT v.version, c.name, c.phone, c.address
@@ -224,7 +204,7 @@ public final class PostgresStore: AppStore {
 
     @discardableResult
     public func applyContacts(_ contacts: [Contact], document: String, source: String, at date: Date) async throws -> Bool {
-        try await unavailableIfDown { [self] in
+        try await database.unavailableIfDown { [self] in
             try await client.withTransaction(logger: logger) { connection in
                 // Serialize appliers, so "already applied" is decided on the latest state.
                 try await connection.query("SELECT pg_advisory_xact_lock(\(Self.lockNamespace), hashtext('contacts-apply'))", logger: logger)
@@ -257,14 +237,12 @@ public final class PostgresStore: AppStore {
 
     // MARK: - Coordination
 
-    /// Advisory locks of this store use this first key.
-    static let lockNamespace: Int32 = 7878
 
     public func singleFlight(_ job: String, _ body: @escaping @Sendable () async throws -> Bool) async throws -> Bool? {
         // Fail fast while the database is down; the run itself may wait long for the
         // lock (another node's run) and for `body`.
         try await run("SELECT 1")
-        return try await unavailableIfDown(timeout: .seconds(24 * 3600)) { [self] in
+        return try await database.unavailableIfDown(timeout: .seconds(24 * 3600)) { [self] in
             try await client.withConnection { connection in
                 let before = try await Self.generation(of: job, on: connection, logger: logger)
                 // A session-level lock on this leased connection, held while `body` runs
@@ -303,165 +281,17 @@ public final class PostgresStore: AppStore {
 
     // MARK: - Helpers
 
-    /// Runs a statement and drops its rows.
-    func run(_ query: PostgresQuery) async throws {
-        try await unavailableIfDown { [self] in
-            _ = try await client.query(query, logger: logger).collect()
-        }
+    func run(_ query: PostgresQuery) async throws { try await database.run(query) }
+
+    /// A write, fenced by the session's lease when the task acts for one
+    /// (``DatabaseAccess/write(_:)``).
+    func write<T: Sendable>(_ work: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
+        try await database.write(work)
     }
 
-    /// Runs a query and maps every row.
     func collect<T: Sendable>(
         _ query: PostgresQuery, timeout: Duration? = nil, _ transform: @escaping @Sendable (PostgresRow) throws -> T
     ) async throws -> [T] {
-        try await unavailableIfDown(timeout: timeout) { [self] in
-            var values: [T] = []
-            for try await row in try await client.query(query, logger: logger) { values.append(try transform(row)) }
-            return values
-        }
-    }
-
-    /// Turns "cannot reach the database" into ``StoreUnavailable``: the database is
-    /// known to be down (at once, without waiting for the pool), goes down while the
-    /// call waits, a connection error, a server shutting down, or no answer within
-    /// ``operationTimeout``. Other errors (a constraint, a bug) pass through.
-    func unavailableIfDown<T: Sendable>(timeout: Duration? = nil, _ work: @escaping @Sendable () async throws -> T) async throws -> T {
-        let started = ContinuousClock.now
-        do {
-            let value = try await callOrUnavailable(timeout: timeout, work)
-            StoreFigures.shared.record(.ok, since: started)
-            return value
-        } catch let error as StoreUnavailable {
-            StoreFigures.shared.record(.unavailable, since: started)
-            throw error
-        } catch {
-            StoreFigures.shared.record(.failed, since: started)
-            throw error
-        }
-    }
-
-    private func callOrUnavailable<T: Sendable>(timeout: Duration?, _ work: @escaping @Sendable () async throws -> T) async throws -> T {
-        if health.isDown { throw StoreUnavailable(url: url, underlying: ConnectionLost()) }
-        do {
-            return try await Self.first(of: work, within: timeout ?? operationTimeout, health: health)
-        } catch let error as TimedOut {
-            throw StoreUnavailable(url: url, underlying: error)
-        } catch let error as ConnectionLost {
-            throw StoreUnavailable(url: url, underlying: error)
-        } catch let error as PSQLError where error.code != .server {
-            throw StoreUnavailable(url: url, underlying: error)
-        } catch let error as PSQLError where error.serverInfo?[.sqlState].map(Self.isShutdownState) == true {
-            throw StoreUnavailable(url: url, underlying: error)
-        }
-    }
-
-    /// `work`'s result, or `TimedOut` after `limit`, or `ConnectionLost` once the
-    /// database is known to be down: whichever comes first. Never waits for `work`
-    /// to notice it was cancelled (a task group would): a query stuck on a dead
-    /// connection must not hold its caller, such as a node's record batches, past
-    /// the limit.
-    static func first<T: Sendable>(
-        of work: @escaping @Sendable () async throws -> T, within limit: Duration, health: DatabaseHealth
-    ) async throws -> T {
-        let race = FirstOutcome<T>()
-        let worker = Task {
-            do { race.finish(.success(try await work())) } catch { race.finish(.failure(error)) }
-        }
-        let timer = Task {
-            try? await Task.sleep(for: limit)
-            if !Task.isCancelled { race.finish(.failure(TimedOut(limit: limit))) }
-        }
-        let watcher = Task {
-            await health.waitUntilDown()
-            if !Task.isCancelled { race.finish(.failure(ConnectionLost())) }
-        }
-        defer {
-            worker.cancel()
-            timer.cancel()
-            watcher.cancel()
-        }
-        return try await withTaskCancellationHandler {
-            try await race.value()
-        } onCancel: {
-            race.finish(.failure(CancellationError()))
-        }
-    }
-
-    /// The first of several outcomes, kept until it is awaited.
-    final class FirstOutcome<T: Sendable>: Sendable {
-        private enum State {
-            case open
-            case finished(Result<T, any Error>)
-            case waiting(CheckedContinuation<T, any Error>)
-            case taken
-        }
-        private let state = Mutex(State.open)
-
-        func finish(_ result: Result<T, any Error>) {
-            let waiter = state.withLock { state -> CheckedContinuation<T, any Error>? in
-                switch state {
-                case .open:
-                    state = .finished(result)
-                    return nil
-                case .waiting(let continuation):
-                    state = .taken
-                    return continuation
-                case .finished, .taken:
-                    return nil
-                }
-            }
-            waiter?.resume(with: result)
-        }
-
-        func value() async throws -> T {
-            try await withCheckedThrowingContinuation { continuation in
-                let ready = state.withLock { state -> Result<T, any Error>? in
-                    if case .finished(let result) = state {
-                        state = .taken
-                        return result
-                    }
-                    state = .waiting(continuation)
-                    return nil
-                }
-                if let ready { continuation.resume(with: ready) }
-            }
-        }
-    }
-
-    struct ConnectionLost: Error, CustomStringConvertible {
-        var description: String { "the connection to it was lost" }
-    }
-
-    struct TimedOut: Error, CustomStringConvertible {
-        let limit: Duration
-        var description: String { "no answer within \(limit)" }
-    }
-
-    /// SQLSTATEs a server sends while it shuts down or refuses connections.
-    private static func isShutdownState(_ state: String) -> Bool {
-        state.hasPrefix("57P") || state.hasPrefix("08")
-    }
-}
-
-/// The database cannot be reached right now (down, restarting, unreachable): the
-/// command that needed it fails with this; the next ones work again once it is back.
-public struct StoreUnavailable: ProtocolErrorConvertible, CustomStringConvertible {
-    public let url: PostgresURL
-    public let underlying: any Error
-
-    public var description: String {
-        "the database at \(url.redacted) is unavailable (\(Self.reason(underlying)))"
-    }
-
-    /// `unavailable`, with the reason but not the URL (which names the database host).
-    public var protocolError: ProtocolError {
-        ProtocolError(.unavailable, "the database is unavailable (\(Self.reason(underlying))); try again")
-    }
-
-    private static func reason(_ error: any Error) -> String {
-        guard let error = error as? PSQLError else { return "\(error)" }
-        if let message = error.serverInfo?[.message] { return message }
-        if let underlying = error.underlying { return "\(underlying)" }
-        return "\(error.code)"
+        try await database.collect(query, timeout: timeout, transform)
     }
 }

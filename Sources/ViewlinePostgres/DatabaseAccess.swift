@@ -1,0 +1,212 @@
+import Logging
+import PostgresNIO
+import Synchronization
+
+/// One database's access as every Viewline part on PostgreSQL does it: a
+/// `PostgresClient` pool (run by its owner in a `ServiceGroup`, or by
+/// ``connect(_:operationTimeout:logger:)``'s task), calls that end at their deadline
+/// or as soon as the database is known to be down (``StoreUnavailable``), and a
+/// health watch on a connection of its own. The cluster's directory and the seed
+/// apps' store each hold one.
+package final class DatabaseAccess: Sendable {
+    /// The pool every query uses.
+    package let client: PostgresClient
+    /// Where the database is.
+    package let url: PostgresURL
+    package let logger: Logger
+    /// How long one call may take before it fails with ``StoreUnavailable``.
+    package let operationTimeout: Duration
+    let health = DatabaseHealth()
+    /// The client's run, when this database started it (`nil`: its owner runs it).
+    private let running: Task<Void, Never>?
+
+    /// A `PostgresClient` for `url` as Viewline wants it: a short connect timeout, up
+    /// to 16 connections, and a pool that logs its errors only (calls report
+    /// unavailability themselves).
+    package static func makeClient(_ url: PostgresURL, logger: Logger) -> PostgresClient {
+        var configuration = url.clientConfiguration
+        configuration.options.connectTimeout = .seconds(3)
+        configuration.options.maximumConnections = 16
+        // The pool's own log is noisy at start and while the database is down.
+        var poolLogger = logger
+        poolLogger.logLevel = max(logger.logLevel, .error)
+        return PostgresClient(configuration: configuration, backgroundLogger: poolLogger)
+    }
+
+    /// Over `client`, which its owner runs.
+    package init(client: PostgresClient, url: PostgresURL, operationTimeout: Duration, logger: Logger) {
+        self.client = client
+        self.url = url
+        self.operationTimeout = operationTimeout
+        self.logger = logger
+        running = nil
+    }
+
+    /// Over a client of its own, run in a task until ``close()``.
+    package init(url: PostgresURL, operationTimeout: Duration, logger: Logger) {
+        let client = Self.makeClient(url, logger: logger)
+        self.client = client
+        self.url = url
+        self.operationTimeout = operationTimeout
+        self.logger = logger
+        running = Task { await client.run() }
+    }
+
+    /// Starts watching the database's health (once it is migrated and reachable).
+    package func startWatching() {
+        health.start(url: url, logger: logger)
+    }
+
+    /// Stops watching, and the client when this database runs its own.
+    package func close() {
+        health.stop()
+        running?.cancel()
+    }
+
+    deinit {
+        health.stop()
+        running?.cancel()
+    }
+
+    /// The advisory-lock namespace every Viewline lock on the database uses.
+    package static let lockNamespace: Int32 = 7878
+
+    /// Runs a statement and drops its rows.
+    package func run(_ query: PostgresQuery) async throws {
+        try await unavailableIfDown { [self] in
+            _ = try await client.query(query, logger: logger).collect()
+        }
+    }
+
+    /// Runs a query and maps every row.
+    package func collect<T: Sendable>(
+        _ query: PostgresQuery, timeout: Duration? = nil, _ transform: @escaping @Sendable (PostgresRow) throws -> T
+    ) async throws -> [T] {
+        try await unavailableIfDown(timeout: timeout) { [self] in
+            var values: [T] = []
+            for try await row in try await client.query(query, logger: logger) { values.append(try transform(row)) }
+            return values
+        }
+    }
+
+    /// Turns "cannot reach the database" into ``StoreUnavailable``: the database is
+    /// known to be down (at once, without waiting for the pool), goes down while the
+    /// call waits, a connection error, a server shutting down, or no answer within
+    /// ``operationTimeout``. Other errors (a constraint, a bug) pass through.
+    package func unavailableIfDown<T: Sendable>(timeout: Duration? = nil, _ work: @escaping @Sendable () async throws -> T) async throws -> T {
+        let started = ContinuousClock.now
+        do {
+            let value = try await callOrUnavailable(timeout: timeout, work)
+            StoreFigures.shared.record(.ok, since: started)
+            return value
+        } catch let error as StoreUnavailable {
+            StoreFigures.shared.record(.unavailable, since: started)
+            throw error
+        } catch {
+            StoreFigures.shared.record(.failed, since: started)
+            throw error
+        }
+    }
+
+    private func callOrUnavailable<T: Sendable>(timeout: Duration?, _ work: @escaping @Sendable () async throws -> T) async throws -> T {
+        if health.isDown { throw StoreUnavailable(url: url, underlying: ConnectionLost()) }
+        do {
+            return try await Self.first(of: work, within: timeout ?? operationTimeout, health: health)
+        } catch let error as TimedOut {
+            throw StoreUnavailable(url: url, underlying: error)
+        } catch let error as ConnectionLost {
+            throw StoreUnavailable(url: url, underlying: error)
+        } catch let error as PSQLError where error.code != .server {
+            throw StoreUnavailable(url: url, underlying: error)
+        } catch let error as PSQLError where error.serverInfo?[.sqlState].map(Self.isShutdownState) == true {
+            throw StoreUnavailable(url: url, underlying: error)
+        }
+    }
+
+    /// `work`'s result, or `TimedOut` after `limit`, or `ConnectionLost` once the
+    /// database is known to be down: whichever comes first. Never waits for `work`
+    /// to notice it was cancelled (a task group would): a query stuck on a dead
+    /// connection must not hold its caller, such as a node's record batches, past
+    /// the limit.
+    static func first<T: Sendable>(
+        of work: @escaping @Sendable () async throws -> T, within limit: Duration, health: DatabaseHealth
+    ) async throws -> T {
+        let race = FirstOutcome<T>()
+        let worker = Task {
+            do { race.finish(.success(try await work())) } catch { race.finish(.failure(error)) }
+        }
+        let timer = Task {
+            try? await Task.sleep(for: limit)
+            if !Task.isCancelled { race.finish(.failure(TimedOut(limit: limit))) }
+        }
+        let watcher = Task {
+            await health.waitUntilDown()
+            if !Task.isCancelled { race.finish(.failure(ConnectionLost())) }
+        }
+        defer {
+            worker.cancel()
+            timer.cancel()
+            watcher.cancel()
+        }
+        return try await withTaskCancellationHandler {
+            try await race.value()
+        } onCancel: {
+            race.finish(.failure(CancellationError()))
+        }
+    }
+
+    /// The first of several outcomes, kept until it is awaited.
+    final class FirstOutcome<T: Sendable>: Sendable {
+        private enum State {
+            case open
+            case finished(Result<T, any Error>)
+            case waiting(CheckedContinuation<T, any Error>)
+            case taken
+        }
+        private let state = Mutex(State.open)
+
+        func finish(_ result: Result<T, any Error>) {
+            let waiter = state.withLock { state -> CheckedContinuation<T, any Error>? in
+                switch state {
+                case .open:
+                    state = .finished(result)
+                    return nil
+                case .waiting(let continuation):
+                    state = .taken
+                    return continuation
+                case .finished, .taken:
+                    return nil
+                }
+            }
+            waiter?.resume(with: result)
+        }
+
+        func value() async throws -> T {
+            try await withCheckedThrowingContinuation { continuation in
+                let ready = state.withLock { state -> Result<T, any Error>? in
+                    if case .finished(let result) = state {
+                        state = .taken
+                        return result
+                    }
+                    state = .waiting(continuation)
+                    return nil
+                }
+                if let ready { continuation.resume(with: ready) }
+            }
+        }
+    }
+
+    struct ConnectionLost: Error, CustomStringConvertible {
+        var description: String { "the connection to it was lost" }
+    }
+
+    struct TimedOut: Error, CustomStringConvertible {
+        let limit: Duration
+        var description: String { "no answer within \(limit)" }
+    }
+
+    /// SQLSTATEs a server sends while it shuts down or refuses connections.
+    private static func isShutdownState(_ state: String) -> Bool {
+        state.hasPrefix("57P") || state.hasPrefix("08")
+    }
+}

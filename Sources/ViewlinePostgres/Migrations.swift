@@ -1,0 +1,39 @@
+import Logging
+import PostgresNIO
+
+/// A schema as numbered steps, each applied once and recorded in a table of its own:
+/// the cluster's directory and the seed apps' store each keep one, so either can be
+/// used without the other's tables. Every node runs them at start: an advisory lock
+/// taken in the migrating transaction makes concurrent starts wait for each other,
+/// and a step already recorded is skipped.
+package struct Migrations: Sendable {
+    /// The table that records the steps applied.
+    let table: String
+    /// The advisory lock's key in ``DatabaseAccess/lockNamespace``.
+    let lockKey: Int32
+    let steps: [(version: Int, sql: [String])]
+
+    package init(table: String, lockKey: Int32, steps: [(version: Int, sql: [String])]) {
+        self.table = table
+        self.lockKey = lockKey
+        self.steps = steps
+    }
+
+    package func run(on client: PostgresClient, logger: Logger) async throws {
+        try await client.withTransaction(logger: logger) { connection in
+            try await connection.query("SELECT pg_advisory_xact_lock(\(DatabaseAccess.lockNamespace), \(lockKey))", logger: logger)
+            try await connection.query(
+                PostgresQuery(unsafeSQL: "CREATE TABLE IF NOT EXISTS \(table) (version int PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"),
+                logger: logger)
+            var applied: Set<Int> = []
+            for try await version in try await connection.query(PostgresQuery(unsafeSQL: "SELECT version FROM \(table)"), logger: logger).decode(Int.self) {
+                applied.insert(version)
+            }
+            for step in steps where !applied.contains(step.version) {
+                for statement in step.sql { try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger) }
+                try await connection.query(PostgresQuery(unsafeSQL: "INSERT INTO \(table) (version) VALUES (\(step.version))"), logger: logger)
+                logger.info("migrated the database", metadata: ["schema": "\(table)", "version": "\(step.version)"])
+            }
+        }
+    }
+}
