@@ -440,7 +440,7 @@ class Client(threading.Thread):
         # The session's history, checked against a model of it: the acknowledged search
         # queries with when each was acknowledged, and those sent whose reply was lost
         # (they may or may not have run).
-        self.searches: List[Tuple[str, float]] = []
+        self.searches: List[Tuple[str, float, int]] = []   # query, acknowledged at, by which port
         self.in_doubt: set = set()
         self.history_checks = 0
         self.quitting: Optional[str] = None
@@ -484,7 +484,7 @@ class Client(threading.Thread):
                     if reply["ok"]:
                         self.check_attach(connection, reply["result"])
                         # A resumed session is where a lost change would show: read it at once.
-                        self.check_history(connection.command("state"))
+                        self.check_history(connection.command("state"), connection)
                         if reply["result"].get("rev", 0) - prior >= 1 << 31:
                             self.second_device(address, prior)
                         return connection
@@ -537,7 +537,7 @@ class Client(threading.Thread):
                 if result.get("rev", 0) < prior:
                     self.violation(f"a second device after a failover got rev {result.get('rev')} below its last-rev {prior}")
                 device.last_rev = prior
-                self.check_history(device.command("state"))
+                self.check_history(device.command("state"), device)
             finally:
                 device.close()
         except (Dropped, OSError):
@@ -553,10 +553,10 @@ class Client(threading.Thread):
         self.in_doubt.add(query)
         reply = self.expect_ok(c.command(f"search {query}"))
         if reply["ok"]:
-            self.searches.append((query, now()))
+            self.searches.append((query, now(), c.address[1]))
             self.in_doubt.discard(query)
 
-    def check_history(self, reply: dict) -> None:
+    def check_history(self, reply: dict, via: Connection) -> None:
         """A state read against the model: the search query shown is one this session
         acknowledged (or sent and lost the reply of); and unless a fault that loses
         the last moments (a kill, a pause, a cut, a database restart) began after the
@@ -565,17 +565,18 @@ class Client(threading.Thread):
         if not reply["ok"] or not self.searches:
             return
         shown = reply["result"]["views"]["search"]["query"]
-        last, acknowledged_at = self.searches[-1]
+        last, acknowledged_at, acknowledged_by = self.searches[-1]
         self.history_checks += 1
         if shown == last or shown in self.in_doubt:
             return
         # A fault that began up to a node timeout before the acknowledgement, or after
         # it: a node whose records are further behind than that acknowledges nothing.
         lossy = self.run_state.lossy_fault_began(acknowledged_at - NODE_TIMEOUT - 0.5)
-        if lossy and (shown in {q for q, _ in self.searches} or shown == ""):
+        if lossy and (shown in {q for q, _, _ in self.searches} or shown == ""):
             return
         self.violation(f"state shows search {shown!r} after {last!r} was acknowledged"
-                       f" {now() - acknowledged_at:.1f} s ago with no fault since that may lose it")
+                       f" {now() - acknowledged_at:.1f} s ago with no fault since that may lose it"
+                       f" (session {(self.token or '?')[:16]}, acknowledged on port {acknowledged_by}, read on port {via.address[1]})")
 
     def quit(self, c: Connection) -> None:
         """Ends the session; once `quit` is acknowledged its token must never attach
@@ -639,7 +640,7 @@ class Client(threading.Thread):
                 self.answer_alerts(c)
                 self.expect_ok(c.command("more"), allowed=("busy", "nothing_pending"))
         elif choice < 0.85:
-            self.check_history(self.expect_ok(c.command("state")))
+            self.check_history(self.expect_ok(c.command("state")), c)
         elif choice < 0.87 and not self.unsaved:
             self.quit(c)
             self.connection = self.connect()
@@ -907,12 +908,19 @@ def drive(args, run: Run, rng: random.Random, nodes: List[Node], serve_log: Serv
         elif kind == "quitkill":
             # An acknowledged quit, then at once a SIGKILL of the node that acknowledged
             # it: the quit must hold on every node (its record was ended before the reply).
+            # Nothing is lost while it waits for a quit: the fault begins at the kill
+            # (which may come up to 30 s later), and that is the time the history check
+            # excuses losses from.
             with run.lock:
+                run.current = None
                 run.quit_kill_ready.clear()
                 run.quit_kill_wanted = True
             if run.quit_kill_ready.wait(30):
                 node = next((n for n in nodes if n.port == run.quit_kill_port), node)
                 label = node.incarnations[-1].label
+                t0 = now()
+                with run.lock:
+                    run.current = (t0, float("inf"), kind)
                 node.kill()
                 time.sleep(rng.uniform(0.5, 2.0))
                 node.start()
