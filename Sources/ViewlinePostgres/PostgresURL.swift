@@ -5,12 +5,20 @@ import PostgresNIO
 /// libpq spells it. `?host=/run/dir` connects through the Unix socket in that
 /// directory; `?sslmode=disable|prefer|require` picks TLS (default `prefer`).
 public struct PostgresURL: Sendable, CustomStringConvertible {
+    /// The server's host (`127.0.0.1` when the URL names none).
     public var host: String
+    /// The server's port (5432 when the URL names none).
     public var port: Int
+    /// The role to connect as (`$USER` when the URL names none).
     public var user: String
+    /// The role's password, if the URL holds one.
     public var password: String?
+    /// The database's name (the user's name when the URL names none).
     public var database: String
+    /// The directory of the server's Unix socket (`?host=/run/dir`): connect through
+    /// it rather than TCP.
     public var socketDirectory: String?
+    /// `disable`, `prefer` (the default) or `require` (`?sslmode=`).
     public var sslMode: String
 
     /// A URL that cannot be used, with the reason.
@@ -18,6 +26,8 @@ public struct PostgresURL: Sendable, CustomStringConvertible {
         public var description: String
     }
 
+    /// Parses a `postgres://` (or `postgresql://`) URL; throws ``Invalid`` for any other
+    /// scheme or an unknown `sslmode`.
     public init(_ string: String) throws {
         guard let components = URLComponents(string: string),
             components.scheme == "postgres" || components.scheme == "postgresql"

@@ -4,7 +4,9 @@ import ViewlineKit
 /// The database cannot be reached right now (down, restarting, unreachable): the
 /// command that needed it fails with this; the next ones work again once it is back.
 public struct StoreUnavailable: ProtocolErrorConvertible, CustomStringConvertible {
+    /// The database that could not be reached.
     public let url: PostgresURL
+    /// Why: the connection error, the deadline passed, or the server shutting down.
     public let underlying: any Error
 
     package init(url: PostgresURL, underlying: any Error) {
