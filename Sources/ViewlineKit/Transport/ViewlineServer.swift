@@ -209,8 +209,12 @@ public final class ViewlineServer: Service, Sendable {
                 throw ConfigurationError(description: "the server was shut down before it listened")
             }
             try await listen()
-            // A shutdown that came while binding found no listener to close.
-            if !lifecycle.withLock({ $0 == .serving }) { await closeListeners() }
+            // A shutdown that came while binding found no listener to close, and may
+            // have left the cluster before this node had joined it.
+            if !lifecycle.withLock({ $0 == .serving }) {
+                await closeListeners()
+                await application.cluster?.leave()
+            }
         } catch {
             bindFailure.withLock { $0 = error }
             bound.open()
