@@ -8,7 +8,7 @@ from axe_selenium_python import Axe
 from selenium.webdriver.common.by import By
 
 from conftest import Server
-from test_page import dialog, run, status, view, wait
+from test_page import dialog, run, status, type_search, view, wait
 
 
 def violations(driver) -> list:
@@ -46,7 +46,7 @@ def test_axe_core_finds_nothing_in_any_state(page, server: Server):
     wait(page, lambda: page.find_element(By.ID, "connections").is_displayed())
     assert_clean(page, "open in two places")
     run(page, "fault", service="search", count="1", message="places backend timed out")
-    run(page, "search", query="noodle")
+    type_search(page, "noodle")
     wait(page, lambda: dialog(page))
     assert_clean(page, "an alert open")
     dialog(page).find_element(By.CSS_SELECTOR, "button").click()
