@@ -102,9 +102,11 @@ public final class WebSocketClient: ProtocolClient {
         return frame
     }
 
-    /// The next frame: its opcode and payload; `nil` at end of stream.
-    public func nextFrame(timeout: Duration = .seconds(5)) throws -> (opcode: UInt8, payload: [UInt8])? {
+    /// The next frame: its opcode, payload and whether it is a message's last (FIN);
+    /// `nil` at end of stream. A masked frame throws: a server never masks (RFC 6455 §5.1).
+    public func nextFrame(timeout: Duration = .seconds(5)) throws -> (opcode: UInt8, payload: [UInt8], final: Bool)? {
         guard let head = try connection.readBytes(2, timeout: timeout) else { return nil }
+        guard head[1] & 0x80 == 0 else { throw LineClient.Failure(description: "the server sent a masked frame") }
         var length = Int(head[1] & 0x7F)
         if length == 126 {
             guard let more = try connection.readBytes(2, timeout: timeout) else { return nil }
@@ -114,7 +116,7 @@ public final class WebSocketClient: ProtocolClient {
             length = more.reduce(0) { $0 << 8 | Int($1) }
         }
         guard let payload = try connection.readBytes(length, timeout: timeout) else { return nil }
-        return (head[0] & 0x0F, payload)
+        return (head[0] & 0x0F, payload, head[0] & 0x80 != 0)
     }
 
     /// The next protocol message (text frame); answers nothing else on the way.

@@ -31,6 +31,33 @@ import ViewlineTestSupport
         #expect(state.isOK && state.encoded.contains(#""query":"pizza""#))
     }
 
+    @Test func aBurstOfLinesGoesOutAsOneFinalTextFrameEachWhateverItsLength() throws {
+        // Lines up to 64 KiB and beyond: frame lengths in 7, 16 and 64 bits (RFC 6455 §5.2).
+        let (server, web) = try startWebServer(["--max-line-bytes", "200000"])
+        defer { withExtendedLifetime(server) {} }
+        let client = try WebSocketClient(port: web)
+        _ = try client.next()
+        // One message of three lines: three replies written together, three frames.
+        try client.send("ping\n{\"id\":2,\"cmd\":\"ping\"}\nping")
+        var replies: [JSON] = []
+        while replies.count < 3 {
+            let frame = try #require(try client.nextFrame())
+            #expect(frame.opcode == 0x1 && frame.final)
+            let message = try JSON.parse(frame.payload)
+            if message.type == "reply" { replies.append(message) }
+        }
+        #expect(replies.map { $0["re"] ?? .null } == [.null, .int(2), .null] && replies.allSatisfy(\.isOK))
+        // A reply echoes its command's id: ids of 200 and 70,000 characters.
+        for length in [200, 70_000] {
+            let id = String(repeating: "x", count: length)
+            try client.send(#"{"id":"\#(id)","cmd":"ping"}"#)
+            let frame = try #require(try client.nextFrame())
+            #expect(frame.opcode == 0x1 && frame.final && frame.payload.count > length)
+            let reply = try JSON.parse(frame.payload)
+            #expect(reply.type == "reply" && reply["re"]?.stringValue == id && reply.isOK)
+        }
+    }
+
     @Test func oneSessionOverTCPAndWebSocketSeesTheSameEvents() throws {
         let (server, web) = try startWebServer()
         defer { withExtendedLifetime(server) {} }

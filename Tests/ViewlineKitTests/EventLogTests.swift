@@ -59,20 +59,22 @@ import ViewlineProtocol
         let budget = EventLogBudget(limit: 1 << 20)
         // One snapshot shown by 1,000 sessions: its 50 KB are held once, not 1,000 times.
         let shared = Array(repeating: UInt8(ascii: "x"), count: 50_000)
-        let lineLength = shared.count + 40
+        let display = DisplayEvent(rev: 1, viewPart: DisplayEvent.viewPart("contacts"), state: shared)
+        let lineLength = display.count
+        let head = lineLength - shared.count
         var logs = (0..<1000).map { _ in EventLog(maximumEvents: 256, maximumBytes: 1 << 20, budget: budget) }
-        for index in logs.indices { logs[index].appendDisplay(view: "contacts", state: shared, lineLength: lineLength, rev: 1) }
-        #expect(budget.bytes == shared.count + 1000 * (40 + EventLog.overhead))
+        for index in logs.indices { logs[index].appendDisplay(display) }
+        #expect(budget.bytes == shared.count + 1000 * (head + EventLog.overhead))
         #expect(!budget.isOver)
         // Each log still counts the whole line against its own bound.
         #expect(logs[0].bytes == lineLength + EventLog.overhead)
         // Equal bytes in another array are another copy: counted again.
         var other = EventLog(maximumEvents: 256, maximumBytes: 1 << 20, budget: budget)
-        other.appendDisplay(view: "contacts", state: shared.map { $0 }, lineLength: lineLength, rev: 1)
-        #expect(budget.bytes == 2 * shared.count + 1001 * (40 + EventLog.overhead))
+        other.appendDisplay(DisplayEvent(rev: 1, viewPart: display.viewPart, state: shared.map { $0 }))
+        #expect(budget.bytes == 2 * shared.count + 1001 * (head + EventLog.overhead))
         // The bytes stop counting when the last log lets go of them.
         for index in logs.indices.dropLast() { logs[index].removeAll() }
-        #expect(budget.bytes == 2 * shared.count + 2 * (40 + EventLog.overhead))
+        #expect(budget.bytes == 2 * shared.count + 2 * (head + EventLog.overhead))
         logs[logs.count - 1].append(line(2, bytes: 10), rev: 2)
         logs[logs.count - 1].removeAll()
         other.removeAll()
@@ -83,9 +85,21 @@ import ViewlineProtocol
         var log = EventLog(maximumEvents: 256, maximumBytes: 64 * 1024)
         let state = Array(#"{"query":"pizza","loading":false}"#.utf8)
         let sent = ServerMessage.displayLine(rev: 1, view: "search", encodedState: state)
-        log.appendDisplay(view: "search", state: state, lineLength: sent.count, rev: 1)
+        log.appendDisplay(DisplayEvent(rev: 1, viewPart: DisplayEvent.viewPart("search"), state: state))
         log.append(line(2, bytes: 10), rev: 2)
         #expect(log.lines(after: 0, current: 2) == [sent, line(2, bytes: 10)])
         #expect(log.bytes == sent.count + line(2, bytes: 10).count + 2 * EventLog.overhead, "counted as the whole line")
+    }
+
+    @Test func aDisplayWrittenFromItsPartsIsTheLineTheProtocolDefines() {
+        let state = Array(#"{"query":"caf\u00e9 \"x\"","loading":true}"#.utf8)
+        for rev in [0, 1, 9, 10, 99, 12_345, Int.max] {
+            for view in ["search", "a \"quoted\" view"] {
+                let display = DisplayEvent(rev: rev, viewPart: DisplayEvent.viewPart(view), state: state)
+                let expected = ServerMessage.displayLine(rev: rev, view: view, encodedState: state)
+                #expect(display.line == expected)
+                #expect(display.count == expected.count)
+            }
+        }
     }
 }

@@ -39,7 +39,7 @@ extension Session {
         let view = application.views[index]
         let state = view.encodeState(states[index])
         if let canonical = state.canonical { states[index] = canonical }  // equal: share its storage
-        emitDisplay(view: view.name, state: state)
+        emitDisplay(viewPart: view.displayViewPart, state: state)
     }
 
     /// A view's state as the client sees it, and its encoding.

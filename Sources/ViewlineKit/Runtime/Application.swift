@@ -174,6 +174,8 @@ public struct ViewDescription: Sendable {
     let decodeState: (@Sendable (JSON) -> (any Sendable)?)?
     /// `{"view":"<name>","state":`: how `state`'s reply for this view begins.
     let stateReplyHead: [UInt8]
+    /// `,"view":"<name>","state":`: what follows the `rev` in this view's displays.
+    let displayViewPart: [UInt8]
 
     init<Model: ViewModel>(_ model: Model.Type) {
         name = model.view
@@ -183,6 +185,7 @@ public struct ViewDescription: Sendable {
         JSON.string(model.view).write(into: &head)
         head.append(contentsOf: #","state":"#.utf8)
         stateReplyHead = head
+        displayViewPart = DisplayEvent.viewPart(model.view)
         makeState = { model.initialState($0) }
         let encodeTree: @Sendable (Model.State) -> JSON = { state in
             do {

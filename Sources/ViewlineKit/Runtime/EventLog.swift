@@ -18,8 +18,8 @@ import Synchronization
 struct EventLog {
     private enum Kept {
         case line([UInt8])
-        /// A display: its view and its state's encoding (shared), rebuilt into a line on replay.
-        case display(view: String, state: [UInt8])
+        /// A display: its parts (the state's encoding shared), put together on replay.
+        case display(DisplayEvent)
     }
     private var events: [(rev: Int, size: Int, kept: Kept)] = []
     private var start = 0
@@ -53,10 +53,10 @@ struct EventLog {
         keep(.line(line), size: line.count + Self.overhead, rev: rev)
     }
 
-    /// Keeps one sent `display` as its view and state encoding; `lineLength` is the
-    /// line's length, counted against the limits as if it were kept whole.
-    mutating func appendDisplay(view: String, state: [UInt8], lineLength: Int, rev: Int) {
-        keep(.display(view: view, state: state), size: lineLength + Self.overhead, rev: rev)
+    /// Keeps one sent `display` as its parts, counted against the limits as if its
+    /// line were kept whole.
+    mutating func appendDisplay(_ display: DisplayEvent) {
+        keep(.display(display), size: display.count + Self.overhead, rev: display.rev)
     }
 
     private mutating func keep(_ kept: Kept, size: Int, rev: Int) {
@@ -90,10 +90,10 @@ struct EventLog {
         switch kept {
         case .line:
             budget.add(holding ? size : -size)
-        case .display(_, let state):
-            let head = size - state.count
+        case .display(let display):
+            let head = size - display.state.count
             budget.add(holding ? head : -head)
-            if holding { budget.hold(state) } else { budget.release(state) }
+            if holding { budget.hold(display.state) } else { budget.release(display.state) }
         }
     }
 
@@ -115,7 +115,7 @@ struct EventLog {
         return events.dropFirst(start).filter { $0.rev > rev }.map { event in
             switch event.kept {
             case .line(let line): line
-            case .display(let view, let state): ServerMessage.displayLine(rev: event.rev, view: view, encodedState: state)
+            case .display(let display): display.line
             }
         }
     }

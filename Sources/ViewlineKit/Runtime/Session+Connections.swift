@@ -36,6 +36,12 @@ package struct SessionConnection: Sendable {
         lines.send(reply: re, result: result)
     }
 
+    /// Sends a `display` from its parts: a network connection writes them straight
+    /// into its outbound buffer (no line made first).
+    func send(display: DisplayEvent) {
+        lines.send(display: display)
+    }
+
     /// Hangs up on this connection.
     package func close() {
         lines.hangUp()
@@ -48,6 +54,8 @@ protocol LineOutput: AnyObject, Sendable {
     func send(line: [UInt8])
     /// Queues a successful reply whose result is already encoded.
     func send(reply re: JSON, result: EncodedResult)
+    /// Queues a `display` from its parts.
+    func send(display: DisplayEvent)
     /// Closes the connection.
     func hangUp()
 }
@@ -74,6 +82,10 @@ private final class ParsedLines: LineOutput {
         var line: [UInt8] = []
         result.writeReply(re: re) { line.append(contentsOf: $0) }
         send(line: line)
+    }
+
+    func send(display: DisplayEvent) {
+        send(line: display.line)
     }
 
     func hangUp() { close() }
@@ -155,11 +167,12 @@ extension Session {
     /// one is or was attached, so each face can say "open in 2 places" and offer
     /// `end-others`; a client that never saw it has the only connection.
     static let connectionsView = "connections"
+    private static let connectionsViewPart = DisplayEvent.viewPart(connectionsView)
 
     private func connectionCountChanged(from before: Int) {
         let count = connections.count
         guard count != before, max(before, count) > 1, !closed else { return }
-        emitDisplay(view: Self.connectionsView, state: EncodedState(["count": .int(count)]))
+        emitDisplay(viewPart: Self.connectionsViewPart, state: EncodedState(["count": .int(count)]))
     }
 
     /// `end-others`: every connection but `kept` is told `bye` (`revoked`) and closed,

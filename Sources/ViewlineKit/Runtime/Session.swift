@@ -425,15 +425,20 @@ public actor Session {
         }
     }
 
-    /// Sends (or holds) a view's new state as a `display` with the next `rev`: its
-    /// line is built once, from the state's shared encoding; the log keeps the view
-    /// and that encoding rather than a line of its own.
-    func emitDisplay(view: String, state: EncodedState) {
+    /// Sends (or holds) a view's new state as a `display` with the next `rev`, as
+    /// its parts (``DisplayEvent``): no line is built for a connection that writes
+    /// them straight out, and the log keeps the parts, the state's encoding shared.
+    /// `viewPart` is the view's ``DisplayEvent/viewPart(_:)``.
+    func emitDisplay(viewPart: [UInt8], state: EncodedState) {
         guard !closed else { return }
         rev += 1
-        let line = ServerMessage.displayLine(rev: rev, view: view, encodedState: state.bytes)
-        log.appendDisplay(view: view, state: state.bytes, lineLength: line.count, rev: rev)
-        publish(.display, line: line)
+        let display = DisplayEvent(rev: rev, viewPart: viewPart, state: state.bytes)
+        log.appendDisplay(display)
+        application.cluster?.changed(self)
+        application.metrics?.sent(.display)
+        guard held.isEmpty else { return broadcast(line: display.line) }
+        guard leased else { return }
+        for connection in connections.values { connection.send(display: display) }
     }
 
     /// Sends (or holds, while a command runs) an event, giving it the next `rev`;

@@ -401,6 +401,7 @@ extension ClientConnection.Input {
 extension ClientConnection: LineOutput {
     func send(line: [UInt8]) { outbound.send(line) }
     func send(reply re: JSON, result: EncodedResult) { outbound.send(reply: re, result: result) }
+    func send(display: DisplayEvent) { outbound.send(display: display) }
     /// Closes the connection once what was sent to it (a `bye`) is written.
     func hangUp() {
         hungUp.store(true, ordering: .releasing)

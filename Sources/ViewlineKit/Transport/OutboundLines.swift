@@ -44,6 +44,14 @@ final class OutboundLines: Sendable {
         }
     }
 
+    /// Queues a `display` written from its parts straight into the outbound buffer:
+    /// its own head and the state's shared encoding (no line is made first).
+    func send(display: DisplayEvent) {
+        queue(bytes: display.count) { buffer in
+            display.write { buffer.writeBytes($0) }
+        }
+    }
+
     private func queue(bytes: Int, _ write: (inout ByteBuffer) -> Void) {
         let (schedule, flushNow) = state.withLock { state -> (Bool, Bool) in
             if state.pending == nil { state.pending = channel.allocator.buffer(capacity: max(bytes, 256)) }

@@ -8,7 +8,8 @@ import NIOWebSocket
 /// than the line limit becomes ``LineFrame/tooLong`` (`line_too_long`, the
 /// connection goes on), like an overlong TCP line. Outbound, the lines the session
 /// writes (`\n`-terminated, possibly several per buffer) go out one text message
-/// each; closing the connection sends a close frame first.
+/// each, framed here, all of a write in one buffer; closing the connection sends a
+/// close frame first.
 ///
 /// Held to RFC 6455 as a server must: an unmasked client frame, a reserved bit (no
 /// extension is negotiated), a reserved opcode, a continuation with no message begun,
@@ -22,7 +23,7 @@ final class WebSocketLines: ChannelDuplexHandler {
     typealias InboundIn = WebSocketFrame
     typealias InboundOut = LineFrame
     typealias OutboundIn = ByteBuffer
-    typealias OutboundOut = WebSocketFrame
+    typealias OutboundOut = ByteBuffer
 
     private let maximumLength: Int
     /// The message being assembled from its fragments; `nil` between messages.
@@ -47,11 +48,13 @@ final class WebSocketLines: ChannelDuplexHandler {
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
+        framesOut = (try? context.pipeline.syncOperations.context(handlerType: WebSocketFrameEncoder.self)) ?? context
         inputDeadline.expired = { [weak self] in self?.close(context: context, code: .policyViolation) }
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
         inputDeadline.expired = nil
+        framesOut = nil
     }
 
     /// A frame's size on the wire: its header (length and mask key) and payload.
@@ -142,7 +145,7 @@ final class WebSocketLines: ChannelDuplexHandler {
             return
         }
         pongInFlight = true
-        context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .pong, data: payload))).whenComplete { [weak self] _ in
+        writeFrame(opcode: .pong, payload: payload, context: context).whenComplete { [weak self] _ in
             guard let self else { return }
             self.pongInFlight = false
             self.pingsWhilePongWaits = 0
@@ -178,23 +181,55 @@ final class WebSocketLines: ChannelDuplexHandler {
     // MARK: outbound
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        var buffer = unwrapOutboundIn(data)
-        // Each line is written when the next is found, without a promise; the last one
-        // carries the caller's (a pipelined burst is many lines, one promise).
-        var line: ByteBuffer?
-        while let end = buffer.readableBytesView.firstIndex(of: UInt8(ascii: "\n")) {
-            if let line { context.write(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .text, data: line)), promise: nil) }
-            line = buffer.readSlice(length: end - buffer.readerIndex)!
-            buffer.moveReaderIndex(forwardBy: 1)
-        }
-        if buffer.readableBytes > 0 {
-            if let line { context.write(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .text, data: line)), promise: nil) }
-            line = buffer
-        }
-        if let line {
-            context.write(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .text, data: line)), promise: promise)
-        } else {
+        let lines = unwrapOutboundIn(data)
+        guard lines.readableBytes > 0 else {
             promise?.succeed()
+            return
+        }
+        // Every line of the write becomes a text frame in one buffer (a frame's header is
+        // 2 bytes for a line under 126): one write however many lines a burst holds.
+        var frames = context.channel.allocator.buffer(capacity: lines.readableBytes + lines.readableBytes / 8 + 16)
+        lines.withUnsafeReadableBytes { bytes in
+            var start = 0
+            while start < bytes.count {
+                let rest = UnsafeRawBufferPointer(rebasing: bytes[start...])
+                let length = rest.firstIndex(of: UInt8(ascii: "\n")) ?? rest.count
+                Self.writeHeader(opcode: .text, length: length, into: &frames)
+                frames.writeBytes(UnsafeRawBufferPointer(rebasing: rest[..<length]))
+                start += length + 1
+            }
+        }
+        framesOut.write(NIOAny(frames), promise: promise)
+    }
+
+    /// Where frames are written: past NIO's `WebSocketFrameEncoder`, which the upgrader
+    /// puts in the pipeline and which cannot be removed. This handler frames its own
+    /// output (a server's frames are unmasked: a header and the payload), so a burst of
+    /// lines is one buffer and one write instead of a frame value, a header buffer and
+    /// two writes per line. Without an encoder in the pipeline, this handler's own context.
+    private var framesOut: ChannelHandlerContext!
+
+    /// One frame of `payload`, written now (a pong or a close).
+    private func writeFrame(opcode: WebSocketOpcode, payload: ByteBuffer, context: ChannelHandlerContext) -> EventLoopFuture<Void> {
+        var frame = context.channel.allocator.buffer(capacity: payload.readableBytes + 10)
+        Self.writeHeader(opcode: opcode, length: payload.readableBytes, into: &frame)
+        frame.writeImmutableBuffer(payload)
+        return framesOut.writeAndFlush(NIOAny(frame))
+    }
+
+    /// A final frame's header as a server sends it (RFC 6455 §5.2: FIN, the opcode, no
+    /// mask, the shortest length encoding).
+    static func writeHeader(opcode: WebSocketOpcode, length: Int, into buffer: inout ByteBuffer) {
+        buffer.writeInteger(0x80 | UInt8(webSocketOpcode: opcode))
+        switch length {
+        case ..<126:
+            buffer.writeInteger(UInt8(length))
+        case ...0xFFFF:
+            buffer.writeInteger(UInt8(126))
+            buffer.writeInteger(UInt16(length))
+        default:
+            buffer.writeInteger(UInt8(127))
+            buffer.writeInteger(UInt64(length))
         }
     }
 
@@ -207,7 +242,7 @@ final class WebSocketLines: ChannelDuplexHandler {
         closeSent = true
         var payload = context.channel.allocator.buffer(capacity: 2)
         payload.write(webSocketErrorCode: .normalClosure)
-        context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .connectionClose, data: payload)))
+        writeFrame(opcode: .connectionClose, payload: payload, context: context)
             .whenComplete { _ in context.close(mode: mode, promise: promise) }
     }
 
@@ -225,7 +260,7 @@ final class WebSocketLines: ChannelDuplexHandler {
         // At most one close frame, however full the backlog: the connection ends after it,
         // or at once when the client does not take it.
         if !context.channel.isWritable { return context.close(promise: nil) }
-        context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .connectionClose, data: payload)))
+        writeFrame(opcode: .connectionClose, payload: payload, context: context)
             .whenComplete { _ in context.close(promise: nil) }
     }
 }
