@@ -51,7 +51,9 @@ public final class PostgresStore: AppStore {
         database = DatabaseAccess(client: client, url: url, operationTimeout: operationTimeout, logger: logger)
     }
 
-    private init(_ database: DatabaseAccess) {
+    /// A store over `database`, which it may share with the cluster's directory (one
+    /// pool, one health watch per node).
+    package init(_ database: DatabaseAccess) {
         self.database = database
     }
 

@@ -52,8 +52,17 @@ final class DatabaseHealth: Sendable {
     }
 
     /// Starts watching `url` with one connection of its own.
+    /// Starts the watch; a second call while it runs changes nothing (a store and a
+    /// directory sharing one ``DatabaseAccess`` each start it).
     func start(url: PostgresURL, logger: Logger) {
-        let task = Task { [self] in
+        monitor.withLock { monitor in
+            guard monitor == nil else { return }
+            monitor = watch(url: url, logger: logger)
+        }
+    }
+
+    private func watch(url: PostgresURL, logger: Logger) -> Task<Void, Never> {
+        Task { [self] in
             var wasDown = false
             while !Task.isCancelled {
                 var open: PostgresConnection?
@@ -84,10 +93,12 @@ final class DatabaseHealth: Sendable {
                 if !Task.isCancelled { try? await Task.sleep(for: .milliseconds(500)) }
             }
         }
-        monitor.withLock { $0 = task }
     }
 
     func stop() {
-        monitor.withLock { $0 }?.cancel()
+        monitor.withLock { monitor in
+            defer { monitor = nil }
+            return monitor
+        }?.cancel()
     }
 }

@@ -39,7 +39,9 @@ public struct PostgresSessionDirectory: SessionDirectory {
         self.init(DatabaseAccess(client: client, url: url, operationTimeout: operationTimeout, logger: logger))
     }
 
-    private init(_ database: DatabaseAccess) {
+    /// A directory over `database`, which it may share with the store (one pool, one
+    /// health watch per node).
+    package init(_ database: DatabaseAccess) {
         self.database = database
         lease = LeaseConnection(url: database.url, logger: database.logger)
     }

@@ -27,12 +27,15 @@ struct ServerNode: Service {
             throw error
         }
         async let serving: Void = server.run()
+        let bound = (try? await server.listeningAddress) != nil
+        if bound { listening(server) }
         do {
-            _ = try await server.listeningAddress
-            listening(server)
+            try await serving
         } catch {
-            logger.error("could not start", metadata: ["error": "\(String(reflecting: error))"])
+            // What kept it from binding (`listeningAddress` threw the same), or what
+            // stopped it since: said once.
+            logger.error(bound ? "stopped" : "could not start", metadata: ["error": "\(String(reflecting: error))"])
+            throw error
         }
-        try await serving
     }
 }

@@ -152,11 +152,14 @@ struct ViewlineServerCommand: AsyncParsableCommand {
             let store: any AppStore
             var cluster: Cluster?
             if let postgresURL, let client {
-                let postgresStore = PostgresStore(client: client, url: postgresURL, logger: logger)
+                // The store and the cluster's directory share one pool, its deadlines
+                // and one health watch.
+                let database = DatabaseAccess(client: client, url: postgresURL, operationTimeout: .seconds(30), logger: logger)
+                let postgresStore = PostgresStore(database)
                 try await postgresStore.migrate()
                 store = postgresStore
-                // The cluster's own tables, over the same client.
-                let directory = PostgresSessionDirectory(client: client, url: postgresURL, logger: logger)
+                // The cluster's own tables.
+                let directory = PostgresSessionDirectory(database)
                 try await directory.migrate()
                 // One node timeout for the whole cluster: nodes that measured leases
                 // differently would each take the other's live sessions.
