@@ -1,3 +1,8 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import NIOCore
 import NIOWebSocket
 
@@ -193,7 +198,8 @@ final class WebSocketLines: ChannelDuplexHandler {
             var start = 0
             while start < bytes.count {
                 let rest = UnsafeRawBufferPointer(rebasing: bytes[start...])
-                let length = rest.firstIndex(of: UInt8(ascii: "\n")) ?? rest.count
+                let newline = memchr(rest.baseAddress!, Int32(UInt8(ascii: "\n")), rest.count)
+                let length = newline.map { rest.baseAddress!.distance(to: UnsafeRawPointer($0)) } ?? rest.count
                 Self.writeHeader(opcode: .text, length: length, into: &frames)
                 frames.writeBytes(UnsafeRawBufferPointer(rebasing: rest[..<length]))
                 start += length + 1
