@@ -176,17 +176,21 @@ public struct PostgresSessionDirectory: SessionDirectory {
         }.first
     }
 
-    public func claim(lookup: String, from previousOwner: String, for node: ClusterNode, nodeTimeout: Duration) async throws -> Bool {
+    public func claim(lookup: String, from previousOwner: String, for node: ClusterNode, nodeTimeout: Duration) async throws -> SessionRecord? {
         // One statement: the owner is still the one seen, and its lease has expired by
         // the database's clock at this very moment (a node that came back is not robbed).
-        let claimed = try await database.collect("""
+        // It returns the row as claimed: a record the previous owner wrote after the
+        // `find` is the one restored.
+        try await database.collect("""
             UPDATE viewline_sessions SET owner = \(node.id), updated_at = clock_timestamp()
             WHERE lookup = \(lookup) AND owner = \(previousOwner) AND NOT ended
             AND NOT EXISTS (SELECT 1 FROM viewline_nodes n WHERE n.id = \(previousOwner)
                             AND n.heartbeat_at > clock_timestamp() - make_interval(secs => \(nodeTimeout.inSeconds)))
-            RETURNING lookup
-            """) { try $0.decode(String.self) }
-        return !claimed.isEmpty
+            RETURNING lookup, encode(secret_digest, 'hex'), owner, snapshot, rev
+            """) { row in
+            let (lookup, digest, owner, snapshot, rev) = try row.decode((String, String, String, String, Int64).self)
+            return SessionRecord(lookup: lookup, secretDigest: Self.bytes(hex: digest), owner: owner, snapshot: snapshot, rev: Int(rev))
+        }.first
     }
 
     public func release(lookup: String, by node: ClusterNode, to previousOwner: String) async throws {

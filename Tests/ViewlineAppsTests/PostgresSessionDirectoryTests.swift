@@ -52,13 +52,37 @@ import ViewlineTestSupport
 
         let alive = try await directory.find(lookup: "0123456789abcdef", nodeTimeout: .seconds(30))
         #expect(alive?.ownerAlive == true)
-        #expect(try await !directory.claim(lookup: "0123456789abcdef", from: zombie.id, for: successor, nodeTimeout: .seconds(30)))
+        #expect(try await directory.claim(lookup: "0123456789abcdef", from: zombie.id, for: successor, nodeTimeout: .seconds(30)) == nil)
 
         try await Task.sleep(for: .milliseconds(300))
         // 0.2 s by the database's clock: the zombie's lease (renewed over 0.3 s ago) is over.
-        #expect(try await directory.claim(lookup: "0123456789abcdef", from: zombie.id, for: successor, nodeTimeout: .milliseconds(200)))
+        #expect(try await directory.claim(lookup: "0123456789abcdef", from: zombie.id, for: successor, nodeTimeout: .milliseconds(200)) != nil)
         let claimed = try await directory.find(lookup: "0123456789abcdef", nodeTimeout: .seconds(30))
         #expect(claimed?.record.owner == successor.id)
+    }
+
+    @Test func aClaimReturnsTheRecordAsClaimedWithWhatTheOwnerWroteAfterTheFind() async throws {
+        let directory = try await directory()
+        _ = try await directory.renewLease(zombie, nodeTimeout: .seconds(30), recordsExpireAfter: .seconds(86_400))
+        var first = record(owner: zombie, snapshot: #"{"rev":3}"#)
+        first.rev = 3
+        _ = try await directory.save([first])
+        _ = try await directory.renewLease(successor, nodeTimeout: .seconds(30), recordsExpireAfter: .seconds(86_400))
+        try await Task.sleep(for: .milliseconds(300))
+        let found = try await directory.find(lookup: "0123456789abcdef", nodeTimeout: .milliseconds(200))
+        #expect(found?.ownerAlive == false && found?.record.rev == 3)
+        // The zombie's next batch lands between the successor's find and its claim:
+        // still the zombie's record, so it is taken.
+        var later = record(owner: zombie, snapshot: #"{"rev":5}"#)
+        later.rev = 5
+        #expect(try await directory.save([later]).isEmpty)
+        let claimed = try await directory.claim(lookup: "0123456789abcdef", from: zombie.id, for: successor, nodeTimeout: .milliseconds(200))
+        #expect(claimed?.owner == successor.id && claimed?.rev == 5 && claimed?.snapshot == #"{"rev":5}"#)
+        #expect(claimed?.secretDigest == later.secretDigest)
+        // From the claim on, the zombie writes nothing.
+        var after = record(owner: zombie, snapshot: #"{"rev":6}"#)
+        after.rev = 6
+        #expect(try await directory.save([after]) == ["0123456789abcdef"])
     }
 
     @Test func aRecordThatArrivesAfterANewerOneChangesNothing() async throws {
@@ -88,7 +112,7 @@ import ViewlineTestSupport
         _ = try await directory.save([record(owner: zombie, snapshot: #"{"v":1}"#)])
         try await Task.sleep(for: .milliseconds(300))
         _ = try await directory.renewLease(successor, nodeTimeout: .seconds(30), recordsExpireAfter: .seconds(86_400))
-        #expect(try await directory.claim(lookup: "0123456789abcdef", from: zombie.id, for: successor, nodeTimeout: .milliseconds(200)))
+        #expect(try await directory.claim(lookup: "0123456789abcdef", from: zombie.id, for: successor, nodeTimeout: .milliseconds(200)) != nil)
         _ = try await directory.save([record(owner: successor, snapshot: #"{"v":2}"#)])
 
         // The zombie wakes up and writes what it had batched: the database keeps the
@@ -152,7 +176,7 @@ import ViewlineTestSupport
         try await directory.remove(lookup: "0123456789abcdef")
         #expect(try await directory.save([record(owner: zombie, snapshot: #"{"v":"late"}"#)]) == ["0123456789abcdef"])
         #expect(try await directory.find(lookup: "0123456789abcdef", nodeTimeout: .seconds(30)) == nil)
-        #expect(try await !directory.claim(lookup: "0123456789abcdef", from: zombie.id, for: successor, nodeTimeout: .milliseconds(1)))
+        #expect(try await directory.claim(lookup: "0123456789abcdef", from: zombie.id, for: successor, nodeTimeout: .milliseconds(1)) == nil)
         #expect(try await directory.lost(["0123456789abcdef"], by: zombie) == [])
         // A session that ended before its first record was written: the same.
         try await directory.remove(lookup: "fedcba9876543210")

@@ -69,11 +69,15 @@ import ViewlineTestSupport
                 return SessionLocation(record: record, ownerAddress: nodes[record.owner]?.address ?? "", ownerAlive: alive(record.owner, nodeTimeout))
             }
         }
-        func claim(lookup: String, from previousOwner: String, for node: ClusterNode, nodeTimeout: Duration) async throws -> Bool {
-            lock.withLock {
-                guard records[lookup]?.owner == previousOwner, !alive(previousOwner, nodeTimeout) else { return false }
+        /// Runs inside every claim, before it takes the record: what happens between a
+        /// node's `find` and its `claim`.
+        var beforeClaim: (@Sendable () async -> Void)?
+        func claim(lookup: String, from previousOwner: String, for node: ClusterNode, nodeTimeout: Duration) async throws -> SessionRecord? {
+            if let beforeClaim { await beforeClaim() }
+            return lock.withLock {
+                guard records[lookup]?.owner == previousOwner, !alive(previousOwner, nodeTimeout) else { return nil }
                 records[lookup]?.owner = node.id
-                return true
+                return records[lookup]
             }
         }
         func release(lookup: String, by node: ClusterNode, to previousOwner: String) async throws {
@@ -462,6 +466,28 @@ import ViewlineTestSupport
         // A's late write of the session it lost is refused: the record stays B's.
         let lookup = String(taken.token.prefix(16))
         #expect(directory.record(lookup)?.owner == b.cluster!.nodeID)
+    }
+
+    @Test func aRestoreTakesTheRecordAsClaimedNotAsFound() async throws {
+        let directory = MemoryDirectory()
+        let a = try await node(directory, "10.0.0.1:7878")
+        let b = try await node(directory, "10.0.0.2:7878")
+        let session = Session(id: "s1", application: a, output: { _ in })
+        let increment = Request(id: .null, name: "increment", arguments: Arguments())
+        for _ in 0..<3 { _ = await session.handle(increment, from: 0) }
+        await a.cluster!.flush()
+        directory.kill(a.cluster!.nodeID)
+        // A, its lease over by the directory's clock but not yet by its own, acknowledged
+        // two more and writes their record after B found the older one, before B
+        // claims: still A's record, so the write is taken.
+        for _ in 0..<2 { _ = await session.handle(increment, from: 0) }
+        directory.beforeClaim = { await a.cluster!.flush() }
+        guard case .restored(let restored) = try await b.cluster!.locate(session.token, application: b) else {
+            Issue.record("expected a restore once node A is gone")
+            return
+        }
+        #expect(await restored.state(Counter.self).count == 5, "restored from the record as claimed")
+        #expect(directory.record(String(session.token.prefix(16)))?.owner == b.cluster!.nodeID)
     }
 
     /// `session` held by node A (its record written), A's lease expired by the

@@ -492,13 +492,21 @@ public final class Cluster: Sendable {
         // A full node does not take the record it could not hold: the session stays
         // claimable by a node with room.
         guard application.sessions.hasRoomToRestore else { throw Self.full }
-        guard try await directory.claim(lookup: lookup, from: location.record.owner, for: node, nodeTimeout: nodeTimeout) else {
+        guard let claimed = try await directory.claim(lookup: lookup, from: location.record.owner, for: node, nodeTimeout: nodeTimeout) else {
             // Another node restored it first (or its owner came back): send the client there.
             guard let winner = try await directory.find(lookup: lookup, nodeTimeout: nodeTimeout), winner.ownerAlive else { return .unknown }
             return .moved(address: winner.ownerAddress, web: winner.ownerWeb)
         }
-        logger.debug("claimed", metadata: ["record": "\(lookup)", "previous-owner": "\(location.record.owner)"])
-        let snapshot = (try? JSON.parse(location.record.snapshot)) ?? .null
+        logger.debug("claimed", metadata: ["record": "\(lookup)", "previous-owner": "\(location.record.owner)", "rev": "\(claimed.rev)"])
+        guard SessionRegistry.constantTimeEqual(Self.digest(secret), claimed.secretDigest) else {
+            // The token got a new secret (`end-others`) between the find and the claim:
+            // this one joins nothing, and the record goes back to be claimed with it.
+            try? await directory.release(lookup: lookup, by: node, to: location.record.owner)
+            return .unknown
+        }
+        // The record as claimed, not as found: the previous owner may have written a
+        // newer one in between (from the claim on, its writes are refused).
+        let snapshot = (try? JSON.parse(claimed.snapshot)) ?? .null
         let session = await Session.restore(snapshot, token: token, application: application)
         let registered = application.sessions.register(session, restoring: true)
         if case .success(let evicted?) = registered { await evicted.close(.evicted) }

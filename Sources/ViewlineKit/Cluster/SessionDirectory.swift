@@ -34,9 +34,12 @@ public protocol SessionDirectory: Sendable {
     /// lease is younger than `nodeTimeout`.
     func find(lookup: String, nodeTimeout: Duration) async throws -> SessionLocation?
     /// Makes `node` the owner if `previousOwner` still is and its lease expired
-    /// (older than `nodeTimeout`, or it left), in one step. Returns whether it did
-    /// (another node may have claimed it first, or the owner came back).
-    func claim(lookup: String, from previousOwner: String, for node: ClusterNode, nodeTimeout: Duration) async throws -> Bool
+    /// (older than `nodeTimeout`, or it left), in one step. Returns the record as it
+    /// stands once claimed, which is what `node` restores: the previous owner may
+    /// have written a newer one since ``find(lookup:nodeTimeout:)`` (its writes are
+    /// refused only from the claim on). `nil` when it did not claim (another node
+    /// claimed it first, or the owner came back).
+    func claim(lookup: String, from previousOwner: String, for node: ClusterNode, nodeTimeout: Duration) async throws -> SessionRecord?
     /// Gives a record back to `previousOwner` (a node that claimed it but cannot hold it).
     func release(lookup: String, by node: ClusterNode, to previousOwner: String) async throws
     /// Of `lookups`, those whose record another node owns now (claimed while `node`
