@@ -57,6 +57,8 @@ from typing import Dict, List, Optional, Tuple
 NODE_TIMEOUT = 2.0          # seconds: --node-timeout of every node
 COMMAND_TIMEOUT = 6.0       # a command unanswered this long: the connection is dropped
 USER_GENERATIONS = 6         # users per client, taking turns
+LONG_RECOVERY = 30.0        # seconds without a success: the report shows what failed meanwhile
+TRAIL_LENGTH = 12           # the last failures kept per client while it fails
 TOLERANCE = 0.2             # log lines are time-stamped as read: scheduling slack
 
 
@@ -444,6 +446,9 @@ class Client(threading.Thread):
         self.in_doubt: set = set()
         self.history_checks = 0
         self.quitting: Optional[str] = None
+        # What failed since `failing_since`, newest last (at most TRAIL_LENGTH): kept in
+        # the report when the client took long to work again.
+        self.trail: List[str] = []
 
     # recording
     def violation(self, text: str) -> None:
@@ -454,12 +459,16 @@ class Client(threading.Thread):
         minute = int((now() - self.run_state.started) // 60)
         self.run_state.per_minute[minute] = self.run_state.per_minute.get(minute, 0) + 1
         if self.failing_since is not None:
-            self.run_state.recovered(self.index, self.failing_since, now())
+            self.run_state.recovered(self.index, self.failing_since, now(), self.trail)
             self.failing_since = None
+            self.trail = []
 
-    def failure(self) -> None:
+    def failure(self, why: str = "") -> None:
         if self.failing_since is None:
             self.failing_since = now()
+        command, _, port = self.doing
+        self.trail.append(f"{now() - self.run_state.started:.1f} s {command or '-'} on :{port}: {why or '?'}")
+        del self.trail[:-TRAIL_LENGTH]
 
     # connecting
     def connect(self) -> Connection:
@@ -491,6 +500,7 @@ class Client(threading.Thread):
                     code = reply["error"]["code"]
                     connection.close()
                     self.run_state.attach_errors[code] = self.run_state.attach_errors.get(code, 0) + 1
+                    why = f"attach {code}"
                     if code == "moved":
                         host, port = reply["error"]["address"].rsplit(":", 1)
                         address = (host, int(port))
@@ -511,9 +521,11 @@ class Client(threading.Thread):
                     if code == "unavailable":
                         self.run_state.unavailable += 1
                     break
-            except (Dropped, OSError):
-                pass
-            self.failure()
+                else:
+                    why = "moved three times"
+            except (Dropped, OSError) as error:
+                why = f"connecting to :{address[1]}: {error}"
+            self.failure(why)
             time.sleep(0.1 + self.random.random() * 0.2)
         raise Dropped("run over")
 
@@ -657,7 +669,7 @@ class Client(threading.Thread):
         code = reply["error"]["code"]
         if code == "unavailable":
             self.run_state.unavailable += 1
-            self.failure()
+            self.failure("unavailable")
             raise Dropped("unavailable")
         if code in allowed:
             self.success()
@@ -731,8 +743,8 @@ class Client(threading.Thread):
                 if self.connection is None:
                     self.connection = self.connect()
                 self.step()
-            except Dropped:
-                self.failure()
+            except Dropped as error:
+                self.failure(f"dropped: {error}")
                 if self.connection:
                     self.connection.close()
                 self.connection = None
@@ -773,6 +785,7 @@ class Run:
         self.quit_kill_port = 0
         self.quit_kill_ready = threading.Event()
         self.recoveries: List[Tuple[int, float, float]] = []
+        self.long_recoveries: List[Tuple[int, float, float, List[str]]] = []
 
     def violation(self, text: str) -> None:
         with self.lock:
@@ -788,9 +801,11 @@ class Run:
         return any(start >= after and (before is None or start <= before) and not what.startswith("SIGTERM")
                    for start, _, what in faults)
 
-    def recovered(self, client: int, since: float, at: float) -> None:
+    def recovered(self, client: int, since: float, at: float, trail: List[str]) -> None:
         with self.lock:
             self.recoveries.append((client, since, at))
+            if at - since >= LONG_RECOVERY:
+                self.long_recoveries.append((client, since, at, list(trail)))
 
 
 def psql(args, sql: str) -> List[str]:
@@ -1053,6 +1068,11 @@ def drive(args, run: Run, rng: random.Random, nodes: List[Node], serve_log: Serv
         "## Faults",
         "",
     ] + [f"- {t0 - started:.1f} s: {what}" for t0, _, what in run.faults]
+    if run.long_recoveries:
+        lines += ["", f"## Clients that failed for {LONG_RECOVERY:.0f} s or more (their last failures)", ""]
+        for client, since, at, trail in sorted(run.long_recoveries, key=lambda r: r[1] - r[2])[:10]:
+            lines.append(f"- client {client}: {since - run.started:.1f} s → {at - run.started:.1f} s ({at - since:.1f} s)")
+            lines += [f"  - {entry}" for entry in trail]
     if run.violations:
         lines += ["", "## Violations", ""] + [f"- {v}" for v in run.violations[:200]]
     report = "\n".join(lines) + "\n"

@@ -63,8 +63,11 @@ import ViewlineTestSupport
         private func alive(_ id: String, _ timeout: Duration) -> Bool {
             (nodes[id]?.renewed ?? .distantPast) > now.addingTimeInterval(-timeout.seconds)
         }
+        /// Lookups fail (the database is away).
+        var failingFinds = false
         func find(lookup: String, nodeTimeout: Duration) async throws -> SessionLocation? {
-            lock.withLock {
+            try lock.withLock {
+                if failingFinds { throw Unreachable() }
                 guard let record = records[lookup] else { return nil }
                 return SessionLocation(record: record, ownerAddress: nodes[record.owner]?.address ?? "", ownerAlive: alive(record.owner, nodeTimeout))
             }
@@ -466,6 +469,37 @@ import ViewlineTestSupport
         // A's late write of the session it lost is refused: the record stays B's.
         let lookup = String(taken.token.prefix(16))
         #expect(directory.record(lookup)?.owner == b.cluster!.nodeID)
+    }
+
+    @Test func lookupsThatFailWhileTheDatabaseIsAwayNeverThrottleAnAddress() async throws {
+        let directory = MemoryDirectory()
+        let a = try await node(directory, "10.0.0.1:7878")
+        let b = try await node(directory, "10.0.0.2:7878")
+        let session = Session(id: "s1", application: a, output: { _ in })
+        _ = await session.handle(Request(id: .null, name: "increment", arguments: Arguments()), from: 0)
+        await a.cluster!.flush()
+        directory.kill(a.cluster!.nodeID)
+        // Clients behind one address (a NAT) follow their sessions to node B while the
+        // database is away: many lookups fail, none of them a guess.
+        let replies = Mutex<[ServerMessage]>([])
+        let link = SessionConnection(send: { message in replies.withLock { $0.append(message) } }, close: {})
+        let current = Session(id: "c1", application: b, output: { _ in })
+        await current.connect(link, as: 1)
+        let attach = Request(id: .int(1), name: "attach", arguments: Arguments(["token": .string(session.token)]))
+        directory.failingFinds = true
+        for _ in 0..<20 {
+            #expect(await b.attach(attach, from: current, own: current, as: 1, link: link, peer: "203.0.113.7") == nil)
+        }
+        let codes = replies.withLock { $0 }.compactMap { message -> String? in
+            guard case .reply(_, .failure(let error)) = message else { return nil }
+            return error.code.rawValue
+        }
+        #expect(codes == Array(repeating: "unavailable", count: 20))
+        // The database is back: the next attach restores the session at once.
+        directory.failingFinds = false
+        let restored = await b.attach(attach, from: current, own: current, as: 1, link: link, peer: "203.0.113.7")
+        #expect(restored?.token == session.token)
+        #expect(await restored?.state(Counter.self).count == 1)
     }
 
     @Test func aRestoreTakesTheRecordAsClaimedNotAsFound() async throws {

@@ -80,9 +80,12 @@ extension Application {
                 await current.reject(re: request.id, error, to: number, command: "attach")
                 return nil
             } catch {
-                // The database failed: logged here, never named to the client, and counted
-                // as a failure (a token that makes every lookup fail is no cheaper to try).
-                attachPolicy.throttle.failed(keys, now: Date())
+                // The database failed: logged here, never named to the client, and not
+                // counted as a failure. It says nothing about the token (every lookup
+                // fails alike while the database is away, and the lookups in flight per
+                // address stay bounded above), and counting it would lock out every
+                // client behind one address that follows its session through a database
+                // outage (chaos runs saw clients wait 90 s and more for the doubled waits).
                 logger.error("attach: session lookup failed", metadata: ["peer": "\(peer ?? "?")", "error": "\(String(reflecting: error))"])
                 await current.reject(re: request.id, ProtocolError(
                     .unavailable, "the session cannot be looked up right now; try again shortly", retryAfter: 1), to: number, command: "attach")
