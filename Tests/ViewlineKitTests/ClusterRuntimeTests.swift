@@ -401,18 +401,16 @@ import ViewlineTestSupport
         // The lease is renewed; the records are not written.
         directory.lock.withLock { directory.failingSaves = true }
         #expect(try client.command("increment")["ok"] == true)  // acknowledged within the margin
+        // Refused while the lease itself is fine: the records alone refuse it. (A
+        // machine loaded enough to starve the renewals may refuse a ping for the lease
+        // first: such a refusal is looked past.)
         var refused: JSON?
-        var leaseHeldWhenRefused = false
         for _ in 0..<100 where refused == nil {
             try await Task.sleep(for: .milliseconds(50))
             let reply = try client.command("ping")
-            if reply["ok"] == false {
-                refused = reply
-                leaseHeldWhenRefused = cluster.isServing()
-            }
+            if reply["ok"] == false, cluster.isServing() { refused = reply }
         }
         #expect(refused?["error"]?["code"] == "unavailable")
-        #expect(leaseHeldWhenRefused)  // the lease itself was fine
         // Written again: commands are acknowledged again.
         directory.lock.withLock { directory.failingSaves = false }
         var answered = false

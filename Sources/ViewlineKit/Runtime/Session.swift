@@ -425,6 +425,14 @@ public actor Session {
         }
     }
 
+    /// A display to every connection as its parts; while a command runs, as a line
+    /// like any other event (held for the connections whose reply is not out yet).
+    private func broadcast(display: DisplayEvent) {
+        guard held.isEmpty else { return broadcast(line: display.line) }
+        guard !closed, leased else { return }
+        for connection in connections.values { connection.send(display: display) }
+    }
+
     /// Sends (or holds) a view's new state as a `display` with the next `rev`, as
     /// its parts (``DisplayEvent``): no line is built for a connection that writes
     /// them straight out, and the log keeps the parts, the state's encoding shared.
@@ -434,11 +442,8 @@ public actor Session {
         rev += 1
         let display = DisplayEvent(rev: rev, viewPart: viewPart, state: state.bytes)
         log.appendDisplay(display)
-        application.cluster?.changed(self)
-        application.metrics?.sent(.display)
-        guard held.isEmpty else { return broadcast(line: display.line) }
-        guard leased else { return }
-        for connection in connections.values { connection.send(display: display) }
+        logged(.display)
+        broadcast(display: display)
     }
 
     /// Sends (or holds, while a command runs) an event, giving it the next `rev`;
@@ -449,14 +454,14 @@ public actor Session {
         let event = make(rev)
         let line = event.line
         log.append(line, rev: rev)
-        publish(ServerMetrics.Event(event), line: line)
+        logged(ServerMetrics.Event(event))
+        broadcast(line: line)
     }
 
-    /// An event just logged: marks the session's record, counts it, sends it.
-    private func publish(_ kind: ServerMetrics.Event?, line: [UInt8]) {
+    /// An event just logged: marks the session's record and counts it.
+    private func logged(_ kind: ServerMetrics.Event?) {
         application.cluster?.changed(self)
         if let kind { application.metrics?.sent(kind) }
-        broadcast(line: line)
     }
 
     /// Whether `token` has the shape ``makeSecret()`` gives: 48 lowercase hex digits.
