@@ -363,7 +363,11 @@ class Connection:
                 self.sock.settimeout(left)
             try:
                 data = self.sock.recv(65536)
-            except (socket.timeout, OSError) as error:
+            except socket.timeout:
+                # Past the deadline a caller gave (events_until's wait ends without
+                # dropping anything); with no deadline, the command timed out.
+                raise Dropped("timeout" if deadline is not None else "timed out")
+            except OSError as error:
                 raise Dropped(str(error))
             if not data:
                 raise Dropped("closed")
@@ -432,6 +436,10 @@ class Client(threading.Thread):
         self.token: Optional[str] = None
         self.rev = 0
         self.connection: Optional[Connection] = None
+        # The last connection on this session: what it showed (views, the alert) is
+        # what a client resuming with its last-rev still shows (a replay sends only
+        # what came after, PROTOCOL §2.1), as the Python and Node clients keep it.
+        self.previous: Optional[Connection] = None
         self.acknowledged: Dict[str, List[str]] = {}    # user → acknowledged draft texts, in order
         self.drafts_for_user = 0
         self.unsaved = False         # a draft was acknowledged and not yet seen saved
@@ -557,6 +565,7 @@ class Client(threading.Thread):
 
     def new_session(self) -> None:
         self.token = None
+        self.previous = None
         self.rev = 0   # a new session's revs start again
         self.searches, self.in_doubt = [], set()
 
@@ -619,6 +628,17 @@ class Client(threading.Thread):
         if rev < self.rev:
             self.violation(f"attach answered rev {rev} below last-rev {self.rev}")
         connection.last_rev = self.rev
+        if not snapshot and self.previous is not None:
+            connection.views = dict(self.previous.views)
+            connection.alert = self.previous.alert
+        self.previous = None
+
+    def let_go(self) -> None:
+        """Closes this client's connection, keeping what it showed for the resume."""
+        if self.connection:
+            self.connection.close()
+            self.previous = self.connection
+        self.connection = None
 
     def login(self, connection: Connection) -> None:
         if not self.user or self.drafts_for_user >= 80:
@@ -658,7 +678,7 @@ class Client(threading.Thread):
             self.connection = self.connect()
         else:
             # Reattach: drop the connection on purpose and attach again from a random node.
-            c.close()
+            self.let_go()
             self.connection = self.connect()
         self.answer_alerts(self.connection)
 
@@ -745,9 +765,7 @@ class Client(threading.Thread):
                 self.step()
             except Dropped as error:
                 self.failure(f"dropped: {error}")
-                if self.connection:
-                    self.connection.close()
-                self.connection = None
+                self.let_go()
             except Exception as error:       # a bug in this script, or a broken reply
                 self.violation(f"unexpected {type(error).__name__}: {error}")
                 if self.connection:
