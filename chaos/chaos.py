@@ -9,7 +9,9 @@ kind at least once: SIGKILL a node (and restart it; or just after it acknowledge
 timeout (and SIGCONT it), cut a node off from PostgreSQL (each node reaches the
 database through a TCP proxy this script controls: the link is blackholed, then
 healed), slow a node's link to PostgreSQL past the lease (its renewals, sent in
-time, run late), restart PostgreSQL, SIGTERM a node under the full load (a rolling
+time, run late), hold every node's draft writes in PostgreSQL (a lock on the draft
+tables) while one node's link is slowed past its lease (its writes, begun while it
+held the lease, finish after another node may have claimed the session), restart PostgreSQL, SIGTERM a node under the full load (a rolling
 restart's step: it must hand every acknowledged change over; every other one comes
 back with a node timeout of its own, which it must not use). One node runs with its
 clock minutes ahead (faketime).
@@ -884,7 +886,7 @@ def drive(args, run: Run, rng: random.Random, nodes: List[Node], serve_log: Serv
     for node in nodes:
         node.incarnations[-1].rss_start = node.rss()
 
-    kinds = ["kill", "quitkill", "pause", "partition", "slow", "postgres", "term"]
+    kinds = ["kill", "quitkill", "pause", "partition", "slow", "heldwrites", "postgres", "term"]
     plan = kinds[:]
     rng.shuffle(plan)
     end = started + args.seconds
@@ -970,6 +972,23 @@ def drive(args, run: Run, rng: random.Random, nodes: List[Node], serve_log: Serv
             time.sleep(NODE_TIMEOUT + rng.uniform(2.0, 4.0))
             node.link.set_delay(0.0)
             what = f"slowed {node.incarnations[-1].label}'s link to PostgreSQL by {NODE_TIMEOUT * 1.5:.1f} s for {now() - t0:.1f} s"
+        elif kind == "heldwrites":
+            # A slow store write at a lease loss: PostgreSQL holds every draft write
+            # (a lock the writes queue behind) for longer than the node timeout, while
+            # one node's renewals run late. Its writes that began under its lease and
+            # hold the session's record must finish before a claim can; its writes
+            # that begin after must be refused, so nothing it writes lands for a session
+            # another node serves.
+            hold = NODE_TIMEOUT * 1.5 + rng.uniform(0.5, 1.5)
+            locker = subprocess.Popen(
+                args.psql + ["-Atc", "BEGIN; LOCK TABLE viewline_drafts, viewline_saved_drafts IN EXCLUSIVE MODE;"
+                             f" SELECT pg_sleep({hold:.2f}); COMMIT;"],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            node.link.set_delay(NODE_TIMEOUT * 1.5)
+            locker.wait()
+            node.link.set_delay(0.0)
+            what = (f"held draft writes {hold:.1f} s in PostgreSQL, {node.incarnations[-1].label}'s link"
+                    f" slowed by {NODE_TIMEOUT * 1.5:.1f} s meanwhile")
         else:
             # Output to nowhere: a server holding this script's pipes would never let go.
             subprocess.run(args.pg_restart, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -1055,6 +1074,7 @@ def drive(args, run: Run, rng: random.Random, nodes: List[Node], serve_log: Serv
         return f"{value / 1048576:.1f} MiB" if value else "?"
 
     names = {"SIGKILL": "node killed", "SIGSTOP": "node paused", "cut": "node cut off", "slowed": "link slowed past the lease",
+             "held": "draft writes held, a link slowed past the lease",
              "restarted": "PostgreSQL restarted"}
     recovery_lines = [
         f"  - {names.get(kind, kind)}: p50 {pct(v, 0.5):.2f}, p99 {pct(v, 0.99):.2f}, max {v[-1]:.2f} ({len(v)} clients)"
@@ -1067,7 +1087,7 @@ def drive(args, run: Run, rng: random.Random, nodes: List[Node], serve_log: Serv
         f"3 nodes (node timeout {NODE_TIMEOUT:.0f} s; node2 runs {args.skew_minutes} min ahead under faketime), "
         f"{args.clients} clients, one throwaway PostgreSQL.",
         "",
-        f"- faults injected: {len(run.faults)} ({', '.join(f'{k} {sum(1 for f in run.faults if f[2].startswith(p))}' for k, p in (('kill', 'SIGKILL'), ('pause', 'SIGSTOP'), ('partition', 'cut'), ('slow link', 'slowed'), ('postgres restart', 'restarted'), ('clean restart', 'SIGTERM')))})",
+        f"- faults injected: {len(run.faults)} ({', '.join(f'{k} {sum(1 for f in run.faults if f[2].startswith(p))}' for k, p in (('kill', 'SIGKILL'), ('pause', 'SIGSTOP'), ('partition', 'cut'), ('slow link', 'slowed'), ('held writes', 'held'), ('postgres restart', 'restarted'), ('clean restart', 'SIGTERM')))})",
         f"- commands acknowledged: {run.successes}; `unavailable` replies: {run.unavailable}; other errors: {json.dumps(run.errors, sort_keys=True)}",
         f"- attach answers other than ok (reattaching during faults): {json.dumps(run.attach_errors, sort_keys=True)}",
         f"- commands acknowledged per minute: {', '.join(str(run.per_minute.get(m, 0)) for m in range(int(args.seconds // 60) + 1))}",
