@@ -5,3 +5,8 @@ int viewline_sha256(const uint8_t *data, size_t length, uint8_t digest[32]) {
     unsigned int size = 0;
     return EVP_Digest(data, length, digest, &size, EVP_sha256(), NULL) == 1 && size == 32;
 }
+
+int viewline_sha1(const uint8_t *data, size_t length, uint8_t digest[20]) {
+    unsigned int size = 0;
+    return EVP_Digest(data, length, digest, &size, EVP_sha1(), NULL) == 1 && size == 20;
+}

@@ -5,3 +5,8 @@
 /// SHA-256 of `length` bytes at `data` into `digest` (32 bytes), from the system's
 /// libcrypto (OpenSSL). Returns 1 on success.
 int viewline_sha256(const uint8_t *data, size_t length, uint8_t digest[32]);
+
+/// SHA-1 of `length` bytes at `data` into `digest` (20 bytes): only for the WebSocket
+/// handshake's `Sec-WebSocket-Accept` (RFC 6455 §4.2.2), never for security. Returns 1
+/// on success.
+int viewline_sha1(const uint8_t *data, size_t length, uint8_t digest[20]);

@@ -342,23 +342,18 @@ public final class ViewlineServer: Service, Sendable {
                     }
                     let guarded = HTTPConnectionGuard(admission: admission, timeout: timeout)
                     let page = WebPageHandler(origins: origins)
-                    let upgrader = NIOWebSocketServerUpgrader(
-                        // A frame somewhat over the line limit still arrives, to be
-                        // answered `line_too_long`; far over it, the socket closes (1009).
-                        maxFrameSize: min(Int(UInt32.max), maximumLineBytes * 2 + 1024),
+                    let upgrader = WebSocketUpgrader(
                         shouldUpgrade: { channel, head in
-                            let allowed = head.uri.split(separator: "?").first == "/ws" && origins.acceptsHost(head)
+                            head.uri.split(separator: "?").first == "/ws" && origins.acceptsHost(head)
                                 && origins.allows(head, port: channel.localAddress?.port)
-                            return channel.eventLoop.makeSucceededFuture(allowed ? HTTPHeaders() : nil)
                         },
-                        upgradePipelineHandler: { [unowned self] channel, _ in
-                            channel.eventLoop.makeCompletedFuture {
-                                let lines = WebSocketLines(maximumLength: maximumLineBytes, incompleteMessageTimeout: timeout)
-                                try channel.pipeline.syncOperations.addHandler(
-                                    lines.inputDeadline,
-                                    position: .before(try channel.pipeline.syncOperations.handler(type: ByteToMessageHandler<WebSocketFrameDecoder>.self)))
-                                try channel.pipeline.syncOperations.addHandlers(lines, ConnectionHandler(server: self, transport: .websocket))
-                            }
+                        upgradePipeline: { [unowned self] pipeline in
+                            // A frame somewhat over the line limit still arrives, to be
+                            // answered `line_too_long`; far over it, the socket closes (1009).
+                            let lines = WebSocketLines(
+                                maximumLength: maximumLineBytes, maximumFrameLength: min(Int(UInt32.max), maximumLineBytes * 2 + 1024),
+                                incompleteMessageTimeout: timeout)
+                            try pipeline.addHandlers(lines, ConnectionHandler(server: self, transport: .websocket))
                         })
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(
                         withServerUpgrade: (upgraders: [upgrader], completionHandler: { context in

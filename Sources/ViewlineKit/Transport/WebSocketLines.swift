@@ -9,129 +9,286 @@ import NIOWebSocket
 /// Turns a WebSocket into the protocol's lines, so a WebSocket connection runs
 /// exactly like a TCP one behind it (``ConnectionHandler``, its session, limits).
 ///
-/// Inbound, each text message (its fragments joined) is one line; a message longer
-/// than the line limit becomes ``LineFrame/tooLong`` (`line_too_long`, the
-/// connection goes on), like an overlong TCP line. Outbound, the lines the session
-/// writes (`\n`-terminated, possibly several per buffer) go out one text message
-/// each, framed here, all of a write in one buffer; closing the connection sends a
-/// close frame first.
+/// It reads the socket's bytes itself (RFC 6455 §5): each text message (its
+/// fragments joined) is one line, unmasked straight into the buffer its line is
+/// sliced from — every whole message of a read into one buffer, as a TCP read's lines
+/// are slices of it. A message longer than the line limit becomes
+/// ``LineFrame/tooLong`` (`line_too_long`, the connection goes on), like an overlong
+/// TCP line; a frame far longer (over `maximumFrameLength`) closes the connection
+/// (1009). Outbound, the lines the session writes (`\n`-terminated, possibly several
+/// per buffer) go out one text message each, framed here, all of a write in one
+/// buffer; closing the connection sends a close frame first.
 ///
 /// Held to RFC 6455 as a server must: an unmasked client frame, a reserved bit (no
-/// extension is negotiated), a reserved opcode, a continuation with no message begun,
-/// a new message inside an unfinished one and an invalid close code fail the
-/// connection with 1002 (a close reason that is not UTF-8, 1007). Pings are answered
-/// within the output budget: one pong at a time (only the latest ping's, as §5.5.3
-/// allows), and a client that pings while its backlog is over the budget is cut off.
-/// A message or frame left unfinished longer than `--line-timeout` closes the
-/// connection (1008), as an incomplete TCP line does.
+/// extension is negotiated), a reserved opcode, a fragmented or long control frame, a
+/// continuation with no message begun, a new message inside an unfinished one and an
+/// invalid close code fail the connection with 1002 (a close reason that is not
+/// UTF-8, 1007; a binary message, 1003). Pings are answered within the output budget:
+/// one pong at a time (only the latest ping's, as §5.5.3 allows), and a client that
+/// pings while its backlog is over the budget is cut off. From the first byte after an
+/// idle moment, the connection has `--line-timeout` to be idle again (every frame
+/// whole, no message unfinished), or it is closed (1008), as an incomplete TCP line is;
+/// bytes trickling in do not reset it.
 final class WebSocketLines: ChannelDuplexHandler {
-    typealias InboundIn = WebSocketFrame
+    typealias InboundIn = ByteBuffer
     typealias InboundOut = LineFrame
     typealias OutboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
     private let maximumLength: Int
-    /// The message being assembled from its fragments; `nil` between messages.
+    private let maximumFrameLength: Int
+    private let incompleteMessageTimeout: TimeAmount?
+    /// The start of a frame that continues in the next read.
+    private var carried: ByteBuffer?
+    /// The message being assembled from its fragments (`nil` while it is discarded).
     private var message: ByteBuffer?
-    /// Whether a message is begun and not finished (`message` may be dropped while too long).
+    /// Its length so far, kept while it is discarded too.
+    private var messageLength = 0
+    /// Whether a message is begun and not finished.
     private var inMessage = false
-    private var discarding = false
     private var closeSent = false
+    /// Whole messages of the current read, unmasked one after another, and where each ends.
+    private var unmasked: ByteBuffer?
+    private var messageEnds: [Int] = []
     /// A pong being written, and the payload of the latest ping that came meanwhile.
     private var pongInFlight = false
     private var nextPong: ByteBuffer?
     /// Pings that came while a pong waited to reach the socket.
     private var pingsWhilePongWaits = 0
     static let pingsWhilePongWaitsLimit = 1024
-    /// Goes in front of the frame decoder: sees bytes arrive, closes the connection when
-    /// a frame or message stays unfinished past the timeout.
-    let inputDeadline: WebSocketInputDeadline
+    /// Closes the connection when a frame or message stays unfinished too long.
+    private var deadline: Scheduled<Void>?
 
-    init(maximumLength: Int, incompleteMessageTimeout: TimeAmount?) {
+    /// - Parameters:
+    ///   - maximumLength: the longest message taken as a line (the line limit).
+    ///   - maximumFrameLength: the longest frame read at all; a longer one closes the connection (1009).
+    ///   - incompleteMessageTimeout: how long the connection may hold an unfinished frame or message.
+    init(maximumLength: Int, maximumFrameLength: Int, incompleteMessageTimeout: TimeAmount?) {
         self.maximumLength = maximumLength
-        self.inputDeadline = WebSocketInputDeadline(timeout: incompleteMessageTimeout)
-    }
-
-    func handlerAdded(context: ChannelHandlerContext) {
-        framesOut = (try? context.pipeline.syncOperations.context(handlerType: WebSocketFrameEncoder.self)) ?? context
-        inputDeadline.expired = { [weak self] in self?.close(context: context, code: .policyViolation) }
+        self.maximumFrameLength = maximumFrameLength
+        self.incompleteMessageTimeout = incompleteMessageTimeout
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
-        inputDeadline.expired = nil
-        framesOut = nil
+        stopDeadline()
     }
 
-    /// A frame's size on the wire: its header (length and mask key) and payload.
-    static func wireSize(_ frame: WebSocketFrame) -> Int {
-        let length = Int(frame.length)
-        let extended = length < 126 ? 0 : length <= 0xFFFF ? 2 : 8
-        return 2 + extended + (frame.maskKey == nil ? 0 : 4) + length
+    func channelInactive(context: ChannelHandlerContext) {
+        stopDeadline()
+        context.fireChannelInactive()
     }
 
     // MARK: inbound
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        let frame = unwrapInboundIn(data)
-        // Every frame counted once its bytes are whole, with whether a message is left unfinished.
-        defer { inputDeadline.frameCompleted(bytes: Self.wireSize(frame), message: inMessage) }
         guard !closeSent else { return }
-        guard frame.maskKey != nil else { return fail(context: context, code: .protocolError) }  // §5.1
-        guard !frame.rsv1, !frame.rsv2, !frame.rsv3 else { return fail(context: context, code: .protocolError) }  // §5.2
-        switch frame.opcode {
+        var input = unwrapInboundIn(data)
+        if var carried {
+            self.carried = nil  // uniquely referenced: the read is appended in place
+            carried.writeBuffer(&input)
+            input = carried
+        }
+        if deadline == nil, let timeout = incompleteMessageTimeout {
+            deadline = context.eventLoop.scheduleTask(in: timeout) { [weak self] in
+                guard let self else { return }
+                self.deadline = nil
+                self.close(context: context, code: .policyViolation)
+            }
+        }
+        while !closeSent, input.readableBytes > 0 {
+            switch Self.frameHeader(in: input, maximumLength: maximumFrameLength) {
+            case .incomplete:
+                carried = input
+                return finishRead(context: context)
+            case .invalid(let code):
+                return fail(context: context, code: code)
+            case .frame(let header):
+                guard input.readableBytes >= header.size + header.length else {
+                    carried = input
+                    return finishRead(context: context)
+                }
+                input.moveReaderIndex(forwardBy: header.size)
+                let payload = input.readSlice(length: header.length)!
+                receive(header, payload: payload, readAhead: input.readableBytes, context: context)
+            }
+        }
+        finishRead(context: context)
+    }
+
+    /// After a read: its whole messages go on as lines; with nothing left unfinished,
+    /// the deadline stops.
+    private func finishRead(context: ChannelHandlerContext) {
+        emitUnmasked(context: context)
+        if carried == nil, !inMessage { stopDeadline() }
+    }
+
+    /// One frame; `readAhead`: the bytes of this read after it (more messages, likely).
+    private func receive(_ header: FrameHeader, payload: ByteBuffer, readAhead: Int, context: ChannelHandlerContext) {
+        switch header.opcode {
         case .text:
             guard !inMessage else { return fail(context: context, code: .protocolError) }  // §5.4
-            message = nil
-            discarding = false
-            receive(frame, context: context)
+            if header.fin, header.length <= maximumLength {
+                // The common case: a whole message in one frame joins this read's lines.
+                if unmasked == nil {
+                    unmasked = context.channel.allocator.buffer(capacity: payload.readableBytes + readAhead)
+                }
+                Self.unmask(payload, key: header.maskKey, into: &unmasked!)
+                messageEnds.append(unmasked!.writerIndex)
+                return
+            }
+            inMessage = true
+            messageLength = 0
+            message = context.channel.allocator.buffer(capacity: min(header.length, maximumLength))
+            append(header, payload, context: context)
         case .continuation:
             guard inMessage else { return fail(context: context, code: .protocolError) }  // §5.4
-            receive(frame, context: context)
+            append(header, payload, context: context)
         case .binary:
             // The protocol is text: a binary message is refused like a bad frame.
             fail(context: context, code: .unacceptableData)
         case .ping:
-            var payload = frame.unmaskedData
-            pong(payload.readSlice(length: payload.readableBytes) ?? ByteBuffer(), context: context)
+            var unmaskedPayload = context.channel.allocator.buffer(capacity: payload.readableBytes)
+            Self.unmask(payload, key: header.maskKey, into: &unmaskedPayload)
+            pong(unmaskedPayload, context: context)
         case .pong:
             break  // unsolicited pongs are allowed (§5.5.3)
         case .connectionClose:
-            closeReceived(frame, context: context)
+            emitUnmasked(context: context)  // what came before the close is answered first
+            var unmaskedPayload = context.channel.allocator.buffer(capacity: payload.readableBytes)
+            Self.unmask(payload, key: header.maskKey, into: &unmaskedPayload)
+            closeReceived(unmaskedPayload, context: context)
         default:
             fail(context: context, code: .protocolError)  // a reserved opcode (§5.2)
         }
     }
 
-    private func receive(_ frame: WebSocketFrame, context: ChannelHandlerContext) {
-        inMessage = !frame.fin
-        var data = frame.unmaskedData
-        if !discarding {
-            let length = (message?.readableBytes ?? 0) + data.readableBytes
-            if length > maximumLength {
-                discarding = true
-                message = nil
-            } else if message == nil {
-                message = data
-            } else {
-                message!.writeBuffer(&data)
+    /// A fragment of a message begun earlier (or a message too long for this read's lines).
+    private func append(_ header: FrameHeader, _ payload: ByteBuffer, context: ChannelHandlerContext) {
+        messageLength += header.length
+        if messageLength > maximumLength {
+            message = nil  // discarded from here to its last fragment
+        } else if message != nil {
+            Self.unmask(payload, key: header.maskKey, into: &message!)
+        }
+        guard header.fin else { return }
+        inMessage = false
+        emitUnmasked(context: context)  // this read's earlier lines come first
+        guard var line = message else { return context.fireChannelRead(wrapInboundOut(.tooLong)) }
+        message = nil
+        emitLines(of: &line, context: context)
+    }
+
+    /// This read's whole messages, as lines, in order.
+    private func emitUnmasked(context: ChannelHandlerContext) {
+        guard let lines = unmasked else { return }
+        unmasked = nil
+        var start = lines.readerIndex
+        for end in messageEnds {
+            var one = lines.getSlice(at: start, length: end - start)!
+            emitLines(of: &one, context: context)
+            start = end
+        }
+        messageEnds.removeAll(keepingCapacity: true)
+    }
+
+    /// One message's lines: a newline inside it ends a line, as on TCP.
+    private func emitLines(of message: inout ByteBuffer, context: ChannelHandlerContext) {
+        while message.readableBytes > 0 {
+            let length = message.withUnsafeReadableBytes { bytes in
+                memchr(bytes.baseAddress!, Int32(UInt8(ascii: "\n")), bytes.count).map { bytes.baseAddress!.distance(to: UnsafeRawPointer($0)) }
+            }
+            guard let length else {
+                context.fireChannelRead(wrapInboundOut(.line(message)))
+                return
+            }
+            let line = message.readSlice(length: length)!
+            message.moveReaderIndex(forwardBy: 1)
+            context.fireChannelRead(wrapInboundOut(.line(line)))
+        }
+    }
+
+    private func stopDeadline() {
+        deadline?.cancel()
+        deadline = nil
+    }
+
+    // MARK: frames
+
+    /// A frame's header as the client sent it (RFC 6455 §5.2).
+    struct FrameHeader: Equatable {
+        var fin: Bool
+        var opcode: WebSocketOpcode
+        /// The payload's length, at most `Int.max`.
+        var length: Int
+        var maskKey: UInt32
+        /// The header's own length: 2 to 14 bytes.
+        var size: Int
+    }
+
+    enum HeaderParse: Equatable {
+        case frame(FrameHeader)
+        case incomplete
+        case invalid(WebSocketErrorCode)
+    }
+
+    /// The header at the start of `bytes`; what breaks the RFC, or announces a payload
+    /// over `maximumLength` (1009), is refused as soon as the bytes that show it are in,
+    /// before any payload is waited for.
+    static func frameHeader(in bytes: ByteBuffer, maximumLength: Int) -> HeaderParse {
+        let start = bytes.readerIndex
+        guard let first = bytes.getInteger(at: start, as: UInt8.self), let second = bytes.getInteger(at: start + 1, as: UInt8.self) else {
+            return .incomplete
+        }
+        let fin = first & 0x80 != 0
+        let opcode = first & 0x0F
+        guard second & 0x80 != 0 else { return .invalid(.protocolError) }  // a client's frames are masked (§5.1)
+        guard first & 0x70 == 0 else { return .invalid(.protocolError) }  // no extension: no reserved bit (§5.2)
+        var size = 2
+        var length = Int(second & 0x7F)
+        if length == 126 {
+            guard let extended = bytes.getInteger(at: start + 2, as: UInt16.self) else { return .incomplete }
+            length = Int(extended)
+            size += 2
+        } else if length == 127 {
+            guard let extended = bytes.getInteger(at: start + 2, as: UInt64.self) else { return .incomplete }
+            guard extended <= UInt64(Int.max) else { return .invalid(.protocolError) }  // the top bit is 0 (§5.2)
+            length = Int(extended)
+            size += 8
+        }
+        if opcode & 0x08 != 0 {
+            // Control frames: whole, and at most 125 bytes (§5.5).
+            guard fin, length <= 125 else { return .invalid(.protocolError) }
+        }
+        guard length <= maximumLength else { return .invalid(.messageTooLarge) }
+        guard let maskKey = bytes.getInteger(at: start + size, endianness: .little, as: UInt32.self) else { return .incomplete }
+        size += 4
+        return .frame(FrameHeader(fin: fin, opcode: WebSocketOpcode(encodedWebSocketOpcode: opcode)!, length: length, maskKey: maskKey, size: size))
+    }
+
+    /// `payload` XOR its mask (`key`, its four bytes as they came, read little-endian),
+    /// appended to `buffer`: eight bytes at a time.
+    static func unmask(_ payload: ByteBuffer, key: UInt32, into buffer: inout ByteBuffer) {
+        let count = payload.readableBytes
+        guard count > 0 else { return }
+        let key64 = UInt64(key) | UInt64(key) << 32
+        payload.withUnsafeReadableBytes { source in
+            buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: count) { target in
+                var index = 0
+                while index + 8 <= count {
+                    let word = UInt64(littleEndian: source.loadUnaligned(fromByteOffset: index, as: UInt64.self)) ^ key64
+                    target.storeBytes(of: word.littleEndian, toByteOffset: index, as: UInt64.self)
+                    index += 8
+                }
+                while index < count {
+                    target[index] = source[index] ^ UInt8(truncatingIfNeeded: key >> (UInt32(index & 3) * 8))
+                    index += 1
+                }
+                return count
             }
         }
-        guard frame.fin else { return }
-        if discarding {
-            discarding = false
-            context.fireChannelRead(wrapInboundOut(.tooLong))
-            return
-        }
-        guard var line = message else { return }
-        message = nil
-        // One message, one line; a newline inside it ends a line, as on TCP.
-        while let end = line.readableBytesView.firstIndex(of: UInt8(ascii: "\n")) {
-            let slice = line.readSlice(length: end - line.readerIndex)!
-            line.moveReaderIndex(forwardBy: 1)
-            context.fireChannelRead(wrapInboundOut(.line(slice)))
-        }
-        if line.readableBytes > 0 { context.fireChannelRead(wrapInboundOut(.line(line))) }
     }
+
+    // MARK: control frames
 
     /// A ping's answer, within the output budget.
     private func pong(_ payload: ByteBuffer, context: ChannelHandlerContext) {
@@ -163,8 +320,8 @@ final class WebSocketLines: ChannelDuplexHandler {
 
     /// The client's close: echoed with its code (RFC 6455 §5.5.1), then the connection
     /// ends; the session lives on. A malformed close fails the connection.
-    private func closeReceived(_ frame: WebSocketFrame, context: ChannelHandlerContext) {
-        var payload = frame.unmaskedData
+    private func closeReceived(_ payload: ByteBuffer, context: ChannelHandlerContext) {
+        var payload = payload
         guard payload.readableBytes != 1 else { return fail(context: context, code: .protocolError) }
         guard let code = payload.readInteger(as: UInt16.self) else { return close(context: context, code: .normalClosure) }
         guard Self.isValidCloseCode(code) else { return fail(context: context, code: .protocolError) }
@@ -205,22 +362,15 @@ final class WebSocketLines: ChannelDuplexHandler {
                 start += length + 1
             }
         }
-        framesOut.write(NIOAny(frames), promise: promise)
+        context.write(wrapOutboundOut(frames), promise: promise)
     }
-
-    /// Where frames are written: past NIO's `WebSocketFrameEncoder`, which the upgrader
-    /// puts in the pipeline and which cannot be removed. This handler frames its own
-    /// output (a server's frames are unmasked: a header and the payload), so a burst of
-    /// lines is one buffer and one write instead of a frame value, a header buffer and
-    /// two writes per line. Without an encoder in the pipeline, this handler's own context.
-    private var framesOut: ChannelHandlerContext!
 
     /// One frame of `payload`, written now (a pong or a close).
     private func writeFrame(opcode: WebSocketOpcode, payload: ByteBuffer, context: ChannelHandlerContext) -> EventLoopFuture<Void> {
         var frame = context.channel.allocator.buffer(capacity: payload.readableBytes + 10)
         Self.writeHeader(opcode: opcode, length: payload.readableBytes, into: &frame)
         frame.writeImmutableBuffer(payload)
-        return framesOut.writeAndFlush(NIOAny(frame))
+        return context.writeAndFlush(wrapOutboundOut(frame))
     }
 
     /// A final frame's header as a server sends it (RFC 6455 §5.2: FIN, the opcode, no
@@ -246,6 +396,7 @@ final class WebSocketLines: ChannelDuplexHandler {
         }
         // `bye` has been written: a close frame says the same to the WebSocket layer.
         closeSent = true
+        stopDeadline()
         var payload = context.channel.allocator.buffer(capacity: 2)
         payload.write(webSocketErrorCode: .normalClosure)
         writeFrame(opcode: .connectionClose, payload: payload, context: context)
@@ -258,7 +409,9 @@ final class WebSocketLines: ChannelDuplexHandler {
     }
 
     private func close(context: ChannelHandlerContext, code: WebSocketErrorCode) {
-        inputDeadline.stop()
+        stopDeadline()
+        carried = nil
+        message = nil
         guard !closeSent else { return context.close(promise: nil) }
         closeSent = true
         var payload = context.channel.allocator.buffer(capacity: 2)
@@ -268,60 +421,5 @@ final class WebSocketLines: ChannelDuplexHandler {
         if !context.channel.isWritable { return context.close(promise: nil) }
         writeFrame(opcode: .connectionClose, payload: payload, context: context)
             .whenComplete { _ in context.close(promise: nil) }
-    }
-}
-
-/// The bytes side of ``WebSocketLines``' deadline: sits in front of the frame decoder
-/// and counts the bytes that arrive against those of the frames decoded. From the
-/// first byte after an idle moment, the connection has the timeout to be idle again
-/// (every byte part of a finished frame, no message unfinished); otherwise it is closed
-/// (1008). Bytes trickling in do not reset it.
-final class WebSocketInputDeadline: ChannelInboundHandler, RemovableChannelHandler {
-    typealias InboundIn = ByteBuffer
-    typealias InboundOut = ByteBuffer
-
-    private let timeout: TimeAmount?
-    private var deadline: Scheduled<Void>?
-    /// Bytes received and not yet part of a decoded frame.
-    private var pending = 0
-    /// Whether a message is unfinished.
-    private var inMessage = false
-    /// What ``WebSocketLines`` does when time is up (a 1008 close).
-    var expired: (() -> Void)?
-
-    init(timeout: TimeAmount?) {
-        self.timeout = timeout
-    }
-
-    func handlerRemoved(context: ChannelHandlerContext) { stop() }
-
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        pending += unwrapInboundIn(data).readableBytes
-        if deadline == nil, let timeout {
-            deadline = context.eventLoop.scheduleTask(in: timeout) { [weak self] in
-                guard let self else { return }
-                self.deadline = nil
-                self.expired?()
-            }
-        }
-        context.fireChannelRead(data)  // the decoder reports each whole frame meanwhile
-        if pending <= 0, !inMessage { stop() }
-    }
-
-    /// A frame of `bytes` (header included) was decoded; `message`: whether a message
-    /// is unfinished after it.
-    func frameCompleted(bytes: Int, message: Bool) {
-        pending -= bytes
-        inMessage = message
-    }
-
-    func stop() {
-        deadline?.cancel()
-        deadline = nil
-    }
-
-    func channelInactive(context: ChannelHandlerContext) {
-        stop()
-        context.fireChannelInactive()
     }
 }
