@@ -92,8 +92,65 @@ import Testing
         }
     }
 
+    /// Random messages, split into random fragments with random masks and pings
+    /// between them, fed in random chunks: the lines are the messages' lines.
+    @Test(arguments: 0..<20)
+    func randomFramingsGiveTheMessagesLines(seed: UInt64) throws {
+        var random = SplitMix64(seed: seed)
+        var input: [UInt8] = []
+        var expected: [String] = []
+        for _ in 0..<(1 + random.next(30)) {
+            let length = random.next(4) == 0 ? random.next(300) : random.next(20)
+            let text = String((0..<length).map { _ in random.next(12) == 0 ? "\n" : Character(UnicodeScalar(UInt8(97 + random.next(26)))) })
+            let bytes = Array(text.utf8)
+            if bytes.count > 200 {
+                expected.append("<too long>")
+            } else {
+                expected += text.split(separator: "\n", omittingEmptySubsequences: false).enumerated()
+                    .filter { $0.element != "" || $0.offset < text.split(separator: "\n", omittingEmptySubsequences: false).count - 1 }
+                    .map { String($0.element) }
+            }
+            var cut = 0
+            var opcode: UInt8 = 0x1
+            repeat {
+                let end = min(bytes.count, cut + 1 + random.next(max(1, bytes.count)))
+                let key = (0..<4).map { _ in UInt8(random.next(256)) }
+                input += Self.frame(opcode, Array(bytes[cut..<end]), fin: end == bytes.count, key: key)
+                if random.next(5) == 0 { input += Self.frame(0x9, [UInt8(random.next(256))], key: key) }
+                opcode = 0x0
+                cut = end
+            } while cut < bytes.count
+        }
+        let (lines, close) = try read(input, chunk: 1 + random.next(400), limit: 200)
+        #expect(close == nil)
+        #expect(lines == expected)
+    }
+
+    /// Bytes at random: the reader never traps, and ends with lines, a close, or a frame left unfinished.
+    @Test(arguments: 0..<50)
+    func randomBytesNeverTrap(seed: UInt64) throws {
+        var random = SplitMix64(seed: seed)
+        var input = (0..<random.next(2000)).map { _ in UInt8(random.next(256)) }
+        if random.next(2) == 0, !input.isEmpty { input[0] = 0x81 }  // now and then a plausible start
+        _ = try read(input, chunk: 1 + random.next(64))
+    }
+
     @Test func theHandshakeAnswersTheKeyAsRFC6455Shows() {
         // RFC 6455 §1.3's example.
         #expect(WebSocketUpgrader.accept(key: "dGhlIHNhbXBsZSBub25jZQ==") == "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=")
+    }
+}
+
+/// A small deterministic generator for the randomized cases (a seed names a case).
+struct SplitMix64 {
+    private var state: UInt64
+    init(seed: UInt64) { state = seed &+ 0x9E37_79B9_7F4A_7C15 }
+    /// A value in `0..<bound` (`bound` > 0).
+    mutating func next(_ bound: Int) -> Int {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return Int((z ^ (z >> 31)) % UInt64(bound))
     }
 }
