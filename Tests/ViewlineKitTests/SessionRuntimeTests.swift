@@ -180,10 +180,47 @@ import ViewlineTesting
         #expect(services.total.watcherCount == 0)
     }
 
+    @Test func aStateReadAfterAnyChangeShowsIt() async {
+        let store = TestStore(apps: [Counter.self, Quiet.self], services: services())
+        await store.send("state counter", reply: ["view": "counter", "state": ["count": 0, "label": "", "busy": false]])
+        await store.send("state counter", reply: ["view": "counter", "state": ["count": 0, "label": "", "busy": false]])
+        await store.send("increment", reply: ["count": 1])
+        await store.receive(Counter.self) { $0.count = 1 }
+        await store.send("state counter", reply: ["view": "counter", "state": ["count": 1, "label": "", "busy": false]])
+        // A change shown to nobody (`display: false`), to this view or another one.
+        await store.send("state quiet", reply: ["view": "quiet", "state": ["value": 0]])
+        await store.send("quietly 5", reply: ["value": 5])
+        await store.send("state quiet", reply: ["view": "quiet", "state": ["value": 5]])
+        await store.send("state counter", reply: ["view": "counter", "state": ["count": 1, "label": "", "busy": false]])
+        await store.send("quietly 6", reply: ["value": 6])
+        await store.send("state", reply: ["views": ["counter": ["count": 1, "label": "", "busy": false], "quiet": ["value": 6]]])
+        await store.send("state quiet", reply: ["view": "quiet", "state": ["value": 6]])
+        await store.finish()
+    }
+
     @Test func stateListsEveryViewInOrder() async {
         let store = TestStore(apps: [Counter.self], services: services())
         await store.send("state", reply: ["views": ["counter": ["count": 0, "label": "", "busy": false]]])
         await store.send("state nowhere", fails: .unknownView)
         await store.finish()
     }
+}
+
+/// A view-model whose one command changes its state without showing it.
+enum Quiet: ViewModel {
+    struct State: Codable, Sendable, Equatable {
+        var value = 0
+    }
+
+    static let view = "quiet"
+    static let stateSummary = "{value}"
+    static func initialState(_ services: Services) -> State { State() }
+
+    static let commands: [Command<Quiet>] = [
+        Command("quietly", summary: "Set the value, shown to nobody.", arguments: [.optionalInteger("value", minimum: 0)]) { session, args in
+            let value = args.int("value") ?? 0
+            session.update(Quiet.self, display: false) { $0.value = value }
+            return ["value": .int(value)]
+        }
+    ]
 }

@@ -39,11 +39,21 @@ extension Session {
         let view = application.views[index]
         let state = view.encodeState(states[index])
         if let canonical = state.canonical { states[index] = canonical }  // equal: share its storage
+        (lastEncodedView, lastEncodedBytes) = (index, state.bytes)
         emitDisplay(viewPart: view.displayViewPart, state: state)
     }
 
     /// A view's state as the client sees it, and its encoding.
     func encodedState(_ index: Int) -> EncodedState {
         application.views[index].encodeState(states[index])
+    }
+
+    /// A view's state's encoding: the one kept since the view was last encoded, while
+    /// no state changed.
+    func encodedBytes(_ index: Int) -> [UInt8] {
+        if index == lastEncodedView { return lastEncodedBytes }
+        let bytes = encodedState(index).bytes
+        (lastEncodedView, lastEncodedBytes) = (index, bytes)
+        return bytes
     }
 }

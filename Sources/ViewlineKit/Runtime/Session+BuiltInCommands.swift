@@ -159,7 +159,7 @@ extension Session {
         guard let index = session.application.index(ofView: name) else {
             throw ProtocolError(.unknownView, "no view named \"\(name)\"; views: \(views.map(\.name).joined(separator: ", "))")
         }
-        return EncodedResult([views[index].stateReplyHead, session.encodedState(index).bytes, stateReplyTail])
+        return EncodedResult([views[index].stateReplyHead, session.encodedBytes(index), stateReplyTail])
     }
 
     private static let stateReplyTail = [UInt8(ascii: "}")]

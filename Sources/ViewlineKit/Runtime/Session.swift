@@ -68,9 +68,16 @@ public actor Session {
         }
         _modify {
             makeStatesIfNeeded()
+            lastEncodedView = -1  // a state may change: its kept encoding goes
+            lastEncodedBytes = []
             yield &madeStates
         }
     }
+    /// The view last encoded (`display`, `state`) while no state changed since, and its
+    /// encoding: `state` of a view that did not change copies these bytes without going
+    /// through the shared cache (its lock, a dynamic cast, the states' comparison).
+    var lastEncodedView = -1
+    var lastEncodedBytes: [UInt8] = []
 
     private func makeStatesIfNeeded() {
         if madeStates.count != application.views.count {
