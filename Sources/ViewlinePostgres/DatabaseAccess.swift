@@ -91,8 +91,9 @@ package final class DatabaseAccess: Sendable {
 
     /// Turns "cannot reach the database" into ``StoreUnavailable``: the database is
     /// known to be down (at once, without waiting for the pool), goes down while the
-    /// call waits, a connection error, a server shutting down, or no answer within
-    /// ``operationTimeout``. Other errors (a constraint, a bug) pass through.
+    /// call waits, a connection error, a server shutting down, a transaction it rolled
+    /// back (a deadlock's victim), or no answer within ``operationTimeout``. Other
+    /// errors (a constraint, a bug) pass through.
     package func unavailableIfDown<T: Sendable>(timeout: Duration? = nil, _ work: @escaping @Sendable () async throws -> T) async throws -> T {
         let started = ContinuousClock.now
         do {
@@ -119,6 +120,8 @@ package final class DatabaseAccess: Sendable {
         } catch let error as PSQLError where error.code != .server {
             throw StoreUnavailable(url: url, underlying: error)
         } catch let error as PSQLError where error.serverInfo?[.sqlState].map(Self.isShutdownState) == true {
+            throw StoreUnavailable(url: url, underlying: error)
+        } catch let error as PSQLError where error.serverInfo?[.sqlState].map(Self.isRolledBackState) == true {
             throw StoreUnavailable(url: url, underlying: error)
         }
     }
@@ -203,6 +206,13 @@ package final class DatabaseAccess: Sendable {
     struct TimedOut: Error, CustomStringConvertible {
         let limit: Duration
         var description: String { "no answer within \(limit)" }
+    }
+
+    /// SQLSTATEs of a transaction the server rolled back to let others go on (a
+    /// deadlock's victim, a serialization failure): nothing was written, and the same
+    /// call may succeed in a moment, so the caller is told "unavailable", not "failed".
+    private static func isRolledBackState(_ state: String) -> Bool {
+        state.hasPrefix("40")
     }
 
     /// SQLSTATEs a server sends while it shuts down or refuses connections.

@@ -126,12 +126,17 @@ public struct PostgresSessionDirectory: SessionDirectory {
         // One statement for the whole batch; a record another node claimed meanwhile
         // is not taken back (the owner fences the write: a node id is never reused),
         // and one of a lower rev than the stored one changes nothing (it is late).
+        // Rows are locked in the order of their lookups: two batches that share records
+        // (one still running past its deadline and the next, a zombie's and its
+        // successor's) wait for each other instead of deadlocking.
+        let records = records.sorted { $0.lookup < $1.lookup }
         let revs = records.map { Int64($0.rev) }
         let written = try await database.collect("""
             INSERT INTO viewline_sessions (lookup, secret_digest, owner, snapshot, rev, updated_at)
             SELECT l, decode(d, 'hex'), o, s, v, clock_timestamp()
             FROM unnest(\(records.map(\.lookup))::text[], \(records.map { Self.hex($0.secretDigest) })::text[],
                         \(records.map(\.owner))::text[], \(records.map(\.snapshot))::text[], \(revs)::int8[]) AS r(l, d, o, s, v)
+            ORDER BY l
             ON CONFLICT (lookup) DO UPDATE SET
                 secret_digest = CASE WHEN viewline_sessions.rev <= excluded.rev THEN excluded.secret_digest ELSE viewline_sessions.secret_digest END,
                 snapshot = CASE WHEN viewline_sessions.rev <= excluded.rev THEN excluded.snapshot ELSE viewline_sessions.snapshot END,

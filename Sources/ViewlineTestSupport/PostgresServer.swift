@@ -89,6 +89,15 @@ public final class PostgresServer: @unchecked Sendable {
         try Self.run([Self.script, "psql", url(database: database), "-c", sql])
     }
 
+    /// ``query(_:database:)`` on a thread of its own, off the concurrency pool: a
+    /// statement that holds locks or sleeps while the test goes on (a transaction
+    /// another part waits for) must not take one of the pool's few threads meanwhile.
+    public func queryOnItsOwnThread(_ sql: String, database: String) async throws -> String {
+        try await withCheckedThrowingContinuation { continuation in
+            Thread { continuation.resume(with: Result { try self.query(sql, database: database) }) }.start()
+        }
+    }
+
     deinit {
         remove()
     }

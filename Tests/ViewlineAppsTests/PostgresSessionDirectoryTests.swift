@@ -106,6 +106,35 @@ import ViewlineTestSupport
         #expect(try await directory.find(lookup: "0123456789abcdef", nodeTimeout: .seconds(30))?.record.rev == 12)
     }
 
+    /// Two batches that share records (a node's batch still running in PostgreSQL
+    /// past its deadline and the next one, or a zombie's and its successor's) lock them
+    /// in one order, so one waits for the other instead of both failing as a deadlock.
+    @Test func batchesThatShareRecordsWaitForEachOtherInsteadOfDeadlocking() async throws {
+        let server = PostgresServer.shared
+        let database = try server.createDatabase()
+        let directory = try await PostgresSessionDirectory.connect(try PostgresURL(server.url(database: database)))
+        defer { directory.close() }
+        _ = try await directory.renewLease(zombie, nodeTimeout: .seconds(30), recordsExpireAfter: .seconds(86_400))
+        var first = record(owner: zombie, snapshot: #"{"v":1}"#)
+        first.lookup = "aaaaaaaaaaaaaaaa"
+        var second = record(owner: zombie, snapshot: #"{"v":1}"#)
+        second.lookup = "bbbbbbbbbbbbbbbb"
+        let (a, b) = (first, second)
+        #expect(try await directory.save([a, b]).isEmpty)
+        // Another transaction holds the first record for a moment; one batch queues for
+        // it, then one listing the records the other way round comes.
+        let holder = Task {
+            try await server.queryOnItsOwnThread("BEGIN; SELECT 1 FROM viewline_sessions WHERE lookup = 'aaaaaaaaaaaaaaaa' FOR UPDATE; SELECT pg_sleep(1.5); COMMIT;", database: database)
+        }
+        try await Task.sleep(for: .milliseconds(400))
+        let inOrder = Task { try await directory.save([a, b]) }
+        try await Task.sleep(for: .milliseconds(300))
+        let reversed = Task { try await directory.save([b, a]) }
+        _ = try await holder.value
+        #expect(try await inOrder.value.isEmpty)
+        #expect(try await reversed.value.isEmpty)
+    }
+
     @Test func aZombiesLateRecordWriteIsRefused() async throws {
         let directory = try await directory()
         _ = try await directory.renewLease(zombie, nodeTimeout: .seconds(30), recordsExpireAfter: .seconds(86_400))
