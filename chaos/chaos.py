@@ -829,7 +829,10 @@ class Run:
 
 
 def psql(args, sql: str) -> List[str]:
-    out = subprocess.run(args.psql + ["-Atc", sql], capture_output=True, text=True, check=True).stdout
+    # The statement goes in on standard input: a long run's checks list thousands of
+    # tokens, past what one command-line argument may hold.
+    out = subprocess.run(args.psql + ["-At", "-v", "ON_ERROR_STOP=1", "-f", "-"], input=sql, capture_output=True, text=True,
+                         check=True).stdout
     return [line for line in out.splitlines() if line]
 
 
