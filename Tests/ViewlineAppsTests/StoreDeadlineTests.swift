@@ -1,7 +1,5 @@
-import Logging
 import Synchronization
 import Testing
-import ViewlineTestSupport
 
 @testable import ViewlinePostgres
 
@@ -59,51 +57,6 @@ import ViewlineTestSupport
         health.set(down: true)
         await #expect(throws: DatabaseAccess.ConnectionLost.self) { _ = try await call.value }
         #expect(stuck.isStuck)
-    }
-
-    /// A transaction the server rolled back to break a deadlock wrote nothing and may
-    /// succeed in a moment: the caller hears "unavailable" (a client may try again),
-    /// not an unexpected failure.
-    @Test func aDeadlocksVictimIsUnavailableNotAFailure() async throws {
-        let server = PostgresServer.shared
-        let database = try server.createDatabase()
-        _ = try server.query("CREATE TABLE locks (id text PRIMARY KEY); INSERT INTO locks VALUES ('a'), ('b')", database: database)
-        let access = DatabaseAccess(
-            url: try PostgresURL(server.url(database: database)), operationTimeout: .seconds(20), logger: Logger(label: "test"))
-        defer { access.close() }
-        // The other transaction takes `a` (and says so with an advisory lock), waits
-        // until this one waits for `a`, then waits for `b`, which this one holds: a
-        // cycle. This one began waiting first, so its check (after deadlock_timeout)
-        // finds it and rolls it back; the other's check would come 30 s later.
-        let other = Task {
-            try await server.queryOnItsOwnThread("""
-                BEGIN; SELECT set_config('deadlock_timeout', '30s', true);
-                DO $$ BEGIN
-                    PERFORM 1 FROM locks WHERE id = 'a' FOR UPDATE;
-                    PERFORM pg_advisory_xact_lock(1);
-                    FOR i IN 1..600 LOOP
-                        EXIT WHEN EXISTS (SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock');
-                        PERFORM pg_sleep(0.05);
-                    END LOOP;
-                    PERFORM 1 FROM locks WHERE id = 'b' FOR UPDATE;
-                END $$;
-                COMMIT;
-                """, database: database)
-        }
-        await #expect(throws: StoreUnavailable.self) {
-            try await access.run("""
-                DO $$ BEGIN
-                    FOR i IN 1..600 LOOP
-                        EXIT WHEN EXISTS (SELECT 1 FROM pg_locks l JOIN pg_database d ON d.oid = l.database
-                            WHERE d.datname = current_database() AND l.locktype = 'advisory' AND l.granted);
-                        PERFORM pg_sleep(0.05);
-                    END LOOP;
-                    PERFORM 1 FROM locks WHERE id = 'b' FOR UPDATE;
-                    PERFORM 1 FROM locks WHERE id = 'a' FOR UPDATE;
-                END $$
-                """)
-        }
-        _ = try await other.value
     }
 
     @Test func anAnswerBeforeTheDeadlineIsTheResult() async throws {
