@@ -119,9 +119,7 @@ package final class DatabaseAccess: Sendable {
             throw StoreUnavailable(url: url, underlying: error)
         } catch let error as PSQLError where error.code != .server {
             throw StoreUnavailable(url: url, underlying: error)
-        } catch let error as PSQLError where error.serverInfo?[.sqlState].map(Self.isShutdownState) == true {
-            throw StoreUnavailable(url: url, underlying: error)
-        } catch let error as PSQLError where error.serverInfo?[.sqlState].map(Self.isRolledBackState) == true {
+        } catch let error as PSQLError where error.serverInfo?[.sqlState].map({ Self.isShutdownState($0) || Self.isRolledBackState($0) }) == true {
             throw StoreUnavailable(url: url, underlying: error)
         }
     }

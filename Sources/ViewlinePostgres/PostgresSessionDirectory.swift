@@ -126,10 +126,9 @@ public struct PostgresSessionDirectory: SessionDirectory {
         // One statement for the whole batch; a record another node claimed meanwhile
         // is not taken back (the owner fences the write: a node id is never reused),
         // and one of a lower rev than the stored one changes nothing (it is late).
-        // Rows are locked in the order of their lookups: two batches that share records
-        // (one still running past its deadline and the next, a zombie's and its
-        // successor's) wait for each other instead of deadlocking.
-        let records = records.sorted { $0.lookup < $1.lookup }
+        // Rows are locked in the order of their lookups (`ORDER BY l`): two batches that
+        // share records (one still running past its deadline and the next, a zombie's
+        // and its successor's) wait for each other instead of deadlocking.
         let revs = records.map { Int64($0.rev) }
         let written = try await database.collect("""
             INSERT INTO viewline_sessions (lookup, secret_digest, owner, snapshot, rev, updated_at)
