@@ -165,7 +165,10 @@ let package = Package(
         .testTarget(name: "ViewlineProtocolTests", dependencies: ["ViewlineProtocol", "ViewlineApps"]),
         .testTarget(
             name: "ViewlineAppsTests",
-            dependencies: ["ViewlineApps", "ViewlineTesting", "ViewlinePersistence", "ViewlinePostgres", "ViewlineAppsPostgres", "ViewlineTestSupport"]
+            dependencies: [
+                "ViewlineApps", "ViewlineTesting", "ViewlinePersistence", "ViewlinePostgres", "ViewlineAppsPostgres", "ViewlineTestSupport",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+            ]
         ),
         .testTarget(
             name: "ViewlineKitTests",
