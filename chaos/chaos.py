@@ -34,7 +34,9 @@ At the end it checks, and writes a markdown report:
   snapshot above it, and the session's history;
 - no node served a command for a session after another node claimed it (from the
   nodes' debug logs: `command record=…` and `claimed record=…`, time-stamped here as
-  they are read);
+  they are read) — each client has a reader, a second device on its session that
+  stays on its node and reads the state there until the server ends its connection
+  (`unavailable` does not move it), so a node that missed its lapse is seen serving;
 - time from each fault to its clients working again, `unavailable` replies;
 - each node's RSS at the start and the end.
 Exits 1 on any violation.
@@ -787,6 +789,79 @@ class Client(threading.Thread):
             self.connection.close()
 
 
+class Reader(threading.Thread):
+    """A second device on a client's session that stays where it is (PROTOCOL §2.2's
+    "the old owner's client is never told" case): it attaches on the node its client
+    is on and reads the session's state there every few tenths of a second, leaving
+    only when the server ends its connection (`bye`, a drop) or its client moves on to
+    another session. An `unavailable` does not move it: a device nobody tells keeps
+    asking. Any read a node serves for a session another node claimed meanwhile (a
+    lapse the node missed) is then in the serve log, which the one-owner check reads."""
+
+    def __init__(self, client: "Client", run: "Run"):
+        super().__init__(daemon=True)
+        self.client = client
+        self.run_state = run
+        self.random = random.Random(run.seed * 1000 + 500 + client.index)
+        self.rev = 0
+        self.doing: Tuple[str, float, int] = ("", 0.0, 0)
+
+    def violation(self, text: str) -> None:
+        self.run_state.violation(f"reader of client {self.client.index}: {text}")
+
+    def attach(self, token: str, address: Tuple[str, int]) -> Optional[Connection]:
+        """A connection attached to `token` on the node at `address`, or on the node
+        it is sent on to; None when the session is not there to read."""
+        for _ in range(3):
+            connection = Connection(address, self)
+            reply = connection.command(f"attach {token}")
+            if reply["ok"]:
+                return connection
+            connection.close()
+            if reply["error"]["code"] != "moved":
+                return None
+            host, port = reply["error"]["address"].rsplit(":", 1)
+            address = (host, int(port))
+        return None
+
+    def run(self) -> None:
+        connection: Optional[Connection] = None
+        token: Optional[str] = None
+        while not self.run_state.done.is_set():
+            try:
+                if connection is None or token != self.client.token:
+                    if connection:
+                        connection.close()
+                        connection = None
+                    token, current = self.client.token, self.client.connection
+                    if token is None or current is None or token == self.client.quitting:
+                        time.sleep(0.2)
+                        continue
+                    self.rev = 0
+                    connection = self.attach(token, current.address)
+                    if connection is None:
+                        time.sleep(0.3 + self.random.random() * 0.3)
+                        continue
+                reply = connection.command("state")
+                with self.run_state.lock:
+                    if reply["ok"]:
+                        self.run_state.reader_reads += 1
+                    else:
+                        code = reply["error"]["code"]
+                        self.run_state.reader_refusals[code] = self.run_state.reader_refusals.get(code, 0) + 1
+                time.sleep(0.2 + self.random.random() * 0.3)
+            except (Dropped, OSError) as error:
+                reason = str(error) if str(error).startswith("bye") else "dropped"
+                with self.run_state.lock:
+                    self.run_state.reader_ends[reason] = self.run_state.reader_ends.get(reason, 0) + 1
+                if connection:
+                    connection.close()
+                connection = None
+                time.sleep(0.2)
+        if connection:
+            connection.close()
+
+
 # --------------------------------------------------------------------------- run
 
 class Run:
@@ -801,6 +876,9 @@ class Run:
         self.unavailable = 0
         self.lost_sessions = 0
         self.second_devices = 0
+        self.reader_reads = 0
+        self.reader_refusals: Dict[str, int] = {}   # error code → state reads a reader was refused
+        self.reader_ends: Dict[str, int] = {}       # why a reader's connection ended → how often
         self.stalls = 0
         self.attach_errors: Dict[str, int] = {}
         self.errors: Dict[str, int] = {}
@@ -897,8 +975,9 @@ def drive(args, run: Run, rng: random.Random, nodes: List[Node], serve_log: Serv
         node.start()
 
     clients = [Client(i, nodes, run) for i in range(args.clients)]
-    for client in clients:
-        client.start()
+    readers = [Reader(client, run) for client in clients]
+    for thread in clients + readers:
+        thread.start()
     started = now()
     time.sleep(2)
     for node in nodes:
@@ -1020,8 +1099,8 @@ def drive(args, run: Run, rng: random.Random, nodes: List[Node], serve_log: Serv
     while now() < end:
         time.sleep(0.1)
     run.done.set()
-    for client in clients:
-        client.join(COMMAND_TIMEOUT * 3)
+    for thread in clients + readers:
+        thread.join(COMMAND_TIMEOUT * 3)
     rss_end = {node.incarnations[-1].label: node.rss() for node in nodes}
 
     # Acknowledged drafts: saved, or the user's pending draft.
@@ -1113,6 +1192,8 @@ def drive(args, run: Run, rng: random.Random, nodes: List[Node], serve_log: Serv
         f"- commands served after another node claimed the session: {len(served)} (within {TOLERANCE} s of a claim, read order only: {near})",
         f"- sessions lost: {run.lost_sessions}",
         f"- second devices attached with the old owner's last-rev after a failover (snapshot expected): {run.second_devices}",
+        f"- readers (a second device per client that stays on its node): {run.reader_reads} state reads served;"
+        f" refused: {json.dumps(run.reader_refusals, sort_keys=True)}; connections ended: {json.dumps(run.reader_ends, sort_keys=True)}",
         f"- state reads checked against each session's history of acknowledged searches: {history_checks}",
         f"- acknowledged quits: {len(run.quit_tokens)}, come back on any node: {revived}",
         f"- node starts that failed (and were retried, as a supervisor would): {sum(n.failed_starts for n in nodes)}",

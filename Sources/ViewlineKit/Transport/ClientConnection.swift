@@ -337,7 +337,9 @@ final class ClientConnection: Sendable {
         case .frame(.line(let buffer)):
             guard let result = decode(buffer) else { return .next }
             decoded = result
-            if logsCommands { log(decoded) }
+            // Logged as served only when it runs: a command refused for want of a
+            // lease was not served here (`./dev chaos` reads these lines).
+            if logsCommands, admission == .admitted { log(decoded) }
         case .request(let request, _):
             decoded = .success(request)  // logged when it was decoded
         case .frame(.tooLong):
