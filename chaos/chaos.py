@@ -941,6 +941,14 @@ class Run:
                 self.long_recoveries.append((client, since, at, list(trail)))
 
 
+def hold_tables(args, tables: str, seconds: float) -> subprocess.Popen:
+    """A psql that takes `tables` in EXCLUSIVE mode (reads go on, every write queues
+    behind it) for `seconds`, then lets go; wait() on it."""
+    return subprocess.Popen(
+        args.psql + ["-Atc", f"BEGIN; LOCK TABLE {tables} IN EXCLUSIVE MODE; SELECT pg_sleep({seconds:.2f}); COMMIT;"],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
 def psql(args, sql: str) -> List[str]:
     # The statement goes in on standard input: a long run's checks list thousands of
     # tokens, past what one command-line argument may hold.
@@ -1104,10 +1112,7 @@ def drive(args, run: Run, rng: random.Random, nodes: List[Node], serve_log: Serv
             # that begin after must be refused, so nothing it writes lands for a session
             # another node serves.
             hold = NODE_TIMEOUT * 1.5 + rng.uniform(0.5, 1.5)
-            locker = subprocess.Popen(
-                args.psql + ["-Atc", "BEGIN; LOCK TABLE viewline_drafts, viewline_saved_drafts IN EXCLUSIVE MODE;"
-                             f" SELECT pg_sleep({hold:.2f}); COMMIT;"],
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            locker = hold_tables(args, "viewline_drafts, viewline_saved_drafts", hold)
             node.link.set_delay(NODE_TIMEOUT * 1.5)
             locker.wait()
             node.link.set_delay(0.0)
@@ -1122,10 +1127,7 @@ def drive(args, run: Run, rng: random.Random, nodes: List[Node], serve_log: Serv
             # that long after the records stopped: the fault counts as beginning when
             # the lock is taken, and the kill does not count as a fault of its own.
             hold = NODE_TIMEOUT * 3.5 + rng.uniform(0.5, 1.0)
-            locker = subprocess.Popen(
-                args.psql + ["-Atc", "BEGIN; LOCK TABLE viewline_sessions IN EXCLUSIVE MODE;"
-                             f" SELECT pg_sleep({hold:.2f}); COMMIT;"],
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            locker = hold_tables(args, "viewline_sessions", hold)
             for _ in range(100):
                 if locker.poll() is not None or psql(args, "SELECT count(*) FROM pg_locks WHERE granted AND mode = 'ExclusiveLock'"
                                                            " AND relation = 'viewline_sessions'::regclass") == ["1"]:
