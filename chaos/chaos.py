@@ -68,8 +68,10 @@ NODE_TIMEOUT = 2.0          # seconds: --node-timeout of every node
 COMMAND_TIMEOUT = 6.0       # a command unanswered this long: the connection is dropped
 USER_GENERATIONS = 6         # users per client, taking turns
 FAULT_KINDS = ["kill", "quitkill", "pause", "partition", "slow", "heldwrites", "postgres", "term"]
-# Injected only when asked for (--faults): its first run lost an acknowledged draft on
-# the unmutated server, not yet explained (benchmarks/README.md, "Mutation checks").
+# Injected only when asked for (--faults): it loses acknowledged drafts on today's
+# server (two writes of one session committing out of order, an open bug) and its
+# history check does not yet tell an overloaded node's own lapse from a fault
+# (benchmarks/README.md, "Mutation checks, second round").
 OPT_IN_FAULT_KINDS = ["heldrecords"]
 JOURNAL_LENGTH = 5000       # commands each client's journal keeps
 LONG_RECOVERY = 30.0        # seconds without a success: the report shows what failed meanwhile

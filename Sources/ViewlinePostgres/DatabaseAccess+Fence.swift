@@ -8,10 +8,7 @@ extension DatabaseAccess {
     /// by the database's clock, that this node holds the session's lease — its
     /// heartbeat is younger than the node timeout and no other node owns the
     /// session's record — and holds the record against a claim until the write
-    /// commits. A refused write writes nothing and throws ``SessionFenced``. One
-    /// session's writes run one at a time, in the order they were asked for
-    /// (``SessionWriteQueue``), so a write nobody waits for any more never lands after
-    /// a later one.
+    /// commits. A refused write writes nothing and throws ``SessionFenced``.
     package func write<T: Sendable>(_ work: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
         guard let fence = SessionFence.current else {
             return try await unavailableIfDown { [self] in
@@ -24,18 +21,16 @@ extension DatabaseAccess {
         }
         do {
             return try await unavailableIfDown { [self] in
-                try await sessionWrites.inTurn(for: fence.session) {
-                    try await client.withConnection { [logger] connection in
-                        try await connection.query("BEGIN", logger: logger)
-                        do {
-                            guard try await Self.holds(fence, on: connection, logger: logger) else { throw SessionFenced() }
-                            let value = try await work(connection)
-                            try await connection.query("COMMIT", logger: logger)
-                            return value
-                        } catch {
-                            _ = try? await connection.query("ROLLBACK", logger: logger)
-                            throw error
-                        }
+                try await client.withConnection { [logger] connection in
+                    try await connection.query("BEGIN", logger: logger)
+                    do {
+                        guard try await Self.holds(fence, on: connection, logger: logger) else { throw SessionFenced() }
+                        let value = try await work(connection)
+                        try await connection.query("COMMIT", logger: logger)
+                        return value
+                    } catch {
+                        _ = try? await connection.query("ROLLBACK", logger: logger)
+                        throw error
                     }
                 }
             }

@@ -17,8 +17,6 @@ package final class DatabaseAccess: Sendable {
     /// How long one call may take before it fails with ``StoreUnavailable``.
     package let operationTimeout: Duration
     let health = DatabaseHealth()
-    /// Each session's writes in turn (see ``SessionWriteQueue``).
-    let sessionWrites = SessionWriteQueue()
     /// The client's run, when this database started it (`nil`: its owner runs it).
     private let running: Task<Void, Never>?
 
