@@ -1,5 +1,6 @@
 /// The cluster's tables — node leases (`viewline_nodes`), session records
-/// (`viewline_sessions`) and settings every node shares (`viewline_cluster_settings`)
+/// (`viewline_sessions`), settings every node shares (`viewline_cluster_settings`)
+/// and the order of each session's application writes (`viewline_session_writes`)
 /// — recorded in `viewline_cluster_migrations`. Written so a database the seed apps'
 /// store migrated before the two schemas were split (it made these tables then)
 /// takes them as they are.
@@ -27,6 +28,17 @@ enum ClusterMigrations {
             "ALTER TABLE viewline_sessions ADD COLUMN IF NOT EXISTS rev bigint NOT NULL DEFAULT 0",
             // Settings every node must share (the node timeout): the first node's value.
             "CREATE TABLE IF NOT EXISTS viewline_cluster_settings (name text PRIMARY KEY, value text NOT NULL)",
+        ]),
+        (2, [
+            // The newest application write committed for a session: by which run of it
+            // (`holder`, one per session per node that ran it) and its number in that
+            // run's order, so an older write of the same run is refused
+            // (SessionWriteOrder). Rows no write touched for as long as records last
+            // are removed with the records.
+            """
+            CREATE TABLE IF NOT EXISTS viewline_session_writes (
+                lookup text PRIMARY KEY, holder text NOT NULL, sequence bigint NOT NULL, written_at timestamptz NOT NULL)
+            """,
         ]),
     ])
 }

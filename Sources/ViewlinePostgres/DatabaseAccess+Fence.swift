@@ -9,12 +9,19 @@ extension DatabaseAccess {
     /// heartbeat is younger than the node timeout and no other node owns the
     /// session's record — and holds the record against a claim until the write
     /// commits. A refused write writes nothing and throws ``SessionFenced``.
+    ///
+    /// The session's writes also commit in the order they were asked for
+    /// (``SessionWriteOrder``): each takes its number here, and a write older than
+    /// one of the same session that already committed writes nothing and throws
+    /// ``SessionWriteSuperseded``; one that commits first holds the session's
+    /// order row until it ends, so a later one waits for it there.
     package func write<T: Sendable>(_ work: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
         guard let fence = SessionFence.current else {
             return try await unavailableIfDown { [self] in
                 try await client.withConnection { connection in try await work(connection) }
             }
         }
+        let number = fence.writes.next()
         guard fence.isHeld else {
             fence.refused()
             throw SessionFenced()
@@ -25,6 +32,9 @@ extension DatabaseAccess {
                     try await connection.query("BEGIN", logger: logger)
                     do {
                         guard try await Self.holds(fence, on: connection, logger: logger) else { throw SessionFenced() }
+                        guard try await Self.isNewest(number, of: fence, on: connection, logger: logger) else {
+                            throw SessionWriteSuperseded()
+                        }
                         let value = try await work(connection)
                         try await connection.query("COMMIT", logger: logger)
                         return value
@@ -57,6 +67,26 @@ extension DatabaseAccess {
             held = value
         }
         return held
+    }
+
+    /// Records `number` as the session's newest write, unless a write of the same run
+    /// of the session with a greater number has committed (then says `false`). The
+    /// row stays locked until the transaction ends: a write of the session that comes
+    /// later waits for this one to commit, then compares with its number.
+    private static func isNewest(_ number: Int64, of fence: SessionFence, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
+        let holder = fence.writes.holder
+        var recorded = false
+        for try await _ in try await connection.query("""
+            INSERT INTO viewline_session_writes (lookup, holder, sequence, written_at)
+            VALUES (\(fence.session), \(holder), \(number), clock_timestamp())
+            ON CONFLICT (lookup) DO UPDATE SET holder = excluded.holder, sequence = excluded.sequence, written_at = excluded.written_at
+            WHERE viewline_session_writes.holder <> excluded.holder OR viewline_session_writes.sequence < excluded.sequence
+            RETURNING 1
+            """, logger: logger)
+        {
+            recorded = true
+        }
+        return recorded
     }
 }
 

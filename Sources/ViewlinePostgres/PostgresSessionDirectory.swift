@@ -96,6 +96,8 @@ public struct PostgresSessionDirectory: SessionDirectory {
                 DELETE FROM viewline_sessions s WHERE s.updated_at < clock_timestamp() - make_interval(secs => \(recordsExpireAfter.inSeconds))
                 AND NOT EXISTS (SELECT 1 FROM viewline_nodes n WHERE n.id = s.owner AND n.heartbeat_at > clock_timestamp() - interval '60 seconds')
                 """)
+            try? await database.run(
+                "DELETE FROM viewline_session_writes WHERE written_at < clock_timestamp() - make_interval(secs => \(recordsExpireAfter.inSeconds))")
         }
         return LeaseRenewal(previousExpired: expired)
     }

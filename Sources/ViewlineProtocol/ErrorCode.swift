@@ -56,8 +56,8 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConve
     public static let badToken = ErrorCode("bad_token", meaning: "`attach` named a session token that is unknown, expired or wrong (which one is not said).")
     /// `attach_throttled`: Too many failed `attach` attempts from this address; the message says how long to wait.
     public static let attachThrottled = ErrorCode("attach_throttled", meaning: "Too many failed `attach` attempts from this address; the message says how long to wait.")
-    /// `busy`: The same work is already running for this session.
-    public static let busy = ErrorCode("busy", meaning: "The same work is already running for this session.")
+    /// `busy`: The same work is already running for this session, or a later change of it was saved first (the message says which).
+    public static let busy = ErrorCode("busy", meaning: "The same work is already running for this session, or a later change of it was saved first (the message says which).")
     /// `moved`: `attach`: the session lives on another node, alive; `address` says where to attach instead.
     public static let moved = ErrorCode("moved", meaning: "`attach`: the session lives on another node, alive; `address` says where to attach instead.")
     /// `unavailable`: The database the command needs cannot be reached right now; the session keeps its state; try again.

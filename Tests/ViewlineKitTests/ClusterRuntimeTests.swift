@@ -569,6 +569,22 @@ import ViewlineTestSupport
         #expect(directory.record(String(session.token.prefix(16)))?.owner == b.cluster!.nodeID)
     }
 
+    /// Every write a session makes in a cluster is numbered in one order, whichever
+    /// command or background work makes it, so the database can refuse one that
+    /// would land after a later one; a restored session starts an order of its own.
+    @Test func aSessionsWritesShareOneOrderAndARestoreStartsANewOne() async throws {
+        let directory = MemoryDirectory()
+        let a = try await leasedNode(directory, "10.0.0.1:7878", timeout: .seconds(600))
+        let session = Session(id: "s1", application: a, output: { _ in })
+        let command = try #require(session.fence), background = try #require(session.fence)
+        #expect(command.writes === background.writes)
+        #expect(command.writes.next() < background.writes.next())
+        let restored = Session(restoring: "s1", token: session.token, peer: nil, application: a)
+        #expect(try #require(restored.fence).writes.holder != command.writes.holder)
+        // On a single node nothing is fenced, and a session keeps no order.
+        #expect(Session(id: "s2", application: Application([Counter.self], services: Services()), output: { _ in }).fence == nil)
+    }
+
     @Test func leasesAreMeasuredByTheDirectorysClockWhateverTheNodesClockSays() async throws {
         let directory = MemoryDirectory()
         // A minute's timeout: a stalled test run never makes a live node look dead.

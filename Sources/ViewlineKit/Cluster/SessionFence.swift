@@ -25,6 +25,9 @@ public struct SessionFence: Sendable {
     /// The cluster's node timeout: the node's lease is valid while its last renewal is
     /// younger than this by the database's clock.
     public let nodeTimeout: Duration
+    /// The order the session's writes were asked for (one per run of the session, shared
+    /// by all its fences): a store refuses a write older than one already committed.
+    public let writes: SessionWriteOrder
     private let held: @Sendable () -> Bool
     private let onRefusal: @Sendable () -> Void
 
@@ -36,21 +39,26 @@ public struct SessionFence: Sendable {
     ///   - nodeTimeout: the cluster's lease length.
     ///   - isHeld: whether the node's lease is valid by its own clock.
     ///   - refused: called when a store refuses a write.
+    ///   - writes: the order of the session's writes; pass the same one to every fence
+    ///     of one run of the session. A new one by default (its writes are not ordered
+    ///     against any other fence's).
     public init(
         session: String, node: String, nodeTimeout: Duration,
-        isHeld: @escaping @Sendable () -> Bool = { true }, refused: @escaping @Sendable () -> Void = {}
+        isHeld: @escaping @Sendable () -> Bool = { true }, refused: @escaping @Sendable () -> Void = {},
+        writes: SessionWriteOrder = SessionWriteOrder()
     ) {
         self.session = session
         self.node = node
         self.nodeTimeout = nodeTimeout
+        self.writes = writes
         self.held = isHeld
         self.onRefusal = refused
     }
 
-    init(session: String, cluster: Cluster) {
+    init(session: String, cluster: Cluster, writes: SessionWriteOrder) {
         self.init(
             session: session, node: cluster.nodeID, nodeTimeout: cluster.nodeTimeout,
-            isHeld: { cluster.isServing() }, refused: { cluster.writeFenced(session: session) })
+            isHeld: { cluster.isServing() }, refused: { cluster.writeFenced(session: session) }, writes: writes)
     }
 
     /// Whether the node's lease is valid by its own clock: a store refuses at once,
@@ -81,5 +89,21 @@ public struct SessionFenced: ProtocolErrorConvertible, CustomStringConvertible {
     /// `unavailable`: attach again.
     public var protocolError: ProtocolError {
         ProtocolError(.unavailable, "this node no longer holds this session, so nothing was written; attach again to reach the node that does")
+    }
+}
+
+/// A store refused a write of a session because a write of the same session asked
+/// for later had already committed (``SessionWriteOrder``): nothing was written, so
+/// the older text never replaces the newer one. Its command fails with `busy`; in
+/// practice the client that asked for it has stopped waiting for the answer.
+public struct SessionWriteSuperseded: ProtocolErrorConvertible, CustomStringConvertible {
+    /// A store's refusal.
+    public init() {}
+
+    public var description: String { "the write was refused: a later write of this session committed first" }
+
+    /// `busy`: a later write of the session won.
+    public var protocolError: ProtocolError {
+        ProtocolError(.busy, "a later change of this session was saved before this one, so this one was not saved; send it again if it should still win")
     }
 }

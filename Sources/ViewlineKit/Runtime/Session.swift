@@ -37,6 +37,8 @@ public actor Session {
     /// The client's address (without port) when it came over the network: what
     /// throttles key on. `nil` in tests.
     public nonisolated let peer: String?
+    /// The order of this session's store writes, in a cluster only (``SessionWriteOrder``).
+    private nonisolated let writeOrder: SessionWriteOrder?
 
     // Connections: every attached one gets every event; a reply goes to its sender.
     var connections: [Int: SessionConnection] = [:]
@@ -136,6 +138,7 @@ public actor Session {
         tokenBox = Mutex(token)
         self.application = application
         self.peer = peer
+        writeOrder = application.cluster == nil ? nil : SessionWriteOrder()
         self.connections = connections
         log = application.makeEventLog(address: peer)
     }
@@ -402,9 +405,10 @@ public actor Session {
     /// What a store checks before writing for this session: set while its commands
     /// and background work run, in a cluster only.
     nonisolated var fence: SessionFence? {
-        application.cluster.map {
-            SessionFence(session: String(decoding: token.utf8.prefix(SessionRegistry.lookupLength), as: UTF8.self), cluster: $0)
-        }
+        guard let cluster = application.cluster, let writeOrder else { return nil }
+        return SessionFence(
+            session: String(decoding: token.utf8.prefix(SessionRegistry.lookupLength), as: UTF8.self), cluster: cluster,
+            writes: writeOrder)
     }
 
     /// Whether this node may speak for the session now: always on a single node; in a
