@@ -22,7 +22,7 @@ import ViewlineTestSupport
         let directory = try await PostgresSessionDirectory.connect(try PostgresURL(server.url(database: database)))
         defer { directory.close() }
         let tables = try server.query("SELECT string_agg(tablename, ',' ORDER BY tablename) FROM pg_tables WHERE schemaname = 'public'", database: database)
-        #expect(tables == "viewline_cluster_migrations,viewline_cluster_settings,viewline_nodes,viewline_sessions")
+        #expect(tables == "viewline_cluster_migrations,viewline_cluster_settings,viewline_nodes,viewline_session_writes,viewline_sessions")
 
         // A database whose cluster tables the seed store's schema made (before the two
         // were split, without `rev`): the directory takes them and adds what they lack.
@@ -38,6 +38,34 @@ import ViewlineTestSupport
         #expect(try await migrated.find(lookup: "0123456789abcdef", nodeTimeout: .seconds(5))?.record.snapshot == #"{"v":1}"#)
         _ = try await migrated.save([record(owner: zombie, snapshot: #"{"v":2}"#)])
         #expect(try await migrated.find(lookup: "0123456789abcdef", nodeTimeout: .seconds(5))?.record.rev == 0)
+    }
+
+    /// A renewal also clears what nobody needs any more: the records of sessions
+    /// whose node is long gone and that nobody attached to for as long as records
+    /// last, and the write order of sessions that wrote nothing for as long.
+    @Test func aRenewalClearsRecordsAndWriteOrdersOlderThanRecordsLast() async throws {
+        let server = PostgresServer.shared
+        let database = try server.createDatabase()
+        let directory = try await PostgresSessionDirectory.connect(try PostgresURL(server.url(database: database)))
+        defer { directory.close() }
+        _ = try await directory.renewLease(zombie, nodeTimeout: .seconds(30), recordsExpireAfter: .seconds(3600))
+        _ = try await directory.save([record(owner: zombie, snapshot: #"{"v":1}"#)])
+        _ = try server.query("""
+            UPDATE viewline_nodes SET heartbeat_at = now() - interval '2 minutes';
+            UPDATE viewline_sessions SET updated_at = now() - interval '2 hours';
+            INSERT INTO viewline_session_writes VALUES ('0123456789abcdef', 'run-1', 3, now() - interval '2 hours'),
+                ('fedcba9876543210', 'run-2', 1, now() - interval '10 minutes')
+            """, database: database)
+        _ = try await directory.renewLease(successor, nodeTimeout: .seconds(30), recordsExpireAfter: .seconds(3600))
+        // The clearing runs beside the renewal, not in its way.
+        let left = "SELECT (SELECT count(*) FROM viewline_sessions) || ',' || (SELECT string_agg(lookup, ',') FROM viewline_session_writes)"
+        var seen = ""
+        for _ in 0..<200 {
+            seen = try server.query(left, database: database)
+            if seen == "0,fedcba9876543210" { break }
+            try await Task.sleep(for: .milliseconds(25))
+        }
+        #expect(seen == "0,fedcba9876543210")
     }
 
     func record(owner: ClusterNode, snapshot: String) -> SessionRecord {
