@@ -71,9 +71,9 @@ package final class DatabaseAccess: Sendable {
     /// The advisory-lock namespace every Viewline lock on the database uses.
     package static let lockNamespace: Int32 = 7878
 
-    /// Runs a statement and drops its rows.
-    package func run(_ query: PostgresQuery) async throws {
-        try await unavailableIfDown { [self] in
+    /// Runs a statement and drops its rows, within `timeout` (``operationTimeout`` by default).
+    package func run(_ query: PostgresQuery, timeout: Duration? = nil) async throws {
+        try await unavailableIfDown(timeout: timeout) { [self] in
             _ = try await client.query(query, logger: logger).collect()
         }
     }

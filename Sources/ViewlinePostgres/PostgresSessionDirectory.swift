@@ -157,7 +157,7 @@ public struct PostgresSessionDirectory: SessionDirectory {
             INSERT INTO viewline_sessions (lookup, secret_digest, owner, snapshot, updated_at, ended)
             VALUES (\(lookup), ''::bytea, '', '{}', clock_timestamp(), true)
             ON CONFLICT (lookup) DO UPDATE SET ended = true, snapshot = '{}', secret_digest = ''::bytea, updated_at = clock_timestamp()
-            """)
+            """, timeout: writeTimeout.value.withLock { $0 })
     }
 
     public func liveNodes(nodeTimeout: Duration) async throws -> Int? {
@@ -186,9 +186,9 @@ public struct PostgresSessionDirectory: SessionDirectory {
         // One statement: the owner is still the one seen, and its lease has expired by
         // the database's clock at this very moment (a node that came back is not robbed).
         // It returns the row as claimed: a record the previous owner wrote after the
-        // `find` is the one restored.
+        // `find` is the one restored, its rev raised for the new owner to start from.
         try await database.collect("""
-            UPDATE viewline_sessions SET owner = \(node.id), updated_at = clock_timestamp()
+            UPDATE viewline_sessions SET owner = \(node.id), updated_at = clock_timestamp(), rev = rev + \(Int64(SessionRecord.maximumLag))
             WHERE lookup = \(lookup) AND owner = \(previousOwner) AND NOT ended
             AND NOT EXISTS (SELECT 1 FROM viewline_nodes n WHERE n.id = \(previousOwner)
                             AND n.heartbeat_at > clock_timestamp() - make_interval(secs => \(nodeTimeout.inSeconds)))
@@ -201,7 +201,8 @@ public struct PostgresSessionDirectory: SessionDirectory {
 
     public func release(lookup: String, by node: ClusterNode, to previousOwner: String) async throws {
         try await database.run("""
-            UPDATE viewline_sessions SET owner = \(previousOwner) WHERE lookup = \(lookup) AND owner = \(node.id)
+            UPDATE viewline_sessions SET owner = \(previousOwner), rev = GREATEST(0, rev - \(Int64(SessionRecord.maximumLag)))
+            WHERE lookup = \(lookup) AND owner = \(node.id)
             """)
     }
 

@@ -68,6 +68,32 @@ import ViewlineTestSupport
         #expect(seen == "0,fedcba9876543210")
     }
 
+    /// Each claim raises the record's rev by the most a record may trail its owner, so
+    /// a node that restores a record after another node restored it (and died before
+    /// writing one) starts above that node's revs too; a claim given back lowers it again.
+    @Test func eachClaimRaisesTheRecordsRevAndAReleaseLowersIt() async throws {
+        let directory = try await directory()
+        let third = ClusterNode(id: "n-third", address: "127.0.0.1:3")
+        _ = try await directory.renewLease(zombie, nodeTimeout: .seconds(30), recordsExpireAfter: .seconds(86_400))
+        var first = record(owner: zombie, snapshot: #"{"rev":7}"#)
+        first.rev = 7
+        _ = try await directory.save([first])
+        try await Task.sleep(for: .milliseconds(300))
+        _ = try await directory.renewLease(successor, nodeTimeout: .seconds(30), recordsExpireAfter: .seconds(86_400))
+        let once = try await directory.claim(lookup: "0123456789abcdef", from: zombie.id, for: successor, nodeTimeout: .milliseconds(200))
+        #expect(once?.rev == 7 + SessionRecord.maximumLag)
+        // The successor dies before writing a record; a third node restores the same one.
+        try await Task.sleep(for: .milliseconds(300))
+        _ = try await directory.renewLease(third, nodeTimeout: .seconds(30), recordsExpireAfter: .seconds(86_400))
+        let twice = try await directory.claim(lookup: "0123456789abcdef", from: successor.id, for: third, nodeTimeout: .milliseconds(200))
+        #expect(twice?.rev == 7 + 2 * SessionRecord.maximumLag)
+        #expect(twice?.snapshot == #"{"rev":7}"#)
+        // The third node cannot hold it and gives it back: as the successor left it.
+        try await directory.release(lookup: "0123456789abcdef", by: third, to: successor.id)
+        let back = try await directory.find(lookup: "0123456789abcdef", nodeTimeout: .seconds(30))
+        #expect(back?.record.owner == successor.id && back?.record.rev == 7 + SessionRecord.maximumLag)
+    }
+
     func record(owner: ClusterNode, snapshot: String) -> SessionRecord {
         SessionRecord(lookup: "0123456789abcdef", secretDigest: Array(repeating: 7, count: 32), owner: owner.id, snapshot: snapshot)
     }
@@ -105,7 +131,8 @@ import ViewlineTestSupport
         later.rev = 5
         #expect(try await directory.save([later]).isEmpty)
         let claimed = try await directory.claim(lookup: "0123456789abcdef", from: zombie.id, for: successor, nodeTimeout: .milliseconds(200))
-        #expect(claimed?.owner == successor.id && claimed?.rev == 5 && claimed?.snapshot == #"{"rev":5}"#)
+        // Its rev raised for the new owner: its revs start above anything the zombie sent.
+        #expect(claimed?.owner == successor.id && claimed?.rev == 5 + SessionRecord.maximumLag && claimed?.snapshot == #"{"rev":5}"#)
         #expect(claimed?.secretDigest == later.secretDigest)
         // From the claim on, the zombie writes nothing.
         var after = record(owner: zombie, snapshot: #"{"rev":6}"#)
@@ -169,8 +196,10 @@ import ViewlineTestSupport
         _ = try await directory.save([record(owner: zombie, snapshot: #"{"v":1}"#)])
         try await Task.sleep(for: .milliseconds(300))
         _ = try await directory.renewLease(successor, nodeTimeout: .seconds(30), recordsExpireAfter: .seconds(86_400))
-        #expect(try await directory.claim(lookup: "0123456789abcdef", from: zombie.id, for: successor, nodeTimeout: .milliseconds(200)) != nil)
-        _ = try await directory.save([record(owner: successor, snapshot: #"{"v":2}"#)])
+        let claimed = try await directory.claim(lookup: "0123456789abcdef", from: zombie.id, for: successor, nodeTimeout: .milliseconds(200))
+        var successors = record(owner: successor, snapshot: #"{"v":2}"#)
+        successors.rev = try #require(claimed).rev + 1
+        _ = try await directory.save([successors])
 
         // The zombie wakes up and writes what it had batched: the database keeps the
         // successor's record, and tells the zombie the session is lost.

@@ -50,7 +50,13 @@ import ViewlineTestSupport
         /// How many of the next removes fail (the database went away for a moment).
         var failingRemoves = 0
         struct Unreachable: Error {}
+        /// Removes wait until this is false again (the records locked in the database).
+        var hangingRemoves = false
+        /// Removes begun so far.
+        var removesBegun = 0
         func remove(lookup: String) async throws {
+            lock.withLock { removesBegun += 1 }
+            while lock.withLock({ hangingRemoves }) { try await Task.sleep(for: .milliseconds(5)) }
             try lock.withLock {
                 if failingRemoves > 0 {
                     failingRemoves -= 1
@@ -80,11 +86,16 @@ import ViewlineTestSupport
             return lock.withLock {
                 guard records[lookup]?.owner == previousOwner, !alive(previousOwner, nodeTimeout) else { return nil }
                 records[lookup]?.owner = node.id
+                records[lookup]?.rev += SessionRecord.maximumLag
                 return records[lookup]
             }
         }
         func release(lookup: String, by node: ClusterNode, to previousOwner: String) async throws {
-            lock.withLock { if records[lookup]?.owner == node.id { records[lookup]?.owner = previousOwner } }
+            lock.withLock {
+                guard records[lookup]?.owner == node.id else { return }
+                records[lookup]?.owner = previousOwner
+                records[lookup]?.rev -= SessionRecord.maximumLag
+            }
         }
         func lost(_ lookups: [String], by node: ClusterNode) async throws -> [String] {
             lock.withLock { lookups.filter { records[$0].map { $0.owner != node.id } ?? false } }
@@ -177,6 +188,45 @@ import ViewlineTestSupport
             return
         }
         #expect(owner == "10.0.0.2:7878")
+    }
+
+    /// Node B restores a session and serves it, then dies before writing a record;
+    /// node C restores the same record. C's revs start above everything B sent, so a
+    /// client that saw B's revs gets a snapshot numbered after them — not a refusal
+    /// ("last-rev is ahead of anything this session sent"), nor revs B had used.
+    @Test func aSecondRestoreOfOneRecordStartsAboveTheRevsOfTheFirst() async throws {
+        let directory = MemoryDirectory()
+        let a = try await node(directory, "10.0.0.1:7878")
+        let b = try await node(directory, "10.0.0.2:7878")
+        let c = try await node(directory, "10.0.0.3:7878")
+        let session = Session(id: "s1", application: a, output: { _ in })
+        _ = await session.handle(Request(id: .null, name: "increment", arguments: Arguments()), from: 0)
+        await a.cluster!.flush()
+        directory.kill(a.cluster!.nodeID)
+        guard case .restored(let onB) = try await b.cluster!.locate(session.token, application: b) else {
+            Issue.record("B must restore the session of a dead node")
+            return
+        }
+        try await onB.attach(SessionConnection(send: { _ in }, close: {}), as: 1, lastRev: 1, re: .null)
+        for _ in 0..<3 { _ = await onB.handle(Request(id: .null, name: "increment", arguments: Arguments()), from: 1) }
+        let seenOnB = await onB.rev
+        directory.kill(b.cluster!.nodeID)  // before any record of B's
+        guard case .restored(let onC) = try await c.cluster!.locate(session.token, application: c) else {
+            Issue.record("C must restore the session of a dead node")
+            return
+        }
+        #expect(await onC.rev > seenOnB)
+        let received = Mutex<[ServerMessage]>([])
+        try await onC.attach(SessionConnection(send: { message in received.withLock { $0.append(message) } }, close: {}), as: 1, lastRev: seenOnB, re: .null)
+        guard case .reply(_, .success(let result)) = received.withLock({ $0 }).first else {
+            Issue.record("expected the attach reply first")
+            return
+        }
+        #expect(result["snapshot"] == true)
+        #expect(received.withLock { $0 }.dropFirst().allSatisfy { message in
+            if case .display(let rev, _, _) = message { return rev > seenOnB }
+            return false
+        })
     }
 
     @Test func whenTwoNodesRaceToRestoreOneWinsAndTheOtherRedirects() async throws {
@@ -380,6 +430,35 @@ import ViewlineTestSupport
         #expect(!cluster.stepsDown(now: start + .seconds(22)))
         try await cluster.renew(now: { start + .seconds(22) })
         #expect(cluster.acceptsCommands(now: start + .seconds(22)))
+    }
+
+    /// A batch deletes the records of sessions that ended after writing the changed
+    /// ones, and the next batch waits for it: a delete that hangs (the records table
+    /// locked) holds every record back, so the node stops acknowledging as when a
+    /// write hangs. (`./dev chaos --faults heldrecords`: a node whose delete waited on
+    /// the lock acknowledged searches for 7 s that no record held, and its sessions
+    /// were restored without them.)
+    @Test(.timeLimit(.minutes(1))) func aDeleteThatHangsHoldsTheRecordsBackSoTheNodeAcknowledgesNothing() async throws {
+        let directory = MemoryDirectory()
+        let a = try await leasedNode(directory, "10.0.0.1:7878", timeout: .seconds(10))
+        let cluster = a.cluster!
+        let session = Session(id: "s1", application: a, output: { _ in })
+        let quitting = Session(id: "s2", application: a, output: { _ in })
+        let start = ContinuousClock.now
+        cluster.changed(session)
+        cluster.changed(quitting)
+        await cluster.flush(now: start)
+        cluster.ended(quitting)
+        directory.lock.withLock { directory.hangingRemoves = true }
+        let batch = Task { await cluster.flush(now: start + .seconds(1)) }
+        while directory.lock.withLock({ directory.removesBegun }) == 0 { try await Task.sleep(for: .milliseconds(5)) }
+        try await cluster.renew(now: { start + .seconds(8) })
+        #expect(cluster.acceptsCommands(now: start + .seconds(8.5)))
+        #expect(!cluster.acceptsCommands(now: start + .seconds(9.5)), "the delete has hung past the lease margin")
+        directory.lock.withLock { directory.hangingRemoves = false }
+        await batch.value
+        #expect(cluster.acceptsCommands(now: start + .seconds(9.5)))
+        #expect(directory.record(SessionRegistry.split(quitting.token).lookup) == nil)
     }
 
     @Test(.timeLimit(.minutes(1))) func aCommandOverTheWireIsRefusedWhileTheNodesRecordsCannotBeWritten() async throws {

@@ -382,6 +382,13 @@ public final class Cluster: Sendable {
             defer { ended = [] }
             return ended
         }
+        guard !ended.isEmpty else { return }
+        // The next batch waits for these deletes: one that hangs (the records locked,
+        // a dead connection) counts as a batch in flight, so the node stops
+        // acknowledging once it has lasted (`acceptsCommands`) — or it would go on
+        // acknowledging changes no record holds.
+        lease.withLock { $0.batchSentAt = now }
+        defer { lease.withLock { $0.batchSentAt = nil } }
         for lookup in ended {
             do { try await directory.remove(lookup: lookup) } catch {
                 endedLookups.withLock { _ = $0.insert(lookup) }
@@ -507,7 +514,7 @@ public final class Cluster: Sendable {
         // The record as claimed, not as found: the previous owner may have written a
         // newer one in between (from the claim on, its writes are refused).
         let snapshot = (try? JSON.parse(claimed.snapshot)) ?? .null
-        let session = await Session.restore(snapshot, token: token, application: application)
+        let session = await Session.restore(snapshot, claimedAt: claimed.rev, token: token, application: application)
         let registered = application.sessions.register(session, restoring: true)
         if case .success(let evicted?) = registered { await evicted.close(.evicted) }
         guard case .success = registered else {

@@ -39,8 +39,15 @@ public protocol SessionDirectory: Sendable {
     /// have written a newer one since ``find(lookup:nodeTimeout:)`` (its writes are
     /// refused only from the claim on). `nil` when it did not claim (another node
     /// claimed it first, or the owner came back).
+    ///
+    /// The same step raises the record's ``SessionRecord/rev`` by
+    /// ``SessionRecord/maximumLag`` and returns it raised: the new owner's revs start
+    /// there, above anything the previous owner sent (it sends fewer events than that
+    /// between two records), so no two owners' revs overlap — not even those of two
+    /// nodes that restored the same record, the first dying before it wrote one.
     func claim(lookup: String, from previousOwner: String, for node: ClusterNode, nodeTimeout: Duration) async throws -> SessionRecord?
-    /// Gives a record back to `previousOwner` (a node that claimed it but cannot hold it).
+    /// Gives a record back to `previousOwner` (a node that claimed it but cannot hold
+    /// it, having written nothing for it), lowering its rev by what the claim raised.
     func release(lookup: String, by node: ClusterNode, to previousOwner: String) async throws
     /// Of `lookups`, those whose record another node owns now (claimed while `node`
     /// could not renew its lease). A lookup with no record is not lost: no other
@@ -101,6 +108,11 @@ public struct SessionRecord: Sendable, Equatable {
     /// The session's `rev` when the snapshot was taken: a directory never replaces a
     /// record with one of a lower rev (a write that arrives late, after a newer one).
     public var rev: Int
+
+    /// How many events a session's record may trail what its owner sent: far more than
+    /// a node sends between two record batches, far less than a rev can hold. A claim
+    /// raises the record's rev this far (``SessionDirectory/claim(lookup:from:for:nodeTimeout:)``).
+    public static let maximumLag = 1 << 32
 
     /// A record of the session whose token starts with `lookup`, held by `owner`.
     public init(lookup: String, secretDigest: [UInt8], owner: String, snapshot: String, rev: Int = 0) {

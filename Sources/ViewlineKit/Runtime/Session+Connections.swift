@@ -124,6 +124,9 @@ extension Session {
         if restoredFromRecord, let lastRev, lastRev > rev {
             // A restored session's revs start a whole ``maximumRecordLag`` above its
             // record's: no owner ever sent this one.
+            logger.warning("attach refused: a last-rev ahead of anything this session sent", metadata: [
+                "last-rev": "\(lastRev)", "rev": "\(rev)",
+            ])
             throw ProtocolError(.badArguments, "last-rev \(lastRev) is ahead of anything this session sent (rev \(rev))")
         }
         if restoredFromRecord {
@@ -152,7 +155,7 @@ extension Session {
 
     /// How many events a restored session's record may trail the client: far more
     /// than a node emits between two record batches, far less than `rev` can hold.
-    static let maximumRecordLag = 1 << 32
+    static let maximumRecordLag = SessionRecord.maximumLag
 
     /// Detaches a connection; the session goes on without it.
     package func detach(_ number: Int) {

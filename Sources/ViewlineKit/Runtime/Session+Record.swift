@@ -61,21 +61,26 @@ extension Session {
     }
 
     /// Rebuilds a session from its record on this node, with the same token. The
-    /// revs go on from the recorded one, so a client that attaches gets a snapshot
-    /// with revs newer than anything it saw.
-    static func restore(_ record: JSON, token: String, application: Application) async -> Session {
+    /// revs go on from `claimedAt`, the record's rev as the claim raised it, so a
+    /// client that attaches gets a snapshot with revs newer than anything it saw.
+    static func restore(_ record: JSON, claimedAt: Int, token: String, application: Application) async -> Session {
         let session = Session(
             restoring: record["id"]?.stringValue ?? "s0", token: token, peer: record["address"]?.stringValue, application: application)
-        await session.apply(record)
+        await session.apply(record, claimedAt: claimedAt)
         return session
     }
 
-    private func apply(_ record: JSON) async {
-        // A record is trusted as far as it is sane: never a rev that could overflow.
-        // The new owner's revs start a whole lag above the record's: the old owner may
-        // have sent events after its last record, and its revs and the new owner's never
-        // overlap, so any last-rev from the old owner gets a snapshot numbered above it.
-        rev = min(max(0, record["rev"]?.intValue ?? 0), Int.max / 4) + Self.maximumRecordLag
+    private func apply(_ record: JSON, claimedAt: Int) async {
+        // The new owner's revs start a whole lag above the recorded ones: the old owner
+        // may have sent events after its last record, and its revs and the new owner's
+        // never overlap, so any last-rev from the old owner gets a snapshot numbered
+        // above it. The claim raised the record's rev by that lag, so a node that
+        // restores the record after another one did (which died before writing one)
+        // starts above that one's revs as well; a directory that does not raise it
+        // still gets the lag over the snapshot's own rev. A record is trusted as far as
+        // it is sane: never a rev that could overflow.
+        let recorded = min(max(0, record["rev"]?.intValue ?? 0), Int.max / 4)
+        rev = max(min(max(0, claimedAt), Int.max / 4), recorded + Self.maximumRecordLag)
         nextAlertNumber = max(1, record["nextAlert"]?.intValue ?? 1)
         user = record["user"]?.stringValue
         for index in application.views.indices {
