@@ -23,9 +23,10 @@ At the end it checks, and writes a markdown report:
 - every acknowledged draft is saved or still pending in the database (0 lost);
 - each session's history against a model of it: every state read shows the last
   acknowledged search (or one whose reply was lost), unless a fault that may lose the
-  last moments (kill, pause, cut, slow link, database restart; never a SIGTERM) began
-  after it or at most a node timeout before it (a node whose records are further
-  behind acknowledges nothing) — read at random and right after every resume;
+  last moments (kill, pause, cut, slow link, database restart, held records; never a
+  SIGTERM) began after it was sent or at most a node timeout before (a node whose
+  records are further behind acknowledges nothing; the node may have acknowledged it
+  any time until the reply came) — read at random and right after every resume;
 - no session is lost: a token that was never quit and had a command acknowledged
   attaches somewhere, unless such a fault began within a node timeout of that
   first acknowledgement (its first record unwritten);
@@ -478,7 +479,7 @@ class Client(threading.Thread):
         # The session's history, checked against a model of it: the acknowledged search
         # queries with when each was acknowledged, and those sent whose reply was lost
         # (they may or may not have run).
-        self.searches: List[Tuple[str, float, int]] = []   # query, acknowledged at, by which port
+        self.searches: List[Tuple[str, float, int]] = []   # query, sent at (acknowledged later), by which port
         self.in_doubt: set = set()
         self.history_checks = 0
         self.quitting: Optional[str] = None
@@ -609,9 +610,12 @@ class Client(threading.Thread):
     def search(self, c: Connection) -> None:
         query = self.random.choice(['pizza', 'thai', 'ramen', 'tacos', 'sushi', 'curry'])
         self.in_doubt.add(query)
+        sent = now()
         reply = self.expect_ok(c.command(f"search {query}"))
         if reply["ok"]:
-            self.searches.append((query, now(), c.address[1]))
+            # When it was sent, not answered: the node may have acknowledged it at any
+            # moment between the two (a reply written just before a pause arrives after it).
+            self.searches.append((query, sent, c.address[1]))
             self.in_doubt.discard(query)
 
     def check_history(self, reply: dict, via: Connection) -> None:
@@ -623,17 +627,18 @@ class Client(threading.Thread):
         if not reply["ok"] or not self.searches:
             return
         shown = reply["result"]["views"]["search"]["query"]
-        last, acknowledged_at, acknowledged_by = self.searches[-1]
+        last, sent_at, acknowledged_by = self.searches[-1]
         self.history_checks += 1
         if shown == last or shown in self.in_doubt:
             return
-        # A fault that began up to a node timeout before the acknowledgement, or after
-        # it: a node whose records are further behind than that acknowledges nothing.
-        lossy = self.run_state.lossy_fault_began(acknowledged_at - NODE_TIMEOUT - 0.5)
+        # A fault that began up to a node timeout before the search was sent, or after:
+        # a node whose records are further behind than that acknowledges nothing, and
+        # the node may have acknowledged it any time until the reply came.
+        lossy = self.run_state.lossy_fault_began(sent_at - NODE_TIMEOUT - 0.5)
         if lossy and (shown in {q for q, _, _ in self.searches} or shown == ""):
             return
         self.violation(f"state shows search {shown!r} after {last!r} was acknowledged"
-                       f" {now() - acknowledged_at:.1f} s ago with no fault since that may lose it"
+                       f" (sent {now() - sent_at:.1f} s ago) with no fault since that may lose it"
                        f" (session {(self.token or '?')[:16]}, acknowledged on port {acknowledged_by}, read on port {via.address[1]})")
 
     def quit(self, c: Connection) -> None:
