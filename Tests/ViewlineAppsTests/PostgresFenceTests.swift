@@ -136,7 +136,7 @@ import ViewlineTestSupport
         }
         func waitUntil(_ sql: String, is expected: Int) async throws {
             var seen = -1
-            for _ in 0..<400 {
+            for _ in 0..<2400 {
                 seen = try await count(sql)
                 if seen == expected { return }
                 try await Task.sleep(for: .milliseconds(25))
@@ -153,9 +153,11 @@ import ViewlineTestSupport
         let writes = SessionWriteOrder()
         var outcomes: [Outcome] = []
         for round in 1...4 {
+            // Held until both writes wait, however slow the machine: then the holder's
+            // statement is cancelled, which ends its transaction and frees the lock.
             let holder = Task {
-                try await server.queryOnItsOwnThread(
-                    "BEGIN; LOCK TABLE viewline_sessions IN EXCLUSIVE MODE; SELECT pg_sleep(1); COMMIT;", database: database)
+                try? await server.queryOnItsOwnThread(
+                    "BEGIN; LOCK TABLE viewline_sessions IN EXCLUSIVE MODE; SELECT pg_sleep(120); COMMIT;", database: database)
             }
             try await waitUntil(held, is: 1)
             let first = Task {
@@ -170,7 +172,10 @@ import ViewlineTestSupport
                 }
             }
             try await waitUntil(waiting, is: 2)
-            _ = try await holder.value
+            _ = try server.query(
+                "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE '%pg_sleep(120)%' AND pid <> pg_backend_pid()",
+                database: database)
+            await holder.value
             outcomes.append(try await first.value)
             #expect(try await second.value == .written)
             #expect(try await store.pendingDraft(user: "carol")?.text == "two \(round)")
