@@ -1016,7 +1016,8 @@ def drive(args, run: Run, rng: random.Random, nodes: List[Node], serve_log: Serv
     readers = [Reader(client, run) for client in clients]
     for thread in clients + readers:
         thread.start()
-    started = now()
+    # One time base for the report: faults, violations and the clients' journals.
+    started = run.started = now()
     time.sleep(2)
     for node in nodes:
         node.incarnations[-1].rss_start = node.rss()
