@@ -28,6 +28,7 @@ extension Application {
     ) async -> Session? {
         let keys = FailureThrottle.key("attach", peer: peer)
         if let seconds = attachPolicy.throttle.wait(for: keys, now: Date()) {
+            logger.debug("attach throttled: too many failed attaches from this address", metadata: ["peer": "\(peer ?? "?")", "wait": "\(seconds)"])
             await current.reject(re: request.id, ProtocolError(.attachThrottled, "too many failed attach attempts; try again in \(seconds) s", retryAfter: seconds), to: number, command: "attach")
             return nil
         }
@@ -55,6 +56,7 @@ extension Application {
                 return true
             }
             guard admitted else {
+                logger.debug("attach throttled: too many lookups from this address in flight", metadata: ["peer": "\(peer ?? "?")"])
                 await current.reject(re: request.id, ProtocolError(
                     .attachThrottled, "too many attaches from this address are being looked up; try again in 1 s", retryAfter: 1), to: number, command: "attach")
                 return nil
