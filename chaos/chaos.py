@@ -26,7 +26,10 @@ At the end it checks, and writes a markdown report:
   last moments (kill, pause, cut, slow link, database restart, held records; never a
   SIGTERM) began after it was sent or at most a node timeout before (a node whose
   records are further behind acknowledges nothing; the node may have acknowledged it
-  any time until the reply came) — read at random and right after every resume;
+  any time until the reply came), or unless its node stepped down on its own (its
+  records two node timeouts behind with no fault injected: a batch hung on a loaded
+  machine) and the search was sent before it stopped acknowledging — read at random
+  and right after every resume;
 - no session is lost: a token that was never quit and had a command acknowledged
   attaches somewhere, unless such a fault began within a node timeout of that
   first acknowledgement (its first record unwritten);
@@ -305,15 +308,23 @@ class ServeLog:
     """Which node served or claimed which session record, time-stamped as read."""
     PATTERN = re.compile(r"record=(\w+)")
 
+    # A node stepping down on its own: its records fell two node timeouts behind with
+    # no fault injected (a batch that hung on a loaded machine).
+    STEP_DOWN = "session records cannot be written; letting this node's lease run out"
+
     def __init__(self):
         self.lock = threading.Lock()
         self.entries: List[Tuple[float, str, str, str]] = []   # (time, record, label, kind)
+        self.step_downs: List[Tuple[float, str]] = []           # (time, label)
 
     def read(self, stream, label: str, log) -> None:
         for raw in iter(stream.readline, b""):
             t = now()
             line = raw.decode(errors="replace")
             log.write(f"{t:.3f} {line}")
+            if self.STEP_DOWN in line:
+                with self.lock:
+                    self.step_downs.append((t, label))
             if "record=" not in line:
                 continue
             match = self.PATTERN.search(line)
@@ -324,6 +335,15 @@ class ServeLog:
                 with self.lock:
                     self.entries.append((t, match.group(1), label, kind))
         log.close()
+
+    def records_stopped(self, after: float) -> bool:
+        """Whether a node that stepped down on its own stopped writing records after
+        `after`: two node timeouts (and a lease check) before its step-down. It
+        acknowledged for at most a node timeout less the margin after that, and what
+        it acknowledged then may be lost with it (PROTOCOL §2.2); what it acknowledged
+        later is not excused."""
+        with self.lock:
+            return any(t - 2 * NODE_TIMEOUT - NODE_TIMEOUT / 5 - TOLERANCE >= after for t, _ in self.step_downs)
 
     def violations(self) -> Tuple[List[str], int]:
         """Commands served by a node after another node claimed the session."""
@@ -634,7 +654,9 @@ class Client(threading.Thread):
         # A fault that began up to a node timeout before the search was sent, or after:
         # a node whose records are further behind than that acknowledges nothing, and
         # the node may have acknowledged it any time until the reply came.
-        lossy = self.run_state.lossy_fault_began(sent_at - NODE_TIMEOUT - 0.5)
+        lossy = (self.run_state.lossy_fault_began(sent_at - NODE_TIMEOUT - 0.5)
+                 or (self.run_state.serve_log is not None
+                     and self.run_state.serve_log.records_stopped(sent_at - NODE_TIMEOUT - 0.5)))
         if lossy and (shown in {q for q, _, _ in self.searches} or shown == ""):
             return
         self.violation(f"state shows search {shown!r} after {last!r} was acknowledged"
@@ -902,6 +924,7 @@ class Run:
         self.violations: List[str] = []
         self.successes = 0
         self.started = now()
+        self.serve_log: Optional["ServeLog"] = None   # set once the nodes' logs are read
         self.per_minute: Dict[int, int] = {}
         self.unavailable = 0
         self.lost_sessions = 0
@@ -996,6 +1019,7 @@ def main() -> int:
     loop = asyncio.new_event_loop()
     threading.Thread(target=loop.run_forever, daemon=True).start()
     serve_log = ServeLog()
+    run.serve_log = serve_log
     nodes: List[Node] = []
     for i in range(3):
         link = Link(loop, ("127.0.0.1", args.pg_port))
@@ -1264,6 +1288,8 @@ def drive(args, run: Run, rng: random.Random, nodes: List[Node], serve_log: Serv
         f"- readers (a second device per client that stays on its node): {run.reader_reads} state reads served;"
         f" refused: {json.dumps(run.reader_refusals, sort_keys=True)}; connections ended: {json.dumps(run.reader_ends, sort_keys=True)}",
         f"- state reads checked against each session's history of acknowledged searches: {history_checks}",
+        f"- nodes that stepped down on their own (records two node timeouts behind, no fault injected; what they"
+        f" acknowledged in the lease margin before may be lost, as after a kill): {len(serve_log.step_downs)}",
         f"- acknowledged quits: {len(run.quit_tokens)}, come back on any node: {revived}",
         f"- node starts that failed (and were retried, as a supervisor would): {sum(n.failed_starts for n in nodes)}",
         "- seconds from a fault's start until its clients work again (the fault's own length included):",
