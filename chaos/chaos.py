@@ -77,6 +77,7 @@ JOURNAL_LENGTH = 5000       # commands each client's journal keeps
 LONG_RECOVERY = 30.0        # seconds without a success: the report shows what failed meanwhile
 TRAIL_LENGTH = 12           # the last failures kept per client while it fails
 TOLERANCE = 0.2             # log lines are time-stamped as read: scheduling slack
+PAUSED_LINES = 1.0          # a SIGCONTed node's lines written before its SIGSTOP arrive within this
 
 
 def now() -> float:
@@ -345,11 +346,20 @@ class ServeLog:
         with self.lock:
             return any(t - 2 * NODE_TIMEOUT - NODE_TIMEOUT / 5 - TOLERANCE >= after for t, _ in self.step_downs)
 
-    def violations(self) -> Tuple[List[str], int]:
-        """Commands served by a node after another node claimed the session."""
+    def violations(self, pauses: List[Tuple[float, float, str]] = ()) -> Tuple[List[str], int]:
+        """Commands served by a node after another node claimed the session.
+
+        `pauses` are the SIGSTOPs (start, end, label): a claim a node logged just
+        before it was stopped can reach this log only once it runs again, after
+        another node may have claimed the session from it — so a claim read within
+        PAUSED_LINES of a pause's end is dated to the pause's start. Commands are not
+        moved: a node that serves after waking up is still seen doing so."""
         by_record: Dict[str, List[Tuple[float, str, str]]] = {}
         with self.lock:
             for t, record, label, kind in self.entries:
+                if kind == "claim":
+                    t = next((start for start, end, paused in pauses
+                              if paused == label and end <= t <= end + PAUSED_LINES), t)
                 by_record.setdefault(record, []).append((t, label, kind))
         found: List[str] = []
         near = 0
@@ -1240,7 +1250,9 @@ def drive(args, run: Run, rng: random.Random, nodes: List[Node], serve_log: Serv
 
     if run.stalls:
         run.violation(f"the client load made no progress for 20 s or more, {run.stalls} time(s)")
-    served, near = serve_log.violations()
+    pauses = [(start, end, match.group(1)) for start, end, what in run.faults
+              for match in [re.match(r"SIGSTOP (\S+) for", what)] if match]
+    served, near = serve_log.violations(pauses)
     for text in served:
         run.violation(text)
 
