@@ -14,7 +14,9 @@ import ViewlineKit
 /// let directory = PostgresSessionDirectory(client: client, url: url)
 /// // once the group runs:
 /// try await directory.migrate()
-/// let cluster = Cluster(directory: directory, nodeTimeout: try await directory.agreedNodeTimeout(proposing: .seconds(5)))
+/// let cluster = Cluster(
+///     directory: directory, nodeTimeout: try await directory.agreedNodeTimeout(proposing: .seconds(5)),
+///     tokenKey: try await directory.agreedTokenKey())
 /// let server = try ViewlineServer(apps: apps, services: services, cluster: cluster, configuration: configuration)
 /// ```
 public struct PostgresSessionDirectory: SessionDirectory {
@@ -117,6 +119,35 @@ public struct PostgresSessionDirectory: SessionDirectory {
         let agreed = stored.flatMap(Int.init).flatMap { $0 > 0 ? Duration.milliseconds($0) : nil } ?? proposed
         writeTimeout.value.withLock { $0 = agreed }
         return agreed
+    }
+
+    /// The key every node of the cluster tags session tokens with (`Cluster`'s
+    /// `tokenKey`): 32 random bytes stored by the first node to ask, kept in the
+    /// database like the node timeout, so a node started later recognises the tokens
+    /// the others made.
+    public func agreedTokenKey() async throws -> [UInt8] {
+        var generator = SystemRandomNumberGenerator()
+        let proposed = (0..<32).map { _ in String(generator.next() as UInt8, radix: 16) }
+            .map { $0.count == 1 ? "0" + $0 : $0 }.joined()
+        try await database.run("""
+            INSERT INTO viewline_cluster_settings (name, value) VALUES ('token_key', \(proposed)) ON CONFLICT (name) DO NOTHING
+            """)
+        let stored = try await database.collect("SELECT value FROM viewline_cluster_settings WHERE name = 'token_key'") { row in
+            try row.decode(String.self)
+        }.first ?? proposed
+        var key: [UInt8] = []
+        var digits = stored.utf8.makeIterator()
+        while let high = digits.next(), let low = digits.next() {
+            guard let byte = UInt8(String(decoding: [high, low], as: UTF8.self), radix: 16) else { throw TokenKeyUnreadable() }
+            key.append(byte)
+        }
+        guard key.count == 32 else { throw TokenKeyUnreadable() }
+        return key
+    }
+
+    /// The stored token key is not 64 hex digits (written by hand?).
+    struct TokenKeyUnreadable: Error, CustomStringConvertible {
+        var description: String { "viewline_cluster_settings' token_key is not 64 hex digits" }
     }
 
     public func leave(_ node: ClusterNode) async throws {

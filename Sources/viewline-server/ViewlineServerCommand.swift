@@ -170,7 +170,9 @@ struct ViewlineServerCommand: AsyncParsableCommand {
                         "node-timeout": "\(agreed)", "requested": "\(proposed)",
                     ])
                 }
-                cluster = Cluster(directory: directory, address: advertise, nodeTimeout: agreed, logger: logger)
+                // One token key too: any node tells a token another made from a guess.
+                let tokenKey = try await directory.agreedTokenKey()
+                cluster = Cluster(directory: directory, address: advertise, nodeTimeout: agreed, tokenKey: tokenKey, logger: logger)
                 logger.info("using PostgreSQL", metadata: ["url": "\(postgresURL.redacted)"])
             } else {
                 store = try SQLiteStore.open(path: db)

@@ -229,6 +229,19 @@ import ViewlineTestSupport
         #expect(try await directory.find(lookup: first.lookup, nodeTimeout: .seconds(30))?.record.secretDigest == rotated.secretDigest)
     }
 
+    @Test func everyNodeGetsTheTokenKeyTheFirstOneStored() async throws {
+        let server = PostgresServer.shared
+        let url = try PostgresURL(server.url(database: try server.createDatabase()))
+        let first = try await PostgresSessionDirectory.connect(url)
+        let second = try await PostgresSessionDirectory.connect(url)
+        let key = try await first.agreedTokenKey()
+        #expect(key.count == 32)
+        #expect(try await second.agreedTokenKey() == key)
+        #expect(try await first.agreedTokenKey() == key)
+        // Another cluster (database) has its own.
+        #expect(try await directory().agreedTokenKey() != key)
+    }
+
     @Test func liveNodesCountsTheLeasesValidByTheDatabasesClock() async throws {
         let directory = try await directory()
         #expect(try await directory.liveNodes(nodeTimeout: .seconds(30)) == 0)

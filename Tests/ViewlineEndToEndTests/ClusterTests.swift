@@ -319,6 +319,40 @@ import ViewlineTestSupport
         _ = clients
     }
 
+    @Test func clientsBehindOneAddressFollowingTheirSessionsThroughAFailoverAreNotThrottled() throws {
+        let (_, nodes) = try startCluster(2, ["--node-timeout", "1"])
+        // Twelve sessions on node A: half quit, half lost with it (killed before most
+        // had a record) or restored.
+        var tokens: [String] = []
+        var clients: [LineClient] = []
+        for n in 0..<12 {
+            let (client, token) = try open(nodes[0])
+            if n % 2 == 0 {
+                try client.send("quit")
+                _ = try client.read(until: { $0.type == "bye" })
+            }
+            tokens.append(token)
+            clients.append(client)
+        }
+        nodes[0].signal(SIGKILL)
+        _ = try nodes[0].waitForExit()
+        usleep(1_500_000)  // node A's lease expires
+        // All come back to node B from one address: node B tells the tokens node A
+        // made from guesses (the cluster's key), so none of the gone sessions counts.
+        for token in tokens {
+            let client = try LineClient(port: nodes[1].port, from: "127.0.0.30")
+            _ = try client.next()
+            let reply = try client.command("attach \(token)")
+            #expect(reply.isOK || reply.errorCode == "bad_token", "\(reply.encoded)")
+        }
+        let guesser = try LineClient(port: nodes[1].port, from: "127.0.0.30")
+        _ = try guesser.next()
+        let guess = String(repeating: "fedcba9876543210", count: 3)
+        for _ in 0..<6 { #expect(try guesser.command("attach \(guess)").errorCode == "bad_token") }
+        #expect(try guesser.command("attach \(guess)").errorCode == "attach_throttled")
+        _ = clients
+    }
+
     @Test func aSessionThatQuitIsGoneFromEveryNode() throws {
         let (_, nodes) = try startCluster(2)
         let (onA, token) = try open(nodes[0])

@@ -97,6 +97,25 @@ import ViewlineTestSupport
         #expect(throttled["error"]?["message"]?.stringValue?.contains("try again in") == true)
     }
 
+    @Test func tokensOfSessionsThatEndedAreNotCountedAsGuesses() throws {
+        let server = try startServer()
+        // Twelve sessions quit; their tokens come back from one address (a NAT of
+        // clients that were away): each is told the session is gone, none throttled.
+        var ended: [String] = []
+        for _ in 0..<12 {
+            let (client, token) = try open(server)
+            try client.send("quit")
+            _ = try client.read(until: { $0.type == "bye" })
+            ended.append(token)
+        }
+        let client = try connect(server)
+        for token in ended { #expect(try client.command("attach \(token)").errorCode == "bad_token") }
+        // Guesses (well-formed tokens no server made) still are.
+        let guess = String(repeating: "0123456789abcdef", count: 3)
+        for _ in 0..<6 { #expect(try client.command("attach \(guess)").errorCode == "bad_token") }
+        #expect(try client.command("attach \(guess)").errorCode == "attach_throttled")
+    }
+
     @Test func aClientKilledMidAlertFindsTheAlertAgain() throws {
         let server = try startServer()
         var (client, token): (LineClient?, String) = try open(server)

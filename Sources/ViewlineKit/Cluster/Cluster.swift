@@ -27,6 +27,9 @@ public final class Cluster: Sendable {
     public let nodeTimeout: Duration
     /// How often dirty session records are written.
     public let recordInterval: Duration
+    /// The key session tokens are tagged with, shared by the cluster's nodes (`nil`:
+    /// this node's own).
+    let tokenKey: [UInt8]?
     private let advertised: Mutex<String?>
     private let advertisedWeb = Mutex("")
     private let dirty = Mutex<[ObjectIdentifier: Session]>([:])
@@ -79,11 +82,17 @@ public final class Cluster: Sendable {
     ///   - directory: where session records and node leases are kept (PostgreSQL's
     ///     `PostgresSessionDirectory` in production).
     ///   - recordInterval: how often a changed session's record is written at most.
+    ///   - tokenKey: the key every node of the cluster tags its session tokens with
+    ///     (`PostgresSessionDirectory.agreedTokenKey()`), so any node tells a token one
+    ///     of them made from a guess: `attach`es of sessions that are gone (lost with
+    ///     their node, quit, expired) are then not counted against their clients'
+    ///     address. A key of this node's own when `nil`.
     ///   - logger: where lease lapses, claims and restores are logged.
     public init(
         directory: any SessionDirectory, address: String? = nil, nodeTimeout: Duration = .seconds(5),
-        recordInterval: Duration = .milliseconds(100), logger: Logger = Logger(label: "viewline.cluster")
+        recordInterval: Duration = .milliseconds(100), tokenKey: [UInt8]? = nil, logger: Logger = Logger(label: "viewline.cluster")
     ) {
+        self.tokenKey = tokenKey
         self.directory = directory
         self.nodeID = "n" + String(UInt64.random(in: .min ... .max), radix: 36)
         self.advertised = Mutex(address)

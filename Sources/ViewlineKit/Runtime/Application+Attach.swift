@@ -95,8 +95,16 @@ extension Application {
             }
         }
         guard let target = found else {
-            logger.debug("attach: no such session", metadata: ["record": "\(SessionRegistry.split(token).lookup)", "peer": "\(peer ?? "?")"])
-            attachPolicy.throttle.failed(keys, now: Date())
+            // A token a node of this cluster made (its tag says so) is a client coming
+            // back to a session that is gone (quit, expired, lost with its node before
+            // its first record), not a guess: not counted, so clients behind one
+            // address that follow their sessions through a failover are not throttled
+            // for the ones it lost. Only a token nobody here made counts.
+            let made = tokens.tagged(token)
+            logger.debug("attach: no such session", metadata: [
+                "record": "\(SessionRegistry.split(token).lookup)", "peer": "\(peer ?? "?")", "made-here": "\(made)",
+            ])
+            if !made { attachPolicy.throttle.failed(keys, now: Date()) }
             await current.reject(re: request.id, badToken, to: number, command: "attach")
             return nil
         }

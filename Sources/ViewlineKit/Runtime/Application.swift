@@ -42,6 +42,9 @@ public final class Application: Sendable {
     let restoredHooks: [@Sendable (isolated Session) async -> Void]
     /// The cluster this node belongs to, if any: session records, `moved`, restore.
     public let cluster: Cluster?
+    /// Makes the sessions' tokens, under the cluster's key (any node recognises
+    /// them) or this node's own.
+    let tokens: SessionTokens
     /// Operators' figures (`/metrics`), when the server was asked for them
     /// (``ServerConfiguration/metricsPort``); `nil` costs nothing.
     public let metrics: ServerMetrics?
@@ -132,6 +135,7 @@ public final class Application: Sendable {
         userChangedHooks = hooks
         self.restoredHooks = restoredHooks
         self.cluster = cluster
+        tokens = SessionTokens(key: cluster?.tokenKey)
         metrics = recordsMetrics
             ? ServerMetrics(commandNames: commands.all.map(\.name), clustered: cluster != nil, registry: metricsRegistry ?? PrometheusCollectorRegistry())
             : nil

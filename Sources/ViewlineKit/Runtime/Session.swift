@@ -129,13 +129,13 @@ public actor Session {
 
     private init(
         id: String, application: Application, peer: String?, eventLoop: (any EventLoop)?,
-        connections: [Int: SessionConnection], token: String = Session.makeSecret()
+        connections: [Int: SessionConnection], token: String? = nil
     ) {
         let loop = eventLoop ?? NIOSingletons.posixEventLoopGroup.next()
         self.eventLoop = loop
         unownedExecutor = loop.executor.asUnownedSerialExecutor()
         self.id = id
-        tokenBox = Mutex(token)
+        tokenBox = Mutex(token ?? application.tokens.make())
         self.application = application
         self.peer = peer
         writeOrder = application.cluster == nil ? nil : SessionWriteOrder()
@@ -475,7 +475,7 @@ public actor Session {
         if let kind { application.metrics?.sent(kind) }
     }
 
-    /// Whether `token` has the shape ``makeSecret()`` gives: 48 lowercase hex digits.
+    /// Whether `token` has the shape a session token has: 48 lowercase hex digits.
     /// Anything else is refused before any lookup.
     package static func isWellFormedToken(_ token: String) -> Bool {
         token.utf8.count == 48 && token.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }
@@ -485,8 +485,7 @@ public actor Session {
     /// someone else holds no longer joins the session.
     func changeTokenSecret() -> String {
         tokenBox.withLock { token in
-            let fresh = Self.makeSecret()
-            token = String(token.prefix(SessionRegistry.lookupLength)) + String(fresh.dropFirst(SessionRegistry.lookupLength))
+            token = application.tokens.make(keepingLookupOf: token)
             return token
         }
     }
