@@ -159,6 +159,16 @@ let package = Package(
             name: "viewline-bench",
             dependencies: ["CEpoll", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
+        // The Todos example, built and tested with the rest so a run compiles it once.
+        // Examples/Todos/Package.swift declares the same three targets as a package
+        // of its own, the way an app depends on Viewline.
+        .target(name: "Todos", dependencies: ["ViewlineKit"], path: "Examples/Todos/Sources/Todos"),
+        .executableTarget(
+            name: "todo-server", dependencies: ["Todos", "ViewlineKit", "ViewlineApps"], path: "Examples/Todos/Sources/todo-server"
+        ),
+        .testTarget(
+            name: "TodosTests", dependencies: ["Todos", "ViewlineTesting", "ViewlineClient"], path: "Examples/Todos/Tests/TodosTests"
+        ),
         // Fakes, a manual clock and a raw TCP client: test support as a module, not copy-paste.
         .target(name: "CPseudoTerminal"),
         .target(name: "ViewlineTestSupport", dependencies: ["ViewlineProtocol", "CPseudoTerminal"]),
