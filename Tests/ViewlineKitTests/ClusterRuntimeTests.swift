@@ -32,8 +32,14 @@ import ViewlineTestSupport
         var writes: [String: Int] = [:]
         /// Record batches fail (the database takes the lease but not the records).
         var failingSaves = false
+        /// Record batches wait while this is set (the records table locked), and how
+        /// many have begun.
+        var hangingSaves = false
+        var savesBegun = 0
         func save(_ saved: [SessionRecord]) async throws -> [String] {
-            try lock.withLock {
+            lock.withLock { savesBegun += 1 }
+            while lock.withLock({ hangingSaves }) { try await Task.sleep(for: .milliseconds(5)) }
+            return try lock.withLock {
                 if failingSaves { throw Unreachable() }
                 var refused: [String] = []
                 for record in saved { writes[record.lookup, default: 0] += 1 }
@@ -411,7 +417,7 @@ import ViewlineTestSupport
         #expect(cluster.acceptsCommands(now: start + .seconds(1)))
         // The database renews the lease but takes no record (a batch fails, or hangs).
         directory.lock.withLock { directory.failingSaves = true }
-        cluster.changed(session)
+        cluster.changed(session, now: start + .seconds(1))
         await cluster.flush(now: start + .seconds(1))
         try await cluster.renew(now: { start + .seconds(8) })
         // Lease valid, records failing for longer than the lease margin allows:
@@ -433,11 +439,11 @@ import ViewlineTestSupport
     }
 
     /// A batch deletes the records of sessions that ended after writing the changed
-    /// ones, and the next batch waits for it: a delete that hangs (the records table
-    /// locked) holds every record back, so the node stops acknowledging as when a
-    /// write hangs. (`./dev chaos --faults heldrecords`: a node whose delete waited on
-    /// the lock acknowledged searches for 7 s that no record held, and its sessions
-    /// were restored without them.)
+    /// ones, and the next batch waits for it: while a delete hangs (the records table
+    /// locked), the changes made meanwhile wait, and the node stops acknowledging
+    /// once the oldest has waited past the lease margin. (`./dev chaos --faults
+    /// heldrecords`: a node whose delete waited on the lock acknowledged searches for
+    /// 7 s that no record held, and its sessions were restored without them.)
     @Test(.timeLimit(.minutes(1))) func aDeleteThatHangsHoldsTheRecordsBackSoTheNodeAcknowledgesNothing() async throws {
         let directory = MemoryDirectory()
         let a = try await leasedNode(directory, "10.0.0.1:7878", timeout: .seconds(10))
@@ -445,20 +451,60 @@ import ViewlineTestSupport
         let session = Session(id: "s1", application: a, output: { _ in })
         let quitting = Session(id: "s2", application: a, output: { _ in })
         let start = ContinuousClock.now
-        cluster.changed(session)
-        cluster.changed(quitting)
+        cluster.changed(session, now: start)
+        cluster.changed(quitting, now: start)
         await cluster.flush(now: start)
         cluster.ended(quitting)
         directory.lock.withLock { directory.hangingRemoves = true }
         let batch = Task { await cluster.flush(now: start + .seconds(1)) }
         while directory.lock.withLock({ directory.removesBegun }) == 0 { try await Task.sleep(for: .milliseconds(5)) }
         try await cluster.renew(now: { start + .seconds(8) })
-        #expect(cluster.acceptsCommands(now: start + .seconds(8.5)))
-        #expect(!cluster.acceptsCommands(now: start + .seconds(9.5)), "the delete has hung past the lease margin")
+        // Nothing acknowledged waits for a record: commands go on.
+        #expect(cluster.acceptsCommands(now: start + .seconds(9.5)))
+        // A change while the delete hangs: it waits, and once it has waited past the
+        // margin (10 s − 2 s) the node acknowledges nothing more.
+        cluster.changed(session, now: start + .seconds(1.5))
+        #expect(cluster.acceptsCommands(now: start + .seconds(9)))
+        #expect(!cluster.acceptsCommands(now: start + .seconds(9.5)), "a change has waited past the lease margin")
         directory.lock.withLock { directory.hangingRemoves = false }
         await batch.value
+        await cluster.flush(now: start + .seconds(9.5))
         #expect(cluster.acceptsCommands(now: start + .seconds(9.5)))
         #expect(directory.record(SessionRegistry.split(quitting.token).lookup) == nil)
+    }
+
+    /// What a node would lose if it died counts from the oldest change no record
+    /// holds, not from when the batch writing it began: a change made just after one
+    /// slow batch took its snapshots waits through that batch and the next, and the
+    /// node stops acknowledging once it has waited past the margin, however recently
+    /// the second batch began.
+    @Test(.timeLimit(.minutes(1))) func recordsCountAsBehindFromTheOldestChangeNoRecordHolds() async throws {
+        let directory = MemoryDirectory()
+        let a = try await leasedNode(directory, "10.0.0.1:7878", timeout: .seconds(10))
+        let cluster = a.cluster!
+        let first = Session(id: "s1", application: a, output: { _ in })
+        let second = Session(id: "s2", application: a, output: { _ in })
+        let start = ContinuousClock.now
+        cluster.changed(first, now: start)
+        directory.lock.withLock { directory.hangingSaves = true }
+        let slow = Task { await cluster.flush(now: start) }
+        while directory.lock.withLock({ directory.savesBegun }) == 0 { try await Task.sleep(for: .milliseconds(5)) }
+        // Taken by the hanging batch: it counts from its change, not from nothing.
+        #expect(cluster.recordsStale(now: start + .seconds(3)) == .seconds(3))
+        cluster.changed(second, now: start + .seconds(1))  // after the batch took its snapshots
+        directory.lock.withLock { directory.hangingSaves = false }
+        await slow.value
+        #expect(cluster.recordsStale(now: start + .seconds(6)) == .seconds(5), "the second change is not written yet")
+        directory.lock.withLock { directory.hangingSaves = true }
+        let next = Task { await cluster.flush(now: start + .seconds(6)) }
+        while directory.lock.withLock({ directory.savesBegun }) < 2 { try await Task.sleep(for: .milliseconds(5)) }
+        try await cluster.renew(now: { start + .seconds(8) })
+        #expect(cluster.acceptsCommands(now: start + .seconds(8.5)))
+        #expect(!cluster.acceptsCommands(now: start + .seconds(9.5)), "the second change has waited 8.5 s; its batch began 3.5 s ago")
+        directory.lock.withLock { directory.hangingSaves = false }
+        await next.value
+        #expect(cluster.recordsStale(now: start + .seconds(9.5)) == .zero)
+        #expect(cluster.acceptsCommands(now: start + .seconds(9.5)))
     }
 
     @Test(.timeLimit(.minutes(1))) func aCommandOverTheWireIsRefusedWhileTheNodesRecordsCannotBeWritten() async throws {

@@ -32,7 +32,8 @@ public final class Cluster: Sendable {
     let tokenKey: [UInt8]?
     private let advertised: Mutex<String?>
     private let advertisedWeb = Mutex("")
-    private let dirty = Mutex<[ObjectIdentifier: Session]>([:])
+    /// Sessions whose records changed since a batch last took them.
+    private let dirty = Mutex(Dirty())
     /// Lookup parts of sessions that ended, whose records are still to be deleted.
     private let endedLookups = Mutex<Set<String>>([])
     private let loop = Mutex<Task<Void, Never>?>(nil)
@@ -52,15 +53,29 @@ public final class Cluster: Sendable {
         var lapsesNoticed = 0
         /// Left the cluster: never serves again.
         var left = false
-        /// Since when record batches have failed (monotonic); `nil` once one is written,
-        /// or when nothing waits to be written.
-        var recordsFailingSince: ContinuousClock.Instant?
-        /// When the batch being written now was sent (a batch that hangs counts as
-        /// failing from then).
-        var batchSentAt: ContinuousClock.Instant?
+        /// When the oldest change the batch being written holds was made (monotonic):
+        /// from the moment the batch takes its sessions, through their snapshots, to
+        /// the write's end. A batch that hangs keeps it; one that fails hands it back
+        /// with its sessions (``Dirty/since``).
+        var inFlightSince: ContinuousClock.Instant?
         /// Not renewing: the records have been stale so long that this node lets its
         /// lease run out, so other nodes restore its sessions from what was written.
         var steppedDown = false
+    }
+
+    /// Sessions whose records changed since a batch last took them, and when the
+    /// oldest of those changes was made: what a node that died now would lose.
+    private struct Dirty {
+        var sessions: [ObjectIdentifier: Session] = [:]
+        var since: ContinuousClock.Instant?
+
+        /// Puts `sessions` back (a batch that failed or did not write them), with the
+        /// time of the oldest change they hold.
+        mutating func keep(_ kept: [Session], since oldest: ContinuousClock.Instant?) {
+            guard !kept.isEmpty else { return }
+            for session in kept where sessions[ObjectIdentifier(session)] == nil { sessions[ObjectIdentifier(session)] = session }
+            if let oldest { since = min(since ?? oldest, oldest) }
+        }
     }
 
     private struct WeakRegistry {
@@ -138,23 +153,26 @@ public final class Cluster: Sendable {
     /// until a batch is written: what it acknowledged meanwhile would be lost with it
     /// if it died then, however long the outage.
     public func acceptsCommands(now: ContinuousClock.Instant = .now) -> Bool {
-        lease.withLock { lease in
+        let waiting = dirty.withLock { $0.since }
+        return lease.withLock { lease in
             guard !lease.left, !lease.reconciling, let renewed = lease.renewedAt else { return false }
             let limit = nodeTimeout - leaseMargin
-            return now - renewed < limit && Self.recordsBehind(lease, now: now) < limit
+            return now - renewed < limit && Self.recordsBehind(lease, waiting: waiting, now: now) < limit
         }
     }
 
-    /// How long the records have been failing (or the batch in flight hanging), at
-    /// `now`: zero while they are written.
+    /// How old the oldest change no record holds yet is, at `now` (zero when every
+    /// change is written): whether the batches fail, hang in the database, or are
+    /// slow to take their snapshots, what a node that died now would lose is at most
+    /// this old.
     func recordsStale(now: ContinuousClock.Instant = .now) -> Duration {
-        lease.withLock { Self.recordsBehind($0, now: now) }
+        let waiting = dirty.withLock { $0.since }
+        return lease.withLock { Self.recordsBehind($0, waiting: waiting, now: now) }
     }
 
-    private static func recordsBehind(_ lease: LeaseState, now: ContinuousClock.Instant) -> Duration {
-        let failing = lease.recordsFailingSince.map { now - $0 } ?? .zero
-        let hanging = lease.batchSentAt.map { now - $0 } ?? .zero
-        return max(failing, hanging)
+    private static func recordsBehind(_ lease: LeaseState, waiting: ContinuousClock.Instant?, now: ContinuousClock.Instant) -> Duration {
+        guard let oldest = [waiting, lease.inFlightSince].compactMap({ $0 }).min() else { return .zero }
+        return max(now - oldest, .zero)
     }
 
     /// Why ``acceptsCommands(now:)`` is false, or `nil` when it is true.
@@ -308,7 +326,7 @@ public final class Cluster: Sendable {
         guard !lost.isEmpty, let sessions = registry.withLock({ $0.sessions }) else { return }
         for session in sessions.all where lost.contains(SessionRegistry.split(session.token).lookup) {
             sessions.drop(session)
-            dirty.withLock { $0[ObjectIdentifier(session)] = nil }
+            dirty.withLock { $0.sessions[ObjectIdentifier(session)] = nil }
             logger.info("a session moved to another node while this one had no lease", metadata: ["session": "\(session.id)"])
             await session.close(.moved)
         }
@@ -329,9 +347,12 @@ public final class Cluster: Sendable {
         try? await directory.leave(node)
     }
 
-    /// A session's snapshot changed: its record is written with the next batch.
-    func changed(_ session: Session) {
-        dirty.withLock { $0[ObjectIdentifier(session)] = session }
+    /// A session's snapshot changed (at `now`): its record is written with the next batch.
+    func changed(_ session: Session, now: ContinuousClock.Instant = .now) {
+        dirty.withLock { dirty in
+            dirty.sessions[ObjectIdentifier(session)] = session
+            if dirty.since == nil { dirty.since = now }
+        }
     }
 
     /// A session ended for good (`quit`, expiry): its record goes with the next
@@ -340,7 +361,7 @@ public final class Cluster: Sendable {
     /// another node.
     func ended(_ session: Session) {
         let (lookup, _) = SessionRegistry.split(session.token)
-        dirty.withLock { $0[ObjectIdentifier(session)] = nil }
+        dirty.withLock { $0.sessions[ObjectIdentifier(session)] = nil }
         endedLookups.withLock { _ = $0.insert(lookup) }
     }
 
@@ -392,12 +413,9 @@ public final class Cluster: Sendable {
             return ended
         }
         guard !ended.isEmpty else { return }
-        // The next batch waits for these deletes: one that hangs (the records locked,
-        // a dead connection) counts as a batch in flight, so the node stops
-        // acknowledging once it has lasted (`acceptsCommands`) — or it would go on
-        // acknowledging changes no record holds.
-        lease.withLock { $0.batchSentAt = now }
-        defer { lease.withLock { $0.batchSentAt = nil } }
+        // The next batch waits for these deletes: while one hangs (the records locked,
+        // a dead connection), the changes made meanwhile wait in `dirty`, and the node
+        // stops acknowledging once the oldest has waited too long (`acceptsCommands`).
         for lookup in ended {
             do { try await directory.remove(lookup: lookup) } catch {
                 endedLookups.withLock { _ = $0.insert(lookup) }
@@ -407,14 +425,21 @@ public final class Cluster: Sendable {
     }
 
     private func writeChanged(now: ContinuousClock.Instant, final: Bool) async {
-        let sessions = dirty.withLock { dirty in
-            defer { dirty = [:] }
-            return Array(dirty.values)
+        // Taken with the time of their oldest change, which counts as in flight from
+        // here: taking each session's snapshot is part of the batch (a loaded node may
+        // take seconds over it), and so is the write.
+        // (Taken under the lease's lock, so `acceptsCommands` never sees them in
+        // neither place.)
+        let (sessions, since) = lease.withLock { lease in
+            let (sessions, since) = dirty.withLock { dirty in
+                defer { dirty = Dirty() }
+                return (Array(dirty.sessions.values), dirty.since)
+            }
+            if !sessions.isEmpty { lease.inFlightSince = since ?? now }
+            return (sessions, since)
         }
-        guard !sessions.isEmpty else {
-            lease.withLock { $0.recordsFailingSince = nil }  // nothing waits to be written
-            return
-        }
+        guard !sessions.isEmpty else { return }
+        defer { lease.withLock { $0.inFlightSince = nil } }
         var records: [SessionRecord] = []
         var later: [Session] = []
         for session in sessions {
@@ -434,29 +459,18 @@ public final class Cluster: Sendable {
                 records.append(SessionRecord(lookup: lookup, secretDigest: Self.digest(secret), owner: nodeID, snapshot: snapshot, rev: rev))
             }
         }
-        if !later.isEmpty {
-            dirty.withLock { dirty in
-                for session in later where dirty[ObjectIdentifier(session)] == nil { dirty[ObjectIdentifier(session)] = session }
-            }
-        }
-        guard !records.isEmpty else { return }  // what waits is only rate-limited
-        lease.withLock { $0.batchSentAt = now }
-        defer { lease.withLock { $0.batchSentAt = nil } }
+        // Rate-limited: they wait for a later batch, their changes as old as the batch's.
+        dirty.withLock { $0.keep(later, since: since ?? now) }
+        guard !records.isEmpty else { return }
         do {
             let refused = try await directory.save(records)
-            lease.withLock { $0.recordsFailingSince = nil }
             Self.recordsPerBatch.record(records.count)
             // A write the database fenced off: another node owns that session now.
             await close(lost: Set(refused))
         } catch {
-            // Try again with the next batch (unless a newer change is already queued);
-            // commands wait until it is written once this has lasted (`acceptsCommands`).
-            lease.withLock { lease in
-                if lease.recordsFailingSince == nil { lease.recordsFailingSince = now }
-            }
-            dirty.withLock { dirty in
-                for session in sessions where dirty[ObjectIdentifier(session)] == nil { dirty[ObjectIdentifier(session)] = session }
-            }
+            // Try again with the next batch; the changes keep their age, so commands
+            // are refused once the oldest has waited too long (`acceptsCommands`).
+            dirty.withLock { $0.keep(sessions, since: since ?? now) }
             logger.warning("could not write session records", metadata: ["error": "\(error)", "sessions": "\(sessions.count)"])
         }
     }
