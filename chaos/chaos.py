@@ -78,6 +78,7 @@ LONG_RECOVERY = 30.0        # seconds without a success: the report shows what f
 TRAIL_LENGTH = 12           # the last failures kept per client while it fails
 TOLERANCE = 0.2             # log lines are time-stamped as read: scheduling slack
 PAUSED_LINES = 1.0          # a SIGCONTed node's lines written before its SIGSTOP arrive within this
+SIGTERM_BURST = 1.0         # seconds of back-to-back searches on a node before its SIGTERM
 
 
 def now() -> float:
@@ -637,8 +638,11 @@ class Client(threading.Thread):
         self.rev = 0   # a new session's revs start again
         self.searches, self.in_doubt = [], set()
 
-    def search(self, c: Connection) -> None:
+    def search(self, c: Connection, distinct: bool = False) -> None:
         query = self.random.choice(['pizza', 'thai', 'ramen', 'tacos', 'sushi', 'curry'])
+        if distinct:
+            self.counter += 1
+            query += f" {self.counter}"
         self.in_doubt.add(query)
         sent = now()
         reply = self.expect_ok(c.command(f"search {query}"))
@@ -731,6 +735,14 @@ class Client(threading.Thread):
         if self.unsaved:
             self.save_until_done()   # never overwrite an acknowledged draft
         c = self.connection
+        if self.run_state.burst_until > now() and c.address[1] == self.run_state.burst_port:
+            # Its node is about to get a SIGTERM: searches back to back, so the last
+            # acknowledged ones are newer than the last record the rate limit let
+            # through (the final flush must write them all).
+            self.search(c, distinct=True)
+            with self.run_state.lock:
+                self.run_state.burst_searches += 1
+            return
         choice = self.random.random()
         if choice < 0.25:
             self.search(c)
@@ -953,6 +965,11 @@ class Run:
         self.quit_kill_wanted = False
         self.quit_kill_port = 0
         self.quit_kill_ready = threading.Event()
+        # "SIGTERM under a high command rate": until `burst_until`, every client on the
+        # node at `burst_port` sends searches back to back (each a query of its own).
+        self.burst_port = 0
+        self.burst_until = 0.0
+        self.burst_searches = 0
         self.recoveries: List[Tuple[int, float, float]] = []
         self.long_recoveries: List[Tuple[int, float, float, List[str]]] = []
 
@@ -1104,9 +1121,17 @@ def drive(args, run: Run, rng: random.Random, nodes: List[Node], serve_log: Serv
             # must reach the node that restores the session.
             # Every other one comes back with a node timeout of its own (an operator's
             # mistake): it must adopt the cluster's, or it would claim live sessions.
+            # The clients on it search back to back for a second before and through the
+            # drain: a high command rate at the shutdown (the issue's one search every
+            # 60 ms lost 1–6 acknowledged searches when the final flush was rate-limited).
             label = node.incarnations[-1].label
             mismatched = rng.random() < 0.5
+            with run.lock:
+                run.burst_port, run.burst_until = node.port, now() + 1.0 + SIGTERM_BURST
+            time.sleep(SIGTERM_BURST)
             node.stop()
+            with run.lock:
+                run.burst_until = 0.0
             node.start(node_timeout=NODE_TIMEOUT * 5 if mismatched else NODE_TIMEOUT)
             what = f"SIGTERM {label} (clean shutdown), restarted" + (
                 f" with --node-timeout {int(NODE_TIMEOUT * 5)}" if mismatched else "")
@@ -1300,6 +1325,7 @@ def drive(args, run: Run, rng: random.Random, nodes: List[Node], serve_log: Serv
         f"- readers (a second device per client that stays on its node): {run.reader_reads} state reads served;"
         f" refused: {json.dumps(run.reader_refusals, sort_keys=True)}; connections ended: {json.dumps(run.reader_ends, sort_keys=True)}",
         f"- state reads checked against each session's history of acknowledged searches: {history_checks}",
+        f"- searches sent back to back just before and during SIGTERMs' drains: {run.burst_searches}",
         f"- nodes that stepped down on their own (records two node timeouts behind, no fault injected; what they"
         f" acknowledged in the lease margin before may be lost, as after a kill): {len(serve_log.step_downs)}",
         f"- acknowledged quits: {len(run.quit_tokens)}, come back on any node: {revived}",
