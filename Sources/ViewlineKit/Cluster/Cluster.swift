@@ -171,7 +171,14 @@ public final class Cluster: Sendable {
     }
 
     private static func recordsBehind(_ lease: LeaseState, waiting: ContinuousClock.Instant?, now: ContinuousClock.Instant) -> Duration {
-        guard let oldest = [waiting, lease.inFlightSince].compactMap({ $0 }).min() else { return .zero }
+        // (No array: this runs for every command.)
+        let oldest: ContinuousClock.Instant
+        switch (waiting, lease.inFlightSince) {
+        case (let waiting?, let inFlight?): oldest = min(waiting, inFlight)
+        case (let waiting?, nil): oldest = waiting
+        case (nil, let inFlight?): oldest = inFlight
+        case (nil, nil): return .zero
+        }
         return max(now - oldest, .zero)
     }
 
