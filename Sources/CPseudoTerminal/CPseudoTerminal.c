@@ -1,3 +1,4 @@
+#define _GNU_SOURCE
 #define _XOPEN_SOURCE 600
 #include "CPseudoTerminal.h"
 
@@ -14,4 +15,8 @@ int vl_open_pseudo_terminal(char *name, size_t size) {
     if (slave == NULL || strlen(slave) + 1 > size) { close(master); return -1; }
     strcpy(name, slave);
     return master;
+}
+
+int vl_spawn_close_from(posix_spawn_file_actions_t *actions, int lowest) {
+    return posix_spawn_file_actions_addclosefrom_np(actions, lowest);
 }

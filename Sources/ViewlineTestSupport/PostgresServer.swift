@@ -1,6 +1,7 @@
 import Foundation
 
 #if canImport(Glibc)
+import CPseudoTerminal
 import Glibc
 #endif
 
@@ -110,7 +111,7 @@ public final class PostgresServer: @unchecked Sendable {
     /// Runs a program to its end with `posix_spawn` and `waitpid` and returns its
     /// output, trimmed (Foundation's `Process.waitUntilExit` can hang when the program
     /// leaves a daemon behind, as `pg_ctl start` does). Output goes to a file, not a
-    /// pipe the daemon would keep.
+    /// pipe the daemon would keep, and no other descriptor of this process goes along.
     @discardableResult
     static func run(_ command: [String]) throws -> String {
         let outputPath = FileManager.default.temporaryDirectory.appendingPathComponent("viewline-pg-\(UUID().uuidString).out").path
@@ -121,6 +122,10 @@ public final class PostgresServer: @unchecked Sendable {
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
         posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        // Nothing else of this process goes with it: sockets NIO accepted are not
+        // close-on-exec, and a daemon holding one keeps that connection open after the
+        // server closed it (a test waiting for the close would wait for the daemon).
+        vl_spawn_close_from(&actions, 3)
         let argv = command.map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }
         var pid = pid_t()
