@@ -515,6 +515,33 @@ import ViewlineTestSupport
         #expect(cluster.acceptsCommands(now: start + .seconds(9.5)))
     }
 
+    @Test func aNodeThatAcknowledgesNothingClaimsNothing() async throws {
+        let directory = MemoryDirectory()
+        let a = try await node(directory, "10.0.0.1:7878")
+        let session = Session(id: "s1", application: a, output: { _ in })
+        for _ in 0..<2 { _ = await session.handle(Request(id: .null, name: "increment", arguments: Arguments()), from: 0) }
+        await a.cluster!.flush()
+        directory.kill(a.cluster!.nodeID)
+        // Node B's lease is valid, but a change of its own has waited 9 s for a record
+        // (its batches fail): it refuses commands, so it takes no session on either.
+        let b = try await leasedNode(directory, "10.0.0.2:7878", timeout: .seconds(10))
+        let own = Session(id: "s2", application: b, output: { _ in })
+        directory.lock.withLock { directory.failingSaves = true }
+        b.cluster!.changed(own, now: .now - .seconds(9))
+        await b.cluster!.flush()
+        #expect(b.cluster!.isServing() && !b.cluster!.acceptsCommands())
+        await #expect(throws: ProtocolError.self) { try await b.cluster!.locate(session.token, application: b) }
+        #expect(directory.record(SessionRegistry.split(session.token).lookup)?.owner == a.cluster!.nodeID, "not claimed")
+        // Once its records are written it serves again, and restores the session.
+        directory.lock.withLock { directory.failingSaves = false }
+        await b.cluster!.flush()
+        guard case .restored(let restored) = try await b.cluster!.locate(session.token, application: b) else {
+            Issue.record("expected a restore once node B's records are written")
+            return
+        }
+        #expect(await restored.state(Counter.self).count == 2)
+    }
+
     @Test(.timeLimit(.minutes(1))) func aCommandOverTheWireIsRefusedWhileTheNodesRecordsCannotBeWritten() async throws {
         let directory = MemoryDirectory()
         // Refused once records are a node timeout (less the margin) behind; the lease is

@@ -492,8 +492,11 @@ public final class Cluster: Sendable {
 
     /// Looks a token up in the directory: `moved` to a live owner, or the session
     /// restored here (owned by this node, and in its registry) when its owner is gone.
+    /// A node that would refuse the session's commands (no valid lease, or records so
+    /// far behind that it acknowledges nothing, as before it steps down) claims
+    /// nothing: the client tries another node, which can serve what it restores.
     func locate(_ token: String, application: Application) async throws -> Lookup {
-        guard isServing() else { throw Self.noLease }
+        guard acceptsCommands() else { throw Self.noLease }
         let (lookup, _) = SessionRegistry.split(token)
         let (task, mine) = inFlight.withLock { running -> (Task<Lookup, any Error>, Bool) in
             if let task = running[lookup] { return (task, false) }
