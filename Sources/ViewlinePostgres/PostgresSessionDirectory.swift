@@ -126,22 +126,14 @@ public struct PostgresSessionDirectory: SessionDirectory {
     /// database like the node timeout, so a node started later recognises the tokens
     /// the others made.
     public func agreedTokenKey() async throws -> [UInt8] {
-        var generator = SystemRandomNumberGenerator()
-        let proposed = (0..<32).map { _ in String(generator.next() as UInt8, radix: 16) }
-            .map { $0.count == 1 ? "0" + $0 : $0 }.joined()
+        let proposed = Hex.random(bytes: 32)
         try await database.run("""
             INSERT INTO viewline_cluster_settings (name, value) VALUES ('token_key', \(proposed)) ON CONFLICT (name) DO NOTHING
             """)
         let stored = try await database.collect("SELECT value FROM viewline_cluster_settings WHERE name = 'token_key'") { row in
             try row.decode(String.self)
         }.first ?? proposed
-        var key: [UInt8] = []
-        var digits = stored.utf8.makeIterator()
-        while let high = digits.next(), let low = digits.next() {
-            guard let byte = UInt8(String(decoding: [high, low], as: UTF8.self), radix: 16) else { throw TokenKeyUnreadable() }
-            key.append(byte)
-        }
-        guard key.count == 32 else { throw TokenKeyUnreadable() }
+        guard let key = Hex.bytes(stored), key.count == 32 else { throw TokenKeyUnreadable() }
         return key
     }
 
@@ -166,7 +158,7 @@ public struct PostgresSessionDirectory: SessionDirectory {
         let written = try await database.collect("""
             INSERT INTO viewline_sessions (lookup, secret_digest, owner, snapshot, rev, updated_at)
             SELECT l, decode(d, 'hex'), o, s, v, clock_timestamp()
-            FROM unnest(\(records.map(\.lookup))::text[], \(records.map { Self.hex($0.secretDigest) })::text[],
+            FROM unnest(\(records.map(\.lookup))::text[], \(records.map { Hex.string($0.secretDigest) })::text[],
                         \(records.map(\.owner))::text[], \(records.map(\.snapshot))::text[], \(revs)::int8[]) AS r(l, d, o, s, v)
             ORDER BY l
             ON CONFLICT (lookup) DO UPDATE SET
@@ -208,7 +200,7 @@ public struct PostgresSessionDirectory: SessionDirectory {
             let (lookup, digest, owner, snapshot, rev, address, web, alive) = try row.decode(
                 (String, String, String, String, Int64, String, String, Bool).self)
             return SessionLocation(
-                record: SessionRecord(lookup: lookup, secretDigest: Self.bytes(hex: digest), owner: owner, snapshot: snapshot, rev: Int(rev)),
+                record: SessionRecord(lookup: lookup, secretDigest: Hex.bytes(digest) ?? [], owner: owner, snapshot: snapshot, rev: Int(rev)),
                 ownerAddress: address, ownerWeb: web, ownerAlive: alive)
         }.first
     }
@@ -226,7 +218,7 @@ public struct PostgresSessionDirectory: SessionDirectory {
             RETURNING lookup, encode(secret_digest, 'hex'), owner, snapshot, rev
             """) { row in
             let (lookup, digest, owner, snapshot, rev) = try row.decode((String, String, String, String, Int64).self)
-            return SessionRecord(lookup: lookup, secretDigest: Self.bytes(hex: digest), owner: owner, snapshot: snapshot, rev: Int(rev))
+            return SessionRecord(lookup: lookup, secretDigest: Hex.bytes(digest) ?? [], owner: owner, snapshot: snapshot, rev: Int(rev))
         }.first
     }
 
@@ -245,19 +237,6 @@ public struct PostgresSessionDirectory: SessionDirectory {
             """) { try $0.decode(String.self) }
     }
 
-    static func hex(_ bytes: [UInt8]) -> String {
-        bytes.map { String(format: "%02x", $0) }.joined()
-    }
-
-    static func bytes(hex: String) -> [UInt8] {
-        var bytes: [UInt8] = []
-        var index = hex.startIndex
-        while let next = hex.index(index, offsetBy: 2, limitedBy: hex.endIndex), index < hex.endIndex {
-            if let byte = UInt8(hex[index..<next], radix: 16) { bytes.append(byte) }
-            index = next
-        }
-        return bytes
-    }
 }
 
 extension Duration {

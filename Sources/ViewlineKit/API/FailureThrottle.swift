@@ -33,13 +33,7 @@ public final class FailureThrottle: Sendable {
                 bytes.append(contentsOf: part.utf8)
                 bytes.append(0)  // "ab","c" and "a","bc" differ
             }
-            let hex = Array("0123456789abcdef".utf8)
-            var name: [UInt8] = []
-            for byte in Cluster.digest(bytes).prefix(16) {
-                name.append(hex[Int(byte >> 4)])
-                name.append(hex[Int(byte & 0xF)])
-            }
-            return String(decoding: name, as: UTF8.self)
+            return Hex.string(Cluster.digest(bytes).prefix(16))
         }
     }
 

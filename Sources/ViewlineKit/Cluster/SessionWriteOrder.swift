@@ -38,9 +38,6 @@ public final class SessionWriteOrder: Sendable {
 
     /// 24 random hex digits.
     public static func randomHolder() -> String {
-        (0..<3).map { _ in
-            let part = String(UInt32.random(in: .min ... .max), radix: 16)
-            return String(repeating: "0", count: 8 - part.count) + part
-        }.joined()
+        Hex.random(bytes: 12)
     }
 }

@@ -492,11 +492,6 @@ public actor Session {
 
     /// A fresh unguessable secret: 192 random bits from the system generator, hex.
     package static func makeSecret() -> String {
-        var generator = SystemRandomNumberGenerator()
-        return (0..<3).map { _ in
-            let value = generator.next() as UInt64
-            let hex = String(value, radix: 16)
-            return String(repeating: "0", count: 16 - hex.count) + hex
-        }.joined()
+        Hex.random(bytes: 24)
     }
 }

@@ -37,7 +37,7 @@ struct SessionTokens: Sendable {
 
     /// A new token: fresh lookup and secret parts.
     func make() -> String {
-        make(lookup: Self.randomHex(digits: SessionRegistry.lookupLength))
+        make(lookup: Hex.random(bytes: SessionRegistry.lookupLength / 2))
     }
 
     /// A new secret part for `token`, its lookup part kept (`end-others`: the
@@ -56,7 +56,7 @@ struct SessionTokens: Sendable {
     }
 
     private func make(lookup: String) -> String {
-        let body = lookup + Self.randomHex(digits: 48 - SessionRegistry.lookupLength - Self.tagDigits)
+        let body = lookup + Hex.random(bytes: (48 - SessionRegistry.lookupLength - Self.tagDigits) / 2)
         return body + String(decoding: tag(of: Array(body.utf8)), as: UTF8.self)
     }
 
@@ -69,21 +69,6 @@ struct SessionTokens: Sendable {
             }
         }
         precondition(ok == 1, "HMAC-SHA-256 from libcrypto failed")
-        return Self.hex(mac.prefix(Self.tagDigits / 2))
-    }
-
-    private static func randomHex(digits: Int) -> String {
-        var generator = SystemRandomNumberGenerator()
-        return String(decoding: hex((0..<digits / 2).map { _ in generator.next() as UInt8 }), as: UTF8.self)
-    }
-
-    private static func hex(_ bytes: some Sequence<UInt8>) -> [UInt8] {
-        let digits = Array("0123456789abcdef".utf8)
-        var text: [UInt8] = []
-        for byte in bytes {
-            text.append(digits[Int(byte >> 4)])
-            text.append(digits[Int(byte & 0xF)])
-        }
-        return text
+        return Hex.utf8(mac.prefix(Self.tagDigits / 2))
     }
 }
