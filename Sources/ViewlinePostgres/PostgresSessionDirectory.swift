@@ -83,11 +83,14 @@ public struct PostgresSessionDirectory: SessionDirectory {
 
     public func renewLease(_ node: ClusterNode, nodeTimeout: Duration, recordsExpireAfter: Duration) async throws -> LeaseRenewal {
         // `previous` reads the row as it was before this statement: the lease renewed.
+        // The new heartbeat is the time the row is updated, after any claim holding the
+        // row (`claim`'s `FOR SHARE`) has ended: a lease a claim found expired is
+        // reported expired here, and the node's check of its sessions finds the claim.
         let expired = try await lease.bool("""
             WITH previous AS (SELECT heartbeat_at FROM viewline_nodes WHERE id = \(node.id)),
             renewed AS (
                 INSERT INTO viewline_nodes (id, address, web, heartbeat_at) VALUES (\(node.id), \(node.address), \(node.web), clock_timestamp())
-                ON CONFLICT (id) DO UPDATE SET address = excluded.address, web = excluded.web, heartbeat_at = excluded.heartbeat_at
+                ON CONFLICT (id) DO UPDATE SET address = excluded.address, web = excluded.web, heartbeat_at = clock_timestamp()
                 RETURNING heartbeat_at)
             SELECT COALESCE((SELECT heartbeat_at FROM previous) <= (SELECT heartbeat_at FROM renewed) - make_interval(secs => \(nodeTimeout.inSeconds)), false)
             """, timeout: .seconds(2))
@@ -208,13 +211,19 @@ public struct PostgresSessionDirectory: SessionDirectory {
     public func claim(lookup: String, from previousOwner: String, for node: ClusterNode, nodeTimeout: Duration) async throws -> SessionRecord? {
         // One statement: the owner is still the one seen, and its lease has expired by
         // the database's clock at this very moment (a node that came back is not robbed).
+        // The owner's lease row is read locked (`FOR SHARE`), as it is now, not as the
+        // statement's snapshot had it: a claim that waited for the session's row (the
+        // owner writing its record) while the owner renewed would otherwise go through
+        // on the lease as it was before, after the owner had checked its sessions; and a
+        // renewal that comes while the claim runs waits for it, so its lapse check finds it.
         // It returns the row as claimed: a record the previous owner wrote after the
         // `find` is the one restored, its rev raised for the new owner to start from.
         try await database.collect("""
+            WITH owner_lease AS (
+                SELECT heartbeat_at FROM viewline_nodes WHERE id = \(previousOwner) FOR SHARE)
             UPDATE viewline_sessions SET owner = \(node.id), updated_at = clock_timestamp(), rev = rev + \(Int64(SessionRecord.maximumLag))
             WHERE lookup = \(lookup) AND owner = \(previousOwner) AND NOT ended
-            AND NOT EXISTS (SELECT 1 FROM viewline_nodes n WHERE n.id = \(previousOwner)
-                            AND n.heartbeat_at > clock_timestamp() - make_interval(secs => \(nodeTimeout.inSeconds)))
+            AND NOT EXISTS (SELECT 1 FROM owner_lease WHERE heartbeat_at > clock_timestamp() - make_interval(secs => \(nodeTimeout.inSeconds)))
             RETURNING lookup, encode(secret_digest, 'hex'), owner, snapshot, rev
             """) { row in
             let (lookup, digest, owner, snapshot, rev) = try row.decode((String, String, String, String, Int64).self)
