@@ -45,11 +45,14 @@ public final class LineClient {
 
     deinit { close(fd) }
 
+    /// Sends every byte of `bytes`; throws once the peer has closed. (`MSG_NOSIGNAL`:
+    /// a write to a connection the server closed is an error here, not a `SIGPIPE`
+    /// that ends the whole test process.)
     public func sendRaw(_ bytes: [UInt8]) throws {
         var offset = 0
         while offset < bytes.count {
-            let n = bytes[offset...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-            guard n > 0 else { throw Failure(description: "write failed") }
+            let n = bytes[offset...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            guard n > 0 else { throw Failure(description: "write failed: \(String(cString: strerror(errno)))") }
             offset += n
         }
     }

@@ -60,7 +60,8 @@ public final class TCPProxy: @unchecked Sendable {
         while true {
             let count = buffer.withUnsafeMutableBytes { read(source, $0.baseAddress, $0.count) }
             guard count > 0 else { break }
-            guard buffer.withUnsafeBytes({ write(destination, $0.baseAddress, count) }) == count else { break }
+            // MSG_NOSIGNAL: a side that closed ends this pump, not (by SIGPIPE) the test process.
+            guard buffer.withUnsafeBytes({ send(destination, $0.baseAddress, count, Int32(MSG_NOSIGNAL)) }) == count else { break }
         }
         shutdown(source, Int32(SHUT_RDWR))
         shutdown(destination, Int32(SHUT_RDWR))

@@ -153,7 +153,7 @@ struct EpollLoad {
             connection.sentAt = DispatchTime.now().uptimeNanoseconds
             connection.pending = depth
             // A batch is at most depth × a short line: the socket buffer takes it whole.
-            return batch.withUnsafeBytes { write(connection.fd, $0.baseAddress, $0.count) } == batch.count
+            return batch.withUnsafeBytes { Glibc.send(connection.fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } == batch.count
         }
         for connection in open.values where !send(connection) {
             result.failedConnections += 1

@@ -115,7 +115,8 @@ struct ViewlineBench: ParsableCommand {
     static func write(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
         var offset = 0
         while offset < bytes.count {
-            let n = bytes[offset...].withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+            // MSG_NOSIGNAL: a server that closed the connection is a failed write, not a SIGPIPE.
+            let n = bytes[offset...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
             if n <= 0 { return false }
             offset += n
         }
