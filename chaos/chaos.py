@@ -585,7 +585,8 @@ class Client(threading.Thread):
                         # Lost with its first record unwritten: allowed only when a fault
                         # that may lose the last moments began within a node timeout of
                         # its first acknowledgement (a node acknowledges nothing once its
-                        # records are that far behind).
+                        # records are that far behind), or records were held when it began
+                        # (a node with nothing unwritten acknowledges a new session then).
                         if (now() - self.session_started > 5 and self.token != self.quitting
                                 and not self.run_state.lossy_fault_began(self.session_started - NODE_TIMEOUT - 0.5,
                                                                          before=self.session_started + NODE_TIMEOUT + 0.5)):
@@ -981,17 +982,31 @@ class Run:
     def lossy_fault_began(self, after: float, before: Optional[float] = None) -> bool:
         """Whether a fault that may lose a node's last moments (a kill, a pause, a cut, a
         slow link, a database restart; never a SIGTERM) began after `after` (and
-        before `before`)."""
+        before `before`), or is one of held records that was still going on at `after`.
+
+        Held records lose more than the moments before their kill: a node with nothing
+        waiting to be written goes on acknowledging while a batch hangs, and refuses
+        only once its oldest unwritten change is older than the node timeout less the
+        margin (PROTOCOL §2.2). A session that began (or a change made) anywhere in the
+        hold, on the node that is then killed before its records go on, may be lost."""
         with self.lock:
             faults = self.faults + ([(self.current[0], now(), self.current[2])] if self.current else [])
-        return any(start >= after and (before is None or start <= before) and not what.startswith("SIGTERM")
-                   for start, _, what in faults)
+        return any(not what.startswith("SIGTERM")
+                   and ((start >= after and (before is None or start <= before))
+                        or (held_records(what) and start <= after and end >= after))
+                   for start, end, what in faults)
 
     def recovered(self, client: int, since: float, at: float, trail: List[str]) -> None:
         with self.lock:
             self.recoveries.append((client, since, at))
             if at - since >= LONG_RECOVERY:
                 self.long_recoveries.append((client, since, at, list(trail)))
+
+
+def held_records(what: str) -> bool:
+    """Whether a fault (its kind while it goes on, its description once over) is the
+    one of held records."""
+    return what == "heldrecords" or what.startswith("records held")
 
 
 def hold_tables(args, tables: str, seconds: float) -> subprocess.Popen:
