@@ -20,6 +20,7 @@ public final class LineClient {
     /// Connects to `host:port`; with `source`, from that local address (any of
     /// 127.0.0.0/8 works on loopback: a test's stand-in for another client host).
     public init(port: Int, host: String = "127.0.0.1", from source: String? = nil) throws {
+        _ = BrokenPipes.ignored
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         self.fd = fd
         if let source, Self.withAddress(source, port: 0, { bind(fd, $0, $1) }) != 0 {

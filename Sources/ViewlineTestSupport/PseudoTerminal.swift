@@ -16,6 +16,7 @@ public final class PseudoTerminal {
 
     /// Starts `executable` on a new pseudo-terminal of `columns` × 40 characters.
     public init(executable: URL, arguments: [String], environment: [String: String], columns: Int = 120) throws {
+        _ = BrokenPipes.ignored
         var name = [CChar](repeating: 0, count: 128)
         master = vl_open_pseudo_terminal(&name, name.count)
         guard master >= 0 else { throw LineClient.Failure(description: "no pseudo-terminal available") }

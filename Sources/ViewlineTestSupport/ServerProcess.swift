@@ -21,6 +21,7 @@ public final class ServerProcess {
 
     /// Starts the server with `arguments`; its log (at `logLevel`) goes to `logFile`, or nowhere.
     public init(_ arguments: [String], executable: String = "viewline-server", logFile: String? = nil, logLevel: String = "warning") throws {
+        _ = BrokenPipes.ignored
         process = Process()
         process.executableURL = Self.productsDirectory.appendingPathComponent(executable)
         process.arguments = ["--port", "0", "--log-level", logLevel] + arguments

@@ -15,6 +15,7 @@ public final class TCPProxy: @unchecked Sendable {
     private let open = Mutex<[Int32]>([])
 
     public init(to target: Int) throws {
+        _ = BrokenPipes.ignored
         self.target = target
         let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         self.listener = listener
