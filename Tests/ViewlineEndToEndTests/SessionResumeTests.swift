@@ -17,7 +17,7 @@ import ViewlineTestSupport
         #expect(try first?.command("search pizza")["result"]?["query"] == "pizza")
         #expect(try first?.next()["rev"] == 1)  // loading; the results come after the drop
         first = nil  // the connection drops before the results
-        usleep(400_000)
+        usleep(1_000_000)  // the results (200 ms) are in the log
         let second = try connect(server)
         try second.send("attach \(token) 1")
         let reply = try second.next()
@@ -26,8 +26,18 @@ import ViewlineTestSupport
         #expect(missed["rev"] == 2 && missed["state"]?["loading"] == false && missed["state"]?["query"] == "pizza")
         // Nothing duplicated: the next line is the reply to the next command.
         #expect(try second.command("ping")["result"] == ["pong": true])
-        try second.send("attach \(token) 2")
-        #expect(try second.next()["result"]?["replayed"] == 0)
+        // And an attach at the newest rev this connection has seen replays only what
+        // came after it: nothing, unless the server noticed the first connection's
+        // drop only after the second attached (a loaded machine), when the
+        // `connections` displays that followed come again.
+        let newest = second.received.compactMap { $0["rev"]?.intValue }.max() ?? 0
+        #expect(newest >= 2)
+        let again = try second.command("attach \(token) \(newest)")
+        let replayed = try #require(again["result"]?["replayed"]?.intValue)
+        for _ in 0..<replayed {
+            let event = try second.next()
+            #expect((event["rev"]?.intValue ?? 0) > newest && event["view"] == "connections", "\(event)")
+        }
         _ = first
     }
 
