@@ -155,13 +155,18 @@ import ViewlineTestSupport
             }
         }
         try churn(3000)  // full, and warm
-        usleep(300_000)
-        let before = Self.residentBytes(server.process.processIdentifier)
-        try churn(20_000)
-        usleep(300_000)
-        let perSession = Double(Self.residentBytes(server.process.processIdentifier) - before) / 20_000
+        // Two rounds: a leak grows the process in both, while a one-off growth of the
+        // allocator's arenas (a loaded machine runs more threads at once) shows in one.
+        var growth: [Double] = []
+        for _ in 0..<2 {
+            usleep(300_000)
+            let before = Self.residentBytes(server.process.processIdentifier)
+            try churn(10_000)
+            usleep(300_000)
+            growth.append(Double(Self.residentBytes(server.process.processIdentifier) - before) / 10_000)
+        }
         // Evicted sessions leave nothing behind (it was ~750 bytes each).
-        #expect(perSession < 50, "RSS grew \(perSession) bytes per evicted session")
+        #expect(growth.min()! < 50, "RSS grew \(growth) bytes per evicted session")
     }
 
     @Test func aFloodOfWorstCaseSearchesDoesNotStallOthers() throws {
