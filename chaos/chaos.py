@@ -309,6 +309,7 @@ class Node:
 class ServeLog:
     """Which node served or claimed which session record, time-stamped as read."""
     PATTERN = re.compile(r"record=(\w+)")
+    REV = re.compile(r"\brev=(\d+)")
 
     # A node stepping down on its own: its records fell two node timeouts behind with
     # no fault injected (a batch that hung on a loaded machine).
@@ -316,7 +317,7 @@ class ServeLog:
 
     def __init__(self):
         self.lock = threading.Lock()
-        self.entries: List[Tuple[float, str, str, str]] = []   # (time, record, label, kind)
+        self.entries: List[Tuple[float, str, str, str, int]] = []   # (time, record, label, kind, claim's epoch)
         self.step_downs: List[Tuple[float, str]] = []           # (time, label)
 
     def read(self, stream, label: str, log) -> None:
@@ -334,8 +335,12 @@ class ServeLog:
                 continue
             kind = "claim" if line.rstrip().endswith(" claimed") else ("serve" if line.rstrip().endswith(" command") else None)
             if kind:
+                # A claim raises the record's rev by 2^32 (SessionRecord.maximumLag): its
+                # epoch is the database's order of claims, whenever each was logged.
+                rev = self.REV.search(line) if kind == "claim" else None
+                epoch = int(rev.group(1)) >> 32 if rev else -1
                 with self.lock:
-                    self.entries.append((t, match.group(1), label, kind))
+                    self.entries.append((t, match.group(1), label, kind, epoch))
         log.close()
 
     def records_stopped(self, after: float) -> bool:
@@ -355,22 +360,29 @@ class ServeLog:
         another node may have claimed the session from it — so a claim read within
         PAUSED_LINES of a pause's end is dated to the pause's start. Commands are not
         moved: a node that serves after waking up is still seen doing so."""
-        by_record: Dict[str, List[Tuple[float, str, str]]] = {}
+        by_record: Dict[str, List[Tuple[float, str, str, int]]] = {}
         with self.lock:
-            for t, record, label, kind in self.entries:
+            for t, record, label, kind, epoch in self.entries:
                 if kind == "claim":
                     t = next((start for start, end, paused in pauses
                               if paused == label and end <= t <= end + PAUSED_LINES), t)
-                by_record.setdefault(record, []).append((t, label, kind))
+                by_record.setdefault(record, []).append((t, label, kind, epoch))
         found: List[str] = []
         near = 0
         for record, entries in by_record.items():
             entries.sort()
             owner: Optional[str] = None
             claimed_at = 0.0
-            for t, label, kind in entries:
+            owner_epoch = -1
+            for t, label, kind, epoch in entries:
                 if kind == "claim":
-                    owner, claimed_at = label, t
+                    # A claim logged after one the database made later (a higher epoch)
+                    # was already superseded when it was read: a node stalled between
+                    # its claim and its log line (held records, load). It moves nothing;
+                    # that node serving the session afterwards is still caught.
+                    if epoch >= 0 and epoch < owner_epoch:
+                        continue
+                    owner, claimed_at, owner_epoch = label, t, epoch
                 elif owner is None:
                     owner = label
                 elif label != owner:
