@@ -54,46 +54,68 @@ public struct Command<Model: ViewModel>: Sendable {
     }
 }
 
-/// A command with its view-model's type erased, as the runtime keeps it.
-struct AnyCommand: Sendable {
-    var spec: CommandSpec
+/// A command with its view-model's type erased, as the runtime keeps it: a class,
+/// so finding a command's handler for each line costs one reference, not a copy of
+/// its declaration and closures.
+final class AnyCommand: Sendable {
+    let spec: CommandSpec
     let perform: @Sendable (isolated Session, Arguments) async throws -> JSON
     /// `perform` when it never suspends: run without a task (see ``Session/handleNow(_:from:)``).
     let performNow: (@Sendable (isolated Session, Arguments) throws -> JSON)?
     /// `perform` giving its result already encoded (`state`: the states' encodings
     /// are kept for displays), so the reply copies bytes instead of writing a tree.
-    var performEncoded: (@Sendable (isolated Session, Arguments) throws -> EncodedResult)? = nil
+    let performEncoded: (@Sendable (isolated Session, Arguments) throws -> EncodedResult)?
     /// Whether the events the session sends while the command runs wait for its reply
     /// (every command's, so a reply comes before what it caused) — or flow on, as
     /// `wait`'s must: holding them would defeat its purpose.
-    var holdsEvents = true
+    let holdsEvents: Bool
     /// Whether the connection closes after the reply (`quit`).
-    var endsConnection = false
+    let endsConnection: Bool
 
-    init(spec: CommandSpec, perform: @escaping @Sendable (isolated Session, Arguments) async throws -> JSON) {
+    private init(
+        spec: CommandSpec, perform: @escaping @Sendable (isolated Session, Arguments) async throws -> JSON,
+        performNow: (@Sendable (isolated Session, Arguments) throws -> JSON)?,
+        performEncoded: (@Sendable (isolated Session, Arguments) throws -> EncodedResult)?, holdsEvents: Bool, endsConnection: Bool
+    ) {
         self.spec = spec
         self.perform = perform
-        performNow = nil
+        self.performNow = performNow
+        self.performEncoded = performEncoded
+        self.holdsEvents = holdsEvents
+        self.endsConnection = endsConnection
     }
 
-    init(spec: CommandSpec, perform: @escaping @Sendable (isolated Session, Arguments) throws -> JSON) {
-        self.spec = spec
-        self.perform = perform
-        performNow = perform
+    convenience init(
+        spec: CommandSpec, holdsEvents: Bool = true, endsConnection: Bool = false,
+        perform: @escaping @Sendable (isolated Session, Arguments) async throws -> JSON
+    ) {
+        self.init(spec: spec, perform: perform, performNow: nil, performEncoded: nil, holdsEvents: holdsEvents, endsConnection: endsConnection)
+    }
+
+    convenience init(spec: CommandSpec, perform: @escaping @Sendable (isolated Session, Arguments) throws -> JSON) {
+        self.init(spec: spec, perform: perform, performNow: perform, performEncoded: nil, holdsEvents: true, endsConnection: false)
     }
 
     /// A command whose result comes encoded as well (not an initializer: a third
     /// trailing-closure candidate slowed type-checking the built-ins past its limit).
     static func encoding(spec: CommandSpec, _ performEncoded: @escaping @Sendable (isolated Session, Arguments) throws -> EncodedResult) -> AnyCommand {
-        var command = AnyCommand(spec: spec) { session, arguments in try performEncoded(session, arguments).json }
-        command.performEncoded = performEncoded
-        return command
+        let perform: @Sendable (isolated Session, Arguments) throws -> JSON = { session, arguments in try performEncoded(session, arguments).json }
+        return AnyCommand(spec: spec, perform: perform, performNow: perform, performEncoded: performEncoded, holdsEvents: true, endsConnection: false)
     }
 
-    init<Model>(_ command: Command<Model>) {
-        spec = command.spec
-        perform = command.perform
-        performNow = command.performNow
+    convenience init<Model>(_ command: Command<Model>) {
+        self.init(
+            spec: command.spec, perform: command.perform, performNow: command.performNow, performEncoded: nil, holdsEvents: true,
+            endsConnection: false)
+    }
+
+    /// The same command, declared as part of the view called `view`.
+    func shown(in view: String) -> AnyCommand {
+        var spec = spec
+        spec.view = view
+        return AnyCommand(
+            spec: spec, perform: perform, performNow: performNow, performEncoded: performEncoded, holdsEvents: holdsEvents,
+            endsConnection: endsConnection)
     }
 }
 

@@ -100,11 +100,7 @@ public final class Application: Sendable {
             precondition(model.erasedCommands.filter(\.spec.isPrimary).count <= 1, "the view \"\(model.view)\" has more than one primary command")
             viewIndex[ObjectIdentifier(model)] = views.count
             views.append(ViewDescription(model))
-            modelCommands += model.erasedCommands.map { command in
-                var command = command
-                command.spec.view = model.view
-                return command
-            }
+            modelCommands += model.erasedCommands.map { $0.shown(in: model.view) }
             for key in model.backends where !backends.contains(where: { $0.name == key.name }) {
                 backends.append(key.description)
                 if !key.isProvided(in: services) { missing.append(key.description) }

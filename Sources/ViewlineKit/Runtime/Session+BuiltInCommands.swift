@@ -31,31 +31,26 @@ extension Session {
             "state", summary: "Show the current state of one view, or of all views.",
             arguments: [.optionalWord("view").described("one view; all of them without it")], example: "state search"
         )) { session, args in try stateResult(in: session, args) },
-        {
-            var wait = AnyCommand(spec: CommandSpec(
+        AnyCommand(
+            spec: CommandSpec(
                 "wait", summary: "Reply once no background work is running (default timeout 10000 ms): handy at the end of a script.",
                 arguments: [.optionalInteger("timeout", maximum: maximumWaitMilliseconds, unit: "milliseconds", placeholder: "timeout-ms").described("how long to wait, in milliseconds (10,000 by default)")],
                 example: "wait 5000"
-            )) { session, args async throws in
-                let timeout = args.int("timeout") ?? 10_000
-                guard await session.waitUntilSettled(timeout: .milliseconds(timeout)) else {
-                    throw ProtocolError(.timeout, "background work still running after \(timeout) ms")
-                }
-                return ["settled": true]
+            ),
+            holdsEvents: false  // the events of the work it waits for flow meanwhile
+        ) { session, args async throws in
+            let timeout = args.int("timeout") ?? 10_000
+            guard await session.waitUntilSettled(timeout: .milliseconds(timeout)) else {
+                throw ProtocolError(.timeout, "background work still running after \(timeout) ms")
             }
-            wait.holdsEvents = false  // the events of the work it waits for flow meanwhile
-            return wait
-        }(),
-        {
-            var quit = AnyCommand(spec: CommandSpec("quit", summary: "Say goodbye and close the connection.")) { session, _ async throws in
-                // In a cluster the record goes before the reply: an acknowledged quit is
-                // never undone by a crash (another node would restore the session).
-                try await session.application.cluster?.forget(session)
-                return ["bye": true]
-            }
-            quit.endsConnection = true
-            return quit
-        }(),
+            return ["settled": true]
+        },
+        AnyCommand(spec: CommandSpec("quit", summary: "Say goodbye and close the connection."), endsConnection: true) { session, _ async throws in
+            // In a cluster the record goes before the reply: an acknowledged quit is
+            // never undone by a crash (another node would restore the session).
+            try await session.application.cluster?.forget(session)
+            return ["bye": true]
+        },
         AnyCommand(spec: CommandSpec(
             "attach",
             summary: "Join the session that owns token (this connection's own session is dropped); with last-rev, get every event after it again.",
