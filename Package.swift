@@ -157,7 +157,10 @@ let package = Package(
         // Load generator for benchmarks (loopback only, bounded in time).
         .executableTarget(
             name: "viewline-bench",
-            dependencies: ["CEpoll", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+            dependencies: [
+                "CEpoll", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
+            ]
         ),
         // The Todos example, built and tested with the rest so a run compiles it once.
         // Examples/Todos/Package.swift declares the same three targets as a package

@@ -37,15 +37,18 @@ struct ViewlineBench: ParsableCommand {
     @Option(help: "The server's --remote-contacts file (fan-out rewrites it).") var contactsFile = ""
     @Option(help: "Extra connections that flood the server meanwhile (not measured).") var flood = 0
     @Option(help: "What the flooding connections send, each waiting for its reply.") var floodCommand = "login alice wrong-password"
+    @Option(help: "Measure nothing: serve the floor (a bare SwiftNIO line server answering each line as `ping`, nothing decoded) with this many event loops on 127.0.0.1:--port (0: any), printing `listening on`, until stopped.") var floorServer = 0
 
     func validate() throws {
         guard (1...1000).contains(connections) else { throw ValidationError("--connections must be 1...1000") }
         guard seconds > 0 && seconds <= 60 else { throw ValidationError("--seconds must be in (0, 60]") }
         guard (1...1000).contains(depth) else { throw ValidationError("--depth must be 1...1000") }
         guard (0...200).contains(flood) else { throw ValidationError("--flood must be 0...200") }
+        guard (0...64).contains(floorServer) else { throw ValidationError("--floor-server must be 0...64") }
     }
 
     func run() throws {
+        if floorServer > 0 { return try FloorServer.run(eventLoops: floorServer, port: port) }
         if idle > 0 { return try idleMemory() }
         if detached > 0 { return try detachedSessions() }
         if expiry > 0 { return try expiryPause() }
