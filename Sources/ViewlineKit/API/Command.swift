@@ -1,3 +1,5 @@
+import NIOCore
+
 /// One command of a view-model: its declaration (name, summary, typed arguments,
 /// example) and what it does.
 ///
@@ -145,7 +147,34 @@ struct EncodedResult: Sendable {
         write(ServerMessage.replyTail)
     }
 
+    /// Writes the successful reply carrying this result, echoing `re`, into `buffer`:
+    /// room is made once and every part copied into it (a `writeBytes` per part
+    /// checked the buffer's capacity and uniqueness each time).
+    func writeReply(re: JSON, into buffer: inout ByteBuffer) {
+        var id: [UInt8] = []
+        if !re.isNull { re.write(into: &id) }
+        let head = re.isNull ? Self.nullReplyHead : ServerMessage.replyHead
+        let middle = re.isNull ? [] : ServerMessage.successfulReplyMiddle
+        let tail = ServerMessage.replyTail
+        let total = head.count + id.count + middle.count + count + tail.count
+        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: total) { room in
+            var at = 0
+            func copy(_ bytes: [UInt8]) {
+                bytes.withUnsafeBytes { UnsafeMutableRawBufferPointer(rebasing: room[at...]).copyMemory(from: $0) }
+                at += bytes.count
+            }
+            copy(head)
+            copy(id)
+            copy(middle)
+            for part in parts { copy(part) }
+            copy(tail)
+            return at
+        }
+    }
+
     private static let null = Array("null".utf8)
+    /// A reply's start up to its result, for an inline command (no id of its own).
+    private static let nullReplyHead = ServerMessage.replyHead + null + ServerMessage.successfulReplyMiddle
 
     /// The result as a tree (a reply to a connection that takes messages, a test).
     var json: JSON {

@@ -40,7 +40,7 @@ final class OutboundLines: Sendable {
     /// parts straight into the outbound buffer (no line is made first).
     func send(reply re: JSON, result: EncodedResult) {
         queue(bytes: result.count + 64) { buffer in
-            result.writeReply(re: re) { buffer.writeBytes($0) }
+            result.writeReply(re: re, into: &buffer)
         }
     }
 
