@@ -29,7 +29,12 @@ final class ConnectionHandler: ChannelInboundHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        connection?.receive(.frame(unwrapInboundIn(data)))
+        received(unwrapInboundIn(data))
+    }
+
+    /// A line (or an overlong one) from the framing in front of this handler.
+    func received(_ frame: LineFrame) {
+        connection?.receive(.frame(frame))
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {

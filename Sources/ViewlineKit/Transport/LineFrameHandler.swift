@@ -35,12 +35,25 @@ public final class LineFrameHandler: ChannelInboundHandler {
     private var discarding = false
     /// Closes the connection when an incomplete line outlives its time.
     private let timer = IncompleteLineTimer()
+    /// The connection's handler, when the server put it right behind this one: lines
+    /// go to it directly, with no pipeline hop, `NIOAny` box and dynamic cast per line.
+    private let next: ConnectionHandler?
 
     /// A handler that caps lines at `maximumLength` bytes and closes a connection
     /// whose line stays incomplete for `incompleteLineTimeout`.
     public init(maximumLength: Int, incompleteLineTimeout: TimeAmount? = nil) {
         self.maximumLength = maximumLength
         self.incompleteLineTimeout = incompleteLineTimeout
+        next = nil
+    }
+
+    /// Frames lines for `next`, the handler right behind this one, handing each to it
+    /// directly; everything else (activity, read ends, half-closure) still flows
+    /// through the pipeline, in the same order relative to the lines.
+    init(maximumLength: Int, incompleteLineTimeout: TimeAmount?, next: ConnectionHandler) {
+        self.maximumLength = maximumLength
+        self.incompleteLineTimeout = incompleteLineTimeout
+        self.next = next
     }
 
     public func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -92,23 +105,27 @@ public final class LineFrameHandler: ChannelInboundHandler {
         if length > 0 && buffer.getInteger(at: newline - 1, as: UInt8.self) == UInt8(ascii: "\r") { contentLength -= 1 }
         if contentLength > maximumLength {
             buffer.moveReaderIndex(forwardBy: length + 1)
-            context.fireChannelRead(wrapInboundOut(.tooLong))
+            emit(.tooLong, context: context)
             return
         }
         let line = buffer.readSlice(length: length)!
         buffer.moveReaderIndex(forwardBy: 1)
-        context.fireChannelRead(wrapInboundOut(.line(line)))
+        emit(.line(line), context: context)
     }
 
     /// What is left of a read after its last newline: kept for the next read, or
     /// dropped once it is over the limit. A rest of the read's own buffer is copied
     /// (the read's buffer is let go); a buffer already ours keeps growing in place,
     /// so a long line sent a byte at a time costs linear time, not a copy per read.
+    private func emit(_ frame: LineFrame, context: ChannelHandlerContext) {
+        if let next { next.received(frame) } else { context.fireChannelRead(wrapInboundOut(frame)) }
+    }
+
     private func keepIncompleteLine(_ buffer: inout ByteBuffer, merged: Bool, context: ChannelHandlerContext) {
         if buffer.readableBytes > maximumLength + 1 {  // + 1 leaves room for a `\r`
             if !discarding {
                 discarding = true
-                context.fireChannelRead(wrapInboundOut(.tooLong))
+                emit(.tooLong, context: context)
             }
             buffer.moveReaderIndex(forwardBy: buffer.readableBytes)
         }
@@ -130,7 +147,7 @@ public final class LineFrameHandler: ChannelInboundHandler {
 
     private func emitLastLine(context: ChannelHandlerContext) {
         timer.cancel()
-        if let partial, !discarding { context.fireChannelRead(wrapInboundOut(.line(partial))) }
+        if let partial, !discarding { emit(.line(partial), context: context) }
         partial = nil
         discarding = false
     }

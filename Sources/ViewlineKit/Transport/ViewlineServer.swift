@@ -152,9 +152,10 @@ public final class ViewlineServer: Service, Sendable {
                         if let tls {
                             try tls.addServerHandlers(to: channel.pipeline.syncOperations)
                         }
+                        let connection = ConnectionHandler(server: self, transport: tls == nil ? .tcp : .tls)
                         try channel.pipeline.syncOperations.addHandlers(
-                            LineFrameHandler(maximumLength: maximumLineBytes, incompleteLineTimeout: lineTimeout),
-                            ConnectionHandler(server: self, transport: tls == nil ? .tcp : .tls))
+                            LineFrameHandler(maximumLength: maximumLineBytes, incompleteLineTimeout: lineTimeout, next: connection),
+                            connection)
                     }
                 }
                 .bind(host: configuration.host, port: configuration.port).get()
