@@ -134,47 +134,48 @@ struct EncodedResult: Sendable {
     /// Writes the successful reply carrying this result, echoing `re`, part by part
     /// through `write` (no line is made first): the bytes of one line, `\n` included.
     func writeReply(re: JSON, _ write: ([UInt8]) -> Void) {
-        write(ServerMessage.replyHead)
-        if re.isNull {
-            write(Self.null)  // inline commands: no id of their own
-        } else {
-            var id: [UInt8] = []
-            re.write(into: &id)
-            write(id)
-        }
-        write(ServerMessage.successfulReplyMiddle)
-        for part in parts { write(part) }
-        write(ServerMessage.replyTail)
+        writeReply(id: Self.encoded(re), write)
     }
 
     /// Writes the successful reply carrying this result, echoing `re`, into `buffer`:
     /// room is made once and every part copied into it (a `writeBytes` per part
     /// checked the buffer's capacity and uniqueness each time).
     func writeReply(re: JSON, into buffer: inout ByteBuffer) {
-        var id: [UInt8] = []
-        if !re.isNull { re.write(into: &id) }
-        let head = re.isNull ? Self.nullReplyHead : ServerMessage.replyHead
-        let middle = re.isNull ? [] : ServerMessage.successfulReplyMiddle
-        let tail = ServerMessage.replyTail
-        let total = head.count + id.count + middle.count + count + tail.count
-        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: total) { room in
+        let id = Self.encoded(re)
+        let head = id.map { ServerMessage.replyHead.count + $0.count + ServerMessage.successfulReplyMiddle.count } ?? Self.nullReplyHead.count
+        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: head + count + ServerMessage.replyTail.count) { room in
             var at = 0
-            func copy(_ bytes: [UInt8]) {
+            writeReply(id: id) { bytes in
                 bytes.withUnsafeBytes { UnsafeMutableRawBufferPointer(rebasing: room[at...]).copyMemory(from: $0) }
                 at += bytes.count
             }
-            copy(head)
-            copy(id)
-            copy(middle)
-            for part in parts { copy(part) }
-            copy(tail)
             return at
         }
     }
 
-    private static let null = Array("null".utf8)
-    /// A reply's start up to its result, for an inline command (no id of its own).
-    private static let nullReplyHead = ServerMessage.replyHead + null + ServerMessage.successfulReplyMiddle
+    /// The reply's parts in order; `id` is `re` encoded, `nil` for an inline command
+    /// (no id of its own: its head up to the result is one kept array).
+    private func writeReply(id: [UInt8]?, _ write: ([UInt8]) -> Void) {
+        if let id {
+            write(ServerMessage.replyHead)
+            write(id)
+            write(ServerMessage.successfulReplyMiddle)
+        } else {
+            write(Self.nullReplyHead)
+        }
+        for part in parts { write(part) }
+        write(ServerMessage.replyTail)
+    }
+
+    private static func encoded(_ re: JSON) -> [UInt8]? {
+        guard !re.isNull else { return nil }
+        var id: [UInt8] = []
+        re.write(into: &id)
+        return id
+    }
+
+    /// A reply's start up to its result, for an inline command.
+    private static let nullReplyHead = ServerMessage.replyHead + Array("null".utf8) + ServerMessage.successfulReplyMiddle
 
     /// The result as a tree (a reply to a connection that takes messages, a test).
     var json: JSON {
