@@ -30,13 +30,13 @@ enum FloorServer {
         try channel.closeFuture.wait()
     }
 
-    /// Counts a read's line ends and answers each with `ping`'s reply.
+    /// Counts a read's line ends and answers each with `ping`'s reply, byte for byte.
     private final class ReplyPerLine: ChannelInboundHandler {
         typealias InboundIn = ByteBuffer
         typealias OutboundOut = ByteBuffer
 
         static let welcome = Array(#"{"type":"welcome","server":"floor"}"#.utf8) + [UInt8(ascii: "\n")]
-        static let reply = Array(#"{"type":"reply","re":null,"result":{"pong":true}}"#.utf8) + [UInt8(ascii: "\n")]
+        static let reply = Array(#"{"type":"reply","re":null,"ok":true,"result":{"pong":true}}"#.utf8) + [UInt8(ascii: "\n")]
         private var replies: ByteBuffer?
 
         func channelActive(context: ChannelHandlerContext) {

@@ -306,11 +306,12 @@ extension ViewlineBench {
         guard !contactsFile.isEmpty else { throw ValidationError("--fanout needs --contacts-file") }
         try #"[{"name":"Ada","phone":"1","address":"London"}]"#.write(toFile: contactsFile, atomically: true, encoding: .utf8)
         var sessions: [(fd: Int32, reader: LineReader)] = []
+        let showContacts = Array("contacts\nwait 60000\n".utf8)  // then asked again by any session refused
         let ports = [port] + otherPorts.split(separator: ",").compactMap { Int($0) }
         for number in 0..<fanout {
             guard let fd = Self.connect(port: ports[number % ports.count]) else { throw ValidationError("connection \(sessions.count + 1) failed") }
             var reader = LineReader(fd: fd)
-            guard reader.next() != nil, Self.write(fd, Array("contacts\nwait 60000\n".utf8)) else { throw ValidationError("session failed") }
+            guard reader.next() != nil, Self.write(fd, showContacts) else { throw ValidationError("session failed") }
             sessions.append((fd, reader))
         }
         // Each has its contacts open and its sync settled: both replies (`contacts`,
@@ -342,7 +343,7 @@ extension ViewlineBench {
             guard retries <= 20 * fanout else { throw ValidationError("the sessions were refused \(retries) times; giving up") }
             usleep(200_000)
             for index in pending {
-                guard Self.write(sessions[index].fd, Array("contacts\nwait 60000\n".utf8)) else { throw ValidationError("session failed") }
+                guard Self.write(sessions[index].fd, showContacts) else { throw ValidationError("session failed") }
             }
         }
         if retries > 0 {  // on standard error: the figures' line stays one line
