@@ -22,7 +22,10 @@ import ViewlineKit
 public struct PostgresSessionDirectory: SessionDirectory {
     let database: DatabaseAccess
     /// Renewals go over a connection of their own, never queued behind the pool.
-    let lease: LeaseConnection
+    let lease: DedicatedConnection
+    /// So do record batches and the ends of records: behind a burst of the sessions'
+    /// own queries they would trail, and the node refuse commands until they caught up.
+    let records: DedicatedConnection
 
     /// How long a batch of records may take: the cluster's node timeout once agreed
     /// (``agreedNodeTimeout(proposing:)``). A batch that takes longer fails and goes
@@ -45,7 +48,8 @@ public struct PostgresSessionDirectory: SessionDirectory {
     /// health watch per node).
     package init(_ database: DatabaseAccess) {
         self.database = database
-        lease = LeaseConnection(url: database.url, logger: database.logger)
+        lease = DedicatedConnection(url: database.url, id: 2, logger: database.logger)
+        records = DedicatedConnection(url: database.url, id: 3, logger: database.logger)
     }
 
     /// Creates the cluster's tables (idempotent; safe when several nodes start at
@@ -158,7 +162,7 @@ public struct PostgresSessionDirectory: SessionDirectory {
         // share records (one still running past its deadline and the next, a zombie's
         // and its successor's) wait for each other instead of deadlocking.
         let revs = records.map { Int64($0.rev) }
-        let written = try await database.collect("""
+        let written = try await self.records.rows("""
             INSERT INTO viewline_sessions (lookup, secret_digest, owner, snapshot, rev, updated_at)
             SELECT l, decode(d, 'hex'), o, s, v, clock_timestamp()
             FROM unnest(\(records.map(\.lookup))::text[], \(records.map { Hex.string($0.secretDigest) })::text[],
@@ -176,14 +180,17 @@ public struct PostgresSessionDirectory: SessionDirectory {
         return records.map(\.lookup).filter { !kept.contains($0) }
     }
 
-    public func remove(lookup: String) async throws {
-        // A tombstone, not a delete: a batch that took the session's snapshot before
-        // `quit` and writes it after is refused (housekeeping deletes it after a day).
-        try await database.run("""
+    public func remove(lookups: [String]) async throws {
+        guard !lookups.isEmpty else { return }
+        // Tombstones, not deletes: a batch that took a session's snapshot before `quit`
+        // and writes it after is refused (housekeeping deletes them after a day). On
+        // the records' own connection, like the batches, and locked in the same order.
+        _ = try await records.rows("""
             INSERT INTO viewline_sessions (lookup, secret_digest, owner, snapshot, updated_at, ended)
-            VALUES (\(lookup), ''::bytea, '', '{}', clock_timestamp(), true)
+            SELECT l, ''::bytea, '', '{}', clock_timestamp(), true FROM unnest(\(lookups)::text[]) AS l
+            ORDER BY l
             ON CONFLICT (lookup) DO UPDATE SET ended = true, snapshot = '{}', secret_digest = ''::bytea, updated_at = clock_timestamp()
-            """, timeout: writeTimeout.value.withLock { $0 })
+            """, timeout: writeTimeout.value.withLock { $0 }) { _ in () }
     }
 
     public func liveNodes(nodeTimeout: Duration) async throws -> Int? {

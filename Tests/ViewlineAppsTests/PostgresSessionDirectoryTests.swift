@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import Testing
 import ViewlineKit
 import ViewlinePostgres
@@ -190,6 +191,35 @@ import ViewlineTestSupport
         #expect(try await reversed.value.isEmpty)
     }
 
+    /// A node's record batches go over a connection of their own: a pool whose every
+    /// connection is busy (a burst of the sessions' own queries) does not hold them
+    /// up, or the node's records would trail until it refused commands.
+    @Test func aBatchOfRecordsIsWrittenWhileEveryPooledConnectionIsBusy() async throws {
+        let server = PostgresServer.shared
+        let database = try server.createDatabase()
+        // The pool the node's stores share with its directory.
+        let pool = DatabaseAccess(url: try PostgresURL(server.url(database: database)), operationTimeout: .seconds(30), logger: Logger(label: "test"))
+        let directory = PostgresSessionDirectory(pool)
+        try await directory.migrate()
+        defer { directory.close() }
+        // More slow queries than the pool has connections.
+        let busy = (0..<20).map { _ in Task { try await pool.run("SELECT pg_sleep(4)") } }
+        let running = "SELECT count(*) FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(4)' AND state = 'active'"
+        for _ in 0..<400 {
+            if try server.query(running, database: database) == "16" { break }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        #expect(try server.query(running, database: database) == "16")
+
+        let refused = try await directory.save([record(owner: zombie, snapshot: #"{"v":1}"#)])
+        try await directory.remove(lookups: ["fedcba9876543210"])
+        // Written while every pooled connection is still busy.
+        #expect(try server.query(running, database: database) == "16")
+        #expect(refused.isEmpty)
+        #expect(try await directory.find(lookup: "0123456789abcdef", nodeTimeout: .seconds(5))?.record.snapshot == #"{"v":1}"#)
+        for query in busy { try await query.value }
+    }
+
     @Test func aZombiesLateRecordWriteIsRefused() async throws {
         let directory = try await directory()
         _ = try await directory.renewLease(zombie, nodeTimeout: .seconds(30), recordsExpireAfter: .seconds(86_400))
@@ -317,13 +347,13 @@ import ViewlineTestSupport
         let directory = try await directory()
         _ = try await directory.renewLease(zombie, nodeTimeout: .seconds(30), recordsExpireAfter: .seconds(86_400))
         _ = try await directory.save([record(owner: zombie, snapshot: #"{"v":1}"#)])
-        try await directory.remove(lookup: "0123456789abcdef")
+        try await directory.remove(lookups: ["0123456789abcdef"])
         #expect(try await directory.save([record(owner: zombie, snapshot: #"{"v":"late"}"#)]) == ["0123456789abcdef"])
         #expect(try await directory.find(lookup: "0123456789abcdef", nodeTimeout: .seconds(30)) == nil)
         #expect(try await directory.claim(lookup: "0123456789abcdef", from: zombie.id, for: successor, nodeTimeout: .milliseconds(1)) == nil)
         #expect(try await directory.lost(["0123456789abcdef"], by: zombie) == [])
         // A session that ended before its first record was written: the same.
-        try await directory.remove(lookup: "fedcba9876543210")
+        try await directory.remove(lookups: ["fedcba9876543210"])
         var early = record(owner: zombie, snapshot: "{}")
         early.lookup = "fedcba9876543210"
         #expect(try await directory.save([early]) == ["fedcba9876543210"])

@@ -60,7 +60,7 @@ import ViewlineTestSupport
         var hangingRemoves = false
         /// Removes begun so far.
         var removesBegun = 0
-        func remove(lookup: String) async throws {
+        func remove(lookups: [String]) async throws {
             lock.withLock { removesBegun += 1 }
             while lock.withLock({ hangingRemoves }) { try await Task.sleep(for: .milliseconds(5)) }
             try lock.withLock {
@@ -68,8 +68,10 @@ import ViewlineTestSupport
                     failingRemoves -= 1
                     throw Unreachable()
                 }
-                records[lookup] = nil
-                ended.insert(lookup)
+                for lookup in lookups {
+                    records[lookup] = nil
+                    ended.insert(lookup)
+                }
             }
         }
         private func alive(_ id: String, _ timeout: Duration) -> Bool {

@@ -379,7 +379,7 @@ public final class Cluster: Sendable {
     func forget(_ session: Session) async throws {
         let (lookup, _) = SessionRegistry.split(session.token)
         do {
-            try await directory.remove(lookup: lookup)
+            try await directory.remove(lookups: [lookup])
             ended(session)
         } catch {
             logger.warning("could not delete a quitting session's record", metadata: ["session": "\(session.id)", "error": "\(error)"])
@@ -423,11 +423,10 @@ public final class Cluster: Sendable {
         // The next batch waits for these deletes: while one hangs (the records locked,
         // a dead connection), the changes made meanwhile wait in `dirty`, and the node
         // stops acknowledging once the oldest has waited too long (`acceptsCommands`).
-        for lookup in ended {
-            do { try await directory.remove(lookup: lookup) } catch {
-                endedLookups.withLock { _ = $0.insert(lookup) }
-                logger.debug("could not remove a session record; trying again with the next batch", metadata: ["error": "\(error)"])
-            }
+        // One statement for them all: a burst of expiries is one round trip, not one each.
+        do { try await directory.remove(lookups: Array(ended)) } catch {
+            endedLookups.withLock { $0.formUnion(ended) }
+            logger.debug("could not remove session records; trying again with the next batch", metadata: ["error": "\(error)", "records": "\(ended.count)"])
         }
     }
 
@@ -525,7 +524,7 @@ public final class Cluster: Sendable {
             if let session = application.sessions.session(for: token) { return .restored(session) }
             // Ours but not held: it ended, and a batch in flight wrote its record again.
             logger.info("removed the record of a session this node no longer holds", metadata: ["record": "\(lookup)"])
-            try? await directory.remove(lookup: lookup)
+            try? await directory.remove(lookups: [lookup])
             return .unknown
         }
         if location.ownerAlive { return .moved(address: location.ownerAddress, web: location.ownerWeb) }

@@ -26,10 +26,11 @@ public protocol SessionDirectory: Sendable {
     /// (the write arrived late; it counts as written). Returns the lookups of the
     /// refused records: sessions the writer no longer owns.
     func save(_ records: [SessionRecord]) async throws -> [String]
-    /// Ends the record of a session that ended, for good: from then on a ``save(_:)``
-    /// of it is refused (a batch that took its snapshot before `quit` and writes it
-    /// after never brings it back) and ``find(lookup:nodeTimeout:)`` finds nothing.
-    func remove(lookup: String) async throws
+    /// Ends the records of sessions that ended, for good, in one step (a batch's, or
+    /// one `quit`'s): from then on a ``save(_:)`` of one is refused (a batch that took
+    /// its snapshot before `quit` and writes it after never brings it back) and
+    /// ``find(lookup:nodeTimeout:)`` finds nothing.
+    func remove(lookups: [String]) async throws
     /// The record for a token's lookup part, with where its owner is and whether its
     /// lease is younger than `nodeTimeout`.
     func find(lookup: String, nodeTimeout: Duration) async throws -> SessionLocation?

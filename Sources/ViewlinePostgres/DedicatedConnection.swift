@@ -1,0 +1,86 @@
+import Logging
+import PostgresNIO
+
+/// A connection of its own, for the statements a node's pool must never delay: its
+/// lease renewals and its session-record batches. Behind the sessions' own queries
+/// in a busy pool, a renewal would make the node stop serving for nothing, and a
+/// batch would leave its records trailing until the node refuses commands (it
+/// acknowledges nothing a crash would lose). Reconnects when a statement fails; one
+/// that takes longer than its `timeout` fails (and drops the connection), so a
+/// blackholed network cannot hang the loop that waits for it.
+actor DedicatedConnection {
+    private let url: PostgresURL
+    private let id: Int
+    private let logger: Logger
+    private var connection: PostgresConnection?
+    /// The connect under way: statements that arrive meanwhile wait for it rather
+    /// than open one each.
+    private var opening: Task<PostgresConnection, any Error>?
+
+    /// - Parameter id: the connection's number in postgres-nio's log lines.
+    init(url: PostgresURL, id: Int, logger: Logger) {
+        self.url = url
+        self.id = id
+        self.logger = logger
+    }
+
+    deinit {
+        // Closed before it goes (the connection must be closed before it is freed):
+        // the close's callback holds it until then.
+        guard let connection, !connection.isClosed else { return }
+        connection.close().whenComplete { _ in _ = connection }
+    }
+
+    struct TimedOut: Error, CustomStringConvertible {
+        var description: String { "the statement timed out on its own connection" }
+    }
+
+    /// Runs `query`, whose one row holds one boolean, within `timeout`.
+    func bool(_ query: PostgresQuery, timeout: Duration) async throws -> Bool {
+        try await rows(query, timeout: timeout) { try $0.decode(Bool.self) }.last ?? false
+    }
+
+    /// Runs `query` within `timeout`, each row it returns through `transform`.
+    func rows<T: Sendable>(
+        _ query: PostgresQuery, timeout: Duration, _ transform: @escaping @Sendable (PostgresRow) throws -> T
+    ) async throws -> [T] {
+        let connection = try await open()
+        let logger = logger
+        do {
+            return try await withThrowingTaskGroup(of: [T]?.self) { group in
+                group.addTask {
+                    var values: [T] = []
+                    for try await row in try await connection.query(query, logger: logger) { values.append(try transform(row)) }
+                    return values
+                }
+                group.addTask {
+                    try await Task.sleep(for: timeout)
+                    throw TimedOut()
+                }
+                let values = try await group.next()!
+                group.cancelAll()
+                return values ?? []
+            }
+        } catch {
+            if self.connection === connection { self.connection = nil }
+            try? await connection.close()
+            throw error
+        }
+    }
+
+    private func open() async throws -> PostgresConnection {
+        if let connection, !connection.isClosed { return connection }
+        if let opening { return try await opening.value }
+        let (url, id, logger) = (url, id, logger)
+        let task = Task {
+            var configuration = try url.connectionConfiguration()
+            configuration.options.connectTimeout = .seconds(2)
+            return try await PostgresConnection.connect(configuration: configuration, id: id, logger: logger)
+        }
+        opening = task
+        defer { opening = nil }
+        let opened = try await task.value
+        connection = opened
+        return opened
+    }
+}
