@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import NIOPosix
 import Synchronization
 import Testing
 import ViewlineTestSupport
@@ -321,6 +322,26 @@ import ViewlineTestSupport
         #expect(!(await session.isClosed))
         // Once the database takes the delete, quit is acknowledged and closes.
         #expect(await session.handle(Request(id: .null, name: "quit", arguments: Arguments()), from: 0) == .close)
+    }
+
+    /// A batch asks each event loop for its sessions' records a few hundred at a time:
+    /// every session of a large batch, whatever its loop, is written with it.
+    @Test func aBatchWritesTheRecordOfEverySessionOnEveryLoop() async throws {
+        let directory = MemoryDirectory()
+        let a = try await node(directory, "10.0.0.1:7878")
+        let loops = MultiThreadedEventLoopGroup(numberOfThreads: 3)
+        let sessions = (0..<700).map { number in
+            Session(id: "s\(number)", application: a, eventLoop: loops.next(), output: { _ in })
+        }
+        for session in sessions {
+            _ = await session.handle(Request(id: .null, name: "increment", arguments: Arguments()), from: 0)
+        }
+        await a.cluster!.flush()
+        for session in sessions {
+            let record = try #require(directory.record(String(session.token.prefix(16))), "\(session.id) was not written")
+            #expect(record.snapshot.contains(#""id":"\#(session.id)""#))
+        }
+        try await loops.shutdownGracefully()
     }
 
     @Test func aBusySessionsRecordIsWrittenAtMostFiveTimesASecond() async throws {

@@ -448,10 +448,8 @@ public final class Cluster: Sendable {
         defer { lease.withLock { $0.inFlightSince = nil } }
         var records: [SessionRecord] = []
         var later: [Session] = []
-        for session in sessions {
-            switch await session.recordIfDue(
-                now: now, window: Self.recordWindow, burst: final ? .max : Self.recordsPerWindow, maximumBytes: Self.maximumRecordBytes)
-            {
+        for (session, decision) in await Self.recordDecisions(sessions, now: now, burst: final ? .max : Self.recordsPerWindow) {
+            switch decision {
             case .closed:
                 continue
             case .notYet:
@@ -479,6 +477,48 @@ public final class Cluster: Sendable {
             dirty.withLock { $0.keep(sessions, since: since ?? now) }
             logger.warning("could not write session records", metadata: ["error": "\(error)", "sessions": "\(sessions.count)"])
         }
+    }
+
+    /// Sessions a batch asks for their records in one turn of their event loop.
+    private static let decisionsPerTurn = 256
+
+    /// What each session's record should be now (``Session/recordIfDue(now:window:burst:maximumBytes:)``),
+    /// asked on the sessions' own event loops a few hundred at a time. A batch that
+    /// awaited each session in turn waited for a turn of its loop per session: on
+    /// loops busy with a burst of new sessions, milliseconds each, so a batch of a
+    /// few hundred took seconds and the node refused commands meanwhile (its records
+    /// trailed past `nodeTimeout − leaseMargin`).
+    private static func recordDecisions(
+        _ sessions: [Session], now: ContinuousClock.Instant, burst: Int
+    ) async -> [(Session, Session.RecordDecision)] {
+        var byLoop: [ObjectIdentifier: [Session]] = [:]
+        for session in sessions { byLoop[ObjectIdentifier(session.eventLoop), default: []].append(session) }
+        // Every turn is asked for at once: the loops answer side by side.
+        let turns = byLoop.values.flatMap { onLoop in
+            stride(from: 0, to: onLoop.count, by: decisionsPerTurn).map { start in
+                let part = Array(onLoop[start..<min(start + decisionsPerTurn, onLoop.count)])
+                return (part, part[0].eventLoop.submit {
+                    part.map { session in
+                        session.assumeIsolated {
+                            $0.recordIfDue(now: now, window: recordWindow, burst: burst, maximumBytes: maximumRecordBytes)
+                        }
+                    }
+                })
+            }
+        }
+        var decisions: [(Session, Session.RecordDecision)] = []
+        decisions.reserveCapacity(sessions.count)
+        for (part, turn) in turns {
+            if let answers = try? await turn.get() {
+                decisions += zip(part, answers).map { ($0, $1) }
+            } else {
+                // The loop is shutting down: each session is asked on its own.
+                for session in part {
+                    decisions.append((session, await session.recordIfDue(now: now, window: recordWindow, burst: burst, maximumBytes: maximumRecordBytes)))
+                }
+            }
+        }
+        return decisions
     }
 
     /// Where a token's session is, when this node does not hold it.
