@@ -181,11 +181,12 @@ extension ProtocolClient {
         }
     }
 
-    /// Sends a command and returns its reply (events on the way are kept in `received`).
+    /// Sends a command and returns its reply (events on the way are kept in `received`);
+    /// throws when no message comes within `timeout`.
     @discardableResult
-    public func command(_ line: String) throws -> JSON {
+    public func command(_ line: String, timeout: Duration = .seconds(5)) throws -> JSON {
         try send(line)
-        return try read { $0["type"] == "reply" }.last!
+        return try read(until: { $0["type"] == "reply" }, timeout: timeout).last!
     }
 }
 

@@ -395,9 +395,12 @@ import ViewlineTestSupport
         let (_, nodes) = try startCluster(2, ["--remote-contacts", remote], server: server)
         let onA = try connect(nodes[0])
         let onB = try connect(nodes[1])
-        #expect(try onA.command("login alice wonderland").isOK)
-        #expect(try onB.command("contacts").isOK)
-        _ = try onB.read(until: { $0["view"] == "contacts" && $0["state"]?["syncing"] == false })
+        // A login (a password hash, in a debug build) and a first sync while the whole
+        // suite starts at once on two cores: more than the usual 5 s (CI at edd9c74
+        // saw one of these wait past it, 74 s into the run).
+        #expect(try onA.command("login alice wonderland", timeout: .seconds(30)).isOK)
+        #expect(try onB.command("contacts", timeout: .seconds(30)).isOK)
+        _ = try onB.read(until: { $0["view"] == "contacts" && $0["state"]?["syncing"] == false }, timeout: .seconds(30))
 
         server.stop()
         let failed = try onA.command("draft while the database is down")
