@@ -249,6 +249,9 @@ def test_a_failing_save_is_answered_from_the_dialog_until_it_succeeds(page, serv
     run(page, "fault", service="save", count="2", message="disk full")
     run(page, "draft", text="buy milk")
     draft = view(page, "draft")  # found before the modal makes the page inert
+    # The draft's own display first: before it, the view still says "pending no" (nothing
+    # typed yet), which would read as "saved" before the save had even begun.
+    wait(page, lambda: "buy milk" in draft.text and "pending\nyes" in draft.text)
     run(page, "save")
     answered = set()
 
