@@ -180,17 +180,23 @@ public struct PostgresSessionDirectory: SessionDirectory {
         return records.map(\.lookup).filter { !kept.contains($0) }
     }
 
-    public func remove(lookups: [String]) async throws {
-        guard !lookups.isEmpty else { return }
+    public func remove(lookups: [String], by node: ClusterNode) async throws -> [String] {
+        guard !lookups.isEmpty else { return [] }
         // Tombstones, not deletes: a batch that took a session's snapshot before `quit`
         // and writes it after is refused (housekeeping deletes them after a day). On
         // the records' own connection, like the batches, and locked in the same order.
-        _ = try await records.rows("""
+        // Fenced like a batch: a live record another node claimed stays live (the
+        // claim locked the row, so this waits for it and then sees the new owner).
+        let ended = try await records.rows("""
             INSERT INTO viewline_sessions (lookup, secret_digest, owner, snapshot, updated_at, ended)
-            SELECT l, ''::bytea, '', '{}', clock_timestamp(), true FROM unnest(\(lookups)::text[]) AS l
+            SELECT l, ''::bytea, \(node.id), '{}', clock_timestamp(), true FROM unnest(\(lookups)::text[]) AS l
             ORDER BY l
             ON CONFLICT (lookup) DO UPDATE SET ended = true, snapshot = '{}', secret_digest = ''::bytea, updated_at = clock_timestamp()
-            """, timeout: writeTimeout.value.withLock { $0 }) { _ in () }
+            WHERE viewline_sessions.owner = excluded.owner OR viewline_sessions.ended
+            RETURNING lookup
+            """, timeout: writeTimeout.value.withLock { $0 }) { row in try row.decode(String.self) }
+        let done = Set(ended)
+        return lookups.filter { !done.contains($0) }
     }
 
     public func liveNodes(nodeTimeout: Duration) async throws -> Int? {

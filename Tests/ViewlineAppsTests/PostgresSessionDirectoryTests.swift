@@ -212,7 +212,7 @@ import ViewlineTestSupport
         #expect(try server.query(running, database: database) == "16")
 
         let refused = try await directory.save([record(owner: zombie, snapshot: #"{"v":1}"#)])
-        try await directory.remove(lookups: ["fedcba9876543210"])
+        #expect(try await directory.remove(lookups: ["fedcba9876543210"], by: zombie).isEmpty)
         // Written while every pooled connection is still busy.
         #expect(try server.query(running, database: database) == "16")
         #expect(refused.isEmpty)
@@ -239,6 +239,26 @@ import ViewlineTestSupport
         #expect(location?.record.snapshot == #"{"v":2}"#)
         #expect(try await directory.lost(["0123456789abcdef"], by: zombie) == ["0123456789abcdef"])
         #expect(try await directory.lost(["0123456789abcdef"], by: successor) == [])
+    }
+
+    @Test func aZombiesLateEndOfASessionLeavesItLiveOnItsSuccessor() async throws {
+        // The zombie's sweeper expires a session the successor restored while the
+        // zombie was paused: the session stays live where it is now.
+        let directory = try await directory()
+        _ = try await directory.renewLease(zombie, nodeTimeout: .seconds(30), recordsExpireAfter: .seconds(86_400))
+        _ = try await directory.save([record(owner: zombie, snapshot: #"{"v":1}"#)])
+        try await Task.sleep(for: .milliseconds(300))
+        _ = try await directory.renewLease(successor, nodeTimeout: .seconds(30), recordsExpireAfter: .seconds(86_400))
+        #expect(try await directory.claim(lookup: "0123456789abcdef", from: zombie.id, for: successor, nodeTimeout: .milliseconds(200)) != nil)
+
+        #expect(try await directory.remove(lookups: ["0123456789abcdef", "fedcba9876543210"], by: zombie) == ["0123456789abcdef"])
+        let location = try await directory.find(lookup: "0123456789abcdef", nodeTimeout: .seconds(30))
+        #expect(location?.record.owner == successor.id)
+        #expect(location?.record.snapshot == #"{"v":1}"#)
+        // The owner's own end goes through, and a second end of an ended record is no refusal.
+        #expect(try await directory.remove(lookups: ["0123456789abcdef"], by: successor).isEmpty)
+        #expect(try await directory.find(lookup: "0123456789abcdef", nodeTimeout: .seconds(30)) == nil)
+        #expect(try await directory.remove(lookups: ["0123456789abcdef", "fedcba9876543210"], by: zombie).isEmpty)
     }
 
     @Test func aNewTokenReplacesTheRecordsDigestAndTheZombieCannotPutItBack() async throws {
@@ -347,13 +367,13 @@ import ViewlineTestSupport
         let directory = try await directory()
         _ = try await directory.renewLease(zombie, nodeTimeout: .seconds(30), recordsExpireAfter: .seconds(86_400))
         _ = try await directory.save([record(owner: zombie, snapshot: #"{"v":1}"#)])
-        try await directory.remove(lookups: ["0123456789abcdef"])
+        #expect(try await directory.remove(lookups: ["0123456789abcdef"], by: zombie).isEmpty)
         #expect(try await directory.save([record(owner: zombie, snapshot: #"{"v":"late"}"#)]) == ["0123456789abcdef"])
         #expect(try await directory.find(lookup: "0123456789abcdef", nodeTimeout: .seconds(30)) == nil)
         #expect(try await directory.claim(lookup: "0123456789abcdef", from: zombie.id, for: successor, nodeTimeout: .milliseconds(1)) == nil)
         #expect(try await directory.lost(["0123456789abcdef"], by: zombie) == [])
         // A session that ended before its first record was written: the same.
-        try await directory.remove(lookups: ["fedcba9876543210"])
+        #expect(try await directory.remove(lookups: ["fedcba9876543210"], by: zombie).isEmpty)
         var early = record(owner: zombie, snapshot: "{}")
         early.lookup = "fedcba9876543210"
         #expect(try await directory.save([early]) == ["fedcba9876543210"])

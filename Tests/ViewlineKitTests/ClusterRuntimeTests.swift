@@ -61,18 +61,25 @@ import ViewlineTestSupport
         var hangingRemoves = false
         /// Removes begun so far.
         var removesBegun = 0
-        func remove(lookups: [String]) async throws {
+        func remove(lookups: [String], by node: ClusterNode) async throws -> [String] {
             lock.withLock { removesBegun += 1 }
             while lock.withLock({ hangingRemoves }) { try await Task.sleep(for: .milliseconds(5)) }
-            try lock.withLock {
+            return try lock.withLock {
                 if failingRemoves > 0 {
                     failingRemoves -= 1
                     throw Unreachable()
                 }
+                var refused: [String] = []
                 for lookup in lookups {
+                    // Fenced: a live record another node owns stays.
+                    if let record = records[lookup], record.owner != node.id {
+                        refused.append(lookup)
+                        continue
+                    }
                     records[lookup] = nil
                     ended.insert(lookup)
                 }
+                return refused
             }
         }
         private func alive(_ id: String, _ timeout: Duration) -> Bool {
@@ -322,6 +329,54 @@ import ViewlineTestSupport
         #expect(!(await session.isClosed))
         // Once the database takes the delete, quit is acknowledged and closes.
         #expect(await session.handle(Request(id: .null, name: "quit", arguments: Arguments()), from: 0) == .close)
+    }
+
+    /// A paused node wakes up after another node restored its sessions, and ends two
+    /// of them before its lease renewal tells it so (one quits, one expires): both
+    /// stay live where they were restored, and the quit is not acknowledged.
+    @Test func aPausedNodesEndOfASessionLeavesItLiveWhereItWasRestored() async throws {
+        let directory = MemoryDirectory()
+        let a = try await node(directory, "10.0.0.1:7878")
+        let b = try await node(directory, "10.0.0.2:7878")
+        let c = try await node(directory, "10.0.0.3:7878")
+        let replies = Mutex<[ServerMessage]>([])
+        let quitting = Session(id: "s1", application: a, output: { message in replies.withLock { $0.append(message) } })
+        let expiring = Session(id: "s2", application: a, output: { _ in })
+        for session in [quitting, expiring] {
+            #expect(throws: Never.self) { try a.sessions.register(session).get() }
+            _ = await session.handle(Request(id: .null, name: "increment", arguments: Arguments()), from: 0)
+        }
+        await a.cluster!.flush()
+        directory.kill(a.cluster!.nodeID)  // paused past its lease
+        for session in [quitting, expiring] {
+            guard case .restored = try await b.cluster!.locate(session.token, application: b) else {
+                Issue.record("B must restore the sessions of a node whose lease expired")
+                return
+            }
+        }
+
+        #expect(await quitting.handle(Request(id: .null, name: "quit", arguments: Arguments()), from: 0) == .keepOpen)
+        // Not acknowledged: the session closes here as moved, and the quit is answered
+        // `unavailable` (the client attaches again and is sent to B).
+        let sent = replies.withLock { $0 }
+        guard case .reply(_, .failure(let error))? = sent.dropLast().last, case .bye(let bye)? = sent.last else {
+            Issue.record("a quit the directory fenced off was answered as done: \(sent)")
+            return
+        }
+        #expect(error.code == .unavailable)
+        #expect(bye.code == .moved)
+        #expect(await quitting.isClosed)
+        a.sessions.remove(expiring)
+        await expiring.close()
+        await a.cluster!.flush()
+
+        for session in [quitting, expiring] {
+            guard case .moved(let owner, _) = try await c.cluster!.locate(session.token, application: c) else {
+                Issue.record("a session B restored was ended by the paused node")
+                return
+            }
+            #expect(owner == "10.0.0.2:7878")
+        }
     }
 
     /// A batch asks each event loop for its sessions' records a few hundred at a time:

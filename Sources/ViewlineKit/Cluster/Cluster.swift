@@ -375,16 +375,23 @@ public final class Cluster: Sendable {
     /// `quit`: deletes the session's record now, before the reply (and again with the
     /// next batch, after any batch in flight that may still hold it). Throws
     /// `unavailable` when the database does not take the delete: the quit is not
-    /// acknowledged.
+    /// acknowledged. A record another node claimed meanwhile is not ended: the
+    /// session closes here as moved, and the quit is refused like any command
+    /// without the lease.
     func forget(_ session: Session) async throws {
         let (lookup, _) = SessionRegistry.split(session.token)
+        let refused: [String]
         do {
-            try await directory.remove(lookups: [lookup])
-            ended(session)
+            refused = try await directory.remove(lookups: [lookup], by: node)
         } catch {
             logger.warning("could not delete a quitting session's record", metadata: ["session": "\(session.id)", "error": "\(error)"])
             throw ProtocolError(.unavailable, "the session could not be ended right now; try again")
         }
+        guard refused.isEmpty else {
+            await close(lost: Set(refused))
+            throw Self.noLease
+        }
+        ended(session)
     }
 
     /// Writes `session`'s record now, whatever the rate limit (`end-others` changed its
@@ -424,7 +431,14 @@ public final class Cluster: Sendable {
         // a dead connection), the changes made meanwhile wait in `dirty`, and the node
         // stops acknowledging once the oldest has waited too long (`acceptsCommands`).
         // One statement for them all: a burst of expiries is one round trip, not one each.
-        do { try await directory.remove(lookups: Array(ended)) } catch {
+        do {
+            // Those another node restored meanwhile (this node's lease lapsed) stay
+            // theirs: ended here, alive there.
+            let theirs = try await directory.remove(lookups: Array(ended), by: node)
+            if !theirs.isEmpty {
+                logger.info("left the records of sessions another node holds now", metadata: ["records": "\(theirs.count)"])
+            }
+        } catch {
             endedLookups.withLock { $0.formUnion(ended) }
             logger.debug("could not remove session records; trying again with the next batch", metadata: ["error": "\(error)", "records": "\(ended.count)"])
         }
@@ -564,7 +578,7 @@ public final class Cluster: Sendable {
             if let session = application.sessions.session(for: token) { return .restored(session) }
             // Ours but not held: it ended, and a batch in flight wrote its record again.
             logger.info("removed the record of a session this node no longer holds", metadata: ["record": "\(lookup)"])
-            try? await directory.remove(lookups: [lookup])
+            _ = try? await directory.remove(lookups: [lookup], by: node)
             return .unknown
         }
         if location.ownerAlive { return .moved(address: location.ownerAddress, web: location.ownerWeb) }

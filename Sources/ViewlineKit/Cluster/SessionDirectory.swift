@@ -26,11 +26,16 @@ public protocol SessionDirectory: Sendable {
     /// (the write arrived late; it counts as written). Returns the lookups of the
     /// refused records: sessions the writer no longer owns.
     func save(_ records: [SessionRecord]) async throws -> [String]
-    /// Ends the records of sessions that ended, for good, in one step (a batch's, or
-    /// one `quit`'s): from then on a ``save(_:)`` of one is refused (a batch that took
-    /// its snapshot before `quit` and writes it after never brings it back) and
-    /// ``find(lookup:nodeTimeout:)`` finds nothing.
-    func remove(lookups: [String]) async throws
+    /// Ends the records of sessions that ended on `node`, for good, in one step (a
+    /// batch's, or one `quit`'s): from then on a ``save(_:)`` of one is refused (a
+    /// batch that took its snapshot before `quit` and writes it after never brings it
+    /// back) and ``find(lookup:nodeTimeout:)`` finds nothing. A lookup never written
+    /// is ended too.
+    ///
+    /// Fenced like ``save(_:)``: a live record another node owns is left as it is (a
+    /// paused node's sweeper never ends a session its successor restored). Returns the
+    /// lookups left that way: sessions `node` no longer owns.
+    func remove(lookups: [String], by node: ClusterNode) async throws -> [String]
     /// The record for a token's lookup part, with where its owner is and whether its
     /// lease is younger than `nodeTimeout`.
     func find(lookup: String, nodeTimeout: Duration) async throws -> SessionLocation?
