@@ -79,6 +79,9 @@ TRAIL_LENGTH = 12           # the last failures kept per client while it fails
 TOLERANCE = 0.2             # log lines are time-stamped as read: scheduling slack
 PAUSED_LINES = 1.0          # a SIGCONTed node's lines written before its SIGSTOP arrive within this
 SIGTERM_BURST = 1.0         # seconds of back-to-back searches on a node before its SIGTERM
+# A node steps down once its records are two node timeouts behind (and its lease loop
+# notices, every fifth of one): a fault this long before a step-down may have caused it.
+STEP_DOWN_WINDOW = 2 * NODE_TIMEOUT + NODE_TIMEOUT / 5 + TOLERANCE
 
 
 def now() -> float:
@@ -350,7 +353,7 @@ class ServeLog:
         it acknowledged then may be lost with it (PROTOCOL §2.2); what it acknowledged
         later is not excused."""
         with self.lock:
-            return any(t - 2 * NODE_TIMEOUT - NODE_TIMEOUT / 5 - TOLERANCE >= after for t, _ in self.step_downs)
+            return any(t - STEP_DOWN_WINDOW >= after for t, _ in self.step_downs)
 
     def violations(self, pauses: List[Tuple[float, float, str]] = ()) -> Tuple[List[str], int]:
         """Commands served by a node after another node claimed the session.
@@ -1305,6 +1308,9 @@ def drive(args, run: Run, rng: random.Random, nodes: List[Node], serve_log: Serv
     pauses = [(start, end, match.group(1)) for start, end, what in run.faults
               for match in [re.match(r"SIGSTOP (\S+) for", what)] if match]
     served, near = serve_log.violations(pauses)
+    # Step-downs no fault explains (a batch that hung on a loaded machine, or a bug).
+    alone = [(t, label) for t, label in serve_log.step_downs
+             if not any(start <= t and end >= t - STEP_DOWN_WINDOW for start, end, _ in run.faults)]
     for text in served:
         run.violation(text)
 
@@ -1353,8 +1359,10 @@ def drive(args, run: Run, rng: random.Random, nodes: List[Node], serve_log: Serv
         f" refused: {json.dumps(run.reader_refusals, sort_keys=True)}; connections ended: {json.dumps(run.reader_ends, sort_keys=True)}",
         f"- state reads checked against each session's history of acknowledged searches: {history_checks}",
         f"- searches sent back to back just before and during SIGTERMs' drains: {run.burst_searches}",
-        f"- nodes that stepped down on their own (records two node timeouts behind, no fault injected; what they"
-        f" acknowledged in the lease margin before may be lost, as after a kill): {len(serve_log.step_downs)}",
+        f"- nodes that stepped down (records two node timeouts behind; what they acknowledged in the lease margin"
+        f" before may be lost, as after a kill): {len(serve_log.step_downs)}, with no fault in the"
+        f" {STEP_DOWN_WINDOW:.1f} s before: {len(alone)}"
+        + (f" ({', '.join(f'{t - run.started:.1f} s {label}' for t, label in alone)})" if alone else ""),
         f"- acknowledged quits: {len(run.quit_tokens)}, come back on any node: {revived}",
         f"- node starts that failed (and were retried, as a supervisor would): {sum(n.failed_starts for n in nodes)}",
         "- seconds from a fault's start until its clients work again (the fault's own length included):",

@@ -559,6 +559,37 @@ import ViewlineTestSupport
         #expect(directory.record(SessionRegistry.split(quitting.token).lookup) == nil, "deleted again by the next batch")
     }
 
+    /// Busy sessions taking turns at the rate limit: each batch holds one back for its
+    /// next window while writing the others. What the node would lose counts from the
+    /// held-back session's own change, not the oldest change of the batch that held it
+    /// back: before, that age passed from batch to batch, and a node whose every
+    /// record was written counted as ever further behind until it refused commands
+    /// and stepped down (seen in the chaos run as step-downs with no fault).
+    @Test func aSessionTheRateLimitHoldsBackIsBehindFromItsOwnChange() async throws {
+        let directory = MemoryDirectory()
+        let a = try await node(directory, "10.0.0.1:7878")
+        let cluster = a.cluster!
+        let sessions = [Session(id: "s1", application: a, output: { _ in }), Session(id: "s2", application: a, output: { _ in })]
+        let start = ContinuousClock.now
+        // Every half second one of them changes six times in a few batches: five are
+        // written, the sixth waits for its next window, half a second on.
+        for turn in 0..<12 {
+            let at = start + .milliseconds(500 * turn)
+            for change in 0..<6 {
+                cluster.changed(sessions[turn % 2], now: at + .milliseconds(10 * change))
+                await cluster.flush(now: at + .milliseconds(10 * change))
+            }
+            // The oldest unwritten change is the other session's sixth, 450 ms ago.
+            #expect(cluster.recordsStale(now: at + .milliseconds(100)) <= .milliseconds(550), "turn \(turn)")
+        }
+        // Five a turn each; the last turns' held-back changes go once their windows end.
+        let lookups = sessions.map { String($0.token.prefix(16)) }
+        #expect(directory.lock.withLock { lookups.map { directory.writes[$0] ?? 0 } } == [30, 30])
+        await cluster.flush(now: start + .milliseconds(6600))
+        #expect(directory.lock.withLock { lookups.map { directory.writes[$0] ?? 0 } } == [31, 31])
+        #expect(cluster.recordsStale(now: start + .milliseconds(6600)) == .zero)
+    }
+
     /// What a node would lose if it died counts from the oldest change no record
     /// holds, not from when the batch writing it began: a change made just after one
     /// slow batch took its snapshots waits through that batch and the next, and the

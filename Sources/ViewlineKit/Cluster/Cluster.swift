@@ -34,6 +34,8 @@ public final class Cluster: Sendable {
     private let advertisedWeb = Mutex("")
     /// Sessions whose records changed since a batch last took them.
     private let dirty = Mutex(Dirty())
+    /// The last "a record batch was slow" warning, and the slow batches since.
+    private let slowBatches = Mutex<(lastWarning: ContinuousClock.Instant?, skipped: Int)>((nil, 0))
     /// Lookup parts of sessions that ended, whose records are still to be deleted.
     private let endedLookups = Mutex<Set<String>>([])
     private let loop = Mutex<Task<Void, Never>?>(nil)
@@ -66,16 +68,38 @@ public final class Cluster: Sendable {
     /// Sessions whose records changed since a batch last took them, and when the
     /// oldest of those changes was made: what a node that died now would lose.
     private struct Dirty {
-        var sessions: [ObjectIdentifier: Session] = [:]
+        /// Each session with the time of its oldest change no record holds.
+        var sessions: [ObjectIdentifier: Unwritten] = [:]
+        /// The oldest of those times (kept, not computed: every command reads it). A
+        /// session dropped from `sessions` leaves it as it was until the next batch
+        /// takes them all: the node counts as a little further behind, never less.
         var since: ContinuousClock.Instant?
 
-        /// Puts `sessions` back (a batch that failed or did not write them), with the
-        /// time of the oldest change they hold.
-        mutating func keep(_ kept: [Session], since oldest: ContinuousClock.Instant?) {
-            guard !kept.isEmpty else { return }
-            for session in kept where sessions[ObjectIdentifier(session)] == nil { sessions[ObjectIdentifier(session)] = session }
-            if let oldest { since = min(since ?? oldest, oldest) }
+        mutating func changed(_ session: Session, at now: ContinuousClock.Instant) {
+            guard sessions[ObjectIdentifier(session)] == nil else { return }  // an older change is waiting
+            sessions[ObjectIdentifier(session)] = Unwritten(session: session, since: now)
+            if since == nil { since = now }
         }
+
+        /// Puts sessions back (a batch that failed or did not write them), each with
+        /// its own oldest change. Not the batch's oldest: a busy session the rate
+        /// limit holds back for a later batch would otherwise carry the age of another
+        /// session's change from batch to batch, and with busy sessions taking turns
+        /// the node would count as ever further behind while every record is written.
+        mutating func keep(_ kept: [Unwritten]) {
+            for entry in kept {
+                let id = ObjectIdentifier(entry.session)
+                let oldest = min(entry.since, sessions[id]?.since ?? entry.since)
+                sessions[id] = Unwritten(session: entry.session, since: oldest)
+                since = min(since ?? oldest, oldest)
+            }
+        }
+    }
+
+    /// A session whose record is behind, and since when.
+    private struct Unwritten {
+        let session: Session
+        let since: ContinuousClock.Instant
     }
 
     private struct WeakRegistry {
@@ -356,10 +380,7 @@ public final class Cluster: Sendable {
 
     /// A session's snapshot changed (at `now`): its record is written with the next batch.
     func changed(_ session: Session, now: ContinuousClock.Instant = .now) {
-        dirty.withLock { dirty in
-            dirty.sessions[ObjectIdentifier(session)] = session
-            if dirty.since == nil { dirty.since = now }
-        }
+        dirty.withLock { $0.changed(session, at: now) }
     }
 
     /// A session ended for good (`quit`, expiry): its record goes with the next
@@ -450,24 +471,31 @@ public final class Cluster: Sendable {
         // take seconds over it), and so is the write.
         // (Taken under the lease's lock, so `acceptsCommands` never sees them in
         // neither place.)
-        let (sessions, since) = lease.withLock { lease in
-            let (sessions, since) = dirty.withLock { dirty in
+        let (taken, since) = lease.withLock { lease in
+            let (taken, since) = dirty.withLock { dirty in
                 defer { dirty = Dirty() }
                 return (Array(dirty.sessions.values), dirty.since)
             }
-            if !sessions.isEmpty { lease.inFlightSince = since ?? now }
-            return (sessions, since)
+            if !taken.isEmpty { lease.inFlightSince = since ?? now }
+            return (taken, since)
         }
-        guard !sessions.isEmpty else { return }
+        guard !taken.isEmpty else { return }
+        let sessions = taken.map(\.session)
         defer { lease.withLock { $0.inFlightSince = nil } }
+        let began = ContinuousClock.now
         var records: [SessionRecord] = []
-        var later: [Session] = []
-        for (session, decision) in await Self.recordDecisions(sessions, now: now, burst: final ? .max : Self.recordsPerWindow) {
+        var later: [Unwritten] = []
+        let decisions = await Self.recordDecisions(sessions, now: now, burst: final ? .max : Self.recordsPerWindow)
+        let snapshotsTaken = ContinuousClock.now
+        // (The decisions come grouped by event loop, not in the order taken.)
+        let changedAt = Dictionary(taken.map { (ObjectIdentifier($0.session), $0.since) }, uniquingKeysWith: min)
+        for (session, decision) in decisions {
             switch decision {
             case .closed:
                 continue
             case .notYet:
-                later.append(session)  // written with a later batch: at most 5 a second each
+                // Written with a later batch: at most 5 a second each.
+                later.append(Unwritten(session: session, since: changedAt[ObjectIdentifier(session)] ?? since ?? now))
             case .tooLarge(let bytes):
                 logger.warning("a session record is too large to write; the previous one stays", metadata: [
                     "session": "\(session.id)", "bytes": "\(bytes)", "limit": "\(Self.maximumRecordBytes)",
@@ -477,20 +505,45 @@ public final class Cluster: Sendable {
                 records.append(SessionRecord(lookup: lookup, secretDigest: Self.digest(secret), owner: nodeID, snapshot: snapshot, rev: rev))
             }
         }
-        // Rate-limited: they wait for a later batch, their changes as old as the batch's.
-        dirty.withLock { $0.keep(later, since: since ?? now) }
+        // Rate-limited: they wait for a later batch, their changes as old as they are.
+        dirty.withLock { $0.keep(later) }
         guard !records.isEmpty else { return }
         do {
             let refused = try await directory.save(records)
             Self.recordsPerBatch.record(records.count)
+            slowBatch(waited: began - (since ?? began), snapshots: snapshotsTaken - began, write: .now - snapshotsTaken, records: records.count)
             // A write the database fenced off: another node owns that session now.
             await close(lost: Set(refused))
         } catch {
             // Try again with the next batch; the changes keep their age, so commands
             // are refused once the oldest has waited too long (`acceptsCommands`).
-            dirty.withLock { $0.keep(sessions, since: since ?? now) }
+            dirty.withLock { $0.keep(taken) }
             logger.warning("could not write session records", metadata: ["error": "\(error)", "sessions": "\(sessions.count)"])
         }
+    }
+
+    /// Says so when a written batch ended more than halfway from its oldest change to
+    /// refusing commands (at `nodeTimeout − leaseMargin`; stepping down comes at twice
+    /// the node timeout), at most once a node timeout, and says where the time went:
+    /// waiting for the batch to begin (the records loop starved of CPU, or a change
+    /// held back by the rate limit), taking the sessions' snapshots (busy event loops)
+    /// or the write (the database).
+    private func slowBatch(waited: Duration, snapshots: Duration, write: Duration, records: Int) {
+        guard waited + snapshots + write > (nodeTimeout - leaseMargin) / 2 else { return }
+        let now = ContinuousClock.now
+        let skipped: Int? = slowBatches.withLock { slow in
+            if let last = slow.lastWarning, now - last < nodeTimeout {
+                slow.skipped += 1
+                return nil
+            }
+            defer { slow = (now, 0) }
+            return slow.skipped
+        }
+        guard let skipped else { return }
+        logger.warning("a record batch was slow", metadata: [
+            "waited-ms": "\(waited.nanoseconds / 1_000_000)", "snapshots-ms": "\(snapshots.nanoseconds / 1_000_000)",
+            "write-ms": "\(write.nanoseconds / 1_000_000)", "records": "\(records)", "slow-batches-not-logged": "\(skipped)",
+        ])
     }
 
     /// Sessions a batch asks for their records in one turn of their event loop.
