@@ -472,6 +472,26 @@ import ViewlineTestSupport
         #expect(hex == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")  // FIPS 180-2's example
     }
 
+    /// A record holds what a restore needs: each view's state as its displays show it,
+    /// the rev, the user, the presented alert and whether a flow awaited it, the next
+    /// alert's number and the address that made it.
+    @Test func aRecordHoldsEachViewAsItsDisplaysShowIt() async throws {
+        let a = try await node(MemoryDirectory(), "10.0.0.1:7878")
+        let session = Session(id: "s1", application: a, output: { _ in })
+        for _ in 0..<2 { _ = await session.handle(Request(id: .null, name: "increment", arguments: Arguments()), from: 0) }
+        await session.showAlert(.error("the adder is down \"again\""))
+        let state = await session.encodedState(0)
+        let record = try JSON.parse(await session.record.encoded)
+        #expect(record["id"] == "s1")
+        #expect(record["rev"]?.intValue == (await session.rev))
+        #expect(record["user"] == .null && record["address"] == .null)
+        #expect(record["views"]?["counter"] == state.json)
+        #expect(record["views"]?["counter"]?["count"] == 2)
+        #expect(record["alert"]?["message"] == #"the adder is down "again""#)
+        #expect(record["alert"]?["awaited"] == false)
+        #expect(record["nextAlert"]?.intValue == 2)
+    }
+
     /// A node with a short timeout, for lease tests.
     func leasedNode(_ directory: MemoryDirectory, _ address: String, timeout: Duration) async throws -> Application {
         let cluster = Cluster(directory: directory, address: address, nodeTimeout: timeout)

@@ -239,7 +239,7 @@ public final class Cluster: Sendable {
                     try await renew()
                     countLiveNodes()
                 } catch {
-                    logger.warning("could not renew this node's lease", metadata: ["error": "\(error)"])
+                    logger.warning("could not renew this node's lease", metadata: ["error": "\(String(reflecting: error))"])
                 }
             }
         }
@@ -405,7 +405,7 @@ public final class Cluster: Sendable {
         do {
             refused = try await directory.remove(lookups: [lookup], by: node)
         } catch {
-            logger.warning("could not delete a quitting session's record", metadata: ["session": "\(session.id)", "error": "\(error)"])
+            logger.warning("could not delete a quitting session's record", metadata: ["session": "\(session.id)", "error": "\(String(reflecting: error))"])
             throw ProtocolError(.unavailable, "the session could not be ended right now; try again")
         }
         guard refused.isEmpty else {
@@ -428,7 +428,7 @@ public final class Cluster: Sendable {
         do {
             refused = try await directory.save([SessionRecord(lookup: lookup, secretDigest: Self.digest(secret), owner: nodeID, snapshot: snapshot, rev: rev)])
         } catch {
-            logger.warning("could not write a session record", metadata: ["session": "\(session.id)", "error": "\(error)"])
+            logger.warning("could not write a session record", metadata: ["session": "\(session.id)", "error": "\(String(reflecting: error))"])
             throw ProtocolError(.unavailable, "the change could not be recorded right now; try again")
         }
         guard refused.isEmpty else {
@@ -461,7 +461,7 @@ public final class Cluster: Sendable {
             }
         } catch {
             endedLookups.withLock { $0.formUnion(ended) }
-            logger.debug("could not remove session records; trying again with the next batch", metadata: ["error": "\(error)", "records": "\(ended.count)"])
+            logger.debug("could not remove session records; trying again with the next batch", metadata: ["error": "\(String(reflecting: error))", "records": "\(ended.count)"])
         }
     }
 
@@ -518,7 +518,7 @@ public final class Cluster: Sendable {
             // Try again with the next batch; the changes keep their age, so commands
             // are refused once the oldest has waited too long (`acceptsCommands`).
             dirty.withLock { $0.keep(taken) }
-            logger.warning("could not write session records", metadata: ["error": "\(error)", "sessions": "\(sessions.count)"])
+            logger.warning("could not write session records", metadata: ["error": "\(String(reflecting: error))", "sessions": "\(sessions.count)"])
         }
     }
 
