@@ -480,22 +480,19 @@ public final class Cluster: Sendable {
             return (taken, since)
         }
         guard !taken.isEmpty else { return }
-        let sessions = taken.map(\.session)
         defer { lease.withLock { $0.inFlightSince = nil } }
         let began = ContinuousClock.now
         var records: [SessionRecord] = []
         var later: [Unwritten] = []
-        let decisions = await Self.recordDecisions(sessions, now: now, burst: final ? .max : Self.recordsPerWindow)
+        let decisions = await Self.recordDecisions(taken, now: now, burst: final ? .max : Self.recordsPerWindow)
         let snapshotsTaken = ContinuousClock.now
-        // (The decisions come grouped by event loop, not in the order taken.)
-        let changedAt = Dictionary(taken.map { (ObjectIdentifier($0.session), $0.since) }, uniquingKeysWith: min)
-        for (session, decision) in decisions {
+        for (entry, decision) in decisions {
+            let session = entry.session
             switch decision {
             case .closed:
                 continue
             case .notYet:
-                // Written with a later batch: at most 5 a second each.
-                later.append(Unwritten(session: session, since: changedAt[ObjectIdentifier(session)] ?? since ?? now))
+                later.append(entry)  // written with a later batch: at most 5 a second each
             case .tooLarge(let bytes):
                 logger.warning("a session record is too large to write; the previous one stays", metadata: [
                     "session": "\(session.id)", "bytes": "\(bytes)", "limit": "\(Self.maximumRecordBytes)",
@@ -518,7 +515,7 @@ public final class Cluster: Sendable {
             // Try again with the next batch; the changes keep their age, so commands
             // are refused once the oldest has waited too long (`acceptsCommands`).
             dirty.withLock { $0.keep(taken) }
-            logger.warning("could not write session records", metadata: ["error": "\(String(reflecting: error))", "sessions": "\(sessions.count)"])
+            logger.warning("could not write session records", metadata: ["error": "\(String(reflecting: error))", "sessions": "\(taken.count)"])
         }
     }
 
@@ -555,33 +552,34 @@ public final class Cluster: Sendable {
     /// loops busy with a burst of new sessions, milliseconds each, so a batch of a
     /// few hundred took seconds and the node refused commands meanwhile (its records
     /// trailed past `nodeTimeout − leaseMargin`).
+    /// The answers come grouped by event loop, each with its entry.
     private static func recordDecisions(
-        _ sessions: [Session], now: ContinuousClock.Instant, burst: Int
-    ) async -> [(Session, Session.RecordDecision)] {
-        var byLoop: [ObjectIdentifier: [Session]] = [:]
-        for session in sessions { byLoop[ObjectIdentifier(session.eventLoop), default: []].append(session) }
+        _ entries: [Unwritten], now: ContinuousClock.Instant, burst: Int
+    ) async -> [(Unwritten, Session.RecordDecision)] {
+        var byLoop: [ObjectIdentifier: [Unwritten]] = [:]
+        for entry in entries { byLoop[ObjectIdentifier(entry.session.eventLoop), default: []].append(entry) }
         // Every turn is asked for at once: the loops answer side by side.
         let turns = byLoop.values.flatMap { onLoop in
             stride(from: 0, to: onLoop.count, by: decisionsPerTurn).map { start in
                 let part = Array(onLoop[start..<min(start + decisionsPerTurn, onLoop.count)])
-                return (part, part[0].eventLoop.submit {
-                    part.map { session in
-                        session.assumeIsolated {
+                return (part, part[0].session.eventLoop.submit {
+                    part.map { entry in
+                        entry.session.assumeIsolated {
                             $0.recordIfDue(now: now, window: recordWindow, burst: burst, maximumBytes: maximumRecordBytes)
                         }
                     }
                 })
             }
         }
-        var decisions: [(Session, Session.RecordDecision)] = []
-        decisions.reserveCapacity(sessions.count)
+        var decisions: [(Unwritten, Session.RecordDecision)] = []
+        decisions.reserveCapacity(entries.count)
         for (part, turn) in turns {
             if let answers = try? await turn.get() {
                 decisions += zip(part, answers).map { ($0, $1) }
             } else {
                 // The loop is shutting down: each session is asked on its own.
-                for session in part {
-                    decisions.append((session, await session.recordIfDue(now: now, window: recordWindow, burst: burst, maximumBytes: maximumRecordBytes)))
+                for entry in part {
+                    decisions.append((entry, await entry.session.recordIfDue(now: now, window: recordWindow, burst: burst, maximumBytes: maximumRecordBytes)))
                 }
             }
         }
