@@ -109,19 +109,24 @@ public final class PostgresServer: @unchecked Sendable {
     }
 
     /// Runs a program to its end with `posix_spawn` and `waitpid` and returns its
-    /// output, trimmed (Foundation's `Process.waitUntilExit` can hang when the program
+    /// standard output, trimmed; its standard error (a warning, say) is never read as
+    /// output, only shown when the program fails (Foundation's `Process.waitUntilExit` can hang when the program
     /// leaves a daemon behind, as `pg_ctl start` does). Output goes to a file, not a
     /// pipe the daemon would keep, and no other descriptor of this process goes along.
     @discardableResult
     static func run(_ command: [String]) throws -> String {
         let outputPath = FileManager.default.temporaryDirectory.appendingPathComponent("viewline-pg-\(UUID().uuidString).out").path
-        defer { unlink(outputPath) }
+        let errorPath = outputPath + ".err"
+        defer {
+            unlink(outputPath)
+            unlink(errorPath)
+        }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        posix_spawn_file_actions_addopen(&actions, 2, errorPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
         // Nothing else of this process goes with it: sockets NIO accepted are not
         // close-on-exec, and a daemon holding one keeps that connection open after the
         // server closed it (a test waiting for the close would wait for the daemon).
@@ -136,7 +141,8 @@ public final class PostgresServer: @unchecked Sendable {
         let exitCode = (status & 0x7f) == 0 ? (status >> 8) & 0xff : -1
         let text = ((try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
         guard exitCode == 0 else {
-            throw Failure(description: "\(command.joined(separator: " ")) failed (\(exitCode)): \(text)")
+            let errors = ((try? String(contentsOfFile: errorPath, encoding: .utf8)) ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
+            throw Failure(description: "\(command.joined(separator: " ")) failed (\(exitCode)): \(text) \(errors)")
         }
         return text
     }
