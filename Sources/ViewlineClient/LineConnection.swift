@@ -21,12 +21,20 @@ final class LineConnection: Sendable {
 
     /// Why the connection failed, when it did with an error (a TLS handshake refused).
     private let failure: FailureNote
+    /// Lines read and not yet taken: reading stops while too many wait.
+    private let backlog: LineBacklog
 
-    private init(channel: any Channel, lines: AsyncStream<[UInt8]>, overWebSocket: Bool, failure: FailureNote) {
+    private init(channel: any Channel, lines: AsyncStream<[UInt8]>, overWebSocket: Bool, failure: FailureNote, backlog: LineBacklog) {
         self.channel = channel
         self.lines = lines
         self.overWebSocket = overWebSocket
         self.failure = failure
+        self.backlog = backlog
+    }
+
+    /// The reader took a line from ``lines``: reading goes on when enough were taken.
+    func took() {
+        backlog.took()
     }
 
     /// Why the connection closed, in words, when an error closed it: an untrusted
@@ -47,10 +55,14 @@ final class LineConnection: Sendable {
         }
     }
 
-    /// Connects to `endpoint` (TLS when `tls` is given).
-    static func open(_ endpoint: Endpoint, tls: ViewlineClient.TLS?, timeout: Duration) async throws -> LineConnection {
+    /// Connects to `endpoint` (TLS when `tls` is given); a line from the server longer
+    /// than `maximumLineBytes` closes the connection.
+    static func open(
+        _ endpoint: Endpoint, tls: ViewlineClient.TLS?, timeout: Duration, maximumLineBytes: Int
+    ) async throws -> LineConnection {
         let (lines, continuation) = AsyncStream<[UInt8]>.makeStream()
         let failure = FailureNote()
+        let backlog = LineBacklog()
         let context = try tls.map { try NIOSSLContext(configuration: $0.configuration) }
         let milliseconds = Int64(timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
         let bootstrap = ClientBootstrap(group: NIOSingletons.posixEventLoopGroup)
@@ -58,21 +70,24 @@ final class LineConnection: Sendable {
             .channelOption(ChannelOptions.socketOption(.so_keepalive), value: 1)
             .channelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
+                backlog.channel = channel
+                return channel.eventLoop.makeCompletedFuture {
                     if let context {
                         let name = endpoint.host.isIPAddress ? nil : endpoint.host
                         try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: context, serverHostname: name))
                     }
                     guard let path = endpoint.webSocketPath else {
-                        try channel.pipeline.syncOperations.addHandler(LineReader(continuation, failure: failure))
+                        try channel.pipeline.syncOperations.addHandler(
+                            LineReader(continuation, failure: failure, backlog: backlog, maximumLineBytes: maximumLineBytes))
                         return
                     }
                     // The upgrade: GET `path`, then the WebSocket's frames, each text message a line.
                     let authority = endpoint.host.contains(":") ? "[\(endpoint.host)]:\(endpoint.port)" : "\(endpoint.host):\(endpoint.port)"
                     let request = UpgradeRequest(host: authority, path: path)
-                    let upgrader = NIOWebSocketClientUpgrader(maxFrameSize: LineReader.maximumLineBytes) { channel, _ in
+                    let upgrader = NIOWebSocketClientUpgrader(maxFrameSize: maximumLineBytes) { channel, _ in
                         channel.eventLoop.makeCompletedFuture {
-                            try channel.pipeline.syncOperations.addHandler(WebSocketLineReader(continuation))
+                            try channel.pipeline.syncOperations.addHandler(
+                                WebSocketLineReader(continuation, failure: failure, backlog: backlog, maximumLineBytes: maximumLineBytes))
                         }
                     }
                     // The welcome may come in the same read as the upgrade's answer: keep it.
@@ -86,7 +101,8 @@ final class LineConnection: Sendable {
             }
         do {
             let channel = try await bootstrap.connect(host: endpoint.host, port: endpoint.port).get()
-            return LineConnection(channel: channel, lines: lines, overWebSocket: endpoint.webSocketPath != nil, failure: failure)
+            return LineConnection(
+                channel: channel, lines: lines, overWebSocket: endpoint.webSocketPath != nil, failure: failure, backlog: backlog)
         } catch {
             continuation.finish()
             throw ConnectError(endpoint: endpoint, underlying: error)
@@ -108,31 +124,94 @@ final class LineConnection: Sendable {
     }
 }
 
-/// Splits what the server sends into lines, bounded: a line longer than any the
-/// server writes closes the connection rather than growing without limit.
+/// Lines a connection read and its reader has not taken yet. Past ``maximumWaiting``
+/// the socket is no longer read (the server's writes back up, as its own limits
+/// expect of a slow client); once the reader took half of them, reading goes on. A
+/// server that floods cannot make the client hold more than this many lines.
+final class LineBacklog: @unchecked Sendable {
+    /// Lines waiting before reading stops.
+    static let maximumWaiting = 256
+    private struct State {
+        var waiting = 0
+        var paused = false
+    }
+    private let state = Mutex(State())
+    /// Set once, in the channel's initializer, before any line is read.
+    nonisolated(unsafe) var channel: (any Channel)?
+
+    /// A line was read and handed to the reader; `true` when reading should stop now.
+    func read() -> Bool {
+        state.withLock { state in
+            state.waiting += 1
+            guard !state.paused, state.waiting >= Self.maximumWaiting else { return false }
+            state.paused = true
+            return true
+        }
+    }
+
+    /// The reader took a line.
+    func took() {
+        let resume = state.withLock { state -> Bool in
+            state.waiting -= 1
+            guard state.paused, state.waiting <= Self.maximumWaiting / 2 else { return false }
+            state.paused = false
+            return true
+        }
+        if resume { channel?.setOption(ChannelOptions.autoRead, value: true).whenFailure { _ in } }
+    }
+
+    /// Hands `line` to the reader, and stops reading when too many wait.
+    func yield(_ line: [UInt8], to continuation: AsyncStream<[UInt8]>.Continuation, context: ChannelHandlerContext) {
+        if read() { context.channel.setOption(ChannelOptions.autoRead, value: false).whenFailure { _ in } }
+        continuation.yield(line)
+    }
+}
+
+/// A line from the server longer than the client takes.
+struct ServerLineTooLong: Error, CustomStringConvertible {
+    var limit: Int
+    var description: String { "the server sent a line longer than \(limit) bytes (the client's maximumLineBytes)" }
+}
+
+/// Splits what the server sends into lines, bounded: a line longer than
+/// `maximumLineBytes` closes the connection rather than growing without limit, and
+/// reading stops while the reader is behind (``LineBacklog``).
 final class LineReader: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
     private var partial: [UInt8] = []
     private let continuation: AsyncStream<[UInt8]>.Continuation
     private let failure: LineConnection.FailureNote?
-    static let maximumLineBytes = 64 << 20
+    private let backlog: LineBacklog
+    private let maximumLineBytes: Int
 
-    init(_ continuation: AsyncStream<[UInt8]>.Continuation, failure: LineConnection.FailureNote? = nil) {
+    init(
+        _ continuation: AsyncStream<[UInt8]>.Continuation, failure: LineConnection.FailureNote? = nil,
+        backlog: LineBacklog = LineBacklog(), maximumLineBytes: Int
+    ) {
         self.continuation = continuation
         self.failure = failure
+        self.backlog = backlog
+        self.maximumLineBytes = maximumLineBytes
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         var buffer = unwrapInboundIn(data)
         while let newline = buffer.readableBytesView.firstIndex(of: 0x0A) {
+            guard partial.count + (newline - buffer.readerIndex) <= maximumLineBytes else { return tooLong(context: context) }
             var line = partial
             partial = []
             line.append(contentsOf: buffer.readableBytesView[buffer.readerIndex..<newline])
             buffer.moveReaderIndex(to: newline + 1)
-            continuation.yield(line)
+            backlog.yield(line, to: continuation, context: context)
         }
+        guard partial.count + buffer.readableBytes <= maximumLineBytes else { return tooLong(context: context) }
         partial.append(contentsOf: buffer.readableBytesView)
-        if partial.count > Self.maximumLineBytes { context.close(promise: nil) }
+    }
+
+    private func tooLong(context: ChannelHandlerContext) {
+        partial = []
+        failure?.record(ServerLineTooLong(limit: maximumLineBytes))
+        context.close(promise: nil)
     }
 
     func channelInactive(context: ChannelHandlerContext) {
@@ -173,16 +252,26 @@ private final class UpgradeRequest: ChannelInboundHandler, RemovableChannelHandl
     }
 }
 
-/// A WebSocket's text messages (fragments joined) as lines; pings answered, a close
-/// frame closes. Bounded like ``LineReader``.
+/// A WebSocket's text messages (fragments joined) as lines; pings answered (one pong
+/// at a time: none while the socket is not writable), a close frame closes. Bounded
+/// like ``LineReader``.
 private final class WebSocketLineReader: ChannelInboundHandler {
     typealias InboundIn = WebSocketFrame
     typealias OutboundOut = WebSocketFrame
     private var message: [UInt8]?
     private let continuation: AsyncStream<[UInt8]>.Continuation
+    private let failure: LineConnection.FailureNote
+    private let backlog: LineBacklog
+    private let maximumLineBytes: Int
 
-    init(_ continuation: AsyncStream<[UInt8]>.Continuation) {
+    init(
+        _ continuation: AsyncStream<[UInt8]>.Continuation, failure: LineConnection.FailureNote, backlog: LineBacklog,
+        maximumLineBytes: Int
+    ) {
         self.continuation = continuation
+        self.failure = failure
+        self.backlog = backlog
+        self.maximumLineBytes = maximumLineBytes
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -193,6 +282,9 @@ private final class WebSocketLineReader: ChannelInboundHandler {
         case .continuation:
             message?.append(contentsOf: frame.unmaskedData.readableBytesView)
         case .ping:
+            // A server that pings faster than the socket drains gets no more pongs
+            // meanwhile (RFC 6455 §5.5.3 asks only for the latest).
+            guard context.channel.isWritable else { return }
             let pong = WebSocketFrame(fin: true, opcode: .pong, maskKey: .random(), data: frame.unmaskedData)
             context.writeAndFlush(wrapOutboundOut(pong), promise: nil)
             return
@@ -202,11 +294,15 @@ private final class WebSocketLineReader: ChannelInboundHandler {
         default:
             return
         }
-        if (message?.count ?? 0) > LineReader.maximumLineBytes { return context.close(promise: nil) }
+        if (message?.count ?? 0) > maximumLineBytes + 1 {
+            message = nil
+            failure.record(ServerLineTooLong(limit: maximumLineBytes))
+            return context.close(promise: nil)
+        }
         guard frame.fin, var line = message else { return }
         message = nil
         if line.last == 0x0A { line.removeLast() }
-        continuation.yield(line)
+        backlog.yield(line, to: continuation, context: context)
     }
 
     func channelInactive(context: ChannelHandlerContext) {

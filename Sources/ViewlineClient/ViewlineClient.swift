@@ -43,6 +43,10 @@ public actor ViewlineClient {
         }
         /// Events kept for a reader that falls behind (the oldest go first).
         public var eventBuffer = 1024
+        /// The longest line taken from the server, in bytes: a longer one closes the
+        /// connection (a hostile server cannot make the client buffer more). 1 MiB by
+        /// default, the most a server holds for one connection (`--max-output-bytes`).
+        public var maximumLineBytes = 1 << 20
         /// After this much silence from the server, a `ping`; no answer within
         /// ``timeout`` counts as a dead connection, which is resumed (`nil`: only TCP keepalive).
         public var pingInterval: Duration? = .seconds(30)
@@ -164,12 +168,16 @@ public actor ViewlineClient {
 
     /// Opens a connection to `target`, makes it the client's, and returns its welcome.
     private func open(_ target: Endpoint) async throws -> JSON {
-        let opened = try await LineConnection.open(target, tls: options.tls, timeout: options.connectTimeout)
+        let opened = try await LineConnection.open(
+            target, tls: options.tls, timeout: options.connectTimeout, maximumLineBytes: options.maximumLineBytes)
         line?.close()
         line = opened
         endpoint = target
         Task { [weak self] in
-            for await text in opened.lines { await self?.receive(text, on: opened) }
+            for await text in opened.lines {
+                await self?.receive(text, on: opened)
+                opened.took()
+            }
             await self?.connectionClosed(opened)
         }
         let timeout = options.connectTimeout
@@ -396,7 +404,7 @@ public actor ViewlineClient {
     // MARK: - Receiving
 
     private func receive(_ text: [UInt8], on connection: LineConnection) {
-        guard connection === line, let message = try? JSON.parse(text) else { return }
+        guard connection === line, let message = try? JSON.parse(text, limits: .serverMessage) else { return }
         heard = .now
         for continuation in messageSubscribers.values { continuation.yield(message) }
         let type = message["type"]?.stringValue

@@ -26,6 +26,9 @@ public struct JSONParser {
 
         /// A command line from a client: depth 32, 256 keys an object, 4,096 values.
         public static let request = Limits(depth: 32, keysPerObject: 256, values: 4096)
+        /// A message from a server, as a client takes it: depth 64, 16,384 keys an
+        /// object, 131,072 values (a 4,000-row list of five fields is 20,000).
+        public static let serverMessage = Limits(depth: 64, keysPerObject: 16_384, values: 1 << 17)
         /// What the server wrote itself: deep and wide enough for any state.
         public static let trusted = Limits(depth: 512, keysPerObject: 1 << 20, values: 1 << 26)
     }

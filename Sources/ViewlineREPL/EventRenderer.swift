@@ -17,8 +17,11 @@ public struct EventRenderer: Sendable {
     /// The views of the bundled seed server in the order its `state` lists them.
     static let viewOrder = ["search", "session", "draft", "contacts", "playlist"]
 
-    /// The text for one server message, or `nil` for messages shown elsewhere.
+    /// The text for one server message, or `nil` for messages shown elsewhere. Every
+    /// string the server sent is printed with its control characters replaced
+    /// (``TerminalText``).
     public mutating func render(_ message: JSON) -> String? {
+        let message = message.cleanedForTerminal
         switch message["type"]?.stringValue {
         case "welcome":
             let server = message["server"]?.stringValue ?? "viewline"
@@ -113,8 +116,10 @@ public struct EventRenderer: Sendable {
     /// "4.6 $$" from a place's `rating` and `price`; empty where the server sends neither.
     static func rating(_ place: JSON) -> String {
         let stars = place["rating"]?.doubleValue.map { value -> String in
+            // Any JSON number, from any server: only a rating that fits is rounded.
+            guard value.isFinite, abs(value) < 1e9 else { return "\(value)" }
             let tenths = Int((value * 10).rounded())
-            return "\(tenths / 10).\(tenths % 10)"
+            return "\(tenths < 0 ? "-" : "")\(abs(tenths) / 10).\(abs(tenths) % 10)"
         }
         let price = place["price"]?.intValue.map { String(repeating: "$", count: max(1, min(4, $0))) }
         return [stars, price].compactMap { $0 }.joined(separator: " ")

@@ -62,7 +62,7 @@ public final class InteractiveREPL {
                 client.token = attachToken
             } catch {
                 drain()
-                print(renderer.style.red("error \((error as? ViewlineError)?.code.rawValue ?? "?"): \(error)"))
+                print(renderer.style.red(TerminalText.clean("error \((error as? ViewlineError)?.code.rawValue ?? "?"): \(error)")))
                 return 1
             }
             drain()
@@ -115,7 +115,8 @@ public final class InteractiveREPL {
             }
             if line.lowercased() == "token" {
                 let token = client.token ?? "?"
-                print(renderer.style.dim("session \(client.session ?? "?"), token \(token); join it from another terminal with: viewline --attach \(token)"))
+                print(renderer.style.dim(TerminalText.clean(
+                    "session \(client.session ?? "?"), token \(token); join it from another terminal with: viewline --attach \(token)")))
                 continue
             }
             if ["exit", "quit"].contains(line.lowercased()) {
@@ -151,7 +152,7 @@ public final class InteractiveREPL {
         feed = ServerFeed()
         client.presentedAlert = nil
         client.observe((try? fresh.run { await $0.welcome }) ?? .null)
-        print(renderer.style.dim("the session expired; this is a new session, \(client.session ?? "?")"))
+        print(renderer.style.dim(TerminalText.clean("the session expired; this is a new session, \(client.session ?? "?")")))
         return true
     }
 
@@ -224,7 +225,7 @@ public final class InteractiveREPL {
             quiet.c_lflag &= ~tcflag_t(ECHO)
             tcsetattr(0, TCSANOW, &quiet)
         }
-        print("\(label): ", terminator: "")
+        print("\(TerminalText.clean(label)): ", terminator: "")
         fflush(nil)
         var bytes: [UInt8] = []
         var byte: UInt8 = 0
@@ -248,7 +249,7 @@ public final class InteractiveREPL {
     }
 
     private func say(_ text: String) {
-        output(renderer.style.dim(text))
+        output(renderer.style.dim(TerminalText.clean(text)))
     }
 
     private func show(_ message: JSON) {

@@ -44,6 +44,22 @@ struct ServerFeed {
     /// The next thing to show, or `nil` until more is heard. Clears ``awaiting`` once
     /// the awaited command's reply (or its failure) has been given out.
     mutating func next() -> Output? {
+        // A loop, not recursion: a server may send any number of welcomes in a row.
+        while true {
+            if let output = step() { return output }
+            if items.isEmpty || awaitingReplyBlocks { return nil }
+        }
+    }
+
+    /// Whether the first item is a reply still waiting for its answer to be handed over.
+    private var awaitingReplyBlocks: Bool {
+        guard case .message(let message)? = items.first, message["type"] == "reply", let request = awaiting else { return false }
+        return answers[request] == nil
+    }
+
+    /// One step of ``next()``: an output, or `nil` when the first item was dropped (or
+    /// nothing can be given out yet).
+    private mutating func step() -> Output? {
         guard let first = items.first else {
             // No reply will come for a command that failed outright.
             if let request = awaiting, case .failure(let error)? = answers[request] {
@@ -70,7 +86,7 @@ struct ServerFeed {
             return .ownReply(message)
         case .message(let message) where message["type"] == "welcome":
             items.removeFirst()  // a connection the client opened to resume: its session is not ours
-            return next()
+            return nil
         case .message(let message):
             items.removeFirst()
             return .message(message)
@@ -88,7 +104,7 @@ struct ServerFeed {
             return .finished
         case .answered:
             items.removeFirst()  // never queued (``append(_:)`` keeps answers apart)
-            return next()
+            return nil
         }
     }
 }

@@ -127,6 +127,11 @@ import ViewlineTestSupport
         // An Origin naming another port or scheme is another site, whatever the Host says.
         #expect(try request(host: "127.0.0.1:\(web)", origin: "http://127.0.0.1:1") == 403)
         #expect(try request(host: "127.0.0.1:\(web)", origin: "https://127.0.0.1:\(web)") == 403)
+        // An IP literal on the same port is this listener only when it is the address the
+        // connection came in on (here 127.0.0.1): any other is another site's page.
+        for other in ["127.0.0.2", "203.0.113.7", "8.8.8.8", "[2001:db8::1]", "[::1]"] {
+            #expect(try request(host: "127.0.0.1:\(web)", origin: "http://\(other):\(web)") == 403, "\(other)")
+        }
     }
 
     @Test(arguments: [

@@ -114,13 +114,19 @@ extension Application {
         if target === current {
             await current.detach(number)
             do {
-                if try await target.attach(link, as: number, lastRev: lastRev, re: request.id) { return target }
+                if try await target.attach(link, as: number, lastRev: lastRev, re: request.id, token: token) { return target }
             } catch {
                 await current.connect(link, as: number)
                 await current.reject(re: request.id, error, to: number, command: "attach")
                 return nil
             }
             // Ended meanwhile: its connections were told `bye`; this one goes too.
+            if await target.isClosed { return nil }
+            // Its token changed (`end-others`) while this connection was between leaving
+            // and joining it: it was one of the others, and goes as they did.
+            link.send(.reply(re: request.id, result: .failure(badToken)))
+            link.send(.bye(.revoked))
+            link.close()
             return nil
         }
         // Counted as attached before it is joined, so it cannot expire in between.
@@ -131,7 +137,7 @@ extension Application {
         await current.detach(number)
         let joined: Bool
         do {
-            joined = try await target.attach(link, as: number, lastRev: lastRev, re: request.id)
+            joined = try await target.attach(link, as: number, lastRev: lastRev, re: request.id, token: token)
         } catch {
             sessions.detached(target)
             await current.connect(link, as: number)
@@ -139,7 +145,8 @@ extension Application {
             return nil
         }
         guard joined else {
-            // It ended (quit, eviction, expiry) between the lookup and the join.
+            // It ended (quit, eviction, expiry), or `end-others` changed its token, between
+            // the lookup and the join.
             logger.debug("attach: the session ended before it could be joined", metadata: ["record": "\(SessionRegistry.split(token).lookup)"])
             sessions.detached(target)
             await current.connect(link, as: number)

@@ -113,10 +113,17 @@ extension Session {
     /// ``maximumRecordLag`` events (a `lastRev` further ahead is refused).
     ///
     /// Returns `false`, sending nothing, when the session already ended (a race
-    /// with `quit`, eviction or expiry): the caller answers `bad_token`.
+    /// with `quit`, eviction or expiry), or when `token` (what the connection attached
+    /// with) is no longer the session's: an `end-others` came between its lookup and
+    /// this join, which is the step that checks it, on the session's own executor, so
+    /// no attach that began before `end-others` joins after it. The caller answers
+    /// `bad_token`.
     @discardableResult
-    package func attach(_ connection: SessionConnection, as number: Int, lastRev: Int?, re: JSON) throws(ProtocolError) -> Bool {
+    package func attach(
+        _ connection: SessionConnection, as number: Int, lastRev: Int?, re: JSON, token presented: String? = nil
+    ) throws(ProtocolError) -> Bool {
         guard !closed else { return false }
+        if let presented, !SessionRegistry.constantTimeEqual(Array(presented.utf8), Array(token.utf8)) { return false }
         if let lastRev, lastRev < 0 {
             throw ProtocolError(.badArguments, "last-rev must be 0 or more (got \(lastRev))")
         }

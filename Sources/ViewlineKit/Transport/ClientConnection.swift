@@ -27,10 +27,6 @@ final class ClientConnection: Sendable {
         /// Queued inputs from `head` on; empty (no storage) while idle.
         var inbox: [Input] = []
         var head = 0
-        /// Bytes of the lines waiting in the inbox.
-        var queuedBytes = 0
-        /// Reading stopped because the queue is full (see ``maximumQueued``).
-        var paused = false
         var pumping = false
         var session: Session
         /// The session given at `welcome`, until the connection leaves it.
@@ -43,6 +39,8 @@ final class ClientConnection: Sendable {
     let number: Int
     let channel: any Channel
     let outbound: OutboundLines
+    /// What the connection holds on the way in (its framer stops when it is full).
+    let budget: InputBudget
     /// The session told this connection `bye` and hung up on it (it never says it twice).
     private let hungUp = Atomic<Bool>(false)
     /// This connection as its session sees it.
@@ -58,10 +56,11 @@ final class ClientConnection: Sendable {
     private let logger: Logger
 
     init(
-        number: Int, channel: any Channel, outbound: OutboundLines, session: Session, server: ViewlineServer,
-        transport: ServerMetrics.Transport, logger: Logger
+        number: Int, channel: any Channel, outbound: OutboundLines, budget: InputBudget, session: Session,
+        server: ViewlineServer, transport: ServerMetrics.Transport, logger: Logger
     ) {
         self.number = number
+        self.budget = budget
         self.transport = transport
         self.channel = channel
         self.outbound = outbound
@@ -72,46 +71,35 @@ final class ClientConnection: Sendable {
         state = Mutex(State(session: session, own: session))
     }
 
-    /// Lines queued before the connection stops reading: a client that pipelines
-    /// faster than its commands run waits in its own socket buffer (TCP pushes back),
-    /// not in the server's memory.
-    static let maximumQueued = 256
-    /// Bytes of queued lines before the connection stops reading, whatever their
-    /// number: long lines behind a slow command cost at most this.
-    static let maximumQueuedBytes = 256 * 1024
     /// Lines one pump runs before it lets the event loop serve other connections.
     static let linesPerTurn = 32
-    /// What a queued line costs beyond its bytes (its slot and buffer header).
-    static let lineOverhead = 48
-
     /// Nothing queued and nothing being run: what a drain waits for.
     var isIdle: Bool {
         state.withLock { $0.finished || (!$0.pumping && $0.head >= $0.inbox.count) }
     }
 
     /// Runs a line at once when it can (``runNow(_:)``); otherwise queues what the
-    /// event loop read, and starts the pump when none runs. Stops reading the socket
-    /// while the queue is full; the pump resumes it once the queue is empty.
+    /// event loop read, counted in the connection's ``InputBudget`` (whose framer stops
+    /// handing lines over while it is full), and starts the pump when none runs.
     func receive(_ input: Input) {
         var input = input
         if case .frame(.line(let line)) = input {
             switch runNow(line) {
             case .ran: return
+            case .queue(.frame(.line(let line))):
+                // Its own bytes: a slice would keep the whole read's buffer alive.
+                input = .frame(.line(ByteBuffer(buffer: line)))
             case .queue(let decoded): input = decoded
             }
         }
-        let (idle, pause) = state.withLock { state -> (Session?, Bool) in
-            guard !state.finished else { return (nil, false) }
-            state.queuedBytes += input.queuedBytes
+        let idle = state.withLock { state -> Session? in
+            guard !state.finished else { return nil }
+            if let cost = input.queuedBytes { budget.queued(byteCount: cost) }
             state.inbox.append(input)
-            let pause = !state.paused
-                && (state.inbox.count - state.head >= Self.maximumQueued || state.queuedBytes >= Self.maximumQueuedBytes)
-            if pause { state.paused = true }
-            guard !state.pumping else { return (nil, pause) }
+            guard !state.pumping else { return nil }
             state.pumping = true
-            return (state.session, pause)
+            return state.session
         }
-        if pause { channel.setOption(ChannelOptions.autoRead, value: false).whenFailure { _ in } }
         if let idle { startPump(on: idle) }
     }
 
@@ -201,28 +189,26 @@ final class ClientConnection: Sendable {
 
     /// Takes the next input, or ends the pump when there is none.
     private func next() -> Input? {
-        let (input, resume) = state.withLock { state -> (Input?, Bool) in
+        let input = state.withLock { state -> Input? in
             guard state.head < state.inbox.count else {
                 state.inbox = []
                 state.head = 0
-                state.queuedBytes = 0
                 state.pumping = false
-                defer { state.paused = false }
-                return (nil, state.paused)
+                return nil
             }
             let input = state.inbox[state.head]
             state.inbox[state.head] = .inputEnded  // the slot lets go of the line's bytes
             state.head += 1
-            state.queuedBytes -= input.queuedBytes
             if state.head >= 64 && state.head * 2 >= state.inbox.count {
                 // A queue that never empties (a client pipelining slow commands) drops
                 // what it ran, so it stays bounded by what waits.
                 state.inbox.removeFirst(state.head)
                 state.head = 0
             }
-            return (input, false)
+            return input
         }
-        if resume { channel.setOption(ChannelOptions.autoRead, value: true).whenFailure { _ in } }
+        // Room made: a framer stopped for want of it goes on.
+        if let cost = input?.queuedBytes { budget.dequeued(byteCount: cost) }
         return input
     }
 
@@ -390,12 +376,14 @@ final class ClientConnection: Sendable {
 }
 
 extension ClientConnection.Input {
-    /// What a queued input counts against ``ClientConnection/maximumQueuedBytes``.
-    fileprivate var queuedBytes: Int {
+    /// The bytes of a queued line, as the connection's ``InputBudget`` counts it (`nil`:
+    /// not a line, not counted).
+    fileprivate var queuedBytes: Int? {
         switch self {
-        case .frame(.line(let line)): line.readableBytes + ClientConnection.lineOverhead
-        case .request(_, let bytes): bytes + ClientConnection.lineOverhead
-        case .frame(.tooLong), .inputEnded, .disconnected: 0
+        case .frame(.line(let line)): line.readableBytes
+        case .request(_, let bytes): bytes
+        case .frame(.tooLong): 0
+        case .inputEnded, .disconnected: nil
         }
     }
 }

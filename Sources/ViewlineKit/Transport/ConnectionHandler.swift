@@ -11,21 +11,24 @@ final class ConnectionHandler: ChannelInboundHandler {
 
     private unowned let server: ViewlineServer
     private let transport: ServerMetrics.Transport
+    /// What the connection holds on the way in, shared with its framer.
+    private let budget: InputBudget
     private var connection: ClientConnection?
 
-    init(server: ViewlineServer, transport: ServerMetrics.Transport) {
+    init(server: ViewlineServer, transport: ServerMetrics.Transport, budget: InputBudget) {
         self.server = server
         self.transport = transport
+        self.budget = budget
     }
 
     func channelActive(context: ChannelHandlerContext) {
-        if connection == nil { connection = server.accept(context.channel, transport: transport) }
+        if connection == nil { connection = server.accept(context.channel, transport: transport, budget: budget) }
         context.fireChannelActive()
     }
 
     /// Added to a channel already open: a WebSocket once its upgrade is done.
     func handlerAdded(context: ChannelHandlerContext) {
-        if context.channel.isActive, connection == nil { connection = server.accept(context.channel, transport: transport) }
+        if context.channel.isActive, connection == nil { connection = server.accept(context.channel, transport: transport, budget: budget) }
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {

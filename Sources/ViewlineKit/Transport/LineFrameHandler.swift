@@ -18,21 +18,42 @@ public enum LineFrame: Sendable, Equatable {
 /// are sliced out of the read's buffer as they are found, and only the start of a
 /// line that continues in the next read is kept (copied, so the read's buffer can be
 /// reused). An idle connection holds no buffer here.
-public final class LineFrameHandler: ChannelInboundHandler {
+///
+/// Lines are handed over only while the connection's ``InputBudget`` has room: when it
+/// has none, framing stops, the rest of the read is kept as it came (counted), and the
+/// socket is not read again until the session has run enough of the queue — one read
+/// of blank lines cannot become a quarter of a million queued commands.
+public final class LineFrameHandler: ChannelDuplexHandler {
     public typealias InboundIn = ByteBuffer
     /// Lines, or a marker for one that was too long.
     public typealias InboundOut = LineFrame
+    public typealias OutboundIn = ByteBuffer
+    public typealias OutboundOut = ByteBuffer
 
     /// The longest accepted line, in bytes, without its line ending.
     public let maximumLength: Int
     /// How long a line may stay incomplete before the connection is closed (a
     /// client that opens a line and never ends it holds buffers for nothing); its
-    /// session lives on. `nil`: no limit.
+    /// session lives on. The same time bounds a connection whose framing stopped for
+    /// want of room. `nil`: no limit.
     public let incompleteLineTimeout: TimeAmount?
-    /// The start of a line that continues in the next read; it holds no newline.
+    /// What the connection holds on the way in.
+    let budget: InputBudget
+    /// Bytes kept for the next read: the start of a line that continues in it, or, while
+    /// framing is stopped, everything not framed yet.
     private var partial: ByteBuffer?
+    /// How many of `partial`'s bytes hold no newline (searched already).
+    private var searched = 0
     /// The current line went over the limit: drop bytes until its newline.
     private var discarding = false
+    /// Framing stopped for want of room in the budget (see ``InputBudget``).
+    private var stopped = false
+    /// The socket was to be read while framing was stopped: read once it goes on.
+    private var readWanted = false
+    /// The client closed its sending side while framing was stopped: said once the
+    /// lines before it are framed.
+    private var inputClosedWaits = false
+    private var context: ChannelHandlerContext?
     /// Closes the connection when an incomplete line outlives its time.
     private let timer = IncompleteLineTimer()
     /// The connection's handler, when the server put it right behind this one: lines
@@ -44,33 +65,89 @@ public final class LineFrameHandler: ChannelInboundHandler {
     public init(maximumLength: Int, incompleteLineTimeout: TimeAmount? = nil) {
         self.maximumLength = maximumLength
         self.incompleteLineTimeout = incompleteLineTimeout
+        budget = InputBudget()
         next = nil
     }
 
     /// Frames lines for `next`, the handler right behind this one, handing each to it
     /// directly; everything else (activity, read ends, half-closure) still flows
     /// through the pipeline, in the same order relative to the lines.
-    init(maximumLength: Int, incompleteLineTimeout: TimeAmount?, next: ConnectionHandler) {
+    init(maximumLength: Int, incompleteLineTimeout: TimeAmount?, budget: InputBudget, next: ConnectionHandler?) {
         self.maximumLength = maximumLength
         self.incompleteLineTimeout = incompleteLineTimeout
+        self.budget = budget
         self.next = next
+    }
+
+    public func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+        let framer = NIOLoopBound(self, eventLoop: context.eventLoop)
+        budget.onRestart { framer.eventLoop.execute { framer.value.restartFraming() } }
     }
 
     public func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         var buffer = unwrapInboundIn(data)
-        // The kept start was searched already: only the new bytes can hold its end.
-        var searched = 0
         let merged = partial != nil
         if var partial {
             self.partial = nil  // uniquely referenced: the read is appended in place
-            searched = partial.readableBytes
             partial.writeBuffer(&buffer)
             buffer = partial
         }
+        if stopped {
+            keep(&buffer, merged: merged, context: context)
+            return
+        }
+        frame(&buffer, merged: merged, context: context)
+    }
+
+    public func read(context: ChannelHandlerContext) {
+        if stopped {
+            readWanted = true
+        } else {
+            context.read()
+        }
+    }
+
+    public func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let event = event as? ChannelEvent, event == .inputClosed {
+            if stopped {
+                inputClosedWaits = true
+                return
+            }
+            emitLastLine(context: context)
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    public func channelInactive(context: ChannelHandlerContext) {
+        if stopped {
+            // Nobody is left to answer what was not framed.
+            partial = nil
+            budget.framerHolds(0)
+        }
+        emitLastLine(context: context)
+        context.fireChannelInactive()
+    }
+
+    public func handlerRemoved(context: ChannelHandlerContext) {
+        timer.cancel()
+        self.context = nil
+        budget.onRestart(nil)  // the budget's way back to this handler would keep it alive
+    }
+
+    /// The lines of `buffer` (whose first `searched` bytes hold no newline), handed over
+    /// while the budget has room; what is left is kept.
+    private func frame(_ buffer: inout ByteBuffer, merged: Bool, context: ChannelHandlerContext) {
         var ended = false
         while true {
             let view = buffer.readableBytesView
             guard let newline = view[(view.startIndex + searched)...].firstIndex(of: UInt8(ascii: "\n")) else { break }
+            if !budget.hasRoom, budget.stopFraming() {
+                stopped = true
+                searched = 0
+                keep(&buffer, merged: merged, context: context)
+                return
+            }
             searched = 0
             ended = true
             emitLine(through: newline, of: &buffer, context: context)
@@ -79,18 +156,31 @@ public final class LineFrameHandler: ChannelInboundHandler {
         keepIncompleteLine(&buffer, merged: merged, context: context)
     }
 
-    public func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if let event = event as? ChannelEvent, event == .inputClosed { emitLastLine(context: context) }
-        context.fireUserInboundEventTriggered(event)
-    }
-
-    public func channelInactive(context: ChannelHandlerContext) {
-        emitLastLine(context: context)
-        context.fireChannelInactive()
-    }
-
-    public func handlerRemoved(context: ChannelHandlerContext) {
+    /// Framing goes on after the session made room (on the event loop).
+    private func restartFraming() {
+        guard stopped, let context else { return }
+        stopped = false
         timer.cancel()
+        if var buffer = partial {
+            partial = nil
+            frame(&buffer, merged: true, context: context)
+        }
+        guard !stopped else { return }
+        if inputClosedWaits {
+            inputClosedWaits = false
+            emitLastLine(context: context)
+            context.fireUserInboundEventTriggered(ChannelEvent.inputClosed)
+        }
+        if readWanted {
+            readWanted = false
+            context.read()
+        }
+    }
+
+    /// Keeps `buffer`'s rest as it is, unframed, while framing is stopped; the clock runs.
+    private func keep(_ buffer: inout ByteBuffer, merged: Bool, context: ChannelHandlerContext) {
+        store(&buffer, merged: merged, context: context)
+        if let incompleteLineTimeout { timer.start(after: incompleteLineTimeout, context: context) }
     }
 
     /// The line ending at `newline` (an index of `buffer`'s readable bytes).
@@ -113,14 +203,12 @@ public final class LineFrameHandler: ChannelInboundHandler {
         emit(.line(line), context: context)
     }
 
-    /// What is left of a read after its last newline: kept for the next read, or
-    /// dropped once it is over the limit. A rest of the read's own buffer is copied
-    /// (the read's buffer is let go); a buffer already ours keeps growing in place,
-    /// so a long line sent a byte at a time costs linear time, not a copy per read.
     private func emit(_ frame: LineFrame, context: ChannelHandlerContext) {
         if let next { next.received(frame) } else { context.fireChannelRead(wrapInboundOut(frame)) }
     }
 
+    /// What is left of a read after its last newline: kept for the next read, or
+    /// dropped once it is over the limit.
     private func keepIncompleteLine(_ buffer: inout ByteBuffer, merged: Bool, context: ChannelHandlerContext) {
         if buffer.readableBytes > maximumLength + 1 {  // + 1 leaves room for a `\r`
             if !discarding {
@@ -129,27 +217,37 @@ public final class LineFrameHandler: ChannelInboundHandler {
             }
             buffer.moveReaderIndex(forwardBy: buffer.readableBytes)
         }
-        if buffer.readableBytes > 0 {
-            if merged {
-                // The lines before the rest (if any) ended in this read: the rest is at
-                // most this read's bytes, moved to the front once.
-                buffer.discardReadBytes()
-                partial = buffer
-            } else {
-                var kept = context.channel.allocator.buffer(capacity: buffer.readableBytes)
-                kept.writeBuffer(&buffer)
-                partial = kept
-            }
-        }
+        store(&buffer, merged: merged, context: context)
+        searched = partial?.readableBytes ?? 0
         guard let incompleteLineTimeout else { return }
         if partial != nil || discarding { timer.start(after: incompleteLineTimeout, context: context) }
+    }
+
+    /// Keeps `buffer`'s readable bytes as `partial`, counted. A rest of the read's own
+    /// buffer is copied (the read's buffer is let go); a buffer already ours keeps
+    /// growing in place, so a long line sent a byte at a time costs linear time, not a
+    /// copy per read.
+    private func store(_ buffer: inout ByteBuffer, merged: Bool, context: ChannelHandlerContext) {
+        if buffer.readableBytes == 0 {
+            partial = nil
+        } else if merged {
+            buffer.discardReadBytes()
+            partial = buffer
+        } else {
+            var kept = context.channel.allocator.buffer(capacity: buffer.readableBytes)
+            kept.writeBuffer(&buffer)
+            partial = kept
+        }
+        budget.framerHolds(partial?.capacity ?? 0)
     }
 
     private func emitLastLine(context: ChannelHandlerContext) {
         timer.cancel()
         if let partial, !discarding { emit(.line(partial), context: context) }
         partial = nil
+        searched = 0
         discarding = false
+        budget.framerHolds(0)
     }
 }
 

@@ -152,9 +152,11 @@ public final class ViewlineServer: Service, Sendable {
                         if let tls {
                             try tls.addServerHandlers(to: channel.pipeline.syncOperations)
                         }
-                        let connection = ConnectionHandler(server: self, transport: tls == nil ? .tcp : .tls)
+                        let budget = InputBudget()
+                        let connection = ConnectionHandler(server: self, transport: tls == nil ? .tcp : .tls, budget: budget)
                         try channel.pipeline.syncOperations.addHandlers(
-                            LineFrameHandler(maximumLength: maximumLineBytes, incompleteLineTimeout: lineTimeout, next: connection),
+                            LineFrameHandler(
+                                maximumLength: maximumLineBytes, incompleteLineTimeout: lineTimeout, budget: budget, next: connection),
                             connection)
                     }
                 }
@@ -346,15 +348,16 @@ public final class ViewlineServer: Service, Sendable {
                     let upgrader = WebSocketUpgrader(
                         shouldUpgrade: { channel, head in
                             head.uri.split(separator: "?").first == "/ws" && origins.acceptsHost(head)
-                                && origins.allows(head, port: channel.localAddress?.port)
+                                && origins.allows(head, local: channel.localAddress)
                         },
                         upgradePipeline: { [unowned self] pipeline in
                             // A frame somewhat over the line limit still arrives, to be
                             // answered `line_too_long`; far over it, the socket closes (1009).
+                            let budget = InputBudget()
                             let lines = WebSocketLines(
                                 maximumLength: maximumLineBytes, maximumFrameLength: min(Int(UInt32.max), maximumLineBytes * 2 + 1024),
-                                incompleteMessageTimeout: timeout)
-                            try pipeline.addHandlers(lines, ConnectionHandler(server: self, transport: .websocket))
+                                incompleteMessageTimeout: timeout, budget: budget)
+                            try pipeline.addHandlers(lines, ConnectionHandler(server: self, transport: .websocket, budget: budget))
                         })
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(
                         withServerUpgrade: (upgraders: [upgrader], completionHandler: { context in
@@ -444,7 +447,7 @@ public final class ViewlineServer: Service, Sendable {
 
     /// A new connection, on its event loop: its session (on the same loop) and
     /// `welcome`, or `bye` when the server is full.
-    func accept(_ channel: any Channel, transport: ServerMetrics.Transport) -> ClientConnection? {
+    func accept(_ channel: any Channel, transport: ServerMetrics.Transport, budget: InputBudget) -> ClientConnection? {
         let number = registry.nextNumber()
         let outbound = OutboundLines(channel: channel, logger: logger, metrics: application.metrics)
         if let refusal = registry.add(
@@ -464,7 +467,8 @@ public final class ViewlineServer: Service, Sendable {
         }
         application.cluster?.changed(session)  // its record, so another node can take it over
         let connection = ClientConnection(
-            number: number, channel: channel, outbound: outbound, session: session, server: self, transport: transport, logger: logger)
+            number: number, channel: channel, outbound: outbound, budget: budget, session: session, server: self,
+            transport: transport, logger: logger)
         registry.bind(number, to: connection)
         application.connections.opened(transport)
         if let metrics = application.metrics {

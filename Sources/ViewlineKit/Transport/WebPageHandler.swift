@@ -32,7 +32,7 @@ final class WebPageHandler: ChannelInboundHandler, RemovableChannelHandler {
                         extra: [("Allow", "GET, HEAD")])
         }
         if path == "/ws" {
-            if !origins.allows(head, port: context.channel.localAddress?.port) {
+            if !origins.allows(head, local: context.channel.localAddress) {
                 return send(.forbidden, "cross-origin WebSocket refused\n", type: "text/plain; charset=utf-8", head: head, context: context)
             }
             return send(.badRequest, "a WebSocket upgrade is expected here\n", type: "text/plain; charset=utf-8", head: head, context: context)
@@ -93,9 +93,11 @@ final class WebPageHandler: ChannelInboundHandler, RemovableChannelHandler {
 /// `Host: evil.test` and gets 421, so it can neither read the page nor open a socket.
 ///
 /// **Origin**: a WebSocket may be opened by a page whose origin is listed with
-/// `--web-origin`, or whose origin is this listener itself (its scheme and port, a
-/// host name as above); never because the `Origin` matches the request's own `Host`,
-/// which the client chose. A request with no `Origin` (not a browser) is allowed: only
+/// `--web-origin`, or whose origin is this listener itself: its scheme and port, and
+/// `localhost`, a `--web-host-name`, or the very IP address the connection came in on
+/// (a page on `http://127.0.0.2:P` or `http://203.0.113.7:P` is another site, even on
+/// the same port); never because the `Origin` matches the request's own `Host`, which
+/// the client chose. A request with no `Origin` (not a browser) is allowed: only
 /// browsers send ambient credentials across sites, and the protocol uses none.
 struct WebOrigins: Sendable {
     var scheme: String
@@ -116,16 +118,33 @@ struct WebOrigins: Sendable {
         return isOwnName(name)
     }
 
-    /// Whether the request may open the WebSocket.
-    func allows(_ head: HTTPRequestHead, port: Int?) -> Bool {
+    /// Whether the request, which came in on `local` (the listener's address as the
+    /// client reached it), may open the WebSocket.
+    func allows(_ head: HTTPRequestHead, local: SocketAddress?) -> Bool {
         guard let origin = head.headers.first(name: "Origin") else { return true }
         if allowed.contains(origin) { return true }
         let prefix = scheme + "://"
-        guard origin.lowercased().hasPrefix(prefix), let port else { return false }
+        guard origin.lowercased().hasPrefix(prefix), let local, let port = local.port else { return false }
         let authority = String(origin.dropFirst(prefix.count))
-        guard let name = Self.hostName(authority), isOwnName(name) else { return false }
+        guard let name = Self.hostName(authority) else { return false }
+        if Self.isIPAddress(name) {
+            guard Self.sameAddress(name, local) else { return false }
+        } else if !isOwnName(name) {
+            return false
+        }
         let defaultPort = scheme == "https" ? 443 : 80
         return Self.port(of: authority) ?? defaultPort == port
+    }
+
+    /// Whether the IP literal `name` (`127.0.0.1`, `[::1]`) is `address`'s IP address
+    /// (an IPv4 address reached over IPv6 included).
+    static func sameAddress(_ name: String, _ address: SocketAddress) -> Bool {
+        let literal = name.hasPrefix("[") ? String(name.dropFirst().dropLast()) : name
+        guard let parsed = try? SocketAddress(ipAddress: literal, port: 0), let own = address.ipAddress,
+            let theirs = parsed.ipAddress
+        else { return false }
+        let unmapped = own.lowercased().hasPrefix("::ffff:") && own.contains(".") ? String(own.dropFirst(7)) : own
+        return theirs.lowercased() == unmapped.lowercased()
     }
 
     private func isOwnName(_ name: String) -> Bool {

@@ -15,15 +15,18 @@ import NIOWebSocket
 /// are slices of it. A message longer than the line limit becomes
 /// ``LineFrame/tooLong`` (`line_too_long`, the connection goes on), like an overlong
 /// TCP line; a frame far longer (over `maximumFrameLength`) closes the connection
-/// (1009). Outbound, the lines the session writes (`\n`-terminated, possibly several
+/// (1009). Lines are handed over only while the connection's ``InputBudget`` has room;
+/// without it, framing stops, what was read stays as it came (counted), and the socket
+/// is not read until the session made room. Outbound, the lines the session writes (`\n`-terminated, possibly several
 /// per buffer) go out one text message each, framed here, all of a write in one
 /// buffer; closing the connection sends a close frame first.
 ///
 /// Held to RFC 6455 as a server must: an unmasked client frame, a reserved bit (no
 /// extension is negotiated), a reserved opcode, a fragmented or long control frame, a
 /// continuation with no message begun, a new message inside an unfinished one and an
-/// invalid close code fail the connection with 1002 (a close reason that is not
-/// UTF-8, 1007; a binary message, 1003). Pings are answered within the output budget:
+/// invalid close code fail the connection with 1002 (a text message or a close reason
+/// that is not UTF-8, 1007; a binary message, 1003; a message too long to keep is
+/// discarded unread, so it is answered `line_too_long` whatever its bytes). Pings are answered within the output budget:
 /// one pong at a time (only the latest ping's, as §5.5.3 allows), and a client that
 /// pings while its backlog is over the budget is cut off. From the first byte after an
 /// idle moment, the connection has `--line-timeout` to be idle again (every frame
@@ -38,7 +41,11 @@ final class WebSocketLines: ChannelDuplexHandler {
     private let maximumLength: Int
     private let maximumFrameLength: Int
     private let incompleteMessageTimeout: TimeAmount?
-    /// The start of a frame that continues in the next read.
+    /// What the connection holds on the way in.
+    private let budget: InputBudget
+    /// Bytes read and not yet taken as frames: the start of a frame that continues in
+    /// the next read, or, while framing is stopped, everything read meanwhile. Never
+    /// the bytes of frames already taken.
     private var carried: ByteBuffer?
     /// The message being assembled from its fragments (`nil` while it is discarded).
     private var message: ByteBuffer?
@@ -47,9 +54,16 @@ final class WebSocketLines: ChannelDuplexHandler {
     /// Whether a message is begun and not finished.
     private var inMessage = false
     private var closeSent = false
-    /// Whole messages of the current read, unmasked one after another, and where each ends.
-    private var unmasked: ByteBuffer?
-    private var messageEnds: [Int] = []
+    /// Whole messages not yet handed over as lines, unmasked one after another, and
+    /// what each is (`pieces` from `nextPiece` on).
+    private var pending: ByteBuffer?
+    private var pieces: [Piece] = []
+    private var nextPiece = 0
+    /// Lines are handed over only while the budget has room: without it, framing stops
+    /// (see ``InputBudget``) and the socket is not read until the session made room.
+    private var stopped = false
+    private var readWanted = false
+    private var context: ChannelHandlerContext?
     /// A pong being written, and the payload of the latest ping that came meanwhile.
     private var pongInFlight = false
     private var nextPong: ByteBuffer?
@@ -59,22 +73,44 @@ final class WebSocketLines: ChannelDuplexHandler {
     /// Closes the connection when a frame or message stays unfinished too long.
     private var deadline: Scheduled<Void>?
 
+    /// One whole message waiting to be handed over.
+    private enum Piece {
+        /// A text message: its bytes in `pending` end here (a newline in it ends a line too).
+        case text(end: Int)
+        /// A message longer than the line limit (it was discarded).
+        case tooLong
+    }
+
     /// - Parameters:
     ///   - maximumLength: the longest message taken as a line (the line limit).
     ///   - maximumFrameLength: the longest frame read at all; a longer one closes the connection (1009).
     ///   - incompleteMessageTimeout: how long the connection may hold an unfinished frame or message.
-    init(maximumLength: Int, maximumFrameLength: Int, incompleteMessageTimeout: TimeAmount?) {
+    ///   - budget: what the connection may hold on the way in.
+    init(maximumLength: Int, maximumFrameLength: Int, incompleteMessageTimeout: TimeAmount?, budget: InputBudget = InputBudget()) {
         self.maximumLength = maximumLength
         self.maximumFrameLength = maximumFrameLength
         self.incompleteMessageTimeout = incompleteMessageTimeout
+        self.budget = budget
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+        let framer = NIOLoopBound(self, eventLoop: context.eventLoop)
+        budget.onRestart { framer.eventLoop.execute { framer.value.restartFraming() } }
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
         stopDeadline()
+        self.context = nil
+        budget.onRestart(nil)  // the budget's way back to this handler would keep it alive
     }
 
     func channelInactive(context: ChannelHandlerContext) {
         stopDeadline()
+        carried = nil
+        pending = nil
+        message = nil
+        budget.framerHolds(0)
         context.fireChannelInactive()
     }
 
@@ -83,6 +119,7 @@ final class WebSocketLines: ChannelDuplexHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard !closeSent else { return }
         var input = unwrapInboundIn(data)
+        let merged = carried != nil
         if var carried {
             self.carried = nil  // uniquely referenced: the read is appended in place
             carried.writeBuffer(&input)
@@ -95,16 +132,33 @@ final class WebSocketLines: ChannelDuplexHandler {
                 self.close(context: context, code: .policyViolation)
             }
         }
+        if stopped {
+            carry(&input, merged: merged, context: context)
+            return countHeld()
+        }
+        takeFrames(of: &input, merged: merged, context: context)
+    }
+
+    func read(context: ChannelHandlerContext) {
+        if stopped {
+            readWanted = true
+        } else {
+            context.read()
+        }
+    }
+
+    /// The frames of `input`, in order, then their messages as lines.
+    private func takeFrames(of input: inout ByteBuffer, merged: Bool, context: ChannelHandlerContext) {
         while !closeSent, input.readableBytes > 0 {
             switch Self.frameHeader(in: input, maximumLength: maximumFrameLength) {
             case .incomplete:
-                carried = input
+                carry(&input, merged: merged, context: context)
                 return finishRead(context: context)
             case .invalid(let code):
                 return fail(context: context, code: code)
             case .frame(let header):
                 guard input.readableBytes >= header.size + header.length else {
-                    carried = input
+                    carry(&input, merged: merged, context: context)
                     return finishRead(context: context)
                 }
                 input.moveReaderIndex(forwardBy: header.size)
@@ -115,11 +169,48 @@ final class WebSocketLines: ChannelDuplexHandler {
         finishRead(context: context)
     }
 
+    /// Keeps what is left of `input` for later: only its unread bytes, moved to the front
+    /// of a buffer already ours, or copied out of the read's own.
+    private func carry(_ input: inout ByteBuffer, merged: Bool, context: ChannelHandlerContext) {
+        if input.readableBytes == 0 {
+            carried = nil
+        } else if merged {
+            input.discardReadBytes()
+            carried = input
+        } else {
+            var kept = context.channel.allocator.buffer(capacity: input.readableBytes)
+            kept.writeBuffer(&input)
+            carried = kept
+        }
+    }
+
     /// After a read: its whole messages go on as lines; with nothing left unfinished,
     /// the deadline stops.
     private func finishRead(context: ChannelHandlerContext) {
-        emitUnmasked(context: context)
-        if carried == nil, !inMessage { stopDeadline() }
+        emitPending(context: context)
+        if carried == nil, !inMessage, pending == nil { stopDeadline() }
+        countHeld()
+    }
+
+    private func countHeld() {
+        budget.framerHolds((carried?.capacity ?? 0) + (message?.capacity ?? 0) + (pending?.capacity ?? 0))
+    }
+
+    /// Framing goes on after the session made room (on the event loop).
+    private func restartFraming() {
+        guard stopped, !closeSent, let context else { return }
+        stopped = false
+        emitPending(context: context)
+        if !stopped, var input = carried {
+            carried = nil
+            takeFrames(of: &input, merged: true, context: context)
+        } else {
+            finishRead(context: context)
+        }
+        if !stopped, readWanted {
+            readWanted = false
+            context.read()
+        }
     }
 
     /// One frame; `readAhead`: the bytes of this read after it (more messages, likely).
@@ -129,12 +220,12 @@ final class WebSocketLines: ChannelDuplexHandler {
             guard !inMessage else { return fail(context: context, code: .protocolError) }  // §5.4
             if header.fin, header.length <= maximumLength {
                 // The common case: a whole message in one frame joins this read's lines.
-                if unmasked == nil {
-                    unmasked = context.channel.allocator.buffer(capacity: payload.readableBytes + readAhead)
+                if pending == nil {
+                    pending = context.channel.allocator.buffer(capacity: payload.readableBytes + readAhead)
                 }
-                Self.unmask(payload, key: header.maskKey, into: &unmasked!)
-                messageEnds.append(unmasked!.writerIndex)
-                return
+                let start = pending!.writerIndex
+                Self.unmask(payload, key: header.maskKey, into: &pending!)
+                return addText(from: start, context: context)
             }
             inMessage = true
             messageLength = 0
@@ -153,7 +244,7 @@ final class WebSocketLines: ChannelDuplexHandler {
         case .pong:
             break  // unsolicited pongs are allowed (§5.5.3)
         case .connectionClose:
-            emitUnmasked(context: context)  // what came before the close is answered first
+            emitPending(context: context)  // what came before the close is answered first
             var unmaskedPayload = context.channel.allocator.buffer(capacity: payload.readableBytes)
             Self.unmask(payload, key: header.maskKey, into: &unmaskedPayload)
             closeReceived(unmaskedPayload, context: context)
@@ -172,38 +263,81 @@ final class WebSocketLines: ChannelDuplexHandler {
         }
         guard header.fin else { return }
         inMessage = false
-        emitUnmasked(context: context)  // this read's earlier lines come first
-        guard var line = message else { return context.fireChannelRead(wrapInboundOut(.tooLong)) }
-        message = nil
-        emitLines(of: &line, context: context)
-    }
-
-    /// This read's whole messages, as lines, in order.
-    private func emitUnmasked(context: ChannelHandlerContext) {
-        guard let lines = unmasked else { return }
-        unmasked = nil
-        var start = lines.readerIndex
-        for end in messageEnds {
-            var one = lines.getSlice(at: start, length: end - start)!
-            emitLines(of: &one, context: context)
-            start = end
+        guard let whole = message else {
+            pieces.append(.tooLong)
+            return
         }
-        messageEnds.removeAll(keepingCapacity: true)
+        message = nil
+        if pending == nil { pending = context.channel.allocator.buffer(capacity: whole.readableBytes) }
+        let start = pending!.writerIndex
+        pending!.writeImmutableBuffer(whole)
+        addText(from: start, context: context)
     }
 
-    /// One message's lines: a newline inside it ends a line, as on TCP.
-    private func emitLines(of message: inout ByteBuffer, context: ChannelHandlerContext) {
-        while message.readableBytes > 0 {
-            let length = message.withUnsafeReadableBytes { bytes in
-                memchr(bytes.baseAddress!, Int32(UInt8(ascii: "\n")), bytes.count).map { bytes.baseAddress!.distance(to: UnsafeRawPointer($0)) }
-            }
-            guard let length else {
-                context.fireChannelRead(wrapInboundOut(.line(message)))
+    /// The text message just written to `pending` from `start` on: one piece, or, when it
+    /// is not UTF-8, the connection fails (1007, RFC 6455 §8.1).
+    private func addText(from start: Int, context: ChannelHandlerContext) {
+        let end = pending!.writerIndex
+        guard Self.isUTF8(pending!, from: start, to: end) else {
+            return fail(context: context, code: .dataInconsistentWithMessage)
+        }
+        pieces.append(.text(end: end))
+    }
+
+    /// Whole messages, as lines, in order, while the budget has room; framing stops
+    /// when it has none.
+    private func emitPending(context: ChannelHandlerContext) {
+        while !closeSent, nextPiece < pieces.count {
+            guard budget.hasRoom || !budget.stopFraming() else {
+                stopped = true
                 return
             }
-            let line = message.readSlice(length: length)!
-            message.moveReaderIndex(forwardBy: 1)
-            context.fireChannelRead(wrapInboundOut(.line(line)))
+            switch pieces[nextPiece] {
+            case .tooLong:
+                nextPiece += 1
+                context.fireChannelRead(wrapInboundOut(.tooLong))
+            case .text(let end):
+                // A newline inside a message ends a line, as on TCP; an empty rest is no line.
+                let start = pending!.readerIndex
+                guard start < end else {
+                    nextPiece += 1
+                    continue
+                }
+                let newline = pending!.withUnsafeReadableBytes { bytes in
+                    memchr(bytes.baseAddress!, Int32(UInt8(ascii: "\n")), end - start)
+                        .map { bytes.baseAddress!.distance(to: UnsafeRawPointer($0)) }
+                }
+                let line: ByteBuffer
+                if let newline {
+                    line = pending!.readSlice(length: newline)!
+                    pending!.moveReaderIndex(forwardBy: 1)
+                    if pending!.readerIndex == end { nextPiece += 1 }
+                } else {
+                    line = pending!.readSlice(length: end - start)!
+                    nextPiece += 1
+                }
+                context.fireChannelRead(wrapInboundOut(.line(line)))
+            }
+        }
+        guard !closeSent else { return }
+        pending = nil
+        pieces.removeAll(keepingCapacity: true)
+        nextPiece = 0
+    }
+
+    /// Whether `buffer`'s bytes from `start` to `end` are UTF-8 (ASCII checked eight
+    /// bytes at a time; the rest by the standard library).
+    static func isUTF8(_ buffer: ByteBuffer, from start: Int, to end: Int) -> Bool {
+        buffer.withUnsafeReadableBytes { all in
+            let bytes = UnsafeRawBufferPointer(rebasing: all[(start - buffer.readerIndex)..<(end - buffer.readerIndex)])
+            var index = 0
+            while index + 8 <= bytes.count {
+                if bytes.loadUnaligned(fromByteOffset: index, as: UInt64.self) & 0x8080_8080_8080_8080 != 0 { break }
+                index += 8
+            }
+            while index < bytes.count, bytes[index] < 0x80 { index += 1 }
+            if index == bytes.count { return true }
+            return String(validating: bytes, as: UTF8.self) != nil
         }
     }
 
@@ -412,6 +546,8 @@ final class WebSocketLines: ChannelDuplexHandler {
         stopDeadline()
         carried = nil
         message = nil
+        pending = nil
+        budget.framerHolds(0)
         guard !closeSent else { return context.close(promise: nil) }
         closeSent = true
         var payload = context.channel.allocator.buffer(capacity: 2)

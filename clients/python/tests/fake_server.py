@@ -1,14 +1,16 @@
 """A scripted line server for the error paths a real server does not take on cue:
-silence, half-open connections, lines that are not JSON, a `bye` mid-command.
+silence, half-open connections, lines that are not JSON, a `bye` mid-command, and a
+hostile server's tricks (an endless line, a flood of events, hostile numbers).
 
 Each accepted connection runs ``script(peer)`` in its own thread; ``peer`` sends
 and receives lines, and every line a client sent is kept in ``lines``."""
 from __future__ import annotations
 
 import json
+import select
 import socket
 import threading
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 
 class Peer:
@@ -47,6 +49,39 @@ class Peer:
             self.send({"type": "reply", "re": request.get("id"), "ok": True, "result": result if result is not None else {}})
         else:
             self.send({"type": "reply", "re": request.get("id"), "ok": False, "error": error})
+
+    def stream(self, chunk: bytes, most: int) -> int:
+        """Sends ``chunk`` again and again, up to ``most`` bytes, until the client
+        stops taking them (closes, or reads nothing for 2 s); returns the bytes sent."""
+        sent = 0
+        self.sock.settimeout(2)
+        try:
+            while sent < most:
+                sent += self.sock.send(chunk)
+        except OSError:
+            pass
+        return sent
+
+    def flood(self, chunks: Iterator[bytes], most: int, stall: float = 0.5) -> Tuple[bool, bytes, int]:
+        """Writes ``chunks`` (whole lines) until the client stops reading — nothing
+        could be written for ``stall`` s — or ``most`` bytes went out. Returns whether
+        it stopped reading, what is left of the chunk being written, and the bytes
+        sent. The send buffer is kept small, so "stopped" means the client's."""
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 64 * 1024)
+        self.sock.setblocking(False)
+        sent, pending = 0, b""
+        try:
+            while sent < most:
+                if not pending:
+                    pending = next(chunks)
+                if not select.select([], [self.sock], [], stall)[1]:
+                    return True, pending, sent
+                written = self.sock.send(pending)
+                sent += written
+                pending = pending[written:]
+            return False, pending, sent
+        finally:
+            self.sock.setblocking(True)
 
     def close(self) -> None:
         try:

@@ -7,17 +7,17 @@ the server, which declares the commands, parses it.
 from .aio import AsyncClient
 from .backoff import Backoff, ExponentialBackoff
 from .client import Client
-from .errors import (ConnectError, ConnectionClosed, MovedError, RetryLaterError, ServerBusyError, ThrottledError,
-                     Timeout, ViewlineError)
+from .errors import (ConnectError, ConnectionClosed, MovedError, ProtocolError, RetryLaterError, ServerBusyError,
+                     ThrottledError, Timeout, ViewlineError, printable)
 from .inline import quote, split
 from .messages import (Alert, ArgumentKind, Bye, ByeCode, Display, Dismiss, ErrorCode, Event, Help, HelpArgument,
                        HelpCommand, HelpView, Reply, Welcome)
 from .state import SessionState
 
 __all__ = [
-    "Client", "AsyncClient", "ViewlineError", "ConnectionClosed", "ConnectError", "Timeout", "MovedError",
-    "RetryLaterError", "ThrottledError", "ServerBusyError", "Backoff", "ExponentialBackoff",
-    "split", "quote", "SessionState",
+    "Client", "AsyncClient", "ViewlineError", "ConnectionClosed", "ConnectError", "ProtocolError", "Timeout",
+    "MovedError", "RetryLaterError", "ThrottledError", "ServerBusyError", "Backoff", "ExponentialBackoff",
+    "split", "quote", "printable", "SessionState",
     "Welcome", "Reply", "Display", "Alert", "Dismiss", "Bye", "Event", "ErrorCode", "ByeCode",
     "Help", "HelpCommand", "HelpArgument", "HelpView", "ArgumentKind",
 ]

@@ -3,16 +3,16 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import json
 import logging
 import socket
 import ssl
 from typing import Any, AsyncIterator, Callable, Deque, Dict, Generator, List, Mapping, Optional, Sequence, Set, Tuple, cast
 
-from . import request
+from . import request, wire
 from .backoff import Backoff
 from .client import _configure, _Settings
-from .errors import ConnectError, ConnectionClosed, MovedError, Timeout, ViewlineError, bye_is_final, error_from_reply
+from .errors import (ConnectError, ConnectionClosed, MovedError, ProtocolError, Timeout, ViewlineError, bye_is_final,
+                     error_from_reply)
 from .messages import Help
 from .state import SessionState
 
@@ -23,19 +23,32 @@ log = logging.getLogger("viewline")
 
 
 class _EventStream:
-    """A bounded queue of events for one reader: when full, the oldest is dropped."""
+    """The events one reader has not taken yet: at most ``limit``. The client stops
+    reading the socket while a queue that holds it back is full; when it reads on
+    anyway (someone waits for a reply), an event pushes out the oldest."""
 
-    def __init__(self, limit: int, backlog: Sequence[Message] = ()) -> None:
-        self._items: Deque[Message] = collections.deque(backlog, maxlen=max(1, limit))
+    def __init__(self, limit: int, taken: Callable[[], None], dropped: Callable[["_EventStream"], None],
+                 backlog: Sequence[Message] = ()) -> None:
+        self._items: Deque[Message] = collections.deque(backlog, maxlen=limit)
+        self._limit = limit
+        self._taken = taken
+        self._dropped = dropped
         self._ready = asyncio.Event()
         self.closed = False
-        self.dropped = 0
+        self.error: Optional[ProtocolError] = None
         if self._items:
             self._ready.set()
 
+    def __len__(self) -> int:
+        return len(self._items)
+
+    @property
+    def full(self) -> bool:
+        return len(self._items) >= self._limit
+
     def put(self, message: Message) -> None:
-        if len(self._items) == self._items.maxlen:
-            self.dropped += 1
+        if self.full:
+            self._dropped(self)
         self._items.append(message)
         self._ready.set()
 
@@ -43,20 +56,47 @@ class _EventStream:
         items = list(self._items)
         self._items.clear()
         self._ready.clear()
+        self._taken()
         return items
 
-    def close(self) -> None:
+    def close(self, error: Optional[ProtocolError] = None) -> None:
         self.closed = True
+        self.error = error
         self._ready.set()
 
     async def get(self) -> Message:
-        """The next event; ``ConnectionClosed`` once closed and empty."""
+        """The next event; once closed and empty, ``ConnectionClosed`` (the
+        ``ProtocolError`` the client closed the connection for, if it did)."""
         while not self._items:
             if self.closed:
+                if self.error is not None:
+                    raise ProtocolError(self.error.code, self.error.message)
                 raise ConnectionClosed()
             self._ready.clear()
             await self._ready.wait()
-        return self._items.popleft()
+        item = self._items.popleft()
+        self._taken()
+        return item
+
+
+class _LineReader:
+    """A connection's lines, none longer than the limit (``wire.LineBuffer``): it reads
+    at most what the unfinished line may still grow by, and only when asked."""
+
+    def __init__(self, stream: asyncio.StreamReader, limit: int) -> None:
+        self._stream = stream
+        self._lines = wire.LineBuffer(limit)
+
+    async def readline(self) -> Optional[bytes]:
+        """The next line; None at the end of the connection; ``ProtocolError`` for one too long."""
+        while True:
+            line = self._lines.pop()
+            if line is not None:
+                return line
+            chunk = await self._stream.read(self._lines.room())
+            if not chunk:
+                return None
+            self._lines.feed(chunk)
 
 
 class AsyncClient(_Settings):
@@ -72,6 +112,20 @@ class AsyncClient(_Settings):
     on the server until it expires (``quit()`` ends it). Options are those of
     ``Client.connect``, plus ``ping_interval`` (s): a ``ping`` after that much
     silence, and a resume when it gets no reply within ``timeout``.
+
+    Backpressure (``max_queued_events``, 1,024): events wait for ``wait_for`` in one
+    queue, and for each ``events()`` loop in its own, each of at most that many. The
+    reader task stops reading the socket while a queue that holds it back is full,
+    and goes on once an event is taken (TCP holds the rest; the server disconnects a
+    client that leaves more than 1 MiB unread, and ``reconnect`` resumes from the
+    last ``rev`` read). The queues that hold it back are those of the ``events()``
+    loops when there are any; otherwise ``wait_for``'s, unless an ``on_message``
+    callback sees every message (that queue then keeps the newest). While a command
+    waits for its reply or a ``wait_for`` waits, the reader reads on whatever is
+    full, and an event that finds a queue full pushes out its oldest (counted in
+    ``dropped_events``): a command never waits on events nobody reads. An
+    ``events()`` loop that stops reading without ending (``break`` ends it) holds
+    the client back. ``views``, ``alert`` and ``rev`` reflect every message read.
     """
 
     def __init__(self, host: str = "127.0.0.1", port: int = 7878, *,
@@ -80,12 +134,12 @@ class AsyncClient(_Settings):
                  nodes: Sequence[Any] = (), tls: bool = False, ca_file: Optional[str] = None,
                  on_message: Optional[Callable[[Message], None]] = None,
                  ping_interval: float = 0, keepalive: bool = True,
-                 max_queued_events: int = 10_000) -> None:
+                 max_queued_events: int = wire.MAX_QUEUED_EVENTS, max_line_bytes: int = wire.MAX_LINE_BYTES) -> None:
         super().__init__(host, port, timeout=timeout, connect_timeout=connect_timeout, reconnect=reconnect,
                          reconnect_attempts=reconnect_attempts, backoff=backoff, nodes=nodes, tls=tls,
-                         ca_file=ca_file, on_message=on_message, keepalive=keepalive)
+                         ca_file=ca_file, on_message=on_message, keepalive=keepalive,
+                         max_queued_events=max_queued_events, max_line_bytes=max_line_bytes)
         self._ping_interval = ping_interval
-        self._limit = max_queued_events
         self.state = SessionState()
         self.closed = True  # until connected
         self.welcome: Message = {}
@@ -95,7 +149,7 @@ class AsyncClient(_Settings):
         self.bye: Optional[Message] = None
         #: How many times the connection dropped and the session was resumed.
         self.resumed = 0
-        self._reader: Optional[asyncio.StreamReader] = None
+        self._reader: Optional[_LineReader] = None
         self._writer: Optional[asyncio.StreamWriter] = None
         self._pending: Dict[Any, "asyncio.Future[Message]"] = {}
         #: The line of each pending command: sent again after a ``bye`` it was not answered before.
@@ -108,6 +162,11 @@ class AsyncClient(_Settings):
         self._ended = False  # closed by us, or the session is gone: never resume
         self._resuming: Optional["asyncio.Future[None]"] = None
         self._heard = 0.0
+        self._wake: Optional[asyncio.Event] = None  # set when the reader may go on (made in the loop)
+        self._paused = False  # the reader waits for a full queue to be read
+        self._waiting = 0  # wait_for calls under way
+        self._closing = False
+        self._dropped = 0
 
     @classmethod
     def connect(cls, host: str = "127.0.0.1", port: int = 7878, **options: Any) -> "AsyncClient":
@@ -128,18 +187,22 @@ class AsyncClient(_Settings):
         if self._task is not None:
             return self
         loop = asyncio.get_running_loop()
-        self._stream = _EventStream(self._limit)
+        self._wake = asyncio.Event()
+        self._stream = self._new_stream()
         self._reader, self._writer = await self._open(self._address)
         try:
             welcome = await asyncio.wait_for(self._read(self._reader), self._connect_timeout)
         except asyncio.TimeoutError:
             self._writer.close()
             raise ConnectError("no welcome from the server in time") from None
+        except ProtocolError as error:
+            self._writer.close()
+            raise ConnectError(f"the server broke the protocol before its welcome: {error.message}") from error
         if welcome is None or welcome.get("type") != "welcome":
             self._writer.close()
             if welcome is not None and welcome.get("type") == "bye":
                 raise ConnectError(f"the server refused the connection: {welcome.get('reason')}", welcome)
-            raise ConnectError(f"expected a welcome, got {welcome}")
+            raise ConnectError(f"expected a welcome, got {str(welcome)[:200]}")
         self.welcome = welcome
         self.session = welcome["session"]
         self.token = welcome["token"]
@@ -150,25 +213,55 @@ class AsyncClient(_Settings):
             self._pinger = asyncio.ensure_future(self._ping_when_quiet())
         return self
 
-    async def _open(self, address: Address) -> Tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    async def _open(self, address: Address) -> Tuple[_LineReader, asyncio.StreamWriter]:
         try:
+            # The stream's own limit only sets how much it buffers before it stops
+            # reading the socket (twice this); lines are split and bounded by _LineReader.
             reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(address[0], address[1], limit=1 << 22, ssl=self._tls,
+                asyncio.open_connection(address[0], address[1], limit=wire.READ_SIZE, ssl=self._tls,
                                         server_hostname=address[0] if self._tls else None),
                 self._connect_timeout)
         except asyncio.TimeoutError:
             raise ConnectError(f"cannot connect to {address[0]}:{address[1]}: timed out") from None
-        except (OSError, ssl.SSLError) as error:
+        except (OSError, ssl.SSLError, ValueError) as error:  # ValueError: a host name that cannot be one
             raise ConnectError(f"cannot connect to {address[0]}:{address[1]}: {error}") from error
         sock = writer.get_extra_info("socket")
         if sock is not None:
             _configure(cast(socket.socket, sock), self._keepalive)
-        return reader, writer
+        return _LineReader(reader, self._max_line_bytes), writer
+
+    def _new_stream(self, backlog: Sequence[Message] = ()) -> _EventStream:
+        return _EventStream(self._max_queued_events, self._nudge, self._count_drop, backlog)
+
+    def _count_drop(self, stream: _EventStream) -> None:
+        if self._holds_back(stream):
+            self._dropped += 1
+
+    def _holds_back(self, stream: _EventStream) -> bool:
+        """Whether a full ``stream`` stops the reader: an ``events()`` loop's when there
+        are any; otherwise ``wait_for``'s, unless ``on_message`` sees every event."""
+        if self._subscribers:
+            return stream in self._subscribers
+        return stream is self._stream and self._on_message is None
+
+    def _nudge(self) -> None:
+        """Something changed that may let a paused reader go on."""
+        if self._wake is not None:
+            self._wake.set()
+
+    def _must_pause(self) -> bool:
+        """Whether the reader waits before reading the next message (backpressure)."""
+        if self._closing or self._waiting or any(not future.done() for future in self._pending.values()):
+            return False  # someone waits for what comes next: read on
+        streams = [self._stream] if self._stream is not None else []
+        return any(stream.full and self._holds_back(stream) for stream in streams + list(self._subscribers))
 
     async def aclose(self) -> None:
         """Close the connection; the session lives on on the server until it expires.
         Commands still waiting for a reply raise ``ConnectionClosed``."""
         self._ended = True
+        self._closing = True
+        self._nudge()
         if self._pinger:
             self._pinger.cancel()
         if self._writer is not None:
@@ -219,8 +312,17 @@ class AsyncClient(_Settings):
 
     @property
     def dropped_events(self) -> int:
-        """Events dropped from ``wait_for``'s queue because nobody read them."""
-        return self._stream.dropped if self._stream else 0
+        """Events pushed out of a full queue that holds the reader back (its oldest)
+        while a command or a ``wait_for`` waited: see the class's note on backpressure.
+        (``wait_for``'s queue, when it does not hold the reader back, keeps the newest
+        events without counting the others.)"""
+        return self._dropped
+
+    @property
+    def queued_events(self) -> int:
+        """How many events wait in the fullest queue (``wait_for``'s or an
+        ``events()`` loop's): at most ``max_queued_events``."""
+        return max([len(self._stream) if self._stream else 0] + [len(stream) for stream in self._subscribers])
 
     async def command(self, cmd: str, args: Optional[Mapping[str, Any]] = None, /, *,
                       timeout: Optional[float] = None) -> Dict[str, Any]:
@@ -233,12 +335,15 @@ class AsyncClient(_Settings):
             raise ConnectionClosed("the client is not connected: await it or use async with")
         if self._resuming is not None:
             await asyncio.shield(self._resuming)
+        if self._failure is not None:
+            raise self._protocol_error()
         if self.closed or self._writer is None:
             raise ConnectionClosed("the client is closed", self.bye, self._ended and self.bye is not None)
         self._next_id += 1
         request_id = self._next_id
         future: "asyncio.Future[Message]" = asyncio.get_running_loop().create_future()
         self._pending[request_id] = future
+        self._nudge()  # the reader reads on to the reply, whatever is full
         line = request.encode(request_id, cmd, args)
         self._lines[request_id] = line
         try:
@@ -295,10 +400,13 @@ class AsyncClient(_Settings):
         """Move to a connection to ``address``; the pump goes on reading from it."""
         reader, writer = await self._open(address)
         try:
-            welcome = await asyncio.wait_for(reader.readline(), self._connect_timeout)
+            welcome = await asyncio.wait_for(self._read(reader), self._connect_timeout)
         except asyncio.TimeoutError:
-            welcome = b""
-        if json.loads(welcome or b"{}").get("type") != "welcome":
+            welcome = None
+        except ProtocolError as error:
+            writer.close()
+            raise ConnectError(f"the node the session moved to broke the protocol: {error.message}") from error
+        if welcome is None or welcome.get("type") != "welcome":
             writer.close()
             raise ConnectError("the node the session moved to refused the connection")
         old = self._writer
@@ -315,25 +423,32 @@ class AsyncClient(_Settings):
         await self._request("wait", {"timeout": timeout_ms}, timeout_ms / 1000 + 5)
 
     async def events(self) -> AsyncIterator[Message]:
-        """Every event, in order, until the connection closes for good.
+        """Every event, in order, until the connection closes for good (``ProtocolError``
+        if the client closed it because the server broke the protocol).
 
-        Each call is its own reader with its own bounded queue (``max_queued_events``;
-        the oldest are dropped when it is full): it starts with the events no one has
-        taken yet, then gets every event that arrives. ``wait_for`` reads apart."""
+        Each call is its own reader with its own queue of at most ``max_queued_events``:
+        it starts with the events no one has taken yet, then gets every event that
+        arrives. While it is full the client stops reading (see the class's note);
+        leave the loop (``break``) or close it to let the client go on without it.
+        ``wait_for`` reads apart."""
         assert self._stream is not None, "not connected"
-        stream = _EventStream(self._limit, self._stream.take_all())
+        stream = self._new_stream(self._stream.take_all())
         if self.closed:
-            stream.close()
+            stream.close(self._failure)
         self._subscribers.add(stream)
+        self._nudge()
         try:
             while True:
                 try:
                     event = await stream.get()
+                except ProtocolError:
+                    raise
                 except ConnectionClosed:
                     return
                 yield event
         finally:
             self._subscribers.discard(stream)
+            self._nudge()
 
     async def wait_for(self, predicate: Callable[[Message], bool], *, timeout: Optional[float] = None,
                        what: str = "event") -> Message:
@@ -349,10 +464,14 @@ class AsyncClient(_Settings):
                 event = await stream.get()
                 if predicate(event):
                     return event
+        self._waiting += 1  # the reader reads on while someone waits
+        self._nudge()
         try:
             return await asyncio.wait_for(find(), self._timeout if timeout is None else timeout)
         except asyncio.TimeoutError:
             raise Timeout(what) from None
+        finally:
+            self._waiting -= 1
 
     async def wait_for_display(self, view: str, predicate: Optional[Callable[[Dict[str, Any]], bool]] = None, *,
                                timeout: Optional[float] = None) -> Dict[str, Any]:
@@ -367,23 +486,22 @@ class AsyncClient(_Settings):
         return await self.wait_for(lambda m: m.get("type") == "alert", timeout=timeout, what="an alert")
 
     # -- reading --------------------------------------------------------------
-    async def _read(self, reader: asyncio.StreamReader) -> Optional[Message]:
-        """The next message from ``reader``; None at the end of the connection."""
+    async def _read(self, reader: _LineReader) -> Optional[Message]:
+        """The next message from ``reader``; None at the end of the connection;
+        ``ProtocolError`` for a line too long or a message the client cannot act on."""
         while True:
             try:
                 line = await reader.readline()
-            except (OSError, ssl.SSLError, ValueError):
+            except (OSError, ssl.SSLError):
                 return None
-            if not line:
+            if line is None:
                 return None
             self._heard = asyncio.get_running_loop().time()
-            try:
-                message = json.loads(line)
-            except ValueError:
-                message = None
-            if not isinstance(message, dict):
+            message = wire.parse(line)
+            if message is None:
                 log.warning("viewline: ignored a line from the server that is not a JSON object: %r", line[:200])
                 continue
+            wire.check(message)
             if message.get("type") == "bye":
                 self.bye = message
                 if bye_is_final(message):
@@ -398,7 +516,7 @@ class AsyncClient(_Settings):
                     self._on_message(message)
                 except Exception:  # a callback's bug must not stop the client
                     log.exception("viewline: on_message raised")
-            return cast(Message, message)
+            return message
 
     def _deliver(self, message: Message) -> None:
         if message.get("type") == "reply":
@@ -414,6 +532,7 @@ class AsyncClient(_Settings):
     async def _pump(self) -> None:
         try:
             while True:
+                await self._backpressure()
                 reader = self._reader
                 assert reader is not None
                 message = await self._read(reader)
@@ -424,8 +543,24 @@ class AsyncClient(_Settings):
                         break
                     continue
                 self._deliver(message)
+        except ProtocolError as error:
+            self._ended = True  # the server broke the protocol: closed for good, never resumed
+            self._fail(error)
+            if self._writer is not None:
+                self._writer.transport.abort()
         finally:
             self._finish()
+
+    async def _backpressure(self) -> None:
+        """Waits while a full queue holds the reader back (``_must_pause``)."""
+        assert self._wake is not None
+        while self._must_pause():
+            self._paused = True
+            self._wake.clear()
+            await self._wake.wait()
+        if self._paused:
+            self._paused = False
+            self._heard = asyncio.get_running_loop().time()  # not quiet: it was us not reading
 
     def _finish(self) -> None:
         self.closed = True
@@ -436,12 +571,13 @@ class AsyncClient(_Settings):
         ended = self._ended and self.bye is not None
         for future in self._pending.values():
             if not future.done():
-                future.set_exception(ConnectionClosed(bye=self.bye, session_ended=ended))
+                future.set_exception(self._protocol_error() if self._failure is not None
+                                     else ConnectionClosed(bye=self.bye, session_ended=ended))
         self._pending.clear()
         if self._stream is not None:
-            self._stream.close()
+            self._stream.close(self._failure)
         for stream in self._subscribers:
-            stream.close()
+            stream.close(self._failure)
 
     async def _ping_when_quiet(self) -> None:
         """After ``ping_interval`` of silence, a ``ping``; no reply in time cuts the
@@ -449,6 +585,9 @@ class AsyncClient(_Settings):
         loop = asyncio.get_running_loop()
         while not self.closed:
             quiet = loop.time() - self._heard
+            if self._paused:  # not quiet: the client is not reading (backpressure)
+                await asyncio.sleep(self._ping_interval)
+                continue
             if quiet < self._ping_interval:
                 await asyncio.sleep(self._ping_interval - quiet)
                 continue

@@ -10,9 +10,10 @@ import ssl
 import time
 from typing import Any, Callable, Deque, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, cast
 
-from . import request
+from . import request, wire
 from .backoff import Backoff, ExponentialBackoff
-from .errors import ConnectError, ConnectionClosed, MovedError, Timeout, ViewlineError, bye_is_final, parse_address
+from .errors import (ConnectError, ConnectionClosed, MovedError, ProtocolError, Timeout, ViewlineError, bye_is_final,
+                     parse_address)
 from .messages import Help
 from .state import SessionState
 
@@ -41,12 +42,13 @@ def tls_context(tls: bool, ca_file: Optional[str]) -> Optional[ssl.SSLContext]:
 
 class _Settings:
     """What both clients (``Client``, ``AsyncClient``) are told when made: the server
-    and the cluster's other nodes, the timeouts, whether and how to resume, TLS."""
+    and the cluster's other nodes, the timeouts, whether and how to resume, TLS, and
+    how much of what the server sends they hold."""
 
     def __init__(self, host: str, port: int, *, timeout: float, connect_timeout: float,
                  reconnect: bool, reconnect_attempts: int, backoff: Optional[Backoff], nodes: Sequence[Any],
                  tls: bool, ca_file: Optional[str], on_message: Optional[Callable[[Message], None]],
-                 keepalive: bool) -> None:
+                 keepalive: bool, max_queued_events: int, max_line_bytes: int) -> None:
         self._address: Address = (host, port)
         self._nodes = node_list(self._address, nodes)
         self._timeout = timeout
@@ -57,6 +59,22 @@ class _Settings:
         self._tls = tls_context(tls, ca_file)
         self._on_message = on_message
         self._keepalive = keepalive
+        self._max_queued_events = wire.check_limit("max_queued_events", max_queued_events)
+        self._max_line_bytes = wire.check_limit("max_line_bytes", max_line_bytes)
+        #: The protocol error the client closed the connection for, if it did.
+        self._failure: Optional[ProtocolError] = None
+
+    def _fail(self, error: ProtocolError) -> ProtocolError:
+        """Remembers ``error`` as the reason the connection is closed for good."""
+        if self._failure is None:
+            self._failure = error
+            log.warning("viewline: %s", error.message)
+        return error
+
+    def _protocol_error(self) -> ProtocolError:
+        """A fresh copy of the error the client closed the connection for."""
+        assert self._failure is not None
+        return ProtocolError(self._failure.code, self._failure.message)
 
 
 def node_list(address: Address, nodes: Sequence[Any]) -> List[Address]:
@@ -89,13 +107,15 @@ class Client(_Settings):
                  nodes: Sequence[Any] = (), tls: bool = False, ca_file: Optional[str] = None,
                  on_message: Optional[Callable[[Message], None]] = None,
                  health_check_interval: float = 0, keepalive: bool = True,
-                 max_queued_events: int = 10_000) -> None:
+                 max_queued_events: int = wire.MAX_QUEUED_EVENTS, max_line_bytes: int = wire.MAX_LINE_BYTES) -> None:
         super().__init__(host, port, timeout=timeout, connect_timeout=connect_timeout, reconnect=reconnect,
                          reconnect_attempts=reconnect_attempts, backoff=backoff, nodes=nodes, tls=tls,
-                         ca_file=ca_file, on_message=on_message, keepalive=keepalive)
+                         ca_file=ca_file, on_message=on_message, keepalive=keepalive,
+                         max_queued_events=max_queued_events, max_line_bytes=max_line_bytes)
         self._health_check_interval = health_check_interval
-        self._events: Deque[Message] = collections.deque(maxlen=max(1, max_queued_events))
-        #: Events dropped because nobody read them while ``max_queued_events`` were queued.
+        self._events: Deque[Message] = collections.deque(maxlen=self._max_queued_events)
+        #: Events pushed out of the full queue (the oldest first) while a command
+        #: waited for its reply: see ``max_queued_events``.
         self.dropped_events = 0
         #: How many times the connection dropped and the session was resumed.
         self.resumed = 0
@@ -104,7 +124,7 @@ class Client(_Settings):
         #: The last ``bye`` the server sent, if any.
         self.bye: Optional[Message] = None
         self._ended = False  # closed by us, or the session is gone: never resume
-        self._buffer = bytearray()
+        self._lines = wire.LineBuffer(self._max_line_bytes)
         self._next_id = 0
         self._last_io = time.monotonic()
         self._sock = self._open(self._address)
@@ -139,9 +159,26 @@ class Client(_Settings):
           idle that long, ``ping`` it first and resume if it is dead (redis-py's
           option of the same name). ``keepalive`` (on): TCP keepalive probes.
         - ``on_message``: called with every message from the server.
-        - ``max_queued_events`` (10,000): events not yet read are kept up to this
-          many; older ones are dropped (counted in ``dropped_events``). ``views``
-          and ``alert`` are always current.
+        - ``max_queued_events`` (1,024): events read from the socket that no
+          ``next_event``/``wait_for``/``events()`` has taken yet wait in a queue of at
+          most this many. The client reads only inside a call, and a command checks
+          what arrived while the client was idle only until the queue is full: the
+          rest stays in the socket (TCP backpressure; the server disconnects a client
+          that leaves more than 1 MiB unread, PROTOCOL §8, and ``reconnect`` resumes
+          from the last ``rev`` read). While a command waits for its reply, the client
+          reads on to it: an event that finds the queue full pushes out the oldest
+          (counted in ``dropped_events``), so a reply always arrives. ``views``,
+          ``alert`` and ``rev`` reflect every message read.
+        - ``max_line_bytes`` (65,536, the server's own default line limit): the
+          longest line taken from the server, not counting its line ending. A longer
+          one is never buffered: the client closes the connection and raises
+          ``ProtocolError`` (``message_too_long``), and does not resume. Raise it for
+          an app whose views' states can be larger.
+
+        A message the client cannot act on (a ``rev`` that is not a whole number from 0
+        to 2**53 - 1, a ``display`` without a ``view`` name or a ``state`` object, …)
+        closes the connection the same way, with ``ProtocolError`` (``bad_message``);
+        a line that is not a JSON object is skipped with a logged warning.
         """
         return cls(host, port, **options)
 
@@ -149,7 +186,7 @@ class Client(_Settings):
     def _open(self, address: Address) -> socket.socket:
         try:
             sock = socket.create_connection(address, timeout=self._connect_timeout)
-        except OSError as error:
+        except (OSError, ValueError) as error:  # ValueError: a host name that cannot be one (IDNA)
             raise ConnectError(f"cannot connect to {address[0]}:{address[1]}: {error}") from error
         try:
             _configure(sock, self._keepalive)
@@ -167,13 +204,15 @@ class Client(_Settings):
         except Timeout:
             self._close_socket()
             raise ConnectError("no welcome from the server in time") from None
+        except ProtocolError as error:
+            raise ConnectError(f"the server broke the protocol before its welcome: {error.message}") from error
         except ConnectionClosed as error:
             raise ConnectError(f"the server closed the connection before its welcome: {error.message}", error.bye) from None
         if message.get("type") != "welcome":
             self._close_socket()
             if message.get("type") == "bye":
                 raise ConnectError(f"the server refused the connection: {message.get('reason')}", message)
-            raise ConnectError(f"expected a welcome, got {message}")
+            raise ConnectError(f"expected a welcome, got {str(message)[:200]}")
         return message
 
     def __enter__(self) -> "Client":
@@ -230,6 +269,11 @@ class Client(_Settings):
         """The highest ``rev`` seen: where a resumed session picks up."""
         return self.state.rev
 
+    @property
+    def queued_events(self) -> int:
+        """How many events wait in the queue (at most ``max_queued_events``)."""
+        return len(self._events)
+
     # -- commands -------------------------------------------------------------
     def command(self, cmd: str, args: Optional[Mapping[str, Any]] = None, /, *,
                 timeout: Optional[float] = None) -> Dict[str, Any]:
@@ -243,9 +287,13 @@ class Client(_Settings):
         return self._request(cmd, args, timeout)
 
     def _request(self, cmd: str, args: Optional[Mapping[str, Any]], timeout: Optional[float]) -> Dict[str, Any]:
+        if self._failure is not None:
+            raise self._protocol_error()
         if self._ended or (self.closed and not self._reconnect):
             raise ConnectionClosed("the client is closed", self.bye, self._ended and self.bye is not None)
         self._take_waiting()
+        if self._failure is not None:
+            raise self._protocol_error()
         if self._ended and not self._reconnect:
             raise ConnectionClosed("the session ended", self.bye, True)
         if self.closed or self.bye is not None or (
@@ -271,9 +319,11 @@ class Client(_Settings):
         """Reads what the server sent while the client was idle, without waiting for
         more (events are queued, a ``bye`` noted), so a command never goes out on a
         connection whose server already said ``bye`` (a node that drained and shut
-        down while the client was quiet): it goes out on the resumed one instead."""
-        while not self.closed and self.bye is None:
-            if b"\n" not in self._buffer:
+        down while the client was quiet): it goes out on the resumed one instead.
+        Stops at a full queue: what is left stays in the socket (backpressure); a
+        ``bye`` behind it is handled as one after the command was sent."""
+        while not self.closed and self.bye is None and len(self._events) < self._max_queued_events:
+            if not self._lines.has_line:
                 pending = isinstance(self._sock, ssl.SSLSocket) and self._sock.pending() > 0
                 if not pending and not select.select([self._sock], [], [], 0)[0]:
                     return
@@ -297,6 +347,8 @@ class Client(_Settings):
                 return
             except (ConnectionClosed, Timeout, OSError):
                 self._close_socket()
+        if self._failure is not None:
+            raise self._protocol_error()
         if not self._reconnect or self._ended:
             raise ConnectionClosed(bye=self.bye, session_ended=self._ended)
         self._resume()
@@ -349,7 +401,7 @@ class Client(_Settings):
         """Replace the connection with one to ``address`` and read its welcome."""
         sock = self._open(address)
         self._close_socket()
-        self._sock, self._buffer, self._address = sock, bytearray(), address
+        self._sock, self._lines, self._address = sock, wire.LineBuffer(self._max_line_bytes), address
         self._welcome()
 
     def help(self, *, timeout: Optional[float] = None) -> Help:
@@ -365,10 +417,13 @@ class Client(_Settings):
     # -- events ---------------------------------------------------------------
     def events(self, timeout: Optional[float] = None) -> Iterator[Message]:
         """Yield events as they arrive: forever, until ``timeout`` passes quietly, or
-        until the connection closes for good."""
+        until the connection closes for good (``ProtocolError`` when the client
+        closed it because the server broke the protocol)."""
         while True:
             try:
                 yield self.next_event(timeout=timeout)
+            except ProtocolError:
+                raise
             except (Timeout, ConnectionClosed):
                 return
 
@@ -485,6 +540,8 @@ class Client(_Settings):
                     return
             except (ConnectionClosed, Timeout):
                 self._close_socket()
+                if self._failure is not None:
+                    raise self._protocol_error() from None
             except ViewlineError as error:
                 self._close_socket()
                 # A dead node may still count as alive for a moment, or the node cannot
@@ -500,9 +557,12 @@ class Client(_Settings):
     def _read_once(self, timeout: Optional[float]) -> Message:
         while True:
             if self.closed:
+                if self._failure is not None:
+                    raise self._protocol_error()
                 raise ConnectionClosed(bye=self.bye, session_ended=self._ended and self.bye is not None)
             deadline = None if timeout is None else time.monotonic() + timeout
-            while b"\n" not in self._buffer:
+            line = self._lines.pop()
+            while line is None:
                 if deadline is not None:
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
@@ -511,7 +571,7 @@ class Client(_Settings):
                 else:
                     self._sock.settimeout(None)
                 try:
-                    chunk = self._sock.recv(65536)
+                    chunk = self._sock.recv(self._lines.room())
                 except socket.timeout:
                     raise Timeout("a message from the server") from None
                 except OSError:
@@ -519,18 +579,20 @@ class Client(_Settings):
                 if not chunk:
                     self._close_socket()
                     raise ConnectionClosed(bye=self.bye, session_ended=self._ended and self.bye is not None)
-                self._buffer += chunk
-            index = self._buffer.index(b"\n")
-            line = bytes(self._buffer[:index])
-            del self._buffer[: index + 1]
+                try:
+                    self._lines.feed(chunk)
+                except ProtocolError as error:
+                    raise self._close_for(error) from None
+                line = self._lines.pop()
             self._last_io = time.monotonic()
-            try:
-                message = json.loads(line)
-            except ValueError:
-                message = None
-            if not isinstance(message, dict):
+            message = wire.parse(line)
+            if message is None:
                 log.warning("viewline: ignored a line from the server that is not a JSON object: %r", line[:200])
                 continue
+            try:
+                wire.check(message)
+            except ProtocolError as error:
+                raise self._close_for(error) from None
             if message.get("type") == "bye":
                 self.bye = message
                 if bye_is_final(message):
@@ -538,4 +600,10 @@ class Client(_Settings):
             self.state.observe(message)
             if self._on_message:
                 self._on_message(message)
-            return cast("Message", message)
+            return message
+
+    def _close_for(self, error: ProtocolError) -> ProtocolError:
+        """Closes the connection for good: the server broke the protocol."""
+        self._ended = True
+        self._close_socket()
+        return self._fail(error)

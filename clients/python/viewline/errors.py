@@ -4,18 +4,32 @@ Every error the client raises is a ``ViewlineError``; catch a subclass where you
 on it: ``MovedError`` (where the session lives), ``RetryLaterError`` and its
 ``ThrottledError``/``ServerBusyError`` (how long to wait), ``ConnectionClosed``
 (the connection, and perhaps the session, is gone), ``ConnectError`` (the server
-could not be reached), ``Timeout`` (nothing came in time).
+could not be reached), ``ProtocolError`` (the server broke the protocol and the
+client closed the connection), ``Timeout`` (nothing came in time).
 """
 from __future__ import annotations
 
+import re
 from typing import Any, Dict, Optional, Tuple
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """``text`` without C0 and C1 control characters (tab and newline stay): what a
+    server sent, safe to print to a terminal (no escape sequences that move the
+    cursor, retitle the window or hide what came before). Error messages are
+    already printable; use it for alert titles, view states and the like."""
+    return _CONTROL.sub("", text)
 
 
 class ViewlineError(Exception):
     """A command failed; ``code`` is the protocol's stable snake_case error code
-    (PROTOCOL §7), ``message`` the server's words, ``reply`` the whole reply."""
+    (PROTOCOL §7), ``message`` the server's words (``printable``: without control
+    characters), ``reply`` the whole reply as it came."""
 
     def __init__(self, code: str, message: str, reply: Optional[Dict[str, Any]] = None) -> None:
+        code, message = printable(code), printable(message)
         super().__init__(f"{code}: {message}")
         self.code = code
         self.message = message
@@ -68,7 +82,22 @@ class ConnectError(ConnectionClosed):
     def __init__(self, reason: str, bye: Optional[Dict[str, Any]] = None) -> None:
         super().__init__(reason, bye)
         self.code = "connect_failed"
-        self.args = (f"connect_failed: {reason}",)
+        self.args = (f"connect_failed: {self.message}",)
+
+
+class ProtocolError(ConnectionClosed):
+    """The server broke the protocol, so the client closed the connection and will
+    not resume it (``session_ended`` is False: the session may live on). ``code``
+    is ``message_too_long`` (a line longer than ``max_line_bytes``) or
+    ``bad_message`` (a message the client cannot use: ``rev`` not a whole number
+    from 0 to 2**53 - 1, a ``display`` without a ``view`` name or a ``state``
+    object, a ``reply`` whose ``ok`` is not a boolean, …). Every command waiting
+    for a reply, every ``wait_for`` and every ``events()`` loop raises it."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = printable(code)
+        self.args = (f"{self.code}: {self.message}",)
 
 
 class Timeout(ViewlineError):
@@ -78,15 +107,23 @@ class Timeout(ViewlineError):
         super().__init__("client_timeout", f"timed out waiting for {what}")
 
 
+#: The longest ``retryAfter`` taken from a server (a day); a longer one, or one that
+#: is not a whole number of seconds, counts as none.
+MAX_RETRY_AFTER = 86_400
+
+
 def error_from_reply(reply: Dict[str, Any]) -> ViewlineError:
     """The exception a failed reply stands for: a subclass where callers act on the code."""
-    error = reply.get("error") or {}
+    error = reply.get("error")
+    if not isinstance(error, dict):
+        error = {}
     code = str(error.get("code", "internal_error"))
     message = str(error.get("message", ""))
     if code == "moved":
-        return MovedError(message, reply, parse_address(str(error.get("address", ""))))
+        address = error.get("address")
+        return MovedError(message, reply, parse_address(address) if isinstance(address, str) else None)
     retry_after = error.get("retryAfter")
-    wait = retry_after if isinstance(retry_after, int) and not isinstance(retry_after, bool) else None
+    wait = retry_after if type(retry_after) is int and 0 <= retry_after <= MAX_RETRY_AFTER else None
     if code in ("login_throttled", "attach_throttled"):
         return ThrottledError(code, message, reply, wait)
     if code == "server_busy":
@@ -94,11 +131,16 @@ def error_from_reply(reply: Dict[str, Any]) -> ViewlineError:
     return ViewlineError(code, message, reply)
 
 
+_PORT = re.compile(r"[0-9]{1,5}")
+_HOST = re.compile(r"[^\s\x00-\x1f\x7f-\x9f/@]{1,253}")
+
+
 def parse_address(text: str) -> Optional[Tuple[str, int]]:
-    """``host:port`` or ``[v6]:port`` as a tuple; None if it is not one."""
+    """``host:port`` or ``[v6]:port`` as a tuple; None if it is not one (a port
+    that is not 1–65535 in ASCII digits, a host with spaces or control characters)."""
     host, _, port = text.rpartition(":")
     host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
-    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+    if not _HOST.fullmatch(host) or not _PORT.fullmatch(port) or not 0 < int(port) < 65536:
         return None
     return host, int(port)
 
@@ -115,4 +157,5 @@ def bye_is_final(bye: Dict[str, Any]) -> bool:
     code = bye.get("code")
     if isinstance(code, str):
         return code in FINAL_BYE_CODES
-    return bye.get("reason") in _FINAL_BYE_REASONS
+    reason = bye.get("reason")
+    return isinstance(reason, str) and reason in _FINAL_BYE_REASONS

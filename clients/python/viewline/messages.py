@@ -4,7 +4,8 @@ from __future__ import annotations
 from typing import Any, Dict, List, Literal, TypedDict, Union
 
 #: Every error code a server of this protocol version sends (PROTOCOL §7), and the
-#: client's own (``connection_closed``, ``connect_failed``, ``client_timeout``).
+#: client's own (``connection_closed``, ``connect_failed``, ``client_timeout``, and
+#: ``ProtocolError``'s ``message_too_long`` and ``bad_message``).
 #: An app built on ViewlineKit may declare more, so ``ViewlineError.code`` is a ``str``.
 ErrorCode = Literal[
     "unknown_command", "bad_arguments", "bad_syntax", "bad_json", "bad_encoding", "bad_request",
@@ -12,7 +13,7 @@ ErrorCode = Literal[
     "unknown_service", "timeout", "bad_token", "attach_throttled", "busy", "moved", "unavailable",
     "server_busy", "login_required", "login_failed", "login_throttled", "nothing_to_save",
     "nothing_pending", "internal_error",
-    "connection_closed", "connect_failed", "client_timeout",
+    "connection_closed", "connect_failed", "client_timeout", "message_too_long", "bad_message",
 ]
 
 #: ``bye`` codes (PROTOCOL §4).

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, Optional
 
+from .wire import whole
+
 
 class SessionState:
     def __init__(self) -> None:
@@ -21,25 +23,31 @@ class SessionState:
         self.rev = 0
 
     def observe(self, message: Dict[str, Any]) -> None:
+        """Takes what a message says (checked by ``wire.check`` first; anything else is ignored)."""
         kind = message.get("type")
         if kind == "reply" and message.get("ok"):
-            result = message.get("result") or {}
+            result = message.get("result")
+            if not isinstance(result, dict):
+                return
             if result.get("snapshot") is True and "replayed" in result:
                 # An attach answered with a snapshot (another session, or one restored
                 # from its record): every view and the alert arrive again, and `rev`
                 # is that session's, so nothing from before may linger.
                 self.reset()
-                self.rev = int(result.get("rev") or 0)
-            elif self.alert and result.get("alert") == self.alert["id"] and "answer" in result:
+                self.rev = whole(result.get("rev", 0)) or 0
+            elif self.alert and result.get("alert") == self.alert.get("id") and "answer" in result:
                 self.alert = None
             return
-        rev = message.get("rev")
-        if isinstance(rev, int):
+        rev = whole(message.get("rev"))
+        if rev is not None:
             self.rev = max(self.rev, rev)
         if kind == "display":
-            self.views[message["view"]] = message["state"]
+            view, state = message.get("view"), message.get("state")
+            if isinstance(view, str) and isinstance(state, dict):
+                self.views[view] = state
         elif kind == "alert":
-            self.alert = message
+            if isinstance(message.get("id"), str):
+                self.alert = message
         elif kind == "dismiss":
-            if self.alert and self.alert["id"] == message["id"]:
+            if self.alert and self.alert.get("id") == message.get("id"):
                 self.alert = None

@@ -1,0 +1,98 @@
+import NIOCore
+import Synchronization
+
+/// Everything one connection holds on its way in, counted in one place: the bytes its
+/// framer keeps (a line or frame that continues in the next read, a message being
+/// assembled, the raw rest of a read left unframed) and the lines queued for its
+/// session at what they really cost (a blank line included).
+///
+/// Both framers (``LineFrameHandler`` for TCP, `WebSocketLines`) hand a line over only
+/// while the queue has room. When it has none, framing stops: the rest of the read stays
+/// raw bytes, counted here, and the framer stops asking the socket for more (TCP pushes
+/// back on the client; no queue grows). When the session has run enough of the queue,
+/// the framer is started again on its event loop, frames what it kept, and reads on.
+/// So what a connection holds on the way in is at most
+///
+/// - ``maximumQueuedLines`` lines or ``maximumQueuedBytes`` bytes of them queued, plus
+/// - what its framer keeps: for TCP a line up to the line limit and the rest of one
+///   wakeup's reads (at most 4 × 64 KiB); for WebSocket a frame up to its limit, a
+///   message up to the line limit and the same reads,
+///
+/// and a connection kept at that bound for longer than `--line-timeout` is closed, as one
+/// whose line stays incomplete is.
+final class InputBudget: Sendable {
+    /// Lines queued before framing stops.
+    static let maximumQueuedLines = 256
+    /// Bytes of queued lines before framing stops, whatever their number.
+    static let maximumQueuedBytes = 256 * 1024
+    /// What a queued line costs beyond its bytes: its slot in the queue and the header
+    /// and allocation of the buffer it is copied into.
+    static let lineOverhead = 64
+
+    private let lines = Atomic<Int>(0)
+    private let bytes = Atomic<Int>(0)
+    /// Bytes the framer keeps (updated on the connection's event loop).
+    private let held = Atomic<Int>(0)
+    /// The framer stopped for want of room and waits to be started again.
+    private let framingStopped = Atomic<Bool>(false)
+    /// Restarts the framer on its event loop: set once the framer is in the pipeline.
+    private let restart = Mutex<(@Sendable () -> Void)?>(nil)
+
+    init() {}
+
+    /// Whether a framer may hand over another line now.
+    var hasRoom: Bool {
+        lines.load(ordering: .relaxed) < Self.maximumQueuedLines && bytes.load(ordering: .relaxed) < Self.maximumQueuedBytes
+    }
+
+    /// Room enough to start a stopped framer again (half the queue: a client that keeps
+    /// its pipeline full is framed in batches, not a line per wakeup).
+    private var hasRoomToRestart: Bool {
+        lines.load(ordering: .relaxed) <= Self.maximumQueuedLines / 2 && bytes.load(ordering: .relaxed) <= Self.maximumQueuedBytes / 2
+    }
+
+    /// Bytes held in all: queued lines at their cost and what the framer keeps.
+    var heldBytes: Int {
+        bytes.load(ordering: .relaxed) + held.load(ordering: .relaxed)
+    }
+
+    /// Queued lines now.
+    var queuedLines: Int { lines.load(ordering: .relaxed) }
+
+    /// The framer keeps `count` bytes now (its carried bytes, whole).
+    func framerHolds(_ count: Int) {
+        held.store(count, ordering: .relaxed)
+    }
+
+    /// A line of `byteCount` bytes joined the queue.
+    func queued(byteCount: Int) {
+        lines.add(1, ordering: .relaxed)
+        bytes.add(byteCount + Self.lineOverhead, ordering: .relaxed)
+    }
+
+    /// A queued line of `byteCount` bytes left it (it runs now, or the connection ended);
+    /// a framer stopped for want of room is started again once there is enough.
+    func dequeued(byteCount: Int) {
+        lines.subtract(1, ordering: .relaxed)
+        bytes.subtract(byteCount + Self.lineOverhead, ordering: .relaxed)
+        if hasRoomToRestart, framingStopped.exchange(false, ordering: .acquiringAndReleasing) {
+            restart.withLock { $0 }?()
+        }
+    }
+
+    /// The framer's way to be started again: `restart` runs on any thread and must hop
+    /// to the framer's event loop.
+    func onRestart(_ restart: (@Sendable () -> Void)?) {
+        self.restart.withLock { $0 = restart }
+    }
+
+    /// The framer found no room and stops. Returns `false` when room was made meanwhile
+    /// (the queue ran down between its check and this call): then it frames on.
+    func stopFraming() -> Bool {
+        framingStopped.store(true, ordering: .sequentiallyConsistent)
+        // Whoever clears the flag restarts framing: the session's side after this, or
+        // the framer itself when the room came before the flag was seen.
+        if hasRoomToRestart, framingStopped.exchange(false, ordering: .acquiringAndReleasing) { return false }
+        return true
+    }
+}
