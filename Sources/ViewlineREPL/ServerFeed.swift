@@ -20,7 +20,7 @@ struct ServerFeed {
         case finished
     }
 
-    private var items: [ClientBridge.Item] = []
+    private var items = Queue()
     private var answers: [Int: Result<JSON, any Error>] = [:]
     /// The user's command waiting for its reply.
     private(set) var awaiting: Int?
@@ -98,13 +98,50 @@ struct ServerFeed {
             if let request = awaiting, case .failure(let error)? = answers[request] {
                 answers[request] = nil
                 awaiting = nil
-                items.insert(.finished, at: 0)
+                items.putBack(.finished)
                 return .unanswered(error)
             }
             return .finished
         case .answered:
             items.removeFirst()  // never queued (``append(_:)`` keeps answers apart)
             return nil
+        }
+    }
+}
+
+extension ServerFeed {
+    /// What was heard and not yet shown, first in first out: taking the first costs
+    /// the same however many wait (a server may send a million lines in a burst).
+    fileprivate struct Queue {
+        private var storage: [ClientBridge.Item] = []
+        private var head = 0
+
+        var first: ClientBridge.Item? { head < storage.count ? storage[head] : nil }
+        var isEmpty: Bool { head >= storage.count }
+
+        mutating func append(_ item: ClientBridge.Item) {
+            storage.append(item)
+        }
+
+        mutating func removeFirst() {
+            head += 1
+            if head == storage.count {
+                storage.removeAll(keepingCapacity: storage.count <= 1024)
+                head = 0
+            } else if head >= 1024, head * 2 >= storage.count {
+                storage.removeFirst(head)
+                head = 0
+            }
+        }
+
+        /// Puts back the item just taken.
+        mutating func putBack(_ item: ClientBridge.Item) {
+            if head > 0 {
+                head -= 1
+                storage[head] = item
+            } else {
+                storage.insert(item, at: 0)
+            }
         }
     }
 }

@@ -12,7 +12,7 @@ export type ErrorCode =
   | 'unknown_service' | 'timeout' | 'bad_token' | 'attach_throttled' | 'busy' | 'moved' | 'unavailable'
   | 'server_busy' | 'login_required' | 'login_failed' | 'login_throttled' | 'nothing_to_save'
   | 'nothing_pending' | 'internal_error'
-  | 'connection_closed' | 'connect_failed' | 'client_timeout' | 'aborted' | 'bad_message';
+  | 'connection_closed' | 'connect_failed' | 'client_timeout' | 'aborted' | 'bad_message' | 'message_too_long';
 
 /** `bye` codes (PROTOCOL §4): the first four end the session. */
 export type ByeCode = 'quit' | 'ended' | 'expired' | 'evicted' | 'revoked' | 'moved' | 'shutdown' | 'refused';
@@ -183,8 +183,18 @@ export interface ClientOptions {
   pingInterval?: number;
   /** TCP keepalive (on). */
   keepAlive?: boolean;
-  /** Bound of each event queue (10,000); the oldest are dropped. */
+  /**
+   * Events kept per queue (`waitFor`'s, each `events()` loop's) before the client
+   * stops reading the socket (1,024). While a command or a `waitFor` waits, the
+   * client reads on and a full queue's oldest event is dropped (`droppedEvents`).
+   */
   maxQueuedEvents?: number;
+  /**
+   * The longest line taken from the server, in bytes, not counting its line ending
+   * (1 MiB: the most a server holds for one connection). A longer one closes the connection with
+   * `ProtocolError` (`message_too_long`), never buffered and never resumed.
+   */
+  maxLineBytes?: number;
 }
 
 export interface CallOptions {
@@ -214,7 +224,10 @@ export class Client extends EventEmitter {
   views: Record<string, Record<string, any>>;
   alert: Alert | null;
   bye: Bye | null;
+  /** Events pushed out of a full queue that holds the client back, while a command or a `waitFor` waited. */
   droppedEvents: number;
+  /** How many events wait in the fullest queue: at most `maxQueuedEvents`. */
+  readonly queuedEvents: number;
   closed: boolean;
   command(line: string, args?: null, options?: CallOptions): Promise<Record<string, any>>;
   command(name: string, args: Record<string, unknown>, options?: CallOptions): Promise<Record<string, any>>;
@@ -258,6 +271,10 @@ export class ConnectionClosedError extends ViewlineError {
   sessionEnded: boolean;
 }
 export class ConnectError extends ConnectionClosedError {}
+/** The server broke the protocol; the client closed the connection for good (`message_too_long`, `bad_message`). */
+export class ProtocolError extends ConnectionClosedError {
+  code: 'message_too_long' | 'bad_message';
+}
 export class ClientTimeoutError extends ViewlineError {}
 export class AbortedError extends ViewlineError {}
 
@@ -265,3 +282,5 @@ export function exponentialBackoff(options?: { base?: number; cap?: number; jitt
 export function parseAddress(address: string | Address | null | undefined): Address | null;
 export function split(line: string): string[];
 export function quote(word: string): string;
+/** `text` without C0 and C1 control characters (tab and newline stay): safe to print to a terminal. */
+export function printable(text: string): string;

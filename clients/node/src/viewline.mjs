@@ -1,18 +1,18 @@
 // Client for Viewline, the remote view-model server (wire protocol v1).
-// Node 18+, no dependencies: `net`, `tls`, `events`, `readline`.
+// Node 18+, no dependencies: `net`, `tls`, `events`.
 import { EventEmitter, once } from 'node:events';
 import net from 'node:net';
 import tls from 'node:tls';
-import readline from 'node:readline';
 import {
-  AbortedError, ClientTimeoutError, ConnectError, ConnectionClosedError, MovedError, RetryLaterError,
-  ServerBusyError, ThrottledError, ViewlineError, byeIsFinal, errorFromReply, parseAddress,
+  AbortedError, ClientTimeoutError, ConnectError, ConnectionClosedError, MovedError, ProtocolError, RetryLaterError,
+  ServerBusyError, ThrottledError, ViewlineError, byeIsFinal, errorFromReply, parseAddress, printable,
 } from './errors.mjs';
 import { quote, split } from './inline.mjs';
+import { LineSplitter, MAX_LINE_BYTES, MAX_QUEUED_EVENTS, checkMessage, isObject, positive, whole } from './wire.mjs';
 
 export {
-  AbortedError, ClientTimeoutError, ConnectError, ConnectionClosedError, MovedError, RetryLaterError,
-  ServerBusyError, ThrottledError, ViewlineError, parseAddress, quote, split,
+  AbortedError, ClientTimeoutError, ConnectError, ConnectionClosedError, MovedError, ProtocolError, RetryLaterError,
+  ServerBusyError, ThrottledError, ViewlineError, parseAddress, printable, quote, split,
 };
 
 /** Attach failures worth trying again elsewhere or a little later. */
@@ -40,9 +40,28 @@ const asyncDispose = Symbol.asyncDispose ?? Symbol.for('nodejs.asyncDispose');
  * Closing the client (`close()`, `destroy()`, the end of an `await using` block)
  * closes the connection; the session lives on on the server until it expires, and
  * `attach(token)` resumes it from anywhere. `quit()` ends it.
+ *
+ * Backpressure (`maxQueuedEvents`, 1,024): events wait for `waitFor()` in one queue,
+ * and for each `events()` loop in its own, each of at most that many. The client
+ * stops reading the socket (`socket.pause()`) while a queue that holds it back is
+ * full, and goes on once an event is taken (TCP holds the rest; the server
+ * disconnects a client that leaves more than 1 MiB unread, and `reconnect` resumes
+ * from the last `rev` read). The queues that hold it back are those of the
+ * `events()` loops when there are any; otherwise `waitFor`'s, unless an `onMessage`
+ * callback or an `'event'` listener sees every event (that queue then keeps the
+ * newest). While a command waits for its reply or a `waitFor` waits, the client
+ * reads on whatever is full, and an event that finds a queue full pushes out its
+ * oldest (counted in `droppedEvents`): a command never waits on events nobody reads.
+ * An `events()` loop that stops reading without ending (`break` ends it) holds the
+ * client back. `views`, `alert` and `rev` reflect every message read.
  */
 export class Client extends EventEmitter {
   #socket = null;
+  #reader = null;  // the current socket's lines: { socket, lines, closed, done }
+  #pumping = false;
+  #paused = false;  // the socket is paused: a full queue waits to be read
+  #welcoming = 0;  // welcomes awaited (read on for them)
+  #failure = null;  // the ProtocolError the client closed the connection for
   #nextId = 0;
   #pending = new Map();
   #queue = [];
@@ -62,13 +81,16 @@ export class Client extends EventEmitter {
     const {
       host = '127.0.0.1', port = 7878, onMessage, reconnect = false, reconnectAttempts = 8, backoff = exponentialBackoff(),
       tls: secure = null, nodes = [], timeout = 10_000, connectTimeout = 10_000, pingInterval = 0, keepAlive = true,
-      maxQueuedEvents = 10_000,
+      maxQueuedEvents = MAX_QUEUED_EVENTS, maxLineBytes = MAX_LINE_BYTES,
     } = options;
     const others = nodes.map(parseAddress).filter((node) => node && !(node.host === host && node.port === port));
     this.#options = {
       host, port, onMessage, reconnect, reconnectAttempts, backoff, tls: secure === true ? {} : secure,
-      nodes: [{ host, port }, ...others], timeout, connectTimeout, pingInterval, keepAlive, maxQueuedEvents,
+      nodes: [{ host, port }, ...others], timeout, connectTimeout, pingInterval, keepAlive,
+      maxQueuedEvents: positive('maxQueuedEvents', maxQueuedEvents), maxLineBytes: positive('maxLineBytes', maxLineBytes),
     };
+    // A new 'event' listener sees every event: waitFor's queue no longer holds the client back.
+    this.on('newListener', (name) => { if (name === 'event') queueMicrotask(() => this.#pump()); });
     /** The highest `rev` seen: where a resumed session picks up. */
     this.rev = 0;
     /** How many times the connection dropped and the session was resumed. */
@@ -79,7 +101,8 @@ export class Client extends EventEmitter {
     this.alert = null;
     /** The last `bye` the server sent, or null. */
     this.bye = null;
-    /** Events dropped because nobody read them while `maxQueuedEvents` were queued. */
+    /** Events pushed out of a full queue that holds the client back (its oldest) while
+     * a command or a `waitFor` waited: see the class's note on backpressure. */
     this.droppedEvents = 0;
     this.closed = true;
     this.welcome = null;
@@ -102,8 +125,15 @@ export class Client extends EventEmitter {
    * (exponential with jitter). `pingInterval` (ms): a `ping` after that much
    * silence, and a resume when it gets no reply in `timeout`; `keepAlive` (on): TCP
    * keepalive. `tls: true` (or `{ ca }`) for TLS, verified. `onMessage` sees every
-   * message. `maxQueuedEvents` (10,000) bounds each event queue (the oldest are
-   * dropped, counted in `droppedEvents`).
+   * message. `maxQueuedEvents` (1,024) bounds each event queue; a full one stops the
+   * client reading (see the class's note on backpressure). `maxLineBytes` (1 MiB,
+   * the most a server holds for one connection) is the longest line taken from the server,
+   * not counting its line ending: a longer one is never buffered, the client closes
+   * the connection with `ProtocolError` (`message_too_long`) and does not resume.
+   * A message the client cannot act on (a `rev` that is not a whole number from 0 to
+   * 2^53 − 1, a `display` without a `view` name or `state` object, …) closes it the
+   * same way (`bad_message`); a line that is not a JSON object is reported as an
+   * `'error'` (or a process warning) and skipped.
    */
   static async connect(options = {}) {
     const client = new Client(options);
@@ -116,9 +146,14 @@ export class Client extends EventEmitter {
 
   async #open(host, port) {
     const { tls: secure, connectTimeout, keepAlive } = this.#options;
-    const socket = secure
-      ? tls.connect({ host, port, servername: net.isIP(host) ? undefined : host, ...secure })
-      : net.createConnection({ host, port });
+    let socket;
+    try {
+      socket = secure
+        ? tls.connect({ host, port, servername: net.isIP(host) ? undefined : host, ...secure })
+        : net.createConnection({ host, port });
+    } catch (error) {  // an argument Node refuses at once (a port out of range)
+      throw new ConnectError(`cannot connect to ${host}:${port}: ${error.message}`, { cause: error });
+    }
     socket.setNoDelay(true);
     if (keepAlive) socket.setKeepAlive(true, 30_000);
     const timer = setTimeout(() => socket.destroy(new Error(`timed out after ${connectTimeout} ms`)), connectTimeout);
@@ -139,18 +174,22 @@ export class Client extends EventEmitter {
       const fail = (error) => { cleanup(); socket.destroy(); reject(error); };
       const onWelcome = (message) => { cleanup(); resolve(message); };
       const onBye = (message) => fail(new ConnectError(`the server refused the connection: ${message.reason}`, { bye: message }));
-      const onClose = () => fail(new ConnectError('the server closed the connection before its welcome'));
+      const onClose = () => fail(this.#failure
+        ? new ConnectError(`the server broke the protocol before its welcome: ${this.#failure.message}`, { cause: this.#failure })
+        : new ConnectError('the server closed the connection before its welcome'));
       const timer = setTimeout(() => fail(new ConnectError(`no welcome from the server in ${this.#options.connectTimeout} ms`)), this.#options.connectTimeout);
       const cleanup = () => {
         clearTimeout(timer);
         this.off('#welcome', onWelcome);
         this.off('#bye', onBye);
         socket.off('close', onClose);
+        this.#welcoming -= 1;
       };
       this.on('#welcome', onWelcome);
       this.on('#bye', onBye);
       socket.once('close', onClose);
     });
+    this.#welcoming += 1;  // read on to the welcome, whatever is full
     this.#socket = socket;
     this.#listen(socket);
     return welcome.then((message) => {
@@ -165,30 +204,111 @@ export class Client extends EventEmitter {
   }
 
   #listen(socket) {
-    const lines = readline.createInterface({ input: socket, crlfDelay: Infinity });
-    lines.on('line', (line) => { if (socket === this.#socket) this.#receiveLine(line); });
-    // readline re-emits its input's errors (ECONNRESET when a node dies); 'close' resumes or ends.
-    lines.on('error', () => {});
-    socket.on('error', (error) => this.emit('socketError', error));
-    socket.on('close', () => {
-      if (socket !== this.#socket || this.welcome === null) return;  // an old connection, or the first never started
-      // A server answers every command it began before it says `bye` (PROTOCOL §4): after
-      // one that leaves the session alive, a command still pending never ran and goes
-      // out again on the resumed connection. Without a `bye`, it may or may not have run.
-      const resend = this.bye !== null && !this.#ended && this.#options.reconnect;
-      for (const pending of [...this.#pending.values()]) {
-        if (resend && !pending.internal) {
-          pending.resend = true;
-          continue;
-        }
-        pending.reject(new ConnectionClosedError('the connection closed before the reply; the command may or may not have run', { bye: this.bye, sessionEnded: this.#ended && this.bye !== null }));
-      }
-      if (this.#options.reconnect && !this.#ended) {
-        this.#resumeTask ??= this.#resume().finally(() => { this.#resumeTask = null; });
+    const reader = { socket, lines: new LineSplitter(this.#options.maxLineBytes), closed: false, done: false };
+    this.#reader = reader;
+    this.#paused = false;
+    socket.on('data', (chunk) => {
+      if (reader !== this.#reader) return;
+      try {
+        reader.lines.push(chunk);
+      } catch (error) {
+        this.#fail(error);
         return;
       }
-      this.#end();
+      this.#pump();
     });
+    socket.on('error', (error) => this.emit('socketError', error));
+    socket.on('close', () => {
+      reader.closed = true;  // handled once the lines read before it are
+      if (reader === this.#reader) this.#pump();
+    });
+  }
+
+  /**
+   * Hands the lines read to `#receiveLine` while nothing holds the client back; at a
+   * full queue it pauses the socket (backpressure) and keeps what it read for later.
+   * Called when a chunk arrives and whenever something may let it go on: an event
+   * taken, a command sent, a `waitFor` begun.
+   */
+  #pump() {
+    if (this.#pumping) return;
+    this.#pumping = true;
+    try {
+      for (;;) {
+        const reader = this.#reader;
+        if (!reader || this.#failure || this.#finished) return;
+        if (reader.lines.length) {
+          if (this.#mustPause()) {
+            if (!this.#paused) {
+              this.#paused = true;
+              reader.socket.pause();
+            }
+            return;
+          }
+          this.#receiveLine(reader.lines.shift());
+          continue;
+        }
+        if (reader.closed) {
+          if (!reader.done) {
+            reader.done = true;
+            this.#closed(reader.socket);
+          }
+          return;
+        }
+        if (this.#paused) {
+          this.#paused = false;
+          this.#heard = Date.now();  // not quiet: it was us not reading
+          reader.socket.resume();
+        }
+        return;
+      }
+    } finally {
+      this.#pumping = false;
+    }
+  }
+
+  /** Whether `queue` (`#queue`, or an `events()` reader's items) stops the client reading when full. */
+  #holdsBack(queue) {
+    if (this.#subscribers.size) return queue !== this.#queue;
+    return !this.#options.onMessage && this.listenerCount('event') === 0;
+  }
+
+  /** Whether the next line waits (backpressure): a queue that holds the client back is full and nobody waits. */
+  #mustPause() {
+    if (this.#pending.size || this.#waiters.length || this.#welcoming) return false;
+    const limit = this.#options.maxQueuedEvents;
+    for (const subscriber of this.#subscribers) if (subscriber.items.length >= limit) return true;
+    return this.#queue.length >= limit && this.#holdsBack(this.#queue);
+  }
+
+  /** The server broke the protocol: close for good (no resume) and tell everyone waiting. */
+  #fail(error) {
+    if (this.#failure || this.#finished) return;
+    this.#failure = error;
+    this.#ended = true;
+    if (this.welcome) this.#report(error);  // before it, connect() rejects with a ConnectError caused by it
+    this.#socket?.destroy();
+    this.#end();
+  }
+
+  #closed(socket) {
+    if (socket !== this.#socket || this.welcome === null) return;  // an old connection, or the first never started
+    // A server answers every command it began before it says `bye` (PROTOCOL §4): after
+    // one that leaves the session alive, a command still pending never ran and goes
+    // out again on the resumed connection. Without a `bye`, it may or may not have run.
+    const resend = this.bye !== null && !this.#ended && this.#options.reconnect;
+    for (const pending of [...this.#pending.values()]) {
+      if (resend && !pending.internal) {
+        pending.resend = true;
+        continue;
+      }
+      pending.reject(new ConnectionClosedError('the connection closed before the reply; the command may or may not have run', { bye: this.bye, sessionEnded: this.#ended && this.bye !== null }));
+    }
+    if (this.#options.reconnect && !this.#ended) {
+      this.#resumeTask ??= this.#resume().finally(() => { this.#resumeTask = null; });
+      return;
+    }
+    this.#end();
   }
 
   /** A line from the server: never throws (a bad line or a throwing callback is reported, not fatal). */
@@ -203,6 +323,12 @@ export class Client extends EventEmitter {
       this.#report(new ViewlineError('bad_message', `a line from the server that is not a JSON object: ${line.slice(0, 200)}`));
       return;
     }
+    try {
+      checkMessage(message);
+    } catch (error) {
+      this.#fail(error);
+      return;
+    }
     this.#heard = Date.now();
     try {
       this.#receive(message);
@@ -214,7 +340,7 @@ export class Client extends EventEmitter {
   /** Emits `'error'` when someone listens; otherwise a process warning (never an uncaught throw). */
   #report(error) {
     if (this.listenerCount('error') > 0) this.emit('error', error);
-    else process.emitWarning(`viewline: ${error.message}`, { code: 'VIEWLINE_CLIENT' });
+    else process.emitWarning(`viewline: ${printable(error?.message ?? error)}`, { code: 'VIEWLINE_CLIENT' });
   }
 
   #end() {
@@ -222,7 +348,7 @@ export class Client extends EventEmitter {
     this.#finished = true;
     this.closed = true;
     clearTimeout(this.#pinger);
-    const error = new ConnectionClosedError('connection closed', { bye: this.bye, sessionEnded: this.#ended && this.bye !== null });
+    const error = this.#failure ?? new ConnectionClosedError('connection closed', { bye: this.bye, sessionEnded: this.#ended && this.bye !== null });
     for (const pending of this.#pending.values()) pending.reject(error);
     this.#pending.clear();
     for (const waiter of this.#waiters.splice(0)) waiter.reject(error);
@@ -239,7 +365,7 @@ export class Client extends EventEmitter {
     const current = { host: this.#options.host, port: this.#options.port };
     const candidates = [current, ...this.#options.nodes.filter((n) => !(n.host === current.host && n.port === current.port))];
     for (let attempt = 0; attempt < this.#options.reconnectAttempts * candidates.length; attempt++) {
-      if (this.#ended && this.bye === null) break;  // closed by us meanwhile
+      if ((this.#ended && this.bye === null) || this.#failure) break;  // closed by us meanwhile, or for good
       try {
         await this.#moveTo(candidates[attempt % candidates.length]);
         await this.#attachFollowingMoved({ token: this.token, lastRev: this.rev }, { internal: true });
@@ -259,7 +385,7 @@ export class Client extends EventEmitter {
         this.emit('resumed');
         return;
       } catch (error) {
-        if (!RETRYABLE_ATTACH.has(error.code)) {
+        if (this.#failure || !RETRYABLE_ATTACH.has(error.code)) {
           this.#ended = true;
           break;
         }
@@ -347,24 +473,30 @@ export class Client extends EventEmitter {
     if (this.#waiters.length) return;  // the event passed every active waiter by
     if (this.#queue.length >= this.#options.maxQueuedEvents) {
       this.#queue.shift();
-      this.droppedEvents += 1;
+      if (this.#holdsBack(this.#queue)) this.droppedEvents += 1;
     }
     this.#queue.push(message);
   }
 
+  /** Takes what a message says (checked by `checkMessage` first; anything else is ignored). */
   #observe(message) {
-    if (typeof message.rev === 'number' && message.type !== 'reply') this.rev = Math.max(this.rev, message.rev);
-    if (message.type === 'display') this.views[message.view] = message.state;
-    else if (message.type === 'alert') this.alert = message;
-    else if (message.type === 'dismiss' && this.alert?.id === message.id) this.alert = null;
+    if (message.type !== 'reply' && whole(message.rev) !== null) this.rev = Math.max(this.rev, message.rev);
+    if (message.type === 'display') {
+      if (typeof message.view === 'string' && isObject(message.state)) {
+        // Defined, not assigned: a view named `__proto__` is a view, not this object's prototype.
+        Object.defineProperty(this.views, message.view, { value: message.state, enumerable: true, writable: true, configurable: true });
+      }
+    } else if (message.type === 'alert') {
+      if (typeof message.id === 'string') this.alert = message;
+    } else if (message.type === 'dismiss' && this.alert?.id === message.id) this.alert = null;
     else if (message.type === 'reply' && message.ok) {
-      const result = message.result ?? {};
+      const result = isObject(message.result) ? message.result : {};
       if (result.snapshot === true && 'replayed' in result) {
         // An attach answered with a snapshot (another session, or one restored from
         // its record): every view and the alert arrive again; nothing old lingers.
         this.views = {};
         this.alert = null;
-        this.rev = Number(result.rev) || 0;
+        this.rev = whole(result.rev) ?? 0;
       } else if (result.answer && result.alert === this.alert?.id) {
         this.alert = null;
       }
@@ -386,6 +518,7 @@ export class Client extends EventEmitter {
   async #request(cmd, args, { timeout = this.#options.timeout, signal, internal = false } = {}) {
     signal?.throwIfAborted?.();
     if (!internal && (this.#resumeTask || this.#gate)) await (this.#resumeTask ?? this.#gate);
+    if (this.#failure) throw this.#failure;
     if (this.closed && !internal) throw new ConnectionClosedError('the client is closed', { bye: this.bye, sessionEnded: this.#ended && this.bye !== null });
     const id = ++this.#nextId;
     const line = args === null ? { id, line: cmd } : { id, cmd, ...(Object.keys(args).length ? { args } : {}) };
@@ -405,6 +538,7 @@ export class Client extends EventEmitter {
       }
       signal?.addEventListener('abort', onAbort, { once: true });
       this.#socket.write(text);
+      this.#pump();  // read on to the reply, whatever is full
     }).then((result) => {
       // `end-others` gives the session a new token: the one to resume with from now on.
       const name = args === null ? cmd.trim().split(' ')[0] : cmd;
@@ -450,7 +584,7 @@ export class Client extends EventEmitter {
     if (lastRev !== undefined && lastRev !== null) args.lastRev = lastRev;
     const result = await this.#attachFollowingMoved(args, options);
     this.token = token;
-    this.session = result.session;
+    if (typeof result.session === 'string') this.session = result.session;
     return result;
   }
 
@@ -499,7 +633,10 @@ export class Client extends EventEmitter {
       }
     } catch (error) {
       return Promise.reject(error);
+    } finally {
+      this.#pump();  // events were taken: the client may read on
     }
+    if (this.#failure) return Promise.reject(this.#failure);
     if (this.closed) return Promise.reject(new ConnectionClosedError('connection closed', { bye: this.bye, sessionEnded: this.#ended && this.bye !== null }));
     return new Promise((resolve, reject) => {
       const waiter = { predicate };
@@ -516,6 +653,7 @@ export class Client extends EventEmitter {
       waiter.reject = (e) => settle(reject, e);
       signal?.addEventListener('abort', onAbort, { once: true });
       this.#waiters.push(waiter);
+      this.#pump();  // read on while someone waits
     });
   }
 
@@ -532,15 +670,19 @@ export class Client extends EventEmitter {
 
   /**
    * Every event in order, as an async iterator, until the client closes for good
-   * (or `signal` aborts). Each call is its own reader with its own bounded queue:
-   * it starts with the events nobody has taken yet, then gets every event that
-   * arrives; `waitFor` reads apart.
+   * (rejecting with `ProtocolError` if the client closed the connection because the
+   * server broke the protocol), or `signal` aborts. Each call is its own reader with
+   * its own queue of at most `maxQueuedEvents`: it starts with the events nobody has
+   * taken yet, then gets every event that arrives. While it is full the client stops
+   * reading (see the class's note); leave the loop (`break`) to let the client go on
+   * without it. `waitFor` reads apart.
    */
   async *events({ signal } = {}) {
     const limit = this.#options.maxQueuedEvents;
     const items = this.#queue.splice(0);
     let wake = null;
     const subscriber = {
+      items,
       push: (message) => {
         if (items.length >= limit) { items.shift(); this.droppedEvents += 1; }
         items.push(message);
@@ -551,20 +693,33 @@ export class Client extends EventEmitter {
     const onAbort = () => wake?.();
     signal?.addEventListener('abort', onAbort);
     this.#subscribers.add(subscriber);
+    this.#pump();
     try {
       while (true) {
         if (items.length) {
-          yield items.shift();
+          const event = items.shift();
+          this.#pump();
+          yield event;
           continue;
         }
-        if (this.closed || signal?.aborted) return;
+        if (signal?.aborted) return;
+        if (this.closed) {
+          if (this.#failure) throw this.#failure;
+          return;
+        }
         await new Promise((resolve) => { wake = resolve; });
         wake = null;
       }
     } finally {
       this.#subscribers.delete(subscriber);
       signal?.removeEventListener('abort', onAbort);
+      this.#pump();
     }
+  }
+
+  /** How many events wait in the fullest queue (`waitFor`'s or an `events()` loop's): at most `maxQueuedEvents`. */
+  get queuedEvents() {
+    return Math.max(this.#queue.length, ...[...this.#subscribers].map((subscriber) => subscriber.items.length));
   }
 
   #pingWhenQuiet() {
@@ -573,7 +728,7 @@ export class Client extends EventEmitter {
     const tick = async () => {
       if (this.closed) return;
       const quiet = Date.now() - this.#heard;
-      if (quiet >= interval && !this.#resumeTask && !this.#gate) {
+      if (quiet >= interval && !this.#resumeTask && !this.#gate && !this.#paused) {  // paused: not quiet, unread
         try {
           await this.#request('ping', {}, {});
         } catch (error) {

@@ -169,7 +169,7 @@ class Client(_Settings):
           reads on to it: an event that finds the queue full pushes out the oldest
           (counted in ``dropped_events``), so a reply always arrives. ``views``,
           ``alert`` and ``rev`` reflect every message read.
-        - ``max_line_bytes`` (65,536, the server's own default line limit): the
+        - ``max_line_bytes`` (1 MiB, the most a server holds for one connection by default, `--max-output-bytes`): the
           longest line taken from the server, not counting its line ending. A longer
           one is never buffered: the client closes the connection and raises
           ``ProtocolError`` (``message_too_long``), and does not resume. Raise it for

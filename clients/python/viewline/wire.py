@@ -10,9 +10,10 @@ from typing import Any, Deque, Dict, Optional
 
 from .errors import ProtocolError
 
-#: The longest server line taken by default: the server's own default line limit
-#: (``--max-line-bytes``, PROTOCOL §8), not counting the line ending.
-MAX_LINE_BYTES = 64 * 1024
+#: The longest server line taken by default: 1 MiB, the most a server holds for one
+#: connection by default (``--max-output-bytes``, PROTOCOL §8), so no longer line is
+#: ever delivered; not counting the line ending.
+MAX_LINE_BYTES = 1024 * 1024
 #: Events kept for the application by default, per queue, before the client stops reading.
 MAX_QUEUED_EVENTS = 1024
 #: The largest whole number a client takes from a server where it expects one
@@ -157,7 +158,9 @@ def check(message: Dict[str, Any]) -> None:
     if "rev" in message:
         rev = whole(message["rev"])
         if rev is None:
-            raise _bad(f"a {kind} whose rev is not a whole number from 0 to 2**53 - 1", message["rev"])
+            label = kind if kind in ("display", "alert", "dismiss") else "message"
+            raise _bad(f"{'an' if label == 'alert' else 'a'} {label} whose rev is not a whole number from 0 to 2**53 - 1",
+                       message["rev"])
         message["rev"] = rev
     if kind == "welcome":
         for key in ("session", "token"):

@@ -1,0 +1,31 @@
+import Synchronization
+import Testing
+import ViewlineProtocol
+@testable import ViewlineKit
+
+/// `end-others` is final: the step that joins a connection to a session checks the
+/// token it attached with, on the session's own executor, so an attach that looked the
+/// token up before `end-others` (and was between leaving its old session and joining
+/// this one when it ran) cannot join after it.
+@Suite struct EndOthersTests {
+    @Test func anAttachInFlightWithTheOldTokenDoesNotJoinAfterEndOthers() async throws {
+        let application = Application([Counter.self], services: Services())
+        let session = Session(id: "s1", application: application)
+        try application.sessions.register(session).get()
+        let owner = Mutex<[ServerMessage]>([])
+        await session.connect(SessionConnection(send: { message in owner.withLock { $0.append(message) } }, close: {}), as: 1)
+        // The attacker's attach looked the session up with the token it knows…
+        let old = session.token
+        // …and the owner ends the others before the attacker's join runs.
+        _ = await session.handle(Request(id: .int(1), name: "end-others", arguments: Arguments()), from: 1)
+        #expect(session.token != old)
+        let attacker = Mutex<[ServerMessage]>([])
+        let link = SessionConnection(send: { message in attacker.withLock { $0.append(message) } }, close: {})
+        let joined = try await session.attach(link, as: 2, lastRev: nil, re: .int(7), token: old)
+        #expect(!joined)
+        #expect(attacker.withLock { $0.isEmpty })  // nothing of the session reached it
+        #expect(await session.connectionCount == 1)
+        // The new token joins.
+        #expect(try await session.attach(link, as: 3, lastRev: nil, re: .int(8), token: session.token))
+    }
+}
