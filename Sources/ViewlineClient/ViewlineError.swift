@@ -36,7 +36,8 @@ public struct ViewlineError: Error, Sendable, Equatable, CustomStringConvertible
     /// How long to wait before trying again (`throttled`, `attach_throttled`,
     /// `server_busy`), when the server said.
     public var retryAfter: Duration? {
-        guard let seconds = details["retryAfter"]?.doubleValue else { return nil }
+        // Any number a server sends: only a sane wait (up to a day) is taken.
+        guard let seconds = details["retryAfter"]?.doubleValue, seconds.isFinite, (0...86_400).contains(seconds) else { return nil }
         return .milliseconds(Int64(seconds * 1000))
     }
 

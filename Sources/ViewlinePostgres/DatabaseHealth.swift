@@ -78,7 +78,11 @@ final class DatabaseHealth: Sendable {
                     if wasDown { logger.notice("the database answers again") }
                     wasDown = false
                     while !Task.isCancelled && !connection.isClosed {
-                        _ = try await connection.query("SELECT 1", logger: logger).collect()
+                        // Within a deadline that closes the connection: a silent server
+                        // is "down" within 2 s, not when the kernel gives up on the socket.
+                        _ = try await connection.withDeadline(.seconds(2)) {
+                            try await connection.query("SELECT 1", logger: logger).collect()
+                        }
                         try await Task.sleep(for: .seconds(1))
                     }
                 } catch {

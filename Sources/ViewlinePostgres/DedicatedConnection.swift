@@ -31,10 +31,6 @@ actor DedicatedConnection {
         connection.close().whenComplete { _ in _ = connection }
     }
 
-    struct TimedOut: Error, CustomStringConvertible {
-        var description: String { "the statement timed out on its own connection" }
-    }
-
     /// Runs `query`, whose one row holds one boolean, within `timeout`.
     func bool(_ query: PostgresQuery, timeout: Duration) async throws -> Bool {
         try await rows(query, timeout: timeout) { try $0.decode(Bool.self) }.last ?? false
@@ -47,19 +43,10 @@ actor DedicatedConnection {
         let connection = try await open()
         let logger = logger
         do {
-            return try await withThrowingTaskGroup(of: [T]?.self) { group in
-                group.addTask {
-                    var values: [T] = []
-                    for try await row in try await connection.query(query, logger: logger) { values.append(try transform(row)) }
-                    return values
-                }
-                group.addTask {
-                    try await Task.sleep(for: timeout)
-                    throw TimedOut()
-                }
-                let values = try await group.next()!
-                group.cancelAll()
-                return values ?? []
+            return try await connection.withDeadline(timeout) {
+                var values: [T] = []
+                for try await row in try await connection.query(query, logger: logger) { values.append(try transform(row)) }
+                return values
             }
         } catch {
             if self.connection === connection { self.connection = nil }

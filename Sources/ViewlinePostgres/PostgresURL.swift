@@ -57,20 +57,42 @@ public struct PostgresURL: Sendable, CustomStringConvertible {
 
     /// A `PostgresClient` configuration for this database (its host or socket,
     /// credentials and TLS).
+    /// What every connection a node opens asks the server to enforce on its own side,
+    /// below the cluster's node timeout (5 s by default): no statement runs longer than
+    /// 4.5 s, no lock is waited for longer than 2 s (one session's lock cannot stall a
+    /// node's other statements behind it for longer), and no transaction is left open
+    /// idle for more than 4.5 s. Sent in the startup packet, so a pooled connection has
+    /// them too; a statement they end fails with PostgreSQL's own error.
+    package static let serverSideLimits: [(String, String)] = [
+        ("statement_timeout", "4500"),
+        ("lock_timeout", "2000"),
+        ("idle_in_transaction_session_timeout", "4500"),
+    ]
+
     public var clientConfiguration: PostgresClient.Configuration {
+        var configuration: PostgresClient.Configuration
         if let socketDirectory {
-            return PostgresClient.Configuration(
+            configuration = PostgresClient.Configuration(
                 unixSocketPath: "\(socketDirectory)/.s.PGSQL.\(port)", username: user, password: password, database: database)
+        } else {
+            configuration = PostgresClient.Configuration(
+                host: host, port: port, username: user, password: password, database: database, tls: clientTLS)
         }
-        return PostgresClient.Configuration(host: host, port: port, username: user, password: password, database: database, tls: clientTLS)
+        configuration.options.additionalStartupParameters = Self.serverSideLimits
+        return configuration
     }
 
     package func connectionConfiguration() throws -> PostgresConnection.Configuration {
+        var configuration: PostgresConnection.Configuration
         if let socketDirectory {
-            return PostgresConnection.Configuration(
+            configuration = PostgresConnection.Configuration(
                 unixSocketPath: "\(socketDirectory)/.s.PGSQL.\(port)", username: user, password: password, database: database)
+        } else {
+            configuration = PostgresConnection.Configuration(
+                host: host, port: port, username: user, password: password, database: database, tls: try connectionTLS())
         }
-        return PostgresConnection.Configuration(host: host, port: port, username: user, password: password, database: database, tls: try connectionTLS())
+        configuration.options.additionalStartupParameters = Self.serverSideLimits
+        return configuration
     }
 
     private var clientTLS: PostgresClient.Configuration.TLS {

@@ -119,8 +119,20 @@ public final class ClientBridge: Sendable {
         while poll(&descriptor, 1, milliseconds) < 0 && errno == EINTR {}
     }
 
+    /// Items kept for the REPL before the oldest event goes (a server flooding events
+    /// while the REPL waits on its terminal cannot grow this without limit; replies,
+    /// connection changes and the end are never dropped).
+    static let maximumQueued = 4096
+
     private func put(_ item: Item) {
-        queue.withLock { $0.append(item) }
+        queue.withLock { queue in
+            if queue.count >= Self.maximumQueued,
+                let oldest = queue.firstIndex(where: { if case .message(let message) = $0 { message["type"] != "reply" } else { false } })
+            {
+                queue.remove(at: oldest)
+            }
+            queue.append(item)
+        }
         var byte: UInt8 = 1
         _ = write(wakeWrite, &byte, 1)
     }

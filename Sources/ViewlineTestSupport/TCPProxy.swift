@@ -6,13 +6,17 @@ import Glibc
 #endif
 
 /// A loopback TCP proxy a test can cut, as a dropped Wi-Fi would: every connection
-/// through it is forwarded to `target` until ``cut()`` closes them all (new
-/// connections keep working).
+/// through it is forwarded to `target` until ``cut()`` closes them all, or
+/// ``silence()`` stops forwarding on them without closing them, as a link that goes
+/// quiet does (new connections keep working either way).
 public final class TCPProxy: @unchecked Sendable {
     public let port: Int
     private let listener: Int32
     private let target: Int
     private let open = Mutex<[Int32]>([])
+    /// Connections accepted before this number of them are silenced.
+    private let silencedBelow = Atomic<Int>(0)
+    private let accepted = Atomic<Int>(0)
 
     public init(to target: Int) throws {
         _ = BrokenPipes.ignored
@@ -44,6 +48,12 @@ public final class TCPProxy: @unchecked Sendable {
         for fd in open.withLock({ fds in defer { fds = [] }; return fds }) { shutdown(fd, Int32(SHUT_RDWR)) }
     }
 
+    /// Every connection open now goes silent: what either side sends is read and
+    /// dropped, and neither side hears that anything happened.
+    public func silence() {
+        silencedBelow.store(accepted.load(ordering: .acquiring), ordering: .releasing)
+    }
+
     private func acceptLoop() {
         while true {
             let client = accept(listener, nil, nil)
@@ -51,16 +61,19 @@ public final class TCPProxy: @unchecked Sendable {
             guard let upstream = try? LineClient(port: target) else { close(client); continue }
             let server = dup(upstream.fd)
             open.withLock { $0 += [client, server] }
-            Thread.detachNewThread { Self.pump(from: client, to: server) }
-            Thread.detachNewThread { Self.pump(from: server, to: client) }
+            let number = accepted.add(1, ordering: .acquiringAndReleasing).oldValue
+            let silent: @Sendable () -> Bool = { [self] in number < silencedBelow.load(ordering: .acquiring) }
+            Thread.detachNewThread { Self.pump(from: client, to: server, silent: silent) }
+            Thread.detachNewThread { Self.pump(from: server, to: client, silent: silent) }
         }
     }
 
-    private static func pump(from source: Int32, to destination: Int32) {
+    private static func pump(from source: Int32, to destination: Int32, silent: @Sendable () -> Bool) {
         var buffer = [UInt8](repeating: 0, count: 65536)
         while true {
             let count = buffer.withUnsafeMutableBytes { read(source, $0.baseAddress, $0.count) }
             guard count > 0 else { break }
+            if silent() { continue }
             // MSG_NOSIGNAL: a side that closed ends this pump, not (by SIGPIPE) the test process.
             guard buffer.withUnsafeBytes({ send(destination, $0.baseAddress, count, Int32(MSG_NOSIGNAL)) }) == count else { break }
         }

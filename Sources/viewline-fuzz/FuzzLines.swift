@@ -6,7 +6,9 @@ import ViewlineKit
 /// The whole input path of a line, as the server runs it: framing
 /// (`LineFrameHandler`, fed in two chunks), then request decoding (UTF-8, the
 /// inline tokenizer or the JSON parser) and argument checking against every
-/// built-in command's declaration. Nothing here may crash, whatever the bytes.
+/// built-in command's declaration; then both framers with the connection's input
+/// budget checked after every read (``FramerCheck``). Nothing here may crash, whatever
+/// the bytes.
 enum FuzzLines {
     static let commands = Application([]).commands
 
@@ -26,6 +28,9 @@ enum FuzzLines {
         if let decoded = RequestDecoder.decode(line: bytes, commands: commands), case .success(let request) = decoded {
             _ = request.arguments.json.keys
         }
+        // Both framers (TCP lines, WebSocket) with their input budget: bytes held stay
+        // within the bound after every read.
+        FramerCheck.run(bytes)
     }
 }
 

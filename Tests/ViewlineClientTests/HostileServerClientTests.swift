@@ -9,7 +9,9 @@ import Glibc
 /// The Swift client against a malicious fake server: it takes no line longer than its
 /// limit (the connection closes instead of buffering it), and no JSON number traps it.
 @Suite struct HostileServerClientTests {
-    /// A one-connection server on a loopback port: says `welcome`, then `then`'s bytes.
+    /// A one-connection server on a loopback port: says `welcome`, waits for the
+    /// client's first command (so the test has subscribed by then), then sends
+    /// `then`'s bytes.
     final class FakeServer: @unchecked Sendable {
         let port: Int
         private let listener: Int32
@@ -28,7 +30,13 @@ import Glibc
                 let client = accept(listener, nil, nil)
                 guard client >= 0 else { return }
                 let welcome = Array(#"{"type":"welcome","protocol":1,"minor":3,"session":"s1","token":"0123456789abcdef0123456789abcdef0123456789abcdef","server":"fake"}"#.utf8) + [10]
-                var all = welcome + bytes
+                _ = welcome.withUnsafeBytes { send(client, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                var first: UInt8 = 0
+                guard recv(client, &first, 1, 0) == 1 else {
+                    close(client)
+                    return
+                }
+                var all = bytes
                 var sent = 0
                 while sent < all.count {
                     let n = all.withUnsafeMutableBytes { send(client, $0.baseAddress! + sent, $0.count - sent, Int32(MSG_NOSIGNAL)) }
@@ -68,9 +76,11 @@ import Glibc
         let server = try FakeServer(then: Array(lines.joined(separator: "\n").utf8) + [10])
         let client = try await ViewlineClient.connect(to: .tcp(port: server.port), options: options())
         let events = await client.events()
+        let go = Task { try? await client.send("go") }  // its reply never comes: the events do
         for await event in events {
             if case .display(let view, _, _) = event, view == "done" { break }
         }
+        go.cancel()
         await client.close()
     }
 }

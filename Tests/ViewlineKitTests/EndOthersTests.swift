@@ -1,3 +1,4 @@
+import Foundation
 import Synchronization
 import Testing
 import ViewlineProtocol
@@ -27,5 +28,36 @@ import ViewlineProtocol
         #expect(await session.connectionCount == 1)
         // The new token joins.
         #expect(try await session.attach(link, as: 3, lastRev: nil, re: .int(8), token: session.token))
+    }
+}
+
+/// A blocking pool used from `session.call` is fair between client addresses without
+/// the backend naming one: the calling session's address is the job's key.
+@Suite struct FairPoolTests {
+    @Test func oneAddressFillingThePoolCannotKeepAnotherAddressOut() async throws {
+        let pool = BlockingPool(threads: 1, queueLimit: 8, perKeyLimit: 3, name: "fairness")
+        final class Gate: Sendable {
+            let open = Mutex(false)
+        }
+        let gate = Gate()
+        // The attacker's address: three jobs (its share), the first holding the thread.
+        var attacker: [Task<Void, any Error>] = []
+        for _ in 0..<3 {
+            attacker.append(Task {
+                try await BlockingPool.$callerKey.withValue("203.0.113.7") {
+                    _ = try await pool.run { while !gate.open.withLock({ $0 }) { usleep(1000) } }
+                }
+            })
+        }
+        while pool.load < 3 { try await Task.sleep(for: .milliseconds(5)) }
+        // A fourth from the same address is refused at once…
+        await #expect(throws: BlockingPool.Full.self) {
+            try await BlockingPool.$callerKey.withValue("203.0.113.7") { try await pool.run { 0 } }
+        }
+        // …and another address's job gets a place, and runs in its turn.
+        let victim = Task { try await BlockingPool.$callerKey.withValue("198.51.100.1") { try await pool.run { 42 } } }
+        gate.open.withLock { $0 = true }
+        #expect(try await victim.value == 42)
+        for task in attacker { try await task.value }
     }
 }

@@ -79,10 +79,17 @@ public final class BlockingPool: Sendable {
     /// Jobs waiting or running now.
     public var load: Int { state.withLock { $0.total } }
 
+    /// The key a job gets when its caller names none: inside ``Session/call(_:_:)``, the
+    /// calling session's client address, so every backend that runs on a pool is fair
+    /// between addresses without passing one (one address cannot keep another's
+    /// searches out).
+    @TaskLocal public static var callerKey: String?
+
     /// Runs `work` on one of the pool's threads and returns its result; throws
     /// ``Full`` without running it when `key` already has its share or the pool is full.
+    /// Without a `key`, the job is the calling session's address's (``callerKey``).
     public func run<Result: Sendable>(key: String? = nil, _ work: @escaping @Sendable () -> Result) async throws -> Result {
-        let key = key ?? ""
+        let key = key ?? Self.callerKey ?? ""
         let admitted = state.withLock { state -> Int? in
             let mine = state.perKey[key] ?? 0
             guard mine < perKeyLimit else { return nil }

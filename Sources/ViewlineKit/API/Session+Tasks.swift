@@ -53,14 +53,16 @@ extension Session {
     /// Before `operation` runs: work that was replaced or cancelled gets
     /// `CancellationError` (the latest wins), a failure `fault` armed for the backend's
     /// name is thrown, and a backend the server's ``Services`` lack throws
-    /// ``MissingBackend`` (the client gets `internal_error`).
+    /// ``MissingBackend`` (the client gets `internal_error`). While `operation` runs,
+    /// a ``BlockingPool`` it uses keys its jobs by this session's client address
+    /// (``BlockingPool/callerKey``): one address cannot starve the others' calls.
     public func call<Backend: BackendKey, T: Sendable>(
         _ backend: Backend.Type, _ operation: (Backend.Value) async throws -> T
     ) async throws -> T {
         try Task.checkCancellation()
         guard let service = services.value(for: backend) else { throw MissingBackend(name: Backend.name) }
         try application.faults.check(Backend.name)
-        return try await operation(service)
+        return try await BlockingPool.$callerKey.withValue(peer ?? "local") { try await operation(service) }
     }
 
     /// Calls a backend known only by name, failing first if `fault` armed a failure for it.
@@ -68,7 +70,7 @@ extension Session {
     public func call<T: Sendable>(_ backend: String, _ operation: () async throws -> T) async throws -> T {
         try Task.checkCancellation()
         try application.faults.check(backend)
-        return try await operation()
+        return try await BlockingPool.$callerKey.withValue(peer ?? "local") { try await operation() }
     }
 
     // MARK: - wait

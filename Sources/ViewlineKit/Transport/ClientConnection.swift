@@ -82,6 +82,9 @@ final class ClientConnection: Sendable {
     /// event loop read, counted in the connection's ``InputBudget`` (whose framer stops
     /// handing lines over while it is full), and starts the pump when none runs.
     func receive(_ input: Input) {
+        // Told `bye` (revoked, the session ended): nothing more it sends is run, even
+        // while its backlog keeps the close waiting.
+        if hungUp.load(ordering: .acquiring), case .frame = input { return }
         var input = input
         if case .frame(.line(let line)) = input {
             switch runNow(line) {
@@ -219,9 +222,9 @@ final class ClientConnection: Sendable {
         while let input = next() {
             switch input {
             case .frame, .request:
-                // Cut off (its backlog passed the limit, or it hung up): the rest of
-                // what it sent is not run; the disconnect follows.
-                guard outbound.isOpen else { continue }
+                // Cut off (its backlog passed the limit, or it hung up), or told `bye`:
+                // the rest of what it sent is not run; the disconnect follows.
+                guard outbound.isOpen, !hungUp.load(ordering: .acquiring) else { continue }
                 // Fair to the loop's other connections: a long pipelined burst gives
                 // the loop back every so often (as redis bounds what one client's
                 // pipeline runs per event loop turn), so their commands and I/O wait

@@ -93,6 +93,9 @@ final class HTTPConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let part = unwrapInboundIn(data)
+        // Neither listener takes a request body: it is dropped as it comes, never held
+        // (a body streamed behind a full backlog grew without limit).
+        if case .body = part { return }
         guard held.isEmpty, context.channel.isWritable else {
             // Over the budget: held, and the backlog must drain within the timeout.
             if held.isEmpty { armDeadline(context: context) }

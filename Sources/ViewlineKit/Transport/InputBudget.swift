@@ -20,14 +20,14 @@ import Synchronization
 ///
 /// and a connection kept at that bound for longer than `--line-timeout` is closed, as one
 /// whose line stays incomplete is.
-final class InputBudget: Sendable {
+package final class InputBudget: Sendable {
     /// Lines queued before framing stops.
-    static let maximumQueuedLines = 256
+    package static let maximumQueuedLines = 256
     /// Bytes of queued lines before framing stops, whatever their number.
-    static let maximumQueuedBytes = 256 * 1024
+    package static let maximumQueuedBytes = 256 * 1024
     /// What a queued line costs beyond its bytes: its slot in the queue and the header
     /// and allocation of the buffer it is copied into.
-    static let lineOverhead = 64
+    package static let lineOverhead = 64
 
     private let lines = Atomic<Int>(0)
     private let bytes = Atomic<Int>(0)
@@ -38,10 +38,10 @@ final class InputBudget: Sendable {
     /// Restarts the framer on its event loop: set once the framer is in the pipeline.
     private let restart = Mutex<(@Sendable () -> Void)?>(nil)
 
-    init() {}
+    package init() {}
 
     /// Whether a framer may hand over another line now.
-    var hasRoom: Bool {
+    package var hasRoom: Bool {
         lines.load(ordering: .relaxed) < Self.maximumQueuedLines && bytes.load(ordering: .relaxed) < Self.maximumQueuedBytes
     }
 
@@ -52,12 +52,12 @@ final class InputBudget: Sendable {
     }
 
     /// Bytes held in all: queued lines at their cost and what the framer keeps.
-    var heldBytes: Int {
+    package var heldBytes: Int {
         bytes.load(ordering: .relaxed) + held.load(ordering: .relaxed)
     }
 
     /// Queued lines now.
-    var queuedLines: Int { lines.load(ordering: .relaxed) }
+    package var queuedLines: Int { lines.load(ordering: .relaxed) }
 
     /// The framer keeps `count` bytes now (its carried bytes, whole).
     func framerHolds(_ count: Int) {
@@ -65,14 +65,14 @@ final class InputBudget: Sendable {
     }
 
     /// A line of `byteCount` bytes joined the queue.
-    func queued(byteCount: Int) {
+    package func queued(byteCount: Int) {
         lines.add(1, ordering: .relaxed)
         bytes.add(byteCount + Self.lineOverhead, ordering: .relaxed)
     }
 
     /// A queued line of `byteCount` bytes left it (it runs now, or the connection ended);
     /// a framer stopped for want of room is started again once there is enough.
-    func dequeued(byteCount: Int) {
+    package func dequeued(byteCount: Int) {
         lines.subtract(1, ordering: .relaxed)
         bytes.subtract(byteCount + Self.lineOverhead, ordering: .relaxed)
         if hasRoomToRestart, framingStopped.exchange(false, ordering: .acquiringAndReleasing) {
@@ -94,5 +94,19 @@ final class InputBudget: Sendable {
         // the framer itself when the room came before the flag was seen.
         if hasRoomToRestart, framingStopped.exchange(false, ordering: .acquiringAndReleasing) { return false }
         return true
+    }
+}
+
+/// The two framers with a budget of the caller's, for checks from outside the module
+/// (`viewline-fuzz`).
+package enum Framers {
+    /// A TCP line framer whose lines count against `budget`.
+    package static func lines(maximumLength: Int, budget: InputBudget) -> any ChannelHandler {
+        LineFrameHandler(maximumLength: maximumLength, incompleteLineTimeout: nil, budget: budget, next: nil)
+    }
+
+    /// A WebSocket framer whose lines count against `budget`.
+    package static func webSocket(maximumLength: Int, maximumFrameLength: Int, budget: InputBudget) -> any ChannelHandler {
+        WebSocketLines(maximumLength: maximumLength, maximumFrameLength: maximumFrameLength, incompleteMessageTimeout: nil, budget: budget)
     }
 }

@@ -93,9 +93,19 @@ final class OutboundLines: Sendable {
     func flushThenClose() {
         channel.eventLoop.execute {
             self.flushOnLoop()
-            self.channel.writeAndFlush(ByteBuffer()).whenComplete { _ in self.channel.close(promise: nil) }
+            let channel = self.channel
+            // A client that does not read would keep the close (and its descriptor and
+            // buffers) waiting forever: it gets the time a `bye` is given, then goes.
+            let deadline = channel.eventLoop.scheduleTask(in: Self.closeDeadline) { channel.close(promise: nil) }
+            channel.writeAndFlush(ByteBuffer()).whenComplete { _ in
+                deadline.cancel()
+                channel.close(promise: nil)
+            }
         }
     }
+
+    /// How long a connection being closed after its last lines may take to read them.
+    static let closeDeadline = TimeAmount.seconds(2)
 
     private func flushOnLoop() {
         let pending = state.withLock { state -> ByteBuffer? in

@@ -106,12 +106,23 @@ final class WebSocketLines: ChannelDuplexHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        // Nothing more is framed, whatever called this (a close from inside a read
+        // included: the rest of that read must not be taken as frames).
+        finish()
+        context.fireChannelInactive()
+    }
+
+    /// The connection is over: no more frames, lines or restarts.
+    private func finish() {
         stopDeadline()
+        closeSent = true
+        stopped = false
         carried = nil
         pending = nil
         message = nil
+        pieces.removeAll()
+        nextPiece = 0
         budget.framerHolds(0)
-        context.fireChannelInactive()
     }
 
     // MARK: inbound
@@ -149,7 +160,7 @@ final class WebSocketLines: ChannelDuplexHandler {
 
     /// The frames of `input`, in order, then their messages as lines.
     private func takeFrames(of input: inout ByteBuffer, merged: Bool, context: ChannelHandlerContext) {
-        while !closeSent, input.readableBytes > 0 {
+        while !closeSent, context.channel.isActive, input.readableBytes > 0 {
             switch Self.frameHeader(in: input, maximumLength: maximumFrameLength) {
             case .incomplete:
                 carry(&input, merged: merged, context: context)
@@ -175,7 +186,8 @@ final class WebSocketLines: ChannelDuplexHandler {
         if input.readableBytes == 0 {
             carried = nil
         } else if merged {
-            input.discardReadBytes()
+            // Moved to the front once its taken bytes are half of it (amortised linear).
+            if input.readerIndex > input.capacity / 2 { input.discardReadBytes() }
             carried = input
         } else {
             var kept = context.channel.allocator.buffer(capacity: input.readableBytes)
@@ -188,7 +200,7 @@ final class WebSocketLines: ChannelDuplexHandler {
     /// the deadline stops.
     private func finishRead(context: ChannelHandlerContext) {
         emitPending(context: context)
-        if carried == nil, !inMessage, pending == nil { stopDeadline() }
+        if carried == nil, !inMessage, pending == nil, !stopped { stopDeadline() }
         countHeld()
     }
 
@@ -198,7 +210,7 @@ final class WebSocketLines: ChannelDuplexHandler {
 
     /// Framing goes on after the session made room (on the event loop).
     private func restartFraming() {
-        guard stopped, !closeSent, let context else { return }
+        guard stopped, !closeSent, let context, context.channel.isActive else { return }
         stopped = false
         emitPending(context: context)
         if !stopped, var input = carried {
@@ -277,8 +289,9 @@ final class WebSocketLines: ChannelDuplexHandler {
     /// The text message just written to `pending` from `start` on: one piece, or, when it
     /// is not UTF-8, the connection fails (1007, RFC 6455 §8.1).
     private func addText(from start: Int, context: ChannelHandlerContext) {
-        let end = pending!.writerIndex
-        guard Self.isUTF8(pending!, from: start, to: end) else {
+        guard let text = pending else { return }
+        let end = text.writerIndex
+        guard Self.isUTF8(text, from: start, to: end) else {
             return fail(context: context, code: .dataInconsistentWithMessage)
         }
         pieces.append(.text(end: end))
@@ -298,24 +311,33 @@ final class WebSocketLines: ChannelDuplexHandler {
                 context.fireChannelRead(wrapInboundOut(.tooLong))
             case .text(let end):
                 // A newline inside a message ends a line, as on TCP; an empty rest is no line.
-                let start = pending!.readerIndex
+                guard var text = pending, text.writerIndex >= end else {
+                    // The buffer its pieces point into is gone (the connection ended).
+                    return finish()
+                }
+                pending = nil  // uniquely referenced while it is read
+                let start = text.readerIndex
                 guard start < end else {
+                    pending = text
                     nextPiece += 1
                     continue
                 }
-                let newline = pending!.withUnsafeReadableBytes { bytes in
+                let newline = text.withUnsafeReadableBytes { bytes in
                     memchr(bytes.baseAddress!, Int32(UInt8(ascii: "\n")), end - start)
                         .map { bytes.baseAddress!.distance(to: UnsafeRawPointer($0)) }
                 }
                 let line: ByteBuffer
-                if let newline {
-                    line = pending!.readSlice(length: newline)!
-                    pending!.moveReaderIndex(forwardBy: 1)
-                    if pending!.readerIndex == end { nextPiece += 1 }
-                } else {
-                    line = pending!.readSlice(length: end - start)!
+                if let newline, let slice = text.readSlice(length: newline) {
+                    line = slice
+                    text.moveReaderIndex(forwardBy: 1)
+                    if text.readerIndex == end { nextPiece += 1 }
+                } else if let slice = text.readSlice(length: end - start) {
+                    line = slice
                     nextPiece += 1
+                } else {
+                    return finish()
                 }
+                pending = text
                 context.fireChannelRead(wrapInboundOut(.line(line)))
             }
         }
@@ -429,6 +451,7 @@ final class WebSocketLines: ChannelDuplexHandler {
         guard context.channel.isWritable else {
             // Pinging a connection that does not read its backlog: cut it off, as a
             // line client that stops reading is.
+            finish()
             return context.close(promise: nil)
         }
         guard !pongInFlight else {
@@ -436,7 +459,10 @@ final class WebSocketLines: ChannelDuplexHandler {
             // pong cannot even reach the socket is not reading: cut off, as a line client
             // that stops reading is.
             pingsWhilePongWaits += 1
-            if pingsWhilePongWaits > Self.pingsWhilePongWaitsLimit { return context.close(promise: nil) }
+            if pingsWhilePongWaits > Self.pingsWhilePongWaitsLimit {
+                finish()
+                return context.close(promise: nil)
+            }
             nextPong = payload
             return
         }

@@ -1,0 +1,273 @@
+#!/usr/bin/env python3
+"""The hostile-stream fuzzer (`./dev attack`): many connections from one address send
+random framings over TCP and WebSocket -- lines split at odd offsets, blank-line
+bursts, fragment and continuation storms, partial frames, frames that are not UTF-8,
+pipelined and slow HTTP heads, churn -- while a probe session, in a process of its
+own, pings every few milliseconds. It fails when the server dies, when its resident
+memory grows more than the stated budget per attacking connection, or when the
+probe's p99 passes the bound.
+
+    attack.py --port P --web-port W --pid PID [--seconds 20] [--connections 40]
+              [--budget-kib 2048] [--p99-ms 5] [--seed N]
+
+The budget per attacking connection is what PROTOCOL §8 lets one hold: its input
+budget (256 KiB of queued lines, a line or a frame, one wakeup's reads: under 1 MiB)
+and its output backlog (`--max-output-bytes`, 1 MiB by default), 2 MiB in all.
+"""
+from __future__ import annotations
+
+import argparse
+import base64
+import multiprocessing
+import os
+import random
+import selectors
+import socket
+import statistics
+import sys
+import time
+
+
+def rss_bytes(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except FileNotFoundError:
+        return -1
+    return 0
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(") ")[1][0] not in "ZX"
+    except FileNotFoundError:
+        return False
+
+
+def ws_frame(opcode: int, payload: bytes, fin: bool = True, rng: random.Random | None = None) -> bytes:
+    """A client frame: masked, the shortest length form."""
+    rng = rng or random
+    head = bytes([(0x80 if fin else 0) | opcode])
+    n = len(payload)
+    if n < 126:
+        head += bytes([0x80 | n])
+    elif n < 65536:
+        head += bytes([0x80 | 126]) + n.to_bytes(2, "big")
+    else:
+        head += bytes([0x80 | 127]) + n.to_bytes(8, "big")
+    mask = bytes(rng.getrandbits(8) for _ in range(4))
+    return head + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+
+
+def ws_upgrade(port: int) -> bytes:
+    key = base64.b64encode(os.urandom(16)).decode()
+    return (f"GET /ws HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n").encode()
+
+
+COMMANDS = [b"ping", b"state search", b"search pizza", b"search " + b"x" * 300, b"help", b"state",
+            b'{"id":1,"cmd":"ping"}', b'{"cmd":"search","args":{"query":"thai"}}', b"wait 5",
+            b"\xff\xfe junk", b"attach 0123", b"", b"\r", b"   ", b"{" * 40, b"[" * 100]
+
+
+class Attacker:
+    """One hostile connection: a stream of bytes it sends in random pieces."""
+
+    def __init__(self, kind: str, rng: random.Random, port: int, web_port: int | None) -> None:
+        self.kind = kind
+        self.rng = rng
+        self.reads = rng.random() < 0.5  # half never read what the server sends
+        self.target = web_port if kind.startswith(("ws_", "http_")) and web_port else port
+        self.pending = bytearray()
+        self.sock = socket.socket()
+        self.sock.setblocking(False)
+        self.sock.connect_ex(("127.0.0.1", self.target))
+        if kind.startswith("ws_"):
+            self.pending += ws_upgrade(self.target)
+        self.slow = kind in ("tcp_partial", "http_slow")
+
+    def refill(self) -> None:
+        rng = self.rng
+        if self.kind == "tcp_blank":
+            self.pending += (b"\n" if rng.random() < 0.7 else b"\r\n") * rng.randint(1_000, 200_000)
+        elif self.kind == "tcp_lines":
+            for _ in range(rng.randint(1, 200)):
+                self.pending += rng.choice(COMMANDS) + b"\n"
+            if rng.random() < 0.05:
+                self.pending += b"y" * rng.randint(60_000, 200_000) + b"\n"  # over the line limit
+        elif self.kind == "tcp_partial":
+            self.pending += b"z" * rng.randint(1, 64)  # a line that never ends, a little at a time
+        elif self.kind == "ws_fragments":
+            if rng.random() < 0.5:
+                self.pending += ws_frame(0x1, b"a" * rng.randint(1, 60_000), fin=False, rng=rng)
+            for _ in range(rng.randint(1, 20)):
+                self.pending += ws_frame(0x0, b"b" * rng.randint(1, 60_000), fin=rng.random() < 0.05, rng=rng)
+        elif self.kind == "ws_blank":
+            self.pending += ws_frame(0x1, b"\n" * rng.randint(1, 65_000), rng=rng)
+        elif self.kind == "ws_lines":
+            for _ in range(rng.randint(1, 100)):
+                self.pending += ws_frame(0x1, rng.choice(COMMANDS), rng=rng)
+            if rng.random() < 0.1:
+                self.pending += ws_frame(0x9, os.urandom(rng.randint(0, 125)), rng=rng)  # pings
+        elif self.kind == "ws_invalid":
+            choice = rng.random()
+            if choice < 0.3:
+                self.pending += ws_frame(0x1, b"\xc3\x28 not utf-8", rng=rng)
+            elif choice < 0.6:
+                self.pending += os.urandom(rng.randint(1, 4096))
+            else:
+                self.pending += ws_frame(0x1, b"x" * 1000, rng=rng)[: rng.randint(2, 900)]  # a partial frame
+        elif self.kind == "http_pipelined":
+            for _ in range(rng.randint(1, 50)):
+                self.pending += f"GET /{rng.choice(['', 'app.js', 'nope', 'ws'])} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode()
+        elif self.kind == "http_slow":
+            self.pending += b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " if not self.pending else b"a"
+
+    def piece(self) -> bytes:
+        """The next piece to send: cut at an odd offset."""
+        if not self.pending:
+            self.refill()
+        size = 1 if self.slow else self.rng.choice([1, 3, 7, 13, 101, 4097, 65_537, 262_147])
+        piece = bytes(self.pending[:size])
+        return piece
+
+    def sent(self, count: int) -> None:
+        del self.pending[:count]
+
+
+KINDS = ["tcp_blank", "tcp_lines", "tcp_partial", "ws_fragments", "ws_blank", "ws_lines", "ws_invalid",
+         "http_pipelined", "http_slow"]
+
+
+def probe(port: int, seconds: float, interval: float, results: "multiprocessing.Queue[list[float]]") -> None:
+    """Pings on a session of its own; puts each round trip (ms), or [-1] if the server went away."""
+    latencies: list[float] = []
+    try:
+        sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        reader = sock.makefile("rb")
+        reader.readline()  # welcome
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            start = time.perf_counter()
+            sock.sendall(b"ping\n")
+            line = reader.readline()
+            if not line:
+                raise ConnectionError("closed")
+            latencies.append((time.perf_counter() - start) * 1000)
+            time.sleep(interval)
+    except (OSError, ConnectionError):
+        latencies.append(-1)
+    results.put(latencies)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--web-port", type=int)
+    parser.add_argument("--pid", type=int, required=True)
+    parser.add_argument("--seconds", type=float, default=20)
+    parser.add_argument("--connections", type=int, default=40)
+    parser.add_argument("--budget-kib", type=int, default=2048, help="RSS growth allowed per attacking connection")
+    parser.add_argument("--p99-ms", type=float, default=5.0)
+    parser.add_argument("--rate-mb", type=float, default=50.0, help="the attack's total send rate, MB/s")
+    parser.add_argument("--seed", type=int, default=int(time.time()))
+    parser.add_argument("--kinds", default=",".join(KINDS), help="which attacks, comma-separated")
+    args = parser.parse_args()
+    rng = random.Random(args.seed)
+    kinds = [k for k in args.kinds.split(",") if k in KINDS and (args.web_port or not k.startswith(("ws_", "http_")))]
+
+    baseline = rss_bytes(args.pid)
+    results: multiprocessing.Queue[list[float]] = multiprocessing.Queue()
+    prober = multiprocessing.Process(target=probe, args=(args.port, args.seconds, 0.005, results))
+    prober.start()
+
+    selector = selectors.DefaultSelector()
+    attackers: list[Attacker] = []
+
+    def open_one() -> None:
+        attacker = Attacker(rng.choice(kinds), random.Random(rng.getrandbits(64)), args.port, args.web_port)
+        attackers.append(attacker)
+        selector.register(attacker.sock, selectors.EVENT_READ | selectors.EVENT_WRITE, attacker)
+
+    def close_one(attacker: Attacker) -> None:
+        selector.unregister(attacker.sock)
+        attacker.sock.close()
+        attackers.remove(attacker)
+
+    for _ in range(args.connections):
+        open_one()
+    end = time.monotonic() + args.seconds
+    sent_total = 0
+    peak = baseline
+    reopened = 0
+    kinds_seen: dict[str, int] = {}
+    started = time.monotonic()
+    while time.monotonic() < end:
+        if not alive(args.pid):
+            print(f"FAIL: the server died (seed {args.seed})")
+            return 1
+        peak = max(peak, rss_bytes(args.pid))
+        allowed = args.rate_mb * 1e6 * (time.monotonic() - started)
+        for key, events in selector.select(timeout=0.01):
+            attacker: Attacker = key.data
+            try:
+                if events & selectors.EVENT_READ:
+                    if attacker.reads or rng.random() < 0.01:
+                        if not attacker.sock.recv(65536):
+                            raise ConnectionError
+                if events & selectors.EVENT_WRITE and sent_total < allowed:
+                    if attacker.slow and rng.random() < 0.9:
+                        continue
+                    count = attacker.sock.send(attacker.piece())
+                    attacker.sent(count)
+                    sent_total += count
+                    kinds_seen[attacker.kind] = kinds_seen.get(attacker.kind, 0) + count
+            except (BlockingIOError, InterruptedError):
+                pass
+            except (OSError, ConnectionError):
+                # Cut off (budget, timeout, a protocol violation): another takes its place.
+                close_one(attacker)
+                open_one()
+                reopened += 1
+        if sent_total >= allowed:
+            time.sleep(0.002)
+    for attacker in list(attackers):
+        close_one(attacker)
+    latencies = results.get(timeout=30)
+    prober.join(timeout=10)
+    time.sleep(0.5)
+    if not alive(args.pid):
+        print(f"FAIL: the server died (seed {args.seed})")
+        return 1
+    growth = peak - baseline
+    budget = args.connections * args.budget_kib * 1024
+    failures = []
+    if latencies and latencies[-1] == -1:
+        failures.append("the probe's session lost its connection")
+        latencies = latencies[:-1]
+    p99 = statistics.quantiles(latencies, n=100)[98] if len(latencies) >= 100 else max(latencies, default=0.0)
+    p50 = statistics.median(latencies) if latencies else 0.0
+    print(f"attack: {args.seconds:.0f} s, seed {args.seed}, {args.connections} connections from one address "
+          f"({reopened} cut off and replaced), {sent_total / 1e6:.1f} MB sent "
+          f"({', '.join(f'{k} {v / 1e6:.1f}' for k, v in sorted(kinds_seen.items()))})")
+    print(f"server RSS {baseline / 2**20:.1f} MiB -> peak {peak / 2**20:.1f} MiB "
+          f"(+{growth / 2**20:.1f} MiB, {growth / args.connections / 1024:.0f} KiB per attacking connection; "
+          f"budget {args.budget_kib} KiB)")
+    print(f"probe: {len(latencies)} pings, p50 {p50:.2f} ms, p99 {p99:.2f} ms (bound {args.p99_ms} ms)")
+    if growth > budget:
+        failures.append(f"RSS grew {growth / 2**20:.1f} MiB, over {budget / 2**20:.1f} MiB")
+    if p99 > args.p99_ms:
+        failures.append(f"the probe's p99 {p99:.2f} ms is over {args.p99_ms} ms")
+    if len(latencies) < 10:
+        failures.append(f"the probe got only {len(latencies)} pings through")
+    for failure in failures:
+        print(f"FAIL: {failure} (seed {args.seed})")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
