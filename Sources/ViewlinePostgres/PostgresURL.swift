@@ -55,8 +55,6 @@ public struct PostgresURL: Sendable, CustomStringConvertible {
 
     public var description: String { redacted }
 
-    /// A `PostgresClient` configuration for this database (its host or socket,
-    /// credentials and TLS).
     /// What every connection a node opens asks the server to enforce on its own side,
     /// below the cluster's node timeout (5 s by default): no statement runs longer than
     /// 4.5 s, no lock is waited for longer than 2 s (one session's lock cannot stall a
@@ -69,6 +67,8 @@ public struct PostgresURL: Sendable, CustomStringConvertible {
         ("idle_in_transaction_session_timeout", "4500"),
     ]
 
+    /// A `PostgresClient` configuration for this database (its host or socket,
+    /// credentials and TLS), with the server-side limits every node connection carries.
     public var clientConfiguration: PostgresClient.Configuration {
         var configuration: PostgresClient.Configuration
         if let socketDirectory {

@@ -19,7 +19,7 @@ public struct EventRenderer: Sendable {
 
     /// The text for one server message, or `nil` for messages shown elsewhere. Every
     /// string the server sent is printed with its control characters replaced
-    /// (``TerminalText``).
+    /// (`TerminalText`).
     public mutating func render(_ message: JSON) -> String? {
         let message = message.cleanedForTerminal
         switch message["type"]?.stringValue {

@@ -79,7 +79,7 @@ public final class BlockingPool: Sendable {
     /// Jobs waiting or running now.
     public var load: Int { state.withLock { $0.total } }
 
-    /// The key a job gets when its caller names none: inside ``Session/call(_:_:)``, the
+    /// The key a job gets when its caller names none: inside `session.call`, the
     /// calling session's client address, so every backend that runs on a pool is fair
     /// between addresses without passing one (one address cannot keep another's
     /// searches out).

@@ -19,7 +19,7 @@ public enum LineFrame: Sendable, Equatable {
 /// line that continues in the next read is kept (copied, so the read's buffer can be
 /// reused). An idle connection holds no buffer here.
 ///
-/// Lines are handed over only while the connection's ``InputBudget`` has room: when it
+/// Lines are handed over only while the connection's `InputBudget` has room: when it
 /// has none, framing stops, the rest of the read is kept as it came (counted), and the
 /// socket is not read again until the session has run enough of the queue — one read
 /// of blank lines cannot become a quarter of a million queued commands.
@@ -46,7 +46,7 @@ public final class LineFrameHandler: ChannelDuplexHandler {
     private var searched = 0
     /// The current line went over the limit: drop bytes until its newline.
     private var discarding = false
-    /// Framing stopped for want of room in the budget (see ``InputBudget``).
+    /// Framing stopped for want of room in the budget (see `InputBudget`).
     private var stopped = false
     /// The socket was to be read while framing was stopped: read once it goes on.
     private var readWanted = false
