@@ -80,6 +80,9 @@ enum FramerCheck {
                 precondition(budget.heldBytes <= bound, "a connection holds \(budget.heldBytes) bytes, over its bound of \(bound)")
             }
         }
-        _ = try? channel.finish()
+        // A framer that failed the connection closed the channel itself: the writes and
+        // tasks its close left are run, then the channel is finished either way.
+        channel.embeddedEventLoop.run()
+        _ = try? channel.finish(acceptAlreadyClosed: true)
     }
 }

@@ -97,6 +97,18 @@ package final class InputBudget: Sendable {
     }
 }
 
+/// A framer and its context as the budget's restart reaches them: weakly, so the
+/// budget (which the connection's other handlers hold too) never keeps a pipeline alive.
+final class FramerReference<Framer: AnyObject> {
+    weak var framer: Framer?
+    weak var context: ChannelHandlerContext?
+
+    init(_ framer: Framer, _ context: ChannelHandlerContext) {
+        self.framer = framer
+        self.context = context
+    }
+}
+
 /// The two framers with a budget of the caller's, for checks from outside the module
 /// (`viewline-fuzz`).
 package enum Framers {

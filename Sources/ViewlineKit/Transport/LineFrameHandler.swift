@@ -53,7 +53,6 @@ public final class LineFrameHandler: ChannelDuplexHandler {
     /// The client closed its sending side while framing was stopped: said once the
     /// lines before it are framed.
     private var inputClosedWaits = false
-    private var context: ChannelHandlerContext?
     /// Closes the connection when an incomplete line outlives its time.
     private let timer = IncompleteLineTimer()
     /// The connection's handler, when the server put it right behind this one: lines
@@ -80,9 +79,13 @@ public final class LineFrameHandler: ChannelDuplexHandler {
     }
 
     public func handlerAdded(context: ChannelHandlerContext) {
-        self.context = context
-        let framer = NIOLoopBound(self, eventLoop: context.eventLoop)
-        budget.onRestart { framer.eventLoop.execute { framer.value.restartFraming() } }
+        let reference = NIOLoopBound(FramerReference(self, context), eventLoop: context.eventLoop)
+        budget.onRestart {
+            reference.eventLoop.execute {
+                guard let framer = reference.value.framer, let context = reference.value.context else { return }
+                framer.restartFraming(context: context)
+            }
+        }
     }
 
     public func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -131,7 +134,6 @@ public final class LineFrameHandler: ChannelDuplexHandler {
 
     public func handlerRemoved(context: ChannelHandlerContext) {
         timer.cancel()
-        self.context = nil
         budget.onRestart(nil)  // the budget's way back to this handler would keep it alive
     }
 
@@ -157,8 +159,8 @@ public final class LineFrameHandler: ChannelDuplexHandler {
     }
 
     /// Framing goes on after the session made room (on the event loop).
-    private func restartFraming() {
-        guard stopped, let context else { return }
+    private func restartFraming(context: ChannelHandlerContext) {
+        guard stopped else { return }
         stopped = false
         timer.cancel()
         if var buffer = partial {

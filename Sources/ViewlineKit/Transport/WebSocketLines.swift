@@ -63,7 +63,6 @@ final class WebSocketLines: ChannelDuplexHandler {
     /// (see ``InputBudget``) and the socket is not read until the session made room.
     private var stopped = false
     private var readWanted = false
-    private var context: ChannelHandlerContext?
     /// A pong being written, and the payload of the latest ping that came meanwhile.
     private var pongInFlight = false
     private var nextPong: ByteBuffer?
@@ -94,14 +93,17 @@ final class WebSocketLines: ChannelDuplexHandler {
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
-        self.context = context
-        let framer = NIOLoopBound(self, eventLoop: context.eventLoop)
-        budget.onRestart { framer.eventLoop.execute { framer.value.restartFraming() } }
+        let reference = NIOLoopBound(FramerReference(self, context), eventLoop: context.eventLoop)
+        budget.onRestart {
+            reference.eventLoop.execute {
+                guard let framer = reference.value.framer, let context = reference.value.context else { return }
+                framer.restartFraming(context: context)
+            }
+        }
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
         stopDeadline()
-        self.context = nil
         budget.onRestart(nil)  // the budget's way back to this handler would keep it alive
     }
 
@@ -209,8 +211,8 @@ final class WebSocketLines: ChannelDuplexHandler {
     }
 
     /// Framing goes on after the session made room (on the event loop).
-    private func restartFraming() {
-        guard stopped, !closeSent, let context, context.channel.isActive else { return }
+    private func restartFraming(context: ChannelHandlerContext) {
+        guard stopped, !closeSent, context.channel.isActive else { return }
         stopped = false
         emitPending(context: context)
         if !stopped, var input = carried {
