@@ -97,6 +97,24 @@ package final class InputBudget: Sendable {
     }
 }
 
+extension ByteBuffer {
+    /// What a framer keeps of a read it did not finish: `nil` when nothing is left; a
+    /// buffer already the framer's (`owned`) as it is, moved to the front only once
+    /// its taken bytes are half of it (a framer that stops and goes on many times over
+    /// one read costs linear time, not a move of the rest each time); the rest of the
+    /// read's own buffer copied out, so that buffer is let go.
+    mutating func keptRest(owned: Bool, allocator: ByteBufferAllocator) -> ByteBuffer? {
+        guard readableBytes > 0 else { return nil }
+        guard !owned else {
+            if readerIndex > capacity / 2 { discardReadBytes() }
+            return self
+        }
+        var kept = allocator.buffer(capacity: readableBytes)
+        kept.writeBuffer(&self)
+        return kept
+    }
+}
+
 /// A framer and its context as the budget's restart reaches them: weakly, so the
 /// budget (which the connection's other handlers hold too) never keeps a pipeline alive.
 final class FramerReference<Framer: AnyObject> {

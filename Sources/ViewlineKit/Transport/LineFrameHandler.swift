@@ -225,24 +225,11 @@ public final class LineFrameHandler: ChannelDuplexHandler {
         if partial != nil || discarding { timer.start(after: incompleteLineTimeout, context: context) }
     }
 
-    /// Keeps `buffer`'s readable bytes as `partial`, counted. A rest of the read's own
-    /// buffer is copied (the read's buffer is let go); a buffer already ours keeps
-    /// growing in place, so a long line sent a byte at a time costs linear time, not a
-    /// copy per read.
+    /// Keeps `buffer`'s readable bytes as `partial`, counted: a buffer already ours
+    /// keeps growing in place, so a long line sent a byte at a time costs linear time,
+    /// not a copy per read (``ByteBuffer/keptRest(owned:allocator:)``).
     private func store(_ buffer: inout ByteBuffer, merged: Bool, context: ChannelHandlerContext) {
-        if buffer.readableBytes == 0 {
-            partial = nil
-        } else if merged {
-            // Moved to the front only once its taken bytes are half of it: framing that
-            // stops and goes on many times over one read costs linear time, not a move
-            // of the rest each time.
-            if buffer.readerIndex > buffer.capacity / 2 { buffer.discardReadBytes() }
-            partial = buffer
-        } else {
-            var kept = context.channel.allocator.buffer(capacity: buffer.readableBytes)
-            kept.writeBuffer(&buffer)
-            partial = kept
-        }
+        partial = buffer.keptRest(owned: merged, allocator: context.channel.allocator)
         budget.framerHolds(partial?.capacity ?? 0)
     }
 

@@ -185,17 +185,7 @@ final class WebSocketLines: ChannelDuplexHandler {
     /// Keeps what is left of `input` for later: only its unread bytes, moved to the front
     /// of a buffer already ours, or copied out of the read's own.
     private func carry(_ input: inout ByteBuffer, merged: Bool, context: ChannelHandlerContext) {
-        if input.readableBytes == 0 {
-            carried = nil
-        } else if merged {
-            // Moved to the front once its taken bytes are half of it (amortised linear).
-            if input.readerIndex > input.capacity / 2 { input.discardReadBytes() }
-            carried = input
-        } else {
-            var kept = context.channel.allocator.buffer(capacity: input.readableBytes)
-            kept.writeBuffer(&input)
-            carried = kept
-        }
+        carried = input.keptRest(owned: merged, allocator: context.channel.allocator)
     }
 
     /// After a read: its whole messages go on as lines; with nothing left unfinished,
