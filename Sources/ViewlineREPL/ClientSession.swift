@@ -48,10 +48,12 @@ public struct ClientSession {
             {
                 token = fresh
             }
-            if let commands = message["result"]?["commands"]?.arrayValue {
+            // `help` feeds Tab completion and argument hints, which print to the
+            // terminal: its names and descriptions are kept safe for it.
+            if let commands = message["result"]?["commands"]?.cleanedForTerminal.arrayValue {
                 commandNames = commands.compactMap { $0["name"]?.stringValue }
                 self.commands = Dictionary(commands.compactMap { entry in entry["name"]?.stringValue.map { ($0, entry) } }) { first, _ in first }
-                viewNames = message["result"]?["views"]?.arrayValue?.compactMap { $0["name"]?.stringValue } ?? viewNames
+                viewNames = message["result"]?["views"]?.cleanedForTerminal.arrayValue?.compactMap { $0["name"]?.stringValue } ?? viewNames
             }
         default: break
         }

@@ -55,3 +55,40 @@ import ViewlineTesting
         #expect(codes == ["no_cancel_action", "stale_alert", "ok", "ok", "no_alert"])
     }
 }
+
+@Suite struct AlertQueueCapTests {
+    /// A client that never answers while every search fails: the queue stops at its
+    /// cap (59 failures, one presented, sixteen waiting).
+    @Test func unansweredErrorsQueueUpToTheCap() async throws {
+        let harness = try await TestHarness()
+        let (session, recorder) = harness.makeSession()
+        await session.send("fault search 100 boom")
+        for index in 0..<60 {
+            await session.send("search q\(index)")
+            await session.send("wait")
+        }
+        #expect(recorder.alerts.count == 1)
+        #expect(await session.queuedAlertCount == 16)
+    }
+
+    @Test func distinctUnansweredErrorsKeepTheNewestUpToTheCap() async throws {
+        let harness = try await TestHarness()
+        let (session, recorder) = harness.makeSession()
+        for index in 0..<40 {
+            await session.send("fault search 1 boom\(index)")
+            await session.send("search q\(index)")
+            await session.send("wait")
+        }
+        #expect(await session.queuedAlertCount == 16)
+        // Answering walks the queue: the first error, then the newest sixteen.
+        var messages: [String] = []
+        for _ in 0..<17 {
+            messages.append(recorder.alerts.last?.content.message ?? "")
+            await session.send("confirm")
+        }
+        #expect(messages.first?.contains("boom0") == true)
+        #expect(messages.dropFirst().map { $0.contains("boom") } == Array(repeating: true, count: 16))
+        #expect(messages.last?.contains("boom39") == true)
+        #expect(await session.presentedAlertID == nil)
+    }
+}

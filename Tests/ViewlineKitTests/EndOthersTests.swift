@@ -29,6 +29,27 @@ import ViewlineProtocol
         // The new token joins.
         #expect(try await session.attach(link, as: 3, lastRev: nil, re: .int(8), token: session.token))
     }
+
+    /// A connection of the session attaches elsewhere and that attach fails: it goes
+    /// back only if the session's `end-others` did not run while it was away.
+    @Test func aConnectionAwayOnAFailedAttachDoesNotComeBackAfterEndOthers() async throws {
+        let application = Application([Counter.self], services: Services())
+        let session = Session(id: "s1", application: application)
+        try application.sessions.register(session).get()
+        await session.connect(SessionConnection(send: { _ in }, close: {}), as: 1)
+        let link = SessionConnection(send: { _ in }, close: {})
+        await session.connect(link, as: 2)
+        // Connection 2 leaves for an attach elsewhere…
+        let left = await session.leave(2)
+        // …the owner ends the others meanwhile…
+        _ = await session.handle(Request(id: .int(1), name: "end-others", arguments: Arguments()), from: 1)
+        // …and the failed attach cannot bring connection 2 back.
+        #expect(!(await session.rejoin(link, as: 2, left: left)))
+        #expect(await session.connectionCount == 1)
+        // Without an end-others in between, it comes back.
+        let stay = await session.leave(1)
+        #expect(await session.rejoin(link, as: 1, left: stay))
+    }
 }
 
 /// A blocking pool used from `session.call` is fair between client addresses without

@@ -103,3 +103,26 @@ import ViewlineREPL
         #expect(client.ended == final)
     }
 }
+
+/// `help` from a hostile server feeds Tab completion and argument hints, which print
+/// to the terminal: no control character of it gets there.
+@Suite struct ClientSessionHostileHelpTests {
+    @Test func completionsAndHintsCarryNoControlCharacters() {
+        var client = ClientSession()
+        let title = "\u{1B}]0;owned\u{07}"
+        client.observe(["type": "reply", "re": nil, "ok": true, "result": [
+            "commands": [
+                ["name": .string("se\u{1B}[1march"), "usage": .string("search \(title)"),
+                 "arguments": [["name": .string("q\u{9B}31m"), "kind": "text", "summary": .string("\u{1B}]52;c;cGF5\u{07}")]]],
+                ["name": "sea"],
+            ],
+            "views": [["name": .string("vi\u{1B}ew")]],
+        ]])
+        let hint = client.argumentHint(for: "se\u{FFFD}[1march ")
+        #expect(hint?.contains("owned") == true && hint?.contains("cGF5") == true)
+        #expect(client.completions(for: "se").count == 2 && client.argumentCompletions(for: "state v")?.count == 1)
+        let printed = client.completions(for: "se").joined() + (client.argumentCompletions(for: "state v") ?? []).joined() + (hint ?? "")
+        #expect(!printed.unicodeScalars.contains { $0.value < 0x20 && $0 != "\n" || (0x7F...0x9F).contains($0.value) })
+        #expect(printed.contains("\u{FFFD}"))
+    }
+}

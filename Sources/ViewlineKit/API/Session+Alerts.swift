@@ -65,6 +65,12 @@ extension Session {
         continuation.resume(returning: answer)
     }
 
+    /// How many alerts may wait behind the presented one. A client that never answers
+    /// while its commands keep failing must not grow the queue without end: past the
+    /// cap, an error alert that is already waiting is not queued twice, the oldest
+    /// waiting error alert makes room, and an `ask` with no room answers `.dismissed`.
+    static let maximumQueuedAlerts = 16
+
     private func enqueue(_ alert: PendingAlert) {
         guard !closed else {
             resolve(alert, .dismissed)
@@ -72,9 +78,21 @@ extension Session {
         }
         if presentedAlert == nil {
             present(alert)
-        } else {
-            queuedAlerts.append(alert)
+            return
         }
+        if queuedAlerts.count >= Self.maximumQueuedAlerts {
+            let isAnswerless = alert.continuation == nil
+            if isAnswerless, queuedAlerts.contains(where: { $0.continuation == nil && $0.content == alert.content }) {
+                return
+            }
+            if let oldest = queuedAlerts.firstIndex(where: { $0.continuation == nil }) {
+                queuedAlerts.remove(at: oldest)
+            } else {
+                resolve(alert, .dismissed)
+                return
+            }
+        }
+        queuedAlerts.append(alert)
     }
 
     private func present(_ alert: PendingAlert) {
@@ -137,6 +155,9 @@ extension Session {
             resolve(alert, .dismissed)
         }
     }
+
+    /// How many alerts wait behind the presented one.
+    package var queuedAlertCount: Int { queuedAlerts.count }
 
     /// The id of the presented alert, for tests and `state`.
     public var presentedAlertID: String? { presentedAlert?.id }

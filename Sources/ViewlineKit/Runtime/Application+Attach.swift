@@ -112,12 +112,11 @@ extension Application {
         // more guesses at others' (failures are forgotten after a quiet while).
         let lastRev = request.arguments.int("lastRev")
         if target === current {
-            await current.detach(number)
+            let left = await current.leave(number)
             do {
                 if try await target.attach(link, as: number, lastRev: lastRev, re: request.id, token: token) { return target }
             } catch {
-                await current.connect(link, as: number)
-                await current.reject(re: request.id, error, to: number, command: "attach")
+                await goBack(to: current, link, as: number, left: left, re: request.id, error)
                 return nil
             }
             // Ended meanwhile: its connections were told `bye`; this one goes too.
@@ -134,14 +133,13 @@ extension Application {
         // session follows the attach's reply (an old `display` after the snapshot).
         // If the join fails, it goes back to `current`, which answers the error.
         sessions.attached(target)
-        await current.detach(number)
+        let left = await current.leave(number)
         let joined: Bool
         do {
             joined = try await target.attach(link, as: number, lastRev: lastRev, re: request.id, token: token)
         } catch {
             sessions.detached(target)
-            await current.connect(link, as: number)
-            await current.reject(re: request.id, error, to: number, command: "attach")
+            await goBack(to: current, link, as: number, left: left, re: request.id, error)
             return nil
         }
         guard joined else {
@@ -149,8 +147,7 @@ extension Application {
             // the lookup and the join.
             logger.debug("attach: the session ended before it could be joined", metadata: ["record": "\(SessionRegistry.split(token).lookup)"])
             sessions.detached(target)
-            await current.connect(link, as: number)
-            await current.reject(re: request.id, badToken, to: number, command: "attach")
+            await goBack(to: current, link, as: number, left: left, re: request.id, badToken)
             return nil
         }
         sessions.detached(current)
@@ -162,4 +159,18 @@ extension Application {
         return target
     }
 
+    /// A failed attach: the connection goes back to the session it left, which answers
+    /// the error, unless that session's `end-others` ran while the connection was
+    /// away. Then it was one of the others: it is answered and revoked as they were.
+    private func goBack(
+        to current: Session, _ link: SessionConnection, as number: Int, left: String, re: JSON, _ error: ProtocolError
+    ) async {
+        if await current.rejoin(link, as: number, left: left) {
+            await current.reject(re: re, error, to: number, command: "attach")
+            return
+        }
+        link.send(.reply(re: re, result: .failure(error)))
+        link.send(.bye(.revoked))
+        link.close()
+    }
 }

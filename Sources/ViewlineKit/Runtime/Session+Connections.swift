@@ -225,6 +225,22 @@ extension Session {
 }
 
 extension Session {
+    /// Detaches a connection that is attaching to another session, and returns the
+    /// token the session had at that step: ``rejoin(_:as:left:)`` checks it.
+    package func leave(_ number: Int) -> String {
+        detach(number)
+        return token
+    }
+
+    /// Takes back a connection whose attach elsewhere failed. Returns `false`, adding
+    /// nothing, when `end-others` changed the token since the connection left: it was
+    /// one of the others then, and must not come back after it (the caller revokes it).
+    package func rejoin(_ connection: SessionConnection, as number: Int, left: String) -> Bool {
+        guard SessionRegistry.constantTimeEqual(Array(left.utf8), Array(token.utf8)) else { return false }
+        connect(connection, as: number)
+        return true
+    }
+
     /// Adds a connection without a reply: the first connection, which gets `welcome`.
     package func connect(_ connection: SessionConnection, as number: Int) {
         guard !closed else { return }

@@ -94,7 +94,7 @@ final class WebPageHandler: ChannelInboundHandler, RemovableChannelHandler {
 ///
 /// **Origin**: a WebSocket may be opened by a page whose origin is listed with
 /// `--web-origin`, or whose origin is this listener itself: its scheme and port, and
-/// `localhost`, a `--web-host-name`, or the very IP address the connection came in on
+/// `localhost` (over loopback only), a `--web-host-name`, or the very IP address the connection came in on
 /// (a page on `http://127.0.0.2:P` or `http://203.0.113.7:P` is another site, even on
 /// the same port); never because the `Origin` matches the request's own `Host`, which
 /// the client chose. A request with no `Origin` (not a browser) is allowed: only
@@ -129,6 +129,10 @@ struct WebOrigins: Sendable {
         guard let name = Self.hostName(authority) else { return false }
         if Self.isIPAddress(name) {
             guard Self.sameAddress(name, local) else { return false }
+        } else if name == "localhost" {
+            // A page on `localhost` is on the visitor's own machine: this listener's
+            // only when the connection came in over loopback too.
+            guard Self.isLoopback(local) else { return false }
         } else if !isOwnName(name) {
             return false
         }
@@ -145,6 +149,12 @@ struct WebOrigins: Sendable {
         else { return false }
         let unmapped = own.lowercased().hasPrefix("::ffff:") && own.contains(".") ? String(own.dropFirst(7)) : own
         return theirs.lowercased() == unmapped.lowercased()
+    }
+
+    /// Whether `address` is a loopback address (`127.0.0.0/8`, `::1`, or IPv4 loopback over IPv6).
+    static func isLoopback(_ address: SocketAddress) -> Bool {
+        guard let ip = address.ipAddress?.lowercased() else { return false }
+        return ip.hasPrefix("127.") || ip == "::1" || ip.hasPrefix("::ffff:127.")
     }
 
     private func isOwnName(_ name: String) -> Bool {
