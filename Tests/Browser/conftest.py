@@ -33,10 +33,10 @@ def free_port() -> int:
 class Server:
     """viewline-server on fixed free ports (so a restart comes back on them)."""
 
-    def __init__(self, extra: Optional[List[str]] = None):
+    def __init__(self, extra: Optional[List[str]] = None, web_port: Optional[int] = None):
         self.extra = extra or []
         self.port = free_port()
-        self.web_port = free_port()
+        self.web_port = web_port or free_port()
         self.process: Optional[subprocess.Popen] = None
         self.clients: List[LineClient] = []
         self.start()
