@@ -34,8 +34,8 @@ public actor Session {
     private nonisolated let tokenBox: Mutex<String>
     /// The view-models this session runs, and their services.
     public nonisolated let application: Application
-    /// The client's address (without port) when it came over the network: what
-    /// throttles key on. `nil` in tests.
+    /// The client's address when it came over the network, as every per-client limit
+    /// keys on it: an IPv4 address, or an IPv6 /64 (`SocketAddress.clientKey`). `nil` in tests.
     public nonisolated let peer: String?
     /// The order of this session's store writes, in a cluster only (``SessionWriteOrder``).
     private nonisolated let writeOrder: SessionWriteOrder?

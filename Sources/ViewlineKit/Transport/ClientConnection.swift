@@ -65,7 +65,7 @@ final class ClientConnection: Sendable {
         self.channel = channel
         self.outbound = outbound
         self.server = server
-        peer = channel.remoteAddress?.ipAddress
+        peer = channel.remoteAddress?.clientKey
         logsCommands = logger.logLevel <= .debug
         self.logger = logger
         state = Mutex(State(session: session, own: session))

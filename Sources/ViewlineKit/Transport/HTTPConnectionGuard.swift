@@ -60,7 +60,7 @@ final class HTTPConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
 
     private func opened(context: ChannelHandlerContext) {
         guard place == nil else { return }
-        let address = context.channel.remoteAddress?.ipAddress ?? ""
+        let address = context.channel.remoteAddress?.clientKey ?? ""
         if admission.registry.reserve(address: address, limit: admission.limit, perAddress: admission.perAddress) != nil {
             // No place: nothing is read or written; the descriptor goes at once.
             context.close(promise: nil)

@@ -456,7 +456,7 @@ public final class ViewlineServer: Service, Sendable {
             refuse(outbound, reason: refusal == .full ? "max clients reached" : "max clients per address reached")
             return nil
         }
-        let session = Session(id: "s\(number)", application: application, peer: channel.remoteAddress?.ipAddress, eventLoop: channel.eventLoop)
+        let session = Session(id: "s\(number)", application: application, peer: channel.remoteAddress?.clientKey, eventLoop: channel.eventLoop)
         switch application.sessions.register(session) {
         case .success(let evicted):
             if let evicted { Task { await evicted.close(.evicted) } }
