@@ -175,6 +175,7 @@ def main() -> int:
     parser.add_argument("--p99-ms", type=float, default=5.0)
     parser.add_argument("--rate-mb", type=float, default=50.0, help="the attack's total send rate, MB/s")
     parser.add_argument("--seed", type=int, default=int(time.time()))
+    parser.add_argument("--nice", type=int, default=0, help="the generator's niceness (the probe's stays 0)")
     parser.add_argument("--kinds", default=",".join(KINDS), help="which attacks, comma-separated")
     args = parser.parse_args()
     rng = random.Random(args.seed)
@@ -184,6 +185,11 @@ def main() -> int:
     results: multiprocessing.Queue[list[float]] = multiprocessing.Queue()
     prober = multiprocessing.Process(target=probe, args=(args.port, args.seconds, 0.005, results))
     prober.start()
+    # The generator shares this machine's cores with the server it attacks, as no
+    # remote attacker does: niced, it takes what the server leaves rather than the
+    # server's own share (the probe keeps the default priority).
+    if args.nice:
+        os.nice(args.nice)
 
     selector = selectors.DefaultSelector()
     attackers: list[Attacker] = []

@@ -8,8 +8,8 @@ import ViewlineTestSupport
 @Suite struct InputBudgetAttackTests {
     /// Blank lines cost nothing to run but used to cost a queued input each: one wakeup's
     /// reads of `\n` (4 × 64 KiB) became 262,144 inputs, ~20 MB per connection, and 200
-    /// such connections from one address ended the server. Now the queue stops at the
-    /// budget and the rest waits in the socket.
+    /// such connections from one address ended the server. Now a blank line is skipped
+    /// as it is framed, and any other line queues only within the budget.
     @Test func blankLineBurstsFromManyConnectionsCostBoundedMemory() throws {
         let server = try startServer()
         let probe = try connect(server)

@@ -4,7 +4,7 @@ import Testing
 @testable import ViewlineKit
 
 /// What a connection holds on the way in is bounded by its ``InputBudget``, whatever
-/// the framing: a read of blank lines, a WebSocket message of newlines, fragments
+/// the framing: a read of one-byte lines, a WebSocket message of them, fragments
 /// that never finish, split at any offset.
 @Suite struct InputBudgetTests {
     /// Stands in for the connection: counts each line it is handed into the budget as
@@ -42,15 +42,39 @@ import Testing
     /// and a frame of the given limit.
     static func framerBound(frameLimit: Int) -> Int { 4 * 65_536 + 2 * frameLimit + 4096 }
 
-    @Test func aReadOfBlankLinesQueuesNoMoreThanTheBudgetAndTheRestWaitsAsBytes() throws {
+    @Test func blankLinesAreSkippedAsTheyAreFramedAndNeverQueued() throws {
         let budget = InputBudget()
         let queue = Queue(budget: budget)
         let counter = ReadCounter()
         let channel = EmbeddedChannel()
         try channel.pipeline.syncOperations.addHandlers(
             counter, LineFrameHandler(maximumLength: 64, incompleteLineTimeout: nil, budget: budget, next: nil), queue)
-        // 256 KiB of `\n` in four reads: 262,144 lines before this budget.
-        for _ in 0..<4 { try channel.writeInbound(ByteBuffer(repeating: UInt8(ascii: "\n"), count: 65_536)) }
+        // 256 KiB of `\n` and `\r\n`, in reads split mid-`\r\n`: no command among them.
+        let blank = Array(String(repeating: "\n\r\n", count: 21_846).utf8)
+        for _ in 0..<4 {
+            try channel.writeInbound(ByteBuffer(bytes: blank[..<30_001]))
+            try channel.writeInbound(ByteBuffer(bytes: blank[30_001...]))
+        }
+        try channel.writeInbound(ByteBuffer(string: "ping\n"))
+        #expect(queue.lines.count == 1)
+        #expect(budget.heldBytes == 4 + InputBudget.lineOverhead)
+        // Never stopped: the socket is read on.
+        let reads = counter.reads
+        channel.read()
+        #expect(counter.reads == reads + 1)
+        _ = try? channel.finish()
+    }
+
+    @Test func aReadOfOneByteLinesQueuesNoMoreThanTheBudgetAndTheRestWaitsAsBytes() throws {
+        let budget = InputBudget()
+        let queue = Queue(budget: budget)
+        let counter = ReadCounter()
+        let channel = EmbeddedChannel()
+        try channel.pipeline.syncOperations.addHandlers(
+            counter, LineFrameHandler(maximumLength: 64, incompleteLineTimeout: nil, budget: budget, next: nil), queue)
+        // 256 KiB of `a\n` in four reads: 131,072 lines before this budget.
+        let lines = Array(String(repeating: "a\n", count: 32_768).utf8)
+        for _ in 0..<4 { try channel.writeInbound(ByteBuffer(bytes: lines)) }
         #expect(queue.lines.count == InputBudget.maximumQueuedLines)
         #expect(budget.heldBytes <= InputBudget.maximumQueuedBytes + Self.framerBound(frameLimit: 64))
         // Stopped: the socket is not read again.
@@ -61,7 +85,7 @@ import Testing
         // every line comes through in the end.
         var total = queue.lines.count
         var rounds = 0
-        while total < 4 * 65_536, rounds < 10_000 {
+        while total < 4 * 32_768, rounds < 10_000 {
             let before = queue.lines.count
             queue.run(InputBudget.maximumQueuedLines / 2)
             channel.embeddedEventLoop.run()
@@ -69,7 +93,7 @@ import Testing
             #expect(queue.lines.count <= InputBudget.maximumQueuedLines)
             rounds += 1
         }
-        #expect(total == 4 * 65_536)
+        #expect(total == 4 * 32_768)
         #expect(counter.reads == reads + 1)  // all framed: the read it held back goes through
         _ = try? channel.finish()
     }
@@ -99,7 +123,21 @@ import Testing
         _ = try? channel.finish()
     }
 
-    @Test func aWebSocketMessageOfNewlinesQueuesNoMoreThanTheBudget() throws {
+    @Test func aWebSocketMessageOfNewlinesQueuesOnlyItsOneCommand() throws {
+        let budget = InputBudget()
+        let queue = Queue(budget: budget)
+        let channel = EmbeddedChannel()
+        try channel.pipeline.syncOperations.addHandlers(
+            WebSocketLines(maximumLength: 65_536, maximumFrameLength: 140_000, incompleteMessageTimeout: nil, budget: budget), queue)
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
+        let message = WebSocketLinesTests.frame(0x1, Array(String(repeating: "\n\r\n", count: 20_000).utf8) + Array("x".utf8))
+        try channel.writeInbound(ByteBuffer(bytes: message))
+        #expect(queue.lines.count == 1)
+        if case .line(let only)? = queue.lines.first { #expect(String(buffer: only) == "x") } else { Issue.record("no line") }
+        _ = try? channel.finish()
+    }
+
+    @Test func aWebSocketMessageOfOneByteLinesQueuesNoMoreThanTheBudget() throws {
         let budget = InputBudget()
         let queue = Queue(budget: budget)
         let counter = ReadCounter()
@@ -107,7 +145,7 @@ import Testing
         try channel.pipeline.syncOperations.addHandlers(
             counter, WebSocketLines(maximumLength: 65_536, maximumFrameLength: 140_000, incompleteMessageTimeout: nil, budget: budget), queue)
         try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
-        let message = WebSocketLinesTests.frame(0x1, Array(repeating: UInt8(ascii: "\n"), count: 65_000) + Array("x".utf8))
+        let message = WebSocketLinesTests.frame(0x1, Array(String(repeating: "a\n", count: 32_500).utf8) + Array("x".utf8))
         try channel.writeInbound(ByteBuffer(bytes: message))
         #expect(queue.lines.count == InputBudget.maximumQueuedLines)
         let reads = counter.reads

@@ -26,8 +26,9 @@ import Testing
 
     @Test(arguments: [1, 2, 3, 5, 7, 64])
     func sameFramesInAnyChunkSize(_ chunk: Int) throws {
-        let input = Array("ping\r\nabcdefghijklmnop\nok\n\nlast".utf8)
-        #expect(try frames(input, chunk: chunk) == ["ping\r", "<too long>", "ok", "", "last"])
+        let input = Array("ping\r\nabcdefghijklmnop\nok\n\n\r\nlast".utf8)
+        // Blank lines (empty, or a lone `\r`) are no commands: skipped as they are framed.
+        #expect(try frames(input, chunk: chunk) == ["ping\r", "<too long>", "ok", "last"])
     }
 
     @Test func aLineOfExactlyTheLimitPassesEvenWithCRLF() throws {

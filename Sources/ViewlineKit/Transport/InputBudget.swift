@@ -4,7 +4,7 @@ import Synchronization
 /// Everything one connection holds on its way in, counted in one place: the bytes its
 /// framer keeps (a line or frame that continues in the next read, a message being
 /// assembled, the raw rest of a read left unframed) and the lines queued for its
-/// session at what they really cost (a blank line included).
+/// session at what they really cost (blank lines are skipped as they are framed).
 ///
 /// Both framers (``LineFrameHandler`` for TCP, `WebSocketLines`) hand a line over only
 /// while the queue has room. When it has none, framing stops: the rest of the read stays
@@ -36,7 +36,16 @@ package final class InputBudget: Sendable {
     /// The framer stopped for want of room and waits to be started again.
     private let framingStopped = Atomic<Bool>(false)
     /// Restarts the framer on its event loop: set once the framer is in the pipeline.
-    private let restart = Mutex<(@Sendable () -> Void)?>(nil)
+    /// Boxed: a closure kept in a `Mutex` is reabstracted on every `inout` access, and
+    /// each access wrapped it in two more thunks for good (a stack of them grew with
+    /// every restart, one call walking them all: a quarter of the server's CPU under
+    /// attack).
+    private let restart = Mutex<Restart?>(nil)
+
+    private final class Restart: Sendable {
+        let run: @Sendable () -> Void
+        init(_ run: @escaping @Sendable () -> Void) { self.run = run }
+    }
 
     package init() {}
 
@@ -76,14 +85,15 @@ package final class InputBudget: Sendable {
         lines.subtract(1, ordering: .relaxed)
         bytes.subtract(byteCount + Self.lineOverhead, ordering: .relaxed)
         if hasRoomToRestart, framingStopped.exchange(false, ordering: .acquiringAndReleasing) {
-            restart.withLock { $0 }?()
+            restart.withLock { $0 }?.run()
         }
     }
 
     /// The framer's way to be started again: `restart` runs on any thread and must hop
     /// to the framer's event loop.
     func onRestart(_ restart: (@Sendable () -> Void)?) {
-        self.restart.withLock { $0 = restart }
+        let boxed = restart.map(Restart.init)
+        self.restart.withLock { $0 = boxed }
     }
 
     /// The framer found no room and stops. Returns `false` when room was made meanwhile
@@ -98,6 +108,15 @@ package final class InputBudget: Sendable {
 }
 
 extension ByteBuffer {
+    /// Whether the line from the reader index to `end` (its newline, or the end of a
+    /// WebSocket message) is blank: empty, or a lone `\r`. Both framers skip such a
+    /// line as they frame it: it is no command, so it is never queued, and a burst
+    /// of them costs a scan, not a queue entry each.
+    func isBlankLine(endingAt end: Int) -> Bool {
+        let length = end - readerIndex
+        return length == 0 || (length == 1 && getInteger(at: readerIndex, as: UInt8.self) == UInt8(ascii: "\r"))
+    }
+
     /// What a framer keeps of a read it did not finish: `nil` when nothing is left; a
     /// buffer already the framer's (`owned`) as it is, moved to the front only once
     /// its taken bytes are half of it (a framer that stops and goes on many times over

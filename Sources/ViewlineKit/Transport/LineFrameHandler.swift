@@ -144,6 +144,13 @@ public final class LineFrameHandler: ChannelDuplexHandler {
         while true {
             let view = buffer.readableBytesView
             guard let newline = view[(view.startIndex + searched)...].firstIndex(of: UInt8(ascii: "\n")) else { break }
+            if !discarding, buffer.isBlankLine(endingAt: newline) {
+                // No command: skipped as it is framed, never queued or run.
+                buffer.moveReaderIndex(to: newline + 1)
+                searched = 0
+                ended = true
+                continue
+            }
             if !budget.hasRoom, budget.stopFraming() {
                 stopped = true
                 searched = 0
@@ -235,7 +242,7 @@ public final class LineFrameHandler: ChannelDuplexHandler {
 
     private func emitLastLine(context: ChannelHandlerContext) {
         timer.cancel()
-        if let partial, !discarding { emit(.line(partial), context: context) }
+        if let partial, !discarding, !partial.isBlankLine(endingAt: partial.writerIndex) { emit(.line(partial), context: context) }
         partial = nil
         searched = 0
         discarding = false

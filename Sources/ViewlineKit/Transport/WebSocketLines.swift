@@ -330,6 +330,8 @@ final class WebSocketLines: ChannelDuplexHandler {
                     return finish()
                 }
                 pending = text
+                // A blank line is no command: skipped here, never queued or run.
+                if line.isBlankLine(endingAt: line.writerIndex) { continue }
                 context.fireChannelRead(wrapInboundOut(.line(line)))
             }
         }
