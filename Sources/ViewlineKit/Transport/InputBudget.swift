@@ -1,3 +1,8 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import NIOCore
 import Synchronization
 
@@ -115,6 +120,37 @@ extension ByteBuffer {
     func isBlankLine(endingAt end: Int) -> Bool {
         let length = end - readerIndex
         return length == 0 || (length == 1 && getInteger(at: readerIndex, as: UInt8.self) == UInt8(ascii: "\r"))
+    }
+
+    /// Moves the reader index past the blank lines (`\n`, `\r\n`) that start at it,
+    /// up to `end`: a burst of them is skipped at memory speed, not a line at a time.
+    mutating func skipBlankLines(before end: Int) {
+        let skipped = withUnsafeReadableBytes { bytes -> Int in
+            let limit = min(bytes.count, end - readerIndex)
+            var index = 0
+            while index < limit {
+                let byte = bytes[index]
+                if byte == UInt8(ascii: "\n") {
+                    index += 1
+                } else if byte == UInt8(ascii: "\r"), index + 1 < limit, bytes[index + 1] == UInt8(ascii: "\n") {
+                    index += 2
+                } else {
+                    break
+                }
+            }
+            return index
+        }
+        moveReaderIndex(forwardBy: skipped)
+    }
+
+    /// The index of the first `\n` at or after `from` (a buffer index), by `memchr`.
+    func indexOfNewline(from: Int) -> Int? {
+        withUnsafeReadableBytes { bytes -> Int? in
+            let offset = from - readerIndex
+            guard offset < bytes.count, let base = bytes.baseAddress else { return nil }
+            return memchr(base + offset, Int32(UInt8(ascii: "\n")), bytes.count - offset)
+                .map { readerIndex + base.distance(to: UnsafeRawPointer($0)) }
+        }
     }
 
     /// What a framer keeps of a read it did not finish: `nil` when nothing is left; a

@@ -142,8 +142,8 @@ public final class LineFrameHandler: ChannelDuplexHandler {
     private func frame(_ buffer: inout ByteBuffer, merged: Bool, context: ChannelHandlerContext) {
         var ended = false
         while true {
-            let view = buffer.readableBytesView
-            guard let newline = view[(view.startIndex + searched)...].firstIndex(of: UInt8(ascii: "\n")) else { break }
+            if searched == 0, !discarding { buffer.skipBlankLines(before: buffer.writerIndex) }
+            guard let newline = buffer.indexOfNewline(from: buffer.readerIndex + searched) else { break }
             if !discarding, buffer.isBlankLine(endingAt: newline) {
                 // No command: skipped as it is framed, never queued or run.
                 buffer.moveReaderIndex(to: newline + 1)

@@ -308,6 +308,7 @@ final class WebSocketLines: ChannelDuplexHandler {
                     return finish()
                 }
                 pending = nil  // uniquely referenced while it is read
+                text.skipBlankLines(before: end)  // no commands: never queued
                 let start = text.readerIndex
                 guard start < end else {
                     pending = text
