@@ -145,8 +145,6 @@ KINDS = ["tcp_blank", "tcp_lines", "tcp_partial", "ws_fragments", "ws_blank", "w
 def probe(port: int, seconds: float, interval: float, results: "multiprocessing.Queue[list[float]]") -> None:
     """Pings on a session of its own; puts each round trip (ms), or [-1] if the server went away."""
     latencies: list[float] = []
-    if os.environ.get("PROBE_RT"):
-        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(10))
     try:
         sock = socket.create_connection(("127.0.0.1", port), timeout=10)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

@@ -119,17 +119,20 @@ public final class ClientBridge: Sendable {
         while poll(&descriptor, 1, milliseconds) < 0 && errno == EINTR {}
     }
 
-    /// Items kept for the REPL before the oldest event goes (a server flooding events
-    /// while the REPL waits on its terminal cannot grow this without limit; replies,
-    /// connection changes and the end are never dropped).
+    /// Items kept for the REPL before the oldest message goes: a server flooding
+    /// events, or replies nobody asked for, while the REPL waits on its terminal
+    /// cannot grow this without limit. An event goes first; only a queue of nothing
+    /// but replies (a server answering what was never sent) loses its oldest reply.
+    /// Connection changes, answers and the end are never dropped.
     static let maximumQueued = 4096
 
     private func put(_ item: Item) {
         queue.withLock { queue in
-            if queue.count >= Self.maximumQueued,
-                let oldest = queue.firstIndex(where: { if case .message(let message) = $0 { message["type"] != "reply" } else { false } })
-            {
-                queue.remove(at: oldest)
+            if queue.count >= Self.maximumQueued, case .message = item {
+                // Among the oldest few (so a queue of replies costs no scan of it all).
+                let oldest = queue.prefix(64).firstIndex { if case .message(let message) = $0 { message["type"] != "reply" } else { false } }
+                    ?? queue.firstIndex { if case .message = $0 { true } else { false } }
+                if let oldest { queue.remove(at: oldest) }
             }
             queue.append(item)
         }

@@ -255,7 +255,7 @@ public final class InteractiveREPL {
     private func show(_ message: JSON) {
         let text: String?
         if raw {
-            text = message.encoded
+            text = message.encodedForTerminal
         } else {
             renderer.width = TerminalWidth.current()
             text = renderer.render(message)

@@ -92,7 +92,7 @@ public struct ScriptRunner {
 
     mutating func show(_ message: JSON) {
         if raw {
-            print(message.encoded)
+            print(message.encodedForTerminal)
         } else if let text = renderer.render(message) {
             print(text)
         }

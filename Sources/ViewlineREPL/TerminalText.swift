@@ -25,6 +25,23 @@ enum TerminalText {
 }
 
 extension JSON {
+    /// This value as one JSON line safe for a terminal (`--raw`): the encoder escapes
+    /// C0 controls and DEL already; a C1 control (U+0080–U+009F, U+009B is a CSI on many
+    /// terminals) is written `\u00XX` too. Still the same JSON.
+    var encodedForTerminal: String {
+        let line = encoded
+        guard line.unicodeScalars.contains(where: { (0x80...0x9F).contains($0.value) }) else { return line }
+        var escaped = ""
+        for scalar in line.unicodeScalars {
+            if (0x80...0x9F).contains(scalar.value) {
+                escaped += "\\u00" + String(scalar.value, radix: 16)
+            } else {
+                escaped.unicodeScalars.append(scalar)
+            }
+        }
+        return escaped
+    }
+
     /// This value with every string in it (object keys included) made safe for a terminal.
     var cleanedForTerminal: JSON {
         switch self {

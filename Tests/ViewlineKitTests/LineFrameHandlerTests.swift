@@ -47,3 +47,12 @@ import Testing
         #expect(try frames(input, chunk: 1000) == ["<too long>", "after"])
     }
 }
+
+@Suite struct LastLineTests {
+    /// A last line with no newline, one byte over the limit, at the end of input: too
+    /// long, as it would be with its newline.
+    @Test func anOverlongLastLineAtHalfCloseIsTooLong() throws {
+        #expect(try LineFrameHandlerTests().frames(Array("ok\n123456789".utf8), chunk: 3) == ["ok", "<too long>"])
+        #expect(try LineFrameHandlerTests().frames(Array("ok\n12345678".utf8), chunk: 3) == ["ok", "12345678"])
+    }
+}

@@ -19,6 +19,15 @@ import ViewlineClient
         #expect(text?.contains("Harbor Crust") == true)
     }
 
+    /// `--raw` prints the JSON itself: still no control character of the server's, C1
+    /// included, and still the same JSON.
+    @Test func rawLinesEscapeEveryControlCharacter() throws {
+        let message: JSON = ["type": "display", "rev": 1, "view": "search", "state": ["query": "a\u{9B}31m\u{1B}]0;x\u{07}\u{85}b"]]
+        let line = message.encodedForTerminal
+        #expect(!line.unicodeScalars.contains { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) })
+        #expect(try JSON.parse(line) == message)
+    }
+
     @Test func controlCharactersFromTheServerNeverReachTheTerminal() throws {
         var renderer = renderer
         let hostile = "A\u{1B}]0;pwned\u{07}B\u{1B}[2J\u{1B}]52;c;ZXZpbA==\u{07}\u{1B}[10;10H\u{9B}31m\u{7F}\r"

@@ -242,7 +242,11 @@ public final class LineFrameHandler: ChannelDuplexHandler {
 
     private func emitLastLine(context: ChannelHandlerContext) {
         timer.cancel()
-        if let partial, !discarding, !partial.isBlankLine(endingAt: partial.writerIndex) { emit(.line(partial), context: context) }
+        if let partial, !discarding, !partial.isBlankLine(endingAt: partial.writerIndex) {
+            // The last line is kept up to the limit and one byte more (room for a `\r`
+            // that never came): past the limit, it is too long like any other.
+            emit(partial.readableBytes > maximumLength ? .tooLong : .line(partial), context: context)
+        }
         partial = nil
         searched = 0
         discarding = false

@@ -170,6 +170,16 @@ final class WebSocketLines: ChannelDuplexHandler {
             case .invalid(let code):
                 return fail(context: context, code: code)
             case .frame(let header):
+                if pieces.count - nextPiece >= Self.maximumPendingPieces {
+                    // A read of many tiny messages: its lines go on before more frames
+                    // are taken, so the list of them stays short; with no room for
+                    // them, the rest of the read waits raw, counted.
+                    emitPending(context: context)
+                    if stopped || closeSent {
+                        if !closeSent { carry(&input, merged: merged, context: context) }
+                        return countHeld()
+                    }
+                }
                 guard input.readableBytes >= header.size + header.length else {
                     carry(&input, merged: merged, context: context)
                     return finishRead(context: context)
@@ -197,7 +207,9 @@ final class WebSocketLines: ChannelDuplexHandler {
     }
 
     private func countHeld() {
-        budget.framerHolds((carried?.capacity ?? 0) + (message?.capacity ?? 0) + (pending?.capacity ?? 0))
+        budget.framerHolds(
+            (carried?.capacity ?? 0) + (message?.capacity ?? 0) + (pending?.capacity ?? 0)
+                + pieces.capacity * MemoryLayout<Piece>.stride)
     }
 
     /// Framing goes on after the session made room (on the event loop).
@@ -286,8 +298,13 @@ final class WebSocketLines: ChannelDuplexHandler {
         guard Self.isUTF8(text, from: start, to: end) else {
             return fail(context: context, code: .dataInconsistentWithMessage)
         }
+        guard end > start else { return }  // an empty message is no line
         pieces.append(.text(end: end))
     }
+
+    /// Messages taken from a read before their lines go on: a read of tiny messages is
+    /// handed over in batches, so their list costs at most this many entries.
+    static let maximumPendingPieces = 1024
 
     /// Whole messages, as lines, in order, while the budget has room; framing stops
     /// when it has none.
@@ -576,7 +593,13 @@ final class WebSocketLines: ChannelDuplexHandler {
         // At most one close frame, however full the backlog: the connection ends after it,
         // or at once when the client does not take it.
         if !context.channel.isWritable { return context.close(promise: nil) }
+        // A client that stops reading does not keep it open: the close frame has the
+        // same deadline as any other closing connection's last bytes.
+        let deadline = context.eventLoop.scheduleTask(in: OutboundLines.closeDeadline) { context.close(promise: nil) }
         writeFrame(opcode: .connectionClose, payload: payload, context: context)
-            .whenComplete { _ in context.close(promise: nil) }
+            .whenComplete { _ in
+                deadline.cancel()
+                context.close(promise: nil)
+            }
     }
 }

@@ -30,7 +30,9 @@ export function positive(name, value) {
  */
 export class LineSplitter {
   #limit;
-  #parts = [];
+  // The unfinished line: one buffer that doubles as it fills (a line trickled a byte
+  // per chunk costs its bytes, not an object per chunk), and how much of it is used.
+  #partial = null;
   #size = 0;
   #lines = [];
   #head = 0;
@@ -55,9 +57,9 @@ export class LineSplitter {
     for (let end = chunk.indexOf(10, start); end !== -1; end = chunk.indexOf(10, start)) {
       let line = chunk.subarray(start, end);
       if (this.#size) {
-        line = Buffer.concat([...this.#parts, line], this.#size + line.length);
-        this.#parts = [];
+        line = Buffer.concat([this.#partial.subarray(0, this.#size), line], this.#size + line.length);
         this.#size = 0;
+        if (this.#partial.length > 65536) this.#partial = null;  // a long line's buffer is let go
       }
       if (line.length - (line[line.length - 1] === 13 ? 1 : 0) > this.#limit) throw this.#tooLong();
       this.#lines.push(line.toString('utf8'));
@@ -66,8 +68,14 @@ export class LineSplitter {
     const rest = chunk.length - start;
     if (this.#size + rest > this.#limit + 1) throw this.#tooLong();
     if (rest) {
-      this.#parts.push(Buffer.from(chunk.subarray(start)));  // a copy: the chunk is not kept
-      this.#size += rest;
+      const needed = this.#size + rest;
+      if (!this.#partial || this.#partial.length < needed) {
+        const grown = Buffer.allocUnsafe(Math.min(Math.max(256, needed * 2), this.#limit + 1));
+        if (this.#size) this.#partial.copy(grown, 0, 0, this.#size);
+        this.#partial = grown;
+      }
+      chunk.copy(this.#partial, this.#size, start);  // a copy: the chunk is not kept
+      this.#size = needed;
     }
   }
 
@@ -86,7 +94,7 @@ export class LineSplitter {
   #tooLong() {
     this.#lines = [];
     this.#head = 0;
-    this.#parts = [];
+    this.#partial = null;
     this.#size = 0;
     return new ProtocolError('message_too_long', `the server sent a line longer than ${this.#limit} bytes (maxLineBytes); the connection was closed`);
   }

@@ -66,6 +66,18 @@ describe('an endless line', () => {
     assert.equal(lines.held, 0);
   });
 
+  test('a line trickled a byte per chunk costs its bytes, not an object per chunk', () => {
+    const lines = new LineSplitter(MAX_LINE_BYTES);
+    const before = process.memoryUsage().arrayBuffers;
+    const one = Buffer.from('a');
+    for (let i = 0; i < 512 * 1024; i++) lines.push(one);
+    assert.equal(lines.held, 512 * 1024);
+    // One buffer that doubles as it fills: at most the limit, never a Buffer per byte.
+    assert.ok(process.memoryUsage().arrayBuffers - before <= MAX_LINE_BYTES + 4096);
+    lines.push(Buffer.from('\n'));
+    assert.equal(lines.shift(), 'a'.repeat(512 * 1024));
+  });
+
   test('is refused within the limit, closes the client for good and is never resumed', async () => {
     let streamed = null;
     const server = await fakeServer(async (peer) => {
