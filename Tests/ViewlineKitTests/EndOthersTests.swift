@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 import Synchronization
 import Testing
 import ViewlineProtocol
@@ -50,6 +53,21 @@ import ViewlineProtocol
         let stay = await session.leave(1)
         #expect(await session.rejoin(link, as: 1, left: stay))
     }
+}
+
+/// A pool's work takes the cores the event loops leave: its threads run at nice 10.
+@Suite struct PoolPriorityTests {
+    #if os(Linux)
+    @Test func poolThreadsRunBelowTheEventLoops() async throws {
+        let pool = BlockingPool(threads: 2, name: "priority")
+        for _ in 0..<4 {
+            let nice = try await pool.run { getpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0) }
+            #expect(nice == 10)
+        }
+        // The caller's own thread is not lowered.
+        #expect(getpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0) < 10)
+    }
+    #endif
 }
 
 /// A blocking pool used from `session.call` is fair between client addresses without

@@ -1,5 +1,9 @@
 import CoreMetrics
 import NIOPosix
+
+#if canImport(Glibc)
+import Glibc
+#endif
 import Synchronization
 
 /// A few threads for work that blocks (password hashing, CPU-heavy parsing), so it
@@ -146,6 +150,23 @@ public final class BlockingPool: Sendable {
         }
     }
 
+    /// A pool's threads run below the event loops (nice 10, once per thread): CPU-heavy
+    /// backend work (ranking a search, hashing a password) takes the cores the loops
+    /// leave, so a loop never waits for a core behind it and every connection's `ping`
+    /// keeps its latency while the pool is busy. (Lowering one's own priority needs no
+    /// privilege.)
+    private static func runBelowEventLoops() {
+        #if os(Linux)
+        guard lowered.currentValue == nil else { return }
+        lowered.currentValue = Lowered()
+        // On Linux a nice value is the calling thread's own (setpriority(2), BUGS).
+        _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 10)
+        #endif
+    }
+
+    private final class Lowered: Sendable {}
+    private static let lowered = ThreadSpecificVariable<Lowered>()
+
     /// Starts the next waiting job, the keys taken in turn, while a thread is free.
     private func dispatch() {
         let next = state.withLock { state -> (String, Job)? in
@@ -162,6 +183,7 @@ public final class BlockingPool: Sendable {
         }
         guard let (key, job) = next else { return }
         pool.submit { [self] _ in
+            Self.runBelowEventLoops()
             job.run()
             let left = state.withLock { state -> Int in
                 state.running -= 1
