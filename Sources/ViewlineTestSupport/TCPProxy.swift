@@ -8,7 +8,8 @@ import Glibc
 /// A loopback TCP proxy a test can cut, as a dropped Wi-Fi would: every connection
 /// through it is forwarded to `target` until ``cut()`` closes them all, or
 /// ``silence()`` stops forwarding on them without closing them, as a link that goes
-/// quiet does (new connections keep working either way).
+/// quiet does (new connections keep working either way); ``down()`` refuses new ones
+/// too, as a stopped database does, until ``up()``.
 public final class TCPProxy: @unchecked Sendable {
     public let port: Int
     private let listener: Int32
@@ -17,6 +18,8 @@ public final class TCPProxy: @unchecked Sendable {
     /// Connections accepted before this number of them are silenced.
     private let silencedBelow = Atomic<Int>(0)
     private let accepted = Atomic<Int>(0)
+    /// While set, the target is down: new connections are closed at once.
+    private let refusing = Atomic<Bool>(false)
 
     public init(to target: Int) throws {
         _ = BrokenPipes.ignored
@@ -48,6 +51,18 @@ public final class TCPProxy: @unchecked Sendable {
         for fd in open.withLock({ fds in defer { fds = [] }; return fds }) { shutdown(fd, Int32(SHUT_RDWR)) }
     }
 
+    /// The target goes down: every connection is dropped and new ones are closed at
+    /// once, until ``up()``.
+    public func down() {
+        refusing.store(true, ordering: .releasing)
+        cut()
+    }
+
+    /// The target is back: new connections are forwarded again.
+    public func up() {
+        refusing.store(false, ordering: .releasing)
+    }
+
     /// Every connection open now goes silent: what either side sends is read and
     /// dropped, and neither side hears that anything happened.
     public func silence() {
@@ -58,6 +73,10 @@ public final class TCPProxy: @unchecked Sendable {
         while true {
             let client = accept(listener, nil, nil)
             guard client >= 0 else { return }
+            if refusing.load(ordering: .acquiring) {
+                close(client)
+                continue
+            }
             guard let upstream = try? LineClient(port: target) else { close(client); continue }
             let server = dup(upstream.fd)
             open.withLock { $0 += [client, server] }

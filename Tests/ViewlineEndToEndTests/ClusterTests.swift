@@ -20,6 +20,37 @@ import ViewlineTestSupport
         try JSONSerialization.data(withJSONObject: contacts).write(to: URL(fileURLWithPath: path))
     }
 
+    /// `end-others` the database does not take has not happened: with PostgreSQL down
+    /// the reply is `unavailable`, the other connection is not revoked, and once the
+    /// database is back the token the client holds still attaches (it was lost to its
+    /// owner: the token changed in memory before the write failed).
+    @Test func endOthersWithTheDatabaseDownLeavesTheSessionAsItWas() throws {
+        let server = PostgresServer.shared
+        let database = try server.createDatabase()
+        let proxy = try TCPProxy(to: server.port)
+        let node = try ServerProcess(["--postgres", "postgres://postgres@127.0.0.1:\(proxy.port)/\(database)?sslmode=disable", "--admin", "--demo"])
+        let owner = try LineClient(port: node.port)
+        let token = try #require(try owner.next()["token"]?.stringValue)
+        let other = try connect(node)
+        #expect(try other.command("attach \(token)").isOK)
+        #expect(try owner.command("wait").isOK)
+        proxy.down()
+        let answer = try owner.command("end-others", timeout: .seconds(15))
+        #expect(answer.errorCode == "unavailable", "\(answer)")
+        #expect(throws: (any Error).self) { _ = try other.read(until: { $0.type == "bye" }, timeout: .seconds(1)) }
+        proxy.up()
+        // Back: the same token attaches, and the other connection is still in the session.
+        var attached = false
+        let deadline = ContinuousClock.now + .seconds(30)
+        while !attached, ContinuousClock.now < deadline {
+            let again = try connect(node)
+            attached = try again.command("attach \(token)").isOK
+            if !attached { Thread.sleep(forTimeInterval: 0.5) }
+        }
+        #expect(attached)
+        #expect(try other.command("ping").isOK)
+    }
+
     @Test func aContactsChangeCommittedOnOneNodeReachesSessionsOnTheOthers() throws {
         let remote = temporaryPath("contacts.json")
         try writeContacts("+1 555 0100", to: remote)

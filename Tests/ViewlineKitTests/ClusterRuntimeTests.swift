@@ -467,6 +467,71 @@ import ViewlineTestSupport
         }
     }
 
+    /// `end-others` that the database does not take has not happened: the reply is
+    /// `unavailable`, the token is the same, and the other connection is still there.
+    @Test func endOthersTheDatabaseDoesNotTakeChangesNothing() async throws {
+        let directory = MemoryDirectory()
+        let a = try await node(directory, "10.0.0.1:7878")
+        let session = Session(id: "s1", application: a)
+        try a.sessions.register(session).get()
+        let owner = Mutex<[ServerMessage]>([])
+        let other = Mutex<[ServerMessage]>([])
+        let otherClosed = Mutex(false)
+        await session.connect(SessionConnection(send: { message in owner.withLock { $0.append(message) } }, close: {}), as: 1)
+        await session.connect(
+            SessionConnection(send: { message in other.withLock { $0.append(message) } }, close: { otherClosed.withLock { $0 = true } }), as: 2)
+        a.cluster!.changed(session)
+        await a.cluster!.flush()
+        let old = session.token
+        let recorded = directory.record(String(old.prefix(16)))?.secretDigest
+        directory.lock.withLock { directory.failingSaves = true }
+        _ = await session.handle(Request(id: .int(1), name: "end-others", arguments: Arguments()), from: 1)
+        guard case .reply(_, .failure(let error))? = owner.withLock({ $0.last }) else {
+            Issue.record("end-others the database did not take is not acknowledged")
+            return
+        }
+        #expect(error.code == .unavailable)
+        #expect(session.token == old)
+        #expect(await session.connectionCount == 2)
+        #expect(!otherClosed.withLock { $0 })
+        #expect(!other.withLock { $0.contains { if case .bye = $0 { true } else { false } } })
+        #expect(directory.record(String(old.prefix(16)))?.secretDigest == recorded)
+        // The database is back: the same command goes through, once.
+        directory.lock.withLock { directory.failingSaves = false }
+        _ = await session.handle(Request(id: .int(2), name: "end-others", arguments: Arguments()), from: 1)
+        let reply = owner.withLock { $0.last { if case .reply(.int(2), _) = $0 { true } else { false } } }
+        guard case .reply(_, .success(let result))? = reply, let fresh = result["token"]?.stringValue else {
+            Issue.record("end-others replies the new token")
+            return
+        }
+        #expect(fresh == session.token && fresh != old)
+        #expect(otherClosed.withLock { $0 })
+        #expect(directory.record(String(old.prefix(16)))?.secretDigest == Cluster.digest(Array(fresh.utf8.dropFirst(16))))
+    }
+
+    /// A record too large for a batch still carries `end-others`' new token: the change
+    /// is never acknowledged without being recorded.
+    @Test func endOthersRecordsTheNewTokenWhateverTheRecordsSize() async throws {
+        let directory = MemoryDirectory()
+        let a = try await node(directory, "10.0.0.1:7878")
+        let session = Session(id: "s1", application: a)
+        try a.sessions.register(session).get()
+        let owner = Mutex<[ServerMessage]>([])
+        await session.connect(SessionConnection(send: { message in owner.withLock { $0.append(message) } }, close: {}), as: 1)
+        a.cluster!.changed(session)
+        await a.cluster!.flush()
+        // A label past the batch's record limit.
+        _ = await session.handle(Request(id: .int(1), name: "label", arguments: Arguments(["text": .string(String(repeating: "x", count: Cluster.maximumRecordBytes + 1))])), from: 1)
+        #expect(await session.record.encoded.utf8.count > Cluster.maximumRecordBytes)
+        let old = session.token
+        _ = await session.handle(Request(id: .int(2), name: "end-others", arguments: Arguments()), from: 1)
+        guard case .reply(_, .success(let result))? = owner.withLock({ $0.last }), let fresh = result["token"]?.stringValue else {
+            Issue.record("end-others replies the new token")
+            return
+        }
+        #expect(directory.record(String(old.prefix(16)))?.secretDigest == Cluster.digest(Array(fresh.utf8.dropFirst(16))))
+    }
+
     @Test func recordsKeepTheSHA256OfTheSecretNotTheSecret() {
         let hex = Cluster.digest(Array("abc".utf8)).map { String(format: "%02x", $0) }.joined()
         #expect(hex == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")  // FIPS 180-2's example

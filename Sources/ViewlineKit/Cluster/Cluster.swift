@@ -415,15 +415,14 @@ public final class Cluster: Sendable {
         ended(session)
     }
 
-    /// Writes `session`'s record now, whatever the rate limit (`end-others` changed its
-    /// token: the change is durable before the reply, so a failover never brings the
-    /// old token back). A write the database fences off closes the session here and
-    /// throws `unavailable`.
-    func writeNow(_ session: Session) async throws(ProtocolError) {
-        guard case .due(let snapshot, let rev) = await session.recordIfDue(
-            now: .now, window: Self.recordWindow, burst: .max, maximumBytes: Self.maximumRecordBytes)
-        else { return }
-        let (lookup, secret) = SessionRegistry.split(session.token)
+    /// Records `session` with `token` (`end-others`' new one, not yet the session's):
+    /// now, whatever the rate limit or the record's size, so the change is durable
+    /// before anything of it happens and a failover never brings the old token back.
+    /// Throws `unavailable` when the database does not take it (nothing changed); a
+    /// write the database fences off closes the session here.
+    func recordToken(_ token: String, of session: Session) async throws(ProtocolError) {
+        guard let (snapshot, rev) = await session.recordForTokenChange() else { return }
+        let (lookup, secret) = SessionRegistry.split(token)
         let refused: [String]
         do {
             refused = try await directory.save([SessionRecord(lookup: lookup, secretDigest: Self.digest(secret), owner: nodeID, snapshot: snapshot, rev: rev)])

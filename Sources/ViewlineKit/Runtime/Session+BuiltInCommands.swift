@@ -68,11 +68,20 @@ extension Session {
             guard let connection = Session.commandConnection else {
                 throw ProtocolError(.badToken, "end-others needs a connection of its own")
             }
-            let (ended, token) = session.revokeOtherConnections(keeping: connection)
-            // In a cluster the new token's digest is written before the reply: a
-            // failover never lets the old token back in.
-            try await session.application.cluster?.writeNow(session)
-            return ["ended": .int(ended), "token": .string(token)]
+            // Nothing changes until the new token is durable: in a cluster its digest is
+            // recorded first (a failover never lets the old token back in), and when the
+            // database does not take it the session, its token and its other
+            // connections stay as they were (`unavailable`: try again).
+            let fresh = try await session.beginTokenChange()
+            do {
+                try await session.application.cluster?.recordToken(fresh, of: session)
+            } catch {
+                session.endTokenChange()
+                throw error
+            }
+            session.endTokenChange()
+            let ended = session.revokeOtherConnections(keeping: connection, newToken: fresh)
+            return ["ended": .int(ended), "token": .string(fresh)]
         },
         AnyCommand(spec: CommandSpec(
             "sessions", summary: "Count the server's live sessions and those with a connection (admin only).", adminOnly: true

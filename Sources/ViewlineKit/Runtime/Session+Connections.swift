@@ -185,13 +185,13 @@ extension Session {
         emitDisplay(viewPart: Self.connectionsViewPart, state: EncodedState(["count": .int(count)]))
     }
 
-    /// `end-others`: every connection but `kept` is told `bye` (`revoked`) and closed,
-    /// and the token gets a new secret, so a link or token someone else holds no
-    /// longer joins the session (whoever holds the session can always see and drive
-    /// it: this is how a person takes it back). Returns how many connections ended
-    /// and the new token, which only `kept` learns.
-    func revokeOtherConnections(keeping kept: Int) -> (ended: Int, token: String) {
-        let token = changeTokenSecret()
+    /// `end-others`, once `newToken` is recorded: every connection but `kept` is told
+    /// `bye` (`revoked`) and closed, and the token becomes `newToken`, so a link or
+    /// token someone else holds no longer joins the session (whoever holds the session
+    /// can always see and drive it: this is how a person takes it back). Returns how
+    /// many connections ended; only `kept` learns the new token.
+    func revokeOtherConnections(keeping kept: Int, newToken: String) -> Int {
+        adoptToken(newToken)
         let before = connections.count
         var ended = 0
         for (number, connection) in connections where number != kept {
@@ -204,7 +204,7 @@ extension Session {
         }
         application.cluster?.changed(self)  // the record carries the new token's digest
         connectionCountChanged(from: before)
-        return (ended, token)
+        return ended
     }
 
     /// The lease is valid again and the session is still this node's: what was withheld

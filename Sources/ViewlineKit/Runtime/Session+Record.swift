@@ -46,6 +46,15 @@ extension Session {
     /// records written in the current `window`, or it is larger than `maximumBytes`.
     /// A flow's few changes are written at once; a flood of events, `burst` times a
     /// window.
+    /// The record to write with a new token (`end-others`): now, whatever the rate
+    /// limit or its size, one rev above the session's own, so a batch that took this
+    /// session's record with the old token before it (at most this rev) and lands after
+    /// it changes nothing: a rev lower than the stored one is late. `nil` once closed.
+    func recordForTokenChange() -> (snapshot: String, rev: Int)? {
+        if closed { return nil }
+        return (record.encoded, rev + 1)
+    }
+
     func recordIfDue(now: ContinuousClock.Instant, window: Duration, burst: Int, maximumBytes: Int) -> RecordDecision {
         if closed { return .closed }
         if let start = recordWindowStart, now - start < window {

@@ -87,6 +87,9 @@ public actor Session {
         }
     }
 
+    /// `end-others` is recording a new token (see ``beginTokenChange()``).
+    var tokenChangeInFlight = false
+
     // Alerts (see Session+Alerts.swift).
     var nextAlertNumber = 1
     var presentedAlert: PendingAlert?
@@ -481,13 +484,25 @@ public actor Session {
         token.utf8.count == 48 && token.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }
     }
 
-    /// Gives the token a new secret part (its lookup part stays): a link or token
-    /// someone else holds no longer joins the session.
-    func changeTokenSecret() -> String {
-        tokenBox.withLock { token in
-            token = application.tokens.make(keepingLookupOf: token)
-            return token
+    /// A new token for this session (its lookup part kept, a new secret), not yet its
+    /// own: `end-others` records it first. One change at a time: a second `end-others`
+    /// while one is being recorded is refused (`unavailable`, try again).
+    func beginTokenChange() throws(ProtocolError) -> String {
+        guard !tokenChangeInFlight else {
+            throw ProtocolError(.unavailable, "another end-others is being recorded; try again", retryAfter: 1)
         }
+        tokenChangeInFlight = true
+        return application.tokens.make(keepingLookupOf: token)
+    }
+
+    /// The token change was recorded (or failed): another may begin.
+    func endTokenChange() {
+        tokenChangeInFlight = false
+    }
+
+    /// The token becomes `fresh`: a link or token someone else holds no longer joins.
+    func adoptToken(_ fresh: String) {
+        tokenBox.withLock { $0 = fresh }
     }
 
     /// A fresh unguessable secret: 192 random bits from the system generator, hex.
