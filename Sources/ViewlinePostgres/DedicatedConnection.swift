@@ -40,7 +40,7 @@ actor DedicatedConnection {
     func rows<T: Sendable>(
         _ query: PostgresQuery, timeout: Duration, _ transform: @escaping @Sendable (PostgresRow) throws -> T
     ) async throws -> [T] {
-        let connection = try await open()
+        let connection = try await open(within: timeout)
         let logger = logger
         do {
             return try await connection.withDeadline(timeout) {
@@ -55,13 +55,17 @@ actor DedicatedConnection {
         }
     }
 
-    private func open() async throws -> PostgresConnection {
+    /// The connection, opened first if need be within `timeout` (the statement's own:
+    /// a link slower than a fixed connect timeout but inside the statement's deadline
+    /// still connects; a reconnect takes a few round trips).
+    private func open(within timeout: Duration) async throws -> PostgresConnection {
         if let connection, !connection.isClosed { return connection }
         if let opening { return try await opening.value }
         let (url, id, logger) = (url, id, logger)
+        let connectTimeout = TimeAmount.milliseconds(Int64(max(1, timeout / .milliseconds(1))))
         let task = Task {
             var configuration = try url.connectionConfiguration()
-            configuration.options.connectTimeout = .seconds(2)
+            configuration.options.connectTimeout = connectTimeout
             return try await PostgresConnection.connect(configuration: configuration, id: id, logger: logger)
         }
         opening = task

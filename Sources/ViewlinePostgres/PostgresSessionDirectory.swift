@@ -97,7 +97,11 @@ public struct PostgresSessionDirectory: SessionDirectory {
                 ON CONFLICT (id) DO UPDATE SET address = excluded.address, web = excluded.web, heartbeat_at = clock_timestamp()
                 RETURNING heartbeat_at)
             SELECT COALESCE((SELECT heartbeat_at FROM previous) <= (SELECT heartbeat_at FROM renewed) - make_interval(secs => \(nodeTimeout.inSeconds)), false)
-            """, timeout: .seconds(2))
+            """, timeout: max(nodeTimeout - nodeTimeout / 5, .seconds(2)))
+        // (The deadline is as long as a renewal can still count: the node serves until
+        // the node timeout less its margin, a fifth of it, counted from before the send;
+        // 2 s at least. A fixed 2 s failed every renewal of a slower link that the
+        // database applied all the same: a fresh heartbeat, and a node that served nobody.)
         // Housekeeping, off the renewal's path: records of sessions whose node is long
         // gone and that nobody attached to.
         Task { [database] in

@@ -20,6 +20,8 @@ public final class TCPProxy: @unchecked Sendable {
     private let accepted = Atomic<Int>(0)
     /// While set, the target is down: new connections are closed at once.
     private let refusing = Atomic<Bool>(false)
+    /// How long each piece waits before it is forwarded, each way (milliseconds).
+    private let delayMilliseconds = Atomic<Int>(0)
 
     public init(to target: Int) throws {
         _ = BrokenPipes.ignored
@@ -58,6 +60,12 @@ public final class TCPProxy: @unchecked Sendable {
         cut()
     }
 
+    /// Every piece forwarded from now on waits `delay` first, each way: a slow link
+    /// (a round trip takes twice `delay` at least). `.zero` restores it.
+    public func slow(_ delay: Duration) {
+        delayMilliseconds.store(Int(delay / .milliseconds(1)), ordering: .releasing)
+    }
+
     /// The target is back: new connections are forwarded again.
     public func up() {
         refusing.store(false, ordering: .releasing)
@@ -82,17 +90,20 @@ public final class TCPProxy: @unchecked Sendable {
             open.withLock { $0 += [client, server] }
             let number = accepted.add(1, ordering: .acquiringAndReleasing).oldValue
             let silent: @Sendable () -> Bool = { [self] in number < silencedBelow.load(ordering: .acquiring) }
-            Thread.detachNewThread { Self.pump(from: client, to: server, silent: silent) }
-            Thread.detachNewThread { Self.pump(from: server, to: client, silent: silent) }
+            let delay: @Sendable () -> Int = { [self] in delayMilliseconds.load(ordering: .acquiring) }
+            Thread.detachNewThread { Self.pump(from: client, to: server, silent: silent, delay: delay) }
+            Thread.detachNewThread { Self.pump(from: server, to: client, silent: silent, delay: delay) }
         }
     }
 
-    private static func pump(from source: Int32, to destination: Int32, silent: @Sendable () -> Bool) {
+    private static func pump(from source: Int32, to destination: Int32, silent: @Sendable () -> Bool, delay: @Sendable () -> Int) {
         var buffer = [UInt8](repeating: 0, count: 65536)
         while true {
             let count = buffer.withUnsafeMutableBytes { read(source, $0.baseAddress, $0.count) }
             guard count > 0 else { break }
             if silent() { continue }
+            let wait = delay()
+            if wait > 0 { usleep(useconds_t(wait * 1000)) }
             // MSG_NOSIGNAL: a side that closed ends this pump, not (by SIGPIPE) the test process.
             guard buffer.withUnsafeBytes({ send(destination, $0.baseAddress, count, Int32(MSG_NOSIGNAL)) }) == count else { break }
         }

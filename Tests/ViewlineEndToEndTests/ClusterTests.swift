@@ -51,6 +51,29 @@ import ViewlineTestSupport
         #expect(try other.command("ping").isOK)
     }
 
+    /// A link to PostgreSQL slower than 2 s a round trip but well inside the node
+    /// timeout: renewals count (their deadline comes from the node timeout), so the
+    /// node goes on serving. With a fixed 2 s deadline every renewal failed while the
+    /// database applied it: a fresh heartbeat, and a node that served nobody.
+    @Test func renewalsOverASlowLinkWithinTheNodeTimeoutKeepTheNodeServing() throws {
+        let server = PostgresServer.shared
+        let database = try server.createDatabase()
+        let proxy = try TCPProxy(to: server.port)
+        let node = try ServerProcess([
+            "--postgres", "postgres://postgres@127.0.0.1:\(proxy.port)/\(database)?sslmode=disable", "--node-timeout", "10", "--admin", "--demo",
+        ])
+        let client = try connect(node)
+        #expect(try client.command("ping").isOK)
+        proxy.slow(.milliseconds(1100))  // each way: a round trip takes 2.2 s and more
+        // Past the lease window a lapsed node would have (8 s of the 10 s timeout).
+        Thread.sleep(forTimeInterval: 13)
+        for _ in 0..<3 {
+            let answer = try client.command("ping", timeout: .seconds(10))
+            #expect(answer.isOK, "\(answer)")
+            Thread.sleep(forTimeInterval: 1)
+        }
+    }
+
     @Test func aContactsChangeCommittedOnOneNodeReachesSessionsOnTheOthers() throws {
         let remote = temporaryPath("contacts.json")
         try writeContacts("+1 555 0100", to: remote)

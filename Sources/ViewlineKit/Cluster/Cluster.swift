@@ -63,6 +63,9 @@ public final class Cluster: Sendable {
         /// Not renewing: the records have been stale so long that this node lets its
         /// lease run out, so other nodes restore its sessions from what was written.
         var steppedDown = false
+        /// Not renewing until then: the lease lapsed, and the heartbeat is left to age
+        /// (``afterRenewal(now:)``).
+        var agingUntil: ContinuousClock.Instant?
     }
 
     /// Sessions whose records changed since a batch last took them, and when the
@@ -234,17 +237,48 @@ public final class Cluster: Sendable {
             while !Task.isCancelled {
                 try? await Task.sleep(for: nodeTimeout / 5)
                 if Task.isCancelled { break }
-                if stepsDown() { continue }
+                if stepsDown() || lettingLeaseAge() { continue }
                 do {
                     try await renew()
                     countLiveNodes()
                 } catch {
                     logger.warning("could not renew this node's lease", metadata: ["error": "\(String(reflecting: error))"])
                 }
+                afterRenewal()
             }
         }
         loop.withLock { $0 = records }
         leaseLoop.withLock { $0 = leases }
+    }
+
+    /// After a renewal (or a failed one): a node whose lease has lapsed by its own
+    /// clock stops renewing for one node timeout. A renewal it counted as failed may
+    /// still have reached the database (a slow link), and renewing on would keep its
+    /// heartbeat fresh while it serves nobody: no other node could claim its sessions.
+    /// Pausing lets the heartbeat age, so another node may claim them within two node
+    /// timeouts of the first failure; then it renews again (a lapse: the sessions
+    /// claimed meanwhile are closed here).
+    private func afterRenewal(now: ContinuousClock.Instant = .now) {
+        let lapsed = lease.withLock { lease -> Bool in
+            guard !lease.left, lease.agingUntil == nil, let renewed = lease.renewedAt, now - renewed >= nodeTimeout - leaseMargin else {
+                return false
+            }
+            lease.agingUntil = now + nodeTimeout
+            return true
+        }
+        if lapsed {
+            logger.warning("this node's lease lapsed; pausing renewals for one node timeout so other nodes may serve its sessions")
+        }
+    }
+
+    /// Whether the lease loop skips this renewal to let the heartbeat age (``afterRenewal``).
+    private func lettingLeaseAge(now: ContinuousClock.Instant = .now) -> Bool {
+        lease.withLock { lease in
+            guard let until = lease.agingUntil else { return false }
+            if now < until { return true }
+            lease.agingUntil = nil
+            return false
+        }
     }
 
     /// Whether the lease loop skips this renewal: the records have been unwritten for
