@@ -157,31 +157,44 @@ public struct PostgresSessionDirectory: SessionDirectory {
         try await database.run("DELETE FROM viewline_nodes WHERE id = \(node.id)")
     }
 
-    public func save(_ records: [SessionRecord]) async throws -> [String] {
-        guard !records.isEmpty else { return [] }
+    public func save(_ records: [SessionRecord]) async throws -> SavedRecords {
+        guard !records.isEmpty else { return SavedRecords() }
         // One statement for the whole batch; a record another node claimed meanwhile
         // is not taken back (the owner fences the write: a node id is never reused),
         // and one of a lower rev than the stored one changes nothing (it is late).
         // Rows are locked in the order of their lookups (`ORDER BY l`): two batches that
         // share records (one still running past its deadline and the next, a zombie's
         // and its successor's) wait for each other instead of deadlocking.
+        // Rows another transaction holds (a store write's fence waiting on another row,
+        // itself bounded by the server's lock_timeout) are skipped, not waited for
+        // (`SKIP LOCKED`): they are reported and go with a later batch, and the rest of
+        // the batch is written now.
         let revs = records.map { Int64($0.rev) }
-        let written = try await self.records.rows("""
-            INSERT INTO viewline_sessions (lookup, secret_digest, owner, snapshot, rev, updated_at)
-            SELECT l, decode(d, 'hex'), o, s, v, clock_timestamp()
-            FROM unnest(\(records.map(\.lookup))::text[], \(records.map { Hex.string($0.secretDigest) })::text[],
-                        \(records.map(\.owner))::text[], \(records.map(\.snapshot))::text[], \(revs)::int8[]) AS r(l, d, o, s, v)
-            ORDER BY l
-            ON CONFLICT (lookup) DO UPDATE SET
-                secret_digest = CASE WHEN viewline_sessions.rev <= excluded.rev THEN excluded.secret_digest ELSE viewline_sessions.secret_digest END,
-                snapshot = CASE WHEN viewline_sessions.rev <= excluded.rev THEN excluded.snapshot ELSE viewline_sessions.snapshot END,
-                rev = GREATEST(viewline_sessions.rev, excluded.rev),
-                updated_at = excluded.updated_at
-            WHERE viewline_sessions.owner = excluded.owner AND NOT viewline_sessions.ended
-            RETURNING lookup
-            """, timeout: writeTimeout.value.withLock { $0 }) { row in try row.decode(String.self) }
-        let kept = Set(written)
-        return records.map(\.lookup).filter { !kept.contains($0) }
+        let lookups = records.map(\.lookup)
+        let outcome = try await self.records.rows("""
+            WITH input AS (
+                SELECT * FROM unnest(\(lookups)::text[], \(records.map { Hex.string($0.secretDigest) })::text[],
+                                     \(records.map(\.owner))::text[], \(records.map(\.snapshot))::text[], \(revs)::int8[]) AS r(l, d, o, s, v)),
+            free AS (SELECT lookup FROM viewline_sessions WHERE lookup = ANY(\(lookups)::text[]) ORDER BY lookup FOR UPDATE SKIP LOCKED),
+            busy AS (SELECT l FROM input WHERE EXISTS (SELECT 1 FROM viewline_sessions s WHERE s.lookup = input.l)
+                     AND l NOT IN (SELECT lookup FROM free)),
+            written AS (
+                INSERT INTO viewline_sessions (lookup, secret_digest, owner, snapshot, rev, updated_at)
+                SELECT l, decode(d, 'hex'), o, s, v, clock_timestamp() FROM input WHERE l NOT IN (SELECT l FROM busy)
+                ORDER BY l
+                ON CONFLICT (lookup) DO UPDATE SET
+                    secret_digest = CASE WHEN viewline_sessions.rev <= excluded.rev THEN excluded.secret_digest ELSE viewline_sessions.secret_digest END,
+                    snapshot = CASE WHEN viewline_sessions.rev <= excluded.rev THEN excluded.snapshot ELSE viewline_sessions.snapshot END,
+                    rev = GREATEST(viewline_sessions.rev, excluded.rev),
+                    updated_at = excluded.updated_at
+                WHERE viewline_sessions.owner = excluded.owner AND NOT viewline_sessions.ended
+                RETURNING lookup)
+            SELECT lookup, true FROM written UNION ALL SELECT l, false FROM busy
+            """, timeout: writeTimeout.value.withLock { $0 }) { row in try row.decode((String, Bool).self) }
+        let kept = Set(outcome.filter(\.1).map(\.0))
+        let skipped = Set(outcome.filter { !$0.1 }.map(\.0))
+        return SavedRecords(
+            refused: lookups.filter { !kept.contains($0) && !skipped.contains($0) }, skipped: lookups.filter { skipped.contains($0) })
     }
 
     public func remove(lookups: [String], by node: ClusterNode) async throws -> [String] {

@@ -37,7 +37,7 @@ import ViewlineTestSupport
         /// many have begun.
         var hangingSaves = false
         var savesBegun = 0
-        func save(_ saved: [SessionRecord]) async throws -> [String] {
+        func save(_ saved: [SessionRecord]) async throws -> SavedRecords {
             lock.withLock { savesBegun += 1 }
             while lock.withLock({ hangingSaves }) { try await Task.sleep(for: .milliseconds(5)) }
             return try lock.withLock {
@@ -51,7 +51,7 @@ import ViewlineTestSupport
                         refused.append(record.lookup)
                     }
                 }
-                return refused
+                return SavedRecords(refused: refused)
             }
         }
         /// How many of the next removes fail (the database went away for a moment).

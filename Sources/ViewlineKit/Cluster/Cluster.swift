@@ -457,16 +457,19 @@ public final class Cluster: Sendable {
     func recordToken(_ token: String, of session: Session) async throws(ProtocolError) {
         guard let (snapshot, rev) = await session.recordForTokenChange() else { return }
         let (lookup, secret) = SessionRegistry.split(token)
-        let refused: [String]
+        let saved: SavedRecords
         do {
-            refused = try await directory.save([SessionRecord(lookup: lookup, secretDigest: Self.digest(secret), owner: nodeID, snapshot: snapshot, rev: rev)])
+            saved = try await directory.save([SessionRecord(lookup: lookup, secretDigest: Self.digest(secret), owner: nodeID, snapshot: snapshot, rev: rev)])
         } catch {
             logger.warning("could not write a session record", metadata: ["session": "\(session.id)", "error": "\(String(reflecting: error))"])
             throw ProtocolError(.unavailable, "the change could not be recorded right now; try again")
         }
-        guard refused.isEmpty else {
-            await close(lost: Set(refused))
+        guard saved.refused.isEmpty else {
+            await close(lost: Set(saved.refused))
             throw Self.noLease
+        }
+        guard saved.skipped.isEmpty else {
+            throw ProtocolError(.unavailable, "the session's record is busy right now; try again", retryAfter: 1)
         }
     }
 
@@ -516,6 +519,7 @@ public final class Cluster: Sendable {
         defer { lease.withLock { $0.inFlightSince = nil } }
         let began = ContinuousClock.now
         var records: [SessionRecord] = []
+        var entries: [String: Unwritten] = [:]  // by lookup: what a skipped record goes back as
         var later: [Unwritten] = []
         let decisions = await Self.recordDecisions(taken, now: now, burst: final ? .max : Self.recordsPerWindow)
         let snapshotsTaken = ContinuousClock.now
@@ -533,17 +537,23 @@ public final class Cluster: Sendable {
             case .due(let snapshot, let rev):
                 let (lookup, secret) = SessionRegistry.split(session.token)
                 records.append(SessionRecord(lookup: lookup, secretDigest: Self.digest(secret), owner: nodeID, snapshot: snapshot, rev: rev))
+                entries[lookup] = entry
             }
         }
         // Rate-limited: they wait for a later batch, their changes as old as they are.
         dirty.withLock { $0.keep(later) }
         guard !records.isEmpty else { return }
         do {
-            let refused = try await directory.save(records)
+            let saved = try await directory.save(records)
             Self.recordsPerBatch.record(records.count)
             slowBatch(waited: began - (since ?? began), snapshots: snapshotsTaken - began, write: .now - snapshotsTaken, records: records.count)
+            // Rows another transaction held: those go with the next batch, their changes
+            // as old as they are (the lock is bounded by the server's lock_timeout).
+            if !saved.skipped.isEmpty {
+                dirty.withLock { $0.keep(saved.skipped.compactMap { entries[$0] }) }
+            }
             // A write the database fenced off: another node owns that session now.
-            await close(lost: Set(refused))
+            await close(lost: Set(saved.refused))
         } catch {
             // Try again with the next batch; the changes keep their age, so commands
             // are refused once the oldest has waited too long (`acceptsCommands`).

@@ -23,9 +23,12 @@ public protocol SessionDirectory: Sendable {
     func leave(_ node: ClusterNode) async throws
     /// Inserts or replaces records (one transaction); a record another node owns now
     /// is left as it is, and a stored record of a higher ``SessionRecord/rev`` is kept
-    /// (the write arrived late; it counts as written). Returns the lookups of the
-    /// refused records: sessions the writer no longer owns.
-    func save(_ records: [SessionRecord]) async throws -> [String]
+    /// (the write arrived late; it counts as written). A record whose row another
+    /// transaction holds locked (a store write of that session waiting on another row)
+    /// is skipped, not waited for: one session cannot hold back the others' records.
+    /// Says which were refused (sessions the writer no longer owns) and which were
+    /// skipped (to be written again).
+    func save(_ records: [SessionRecord]) async throws -> SavedRecords
     /// Ends the records of sessions that ended on `node`, for good, in one step (a
     /// batch's, or one `quit`'s): from then on a ``save(_:)`` of one is refused (a
     /// batch that took its snapshot before `quit` and writes it after never brings it
@@ -70,6 +73,20 @@ extension SessionDirectory {
 }
 
 /// What a lease renewal found, by the directory's clock.
+/// What ``SessionDirectory/save(_:)`` did not write, by lookup.
+public struct SavedRecords: Sendable, Equatable {
+    /// Records of sessions another node owns now (or that ended): never written.
+    public var refused: [String]
+    /// Records whose rows were locked by another transaction: written with a later batch.
+    public var skipped: [String]
+
+    /// An outcome: `refused` and `skipped` lookups (none: every record was written).
+    public init(refused: [String] = [], skipped: [String] = []) {
+        self.refused = refused
+        self.skipped = skipped
+    }
+}
+
 public struct LeaseRenewal: Sendable, Equatable {
     /// The renewed lease had already expired when the renewal ran (another node may
     /// have claimed the node's sessions meanwhile); `false` for a node's first lease.
