@@ -53,11 +53,12 @@ public final class TCPProxy: @unchecked Sendable {
         for fd in open.withLock({ fds in defer { fds = [] }; return fds }) { shutdown(fd, Int32(SHUT_RDWR)) }
     }
 
-    /// The target goes down: every connection is dropped and new ones are closed at
-    /// once, until ``up()``.
-    public func down() {
+    /// The target goes down: new connections are closed at once, until ``up()``, and
+    /// the open ones are dropped (or, with `cuttingOpen: false`, left as they are: after
+    /// ``silence()``, a database that went quiet and takes no one new).
+    public func down(cuttingOpen: Bool = true) {
         refusing.store(true, ordering: .releasing)
-        cut()
+        if cuttingOpen { cut() }
     }
 
     /// Every piece forwarded from now on waits `delay` first, each way: a slow link

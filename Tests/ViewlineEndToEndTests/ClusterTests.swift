@@ -74,6 +74,27 @@ import ViewlineTestSupport
         }
     }
 
+    /// SIGTERM finishes whatever the database does: with every connection to it gone
+    /// silent, the node still exits within its drain and a node timeout or so.
+    @Test func sigtermFinishesWithTheDatabaseSilent() throws {
+        let server = PostgresServer.shared
+        let database = try server.createDatabase()
+        let proxy = try TCPProxy(to: server.port)
+        let node = try ServerProcess([
+            "--postgres", "postgres://postgres@127.0.0.1:\(proxy.port)/\(database)?sslmode=disable", "--admin", "--demo", "--drain-seconds", "1",
+        ])
+        let client = try connect(node)
+        #expect(try client.command("search pizza").isOK)
+        #expect(try client.command("wait").isOK)
+        proxy.silence()
+        proxy.down(cuttingOpen: false)  // quiet, and nothing new gets through either
+        let start = ContinuousClock.now
+        node.signal(SIGTERM)
+        _ = try node.waitForExit(timeout: .seconds(30))
+        let took = ContinuousClock.now - start
+        #expect(took < .seconds(12), "took \(took)")  // drain 1 s + node timeout 5 s + slack
+    }
+
     @Test func aContactsChangeCommittedOnOneNodeReachesSessionsOnTheOthers() throws {
         let remote = temporaryPath("contacts.json")
         try writeContacts("+1 555 0100", to: remote)
