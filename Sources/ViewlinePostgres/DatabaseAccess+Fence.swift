@@ -29,6 +29,7 @@ extension DatabaseAccess {
         do {
             return try await unavailableIfDown { [self] in
                 try await client.withConnection { [logger] connection in
+                    try await Self.ensureRecordRow(for: fence, on: connection, logger: logger)
                     try await connection.query("BEGIN", logger: logger)
                     do {
                         guard try await Self.holds(fence, on: connection, logger: logger) else { throw SessionFenced() }
@@ -50,10 +51,23 @@ extension DatabaseAccess {
         }
     }
 
+    /// Gives a session with no record yet a row to fence on, committed before the
+    /// write's transaction begins: owned by this node, with no secret digest and no
+    /// snapshot, so no token ever matches it (an `attach` finds nothing, as before)
+    /// and any real record replaces it (its rev is -1). Without it the fence locked
+    /// nothing: the node's first record could be written and claimed by another node
+    /// while the write was open, and the write commit after the claim.
+    private static func ensureRecordRow(for fence: SessionFence, on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.query("""
+            INSERT INTO viewline_sessions (lookup, secret_digest, owner, snapshot, rev, updated_at)
+            VALUES (\(fence.session), ''::bytea, \(fence.node), '', -1, clock_timestamp())
+            ON CONFLICT (lookup) DO NOTHING
+            """, logger: logger)
+    }
+
     /// Whether `fence`'s node holds its session's lease now, by the database's clock;
-    /// locks the session's record (when there is one) until the transaction ends, so a
-    /// claim waits for the write. A session with no record yet cannot have been
-    /// claimed: its node's own lease is enough.
+    /// locks the session's record until the transaction ends, so a claim (and the
+    /// node's own record batch, which skips a locked row) waits for the write.
     private static func holds(_ fence: SessionFence, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
         let seconds = Double(fence.nodeTimeout.components.seconds) + Double(fence.nodeTimeout.components.attoseconds) / 1e18
         var held = false

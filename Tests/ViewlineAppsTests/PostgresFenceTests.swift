@@ -57,6 +57,43 @@ import ViewlineTestSupport
         return .written
     }
 
+    /// A session's first write, before it has a record, is fenced too: the write gives
+    /// it a row to hold (no token matches it), so the node's first record waits for
+    /// the write (skipped by the batch) and a claim can only come after it commits.
+    /// The fence locked nothing: a record written and claimed while the write was open
+    /// let the write commit seconds after another node took the session.
+    @Test func aSessionsFirstWriteHoldsItsRecordAgainstAClaim() async throws {
+        let server = PostgresServer.shared
+        let database = try server.createDatabase()
+        let (store, directory) = try await cluster(database: database)
+        _ = try await directory.renewLease(zombie, nodeTimeout: .seconds(30), recordsExpireAfter: .seconds(86_400))
+        _ = try await directory.renewLease(successor, nodeTimeout: .seconds(30), recordsExpireAfter: .seconds(86_400))
+        try await store.setDraft(user: "dora", text: "zero", at: Date())  // the draft's row, unfenced
+        // Another transaction holds the draft's row: the fenced write waits on it.
+        let holder = Task {
+            try await server.queryOnItsOwnThread(
+                "BEGIN; SELECT 1 FROM viewline_drafts WHERE user_name = 'dora' FOR UPDATE; SELECT pg_sleep(2); COMMIT;", database: database)
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        let writeDone = Mutex<ContinuousClock.Instant?>(nil)
+        let write = Task {
+            let outcome = try await writing(as: zombie) { try await store.setDraft(user: "dora", text: "one", at: Date()) }
+            writeDone.withLock { $0 = .now }
+            return outcome
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        // The node's batch writes the session's first record meanwhile: skipped, the
+        // write holds the row.
+        #expect(try await directory.save([record(owner: zombie)]).skipped == [session])
+        // Another node claims it (the zombie's lease counted as expired): only after the write.
+        let claim = try await directory.claim(lookup: session, from: zombie.id, for: successor, nodeTimeout: .milliseconds(100))
+        let claimed = ContinuousClock.now
+        #expect(try await write.value == .written)
+        _ = try await holder.value
+        let written = try #require(writeDone.withLock { $0 })
+        #expect(claim == nil || written <= claimed, "the write committed after the claim")
+    }
+
     @Test func aNodeWhoseSessionWasClaimedWritesNothingForIt() async throws {
         let (store, directory) = try await cluster()
         _ = try await directory.renewLease(zombie, nodeTimeout: .seconds(30), recordsExpireAfter: .seconds(86_400))
