@@ -206,28 +206,28 @@ public final class PostgresStore: AppStore {
 
     @discardableResult
     public func applyContacts(_ contacts: [Contact], document: String, source: String, at date: Date) async throws -> Bool {
-        try await database.unavailableIfDown { [self] in
-            try await client.withTransaction(logger: logger) { connection in
-                // Serialize appliers, so "already applied" is decided on the latest state.
-                try await connection.query("SELECT pg_advisory_xact_lock(\(Self.lockNamespace), hashtext('contacts-apply'))", logger: logger)
-                var applied: String?
-                for try await value in try await connection.query(
-                    "SELECT applied_document FROM viewline_sync_state WHERE source = \(source)", logger: logger
-                ).decode(String.self) {
-                    applied = value
-                }
-                if applied == document { return false }
-                try await connection.query("DELETE FROM viewline_contacts", logger: logger)
-                try await connection.query("""
-                    INSERT INTO viewline_contacts (name, phone, address)
-                    SELECT * FROM unnest(\(contacts.map(\.name))::text[], \(contacts.map(\.phone))::text[], \(contacts.map(\.address))::text[])
-                    """, logger: logger)
-                try await connection.query("""
-                    INSERT INTO viewline_sync_state (source, applied_document, applied_at) VALUES (\(source), \(document), \(date))
-                    ON CONFLICT (source) DO UPDATE SET applied_document = excluded.applied_document, applied_at = excluded.applied_at
-                    """, logger: logger)
-                return true
+        // Fenced like any write made for a session (a sync a command started): a node
+        // paused mid-sync past its lease writes nothing once another node took over.
+        try await database.write(transaction: true) { [logger] connection in
+            // Serialize appliers, so "already applied" is decided on the latest state.
+            try await connection.query("SELECT pg_advisory_xact_lock(\(Self.lockNamespace), hashtext('contacts-apply'))", logger: logger)
+            var applied: String?
+            for try await value in try await connection.query(
+                "SELECT applied_document FROM viewline_sync_state WHERE source = \(source)", logger: logger
+            ).decode(String.self) {
+                applied = value
             }
+            if applied == document { return false }
+            try await connection.query("DELETE FROM viewline_contacts", logger: logger)
+            try await connection.query("""
+                INSERT INTO viewline_contacts (name, phone, address)
+                SELECT * FROM unnest(\(contacts.map(\.name))::text[], \(contacts.map(\.phone))::text[], \(contacts.map(\.address))::text[])
+                """, logger: logger)
+            try await connection.query("""
+                INSERT INTO viewline_sync_state (source, applied_document, applied_at) VALUES (\(source), \(document), \(date))
+                ON CONFLICT (source) DO UPDATE SET applied_document = excluded.applied_document, applied_at = excluded.applied_at
+                """, logger: logger)
+            return true
         }
     }
 
@@ -286,7 +286,7 @@ public final class PostgresStore: AppStore {
     func run(_ query: PostgresQuery) async throws { try await database.run(query) }
 
     /// A write, fenced by the session's lease when the task acts for one
-    /// (``DatabaseAccess/write(_:)``).
+    /// (``DatabaseAccess/write(transaction:_:)``).
     func write<T: Sendable>(_ work: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
         try await database.write(work)
     }

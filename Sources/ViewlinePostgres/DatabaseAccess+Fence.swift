@@ -15,10 +15,17 @@ extension DatabaseAccess {
     /// one of the same session that already committed writes nothing and throws
     /// ``SessionWriteSuperseded``; one that commits first holds the session's
     /// order row until it ends, so a later one waits for it there.
-    package func write<T: Sendable>(_ work: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
+    ///
+    /// `transaction`: an unfenced write runs in a transaction too (a fenced one always does).
+    package func write<T: Sendable>(
+        transaction: Bool = false, _ work: @escaping @Sendable (PostgresConnection) async throws -> T
+    ) async throws -> T {
         guard let fence = SessionFence.current else {
             return try await unavailableIfDown { [self] in
-                try await client.withConnection { connection in try await work(connection) }
+                if transaction {
+                    return try await client.withTransaction(logger: logger) { connection in try await work(connection) }
+                }
+                return try await client.withConnection { connection in try await work(connection) }
             }
         }
         let number = fence.writes.next()
