@@ -72,7 +72,6 @@ extension SessionDirectory {
     public func liveNodes(nodeTimeout: Duration) async throws -> Int? { nil }
 }
 
-/// What a lease renewal found, by the directory's clock.
 /// What ``SessionDirectory/save(_:)`` did not write, by lookup.
 public struct SavedRecords: Sendable, Equatable {
     /// Records of sessions another node owns now (or that ended): never written.
@@ -87,6 +86,7 @@ public struct SavedRecords: Sendable, Equatable {
     }
 }
 
+/// What a lease renewal found, by the directory's clock.
 public struct LeaseRenewal: Sendable, Equatable {
     /// The renewed lease had already expired when the renewal ran (another node may
     /// have claimed the node's sessions meanwhile); `false` for a node's first lease.
