@@ -117,6 +117,7 @@ import ViewlineTestSupport
             lock.withLock { lookups.filter { records[$0].map { $0.owner != node.id } ?? false } }
         }
         func record(_ lookup: String) -> SessionRecord? { lock.withLock { records[lookup] } }
+        func isEnded(_ lookup: String) -> Bool { lock.withLock { ended.contains(lookup) } }
         /// The node stops answering (killed): its lease is long expired at once.
         func kill(_ node: String) { lock.withLock { nodes[node]?.renewed = .distantPast } }
     }
@@ -496,6 +497,13 @@ import ViewlineTestSupport
         #expect(!otherClosed.withLock { $0 })
         #expect(!other.withLock { $0.contains { if case .bye = $0 { true } else { false } } })
         #expect(directory.record(String(old.prefix(16)))?.secretDigest == recorded)
+        // The failed token record may have committed unseen: the next record is written
+        // above its rev, with the token the session kept.
+        let attemptedRev = try #require(directory.record(String(old.prefix(16)))?.rev) + 1
+        directory.lock.withLock { directory.failingSaves = false }
+        await a.cluster!.flush()
+        #expect((directory.record(String(old.prefix(16)))?.rev ?? 0) > attemptedRev)
+        #expect(directory.record(String(old.prefix(16)))?.secretDigest == recorded)
         // The database is back: the same command goes through, once.
         directory.lock.withLock { directory.failingSaves = false }
         _ = await session.handle(Request(id: .int(2), name: "end-others", arguments: Arguments()), from: 1)
@@ -530,6 +538,46 @@ import ViewlineTestSupport
             return
         }
         #expect(directory.record(String(old.prefix(16)))?.secretDigest == Cluster.digest(Array(fresh.utf8.dropFirst(16))))
+    }
+
+    /// No record batch takes a session while `end-others` records its new token: it
+    /// would write the old token above the new one's rev.
+    @Test func noBatchTakesASessionWhileItsTokenChangeIsRecorded() async throws {
+        let directory = MemoryDirectory()
+        let a = try await node(directory, "10.0.0.1:7878")
+        let session = Session(id: "s1", application: a)
+        try a.sessions.register(session).get()
+        _ = try await session.beginTokenChange()
+        guard case .notYet = await session.recordIfDue(now: .now, window: .milliseconds(200), burst: .max, maximumBytes: .max) else {
+            Issue.record("a batch took the session during its token change")
+            return
+        }
+        await session.endTokenChange()
+        guard case .due(_, _, let token) = await session.recordIfDue(now: .now, window: .milliseconds(200), burst: .max, maximumBytes: .max) else {
+            Issue.record("the session is recorded once the change is done")
+            return
+        }
+        #expect(token == session.token)
+    }
+
+    /// An attach with a token `end-others` revoked, on the node that holds the session,
+    /// whose record still has that token's digest (not yet rewritten): it finds nothing
+    /// and never ends the live session's record.
+    @Test func aRevokedTokenNeverEndsTheLiveSessionsRecord() async throws {
+        let directory = MemoryDirectory()
+        let a = try await node(directory, "10.0.0.1:7878")
+        let session = Session(id: "s1", application: a)
+        try a.sessions.register(session).get()
+        a.cluster!.changed(session)
+        await a.cluster!.flush()
+        let old = session.token
+        await session.adoptToken(a.tokens.make(keepingLookupOf: old))
+        guard case .unknown = try await a.cluster!.locate(old, application: a) else {
+            Issue.record("a revoked token finds nothing")
+            return
+        }
+        #expect(directory.record(String(old.prefix(16))) != nil)
+        #expect(directory.isEnded(String(old.prefix(16))) == false)
     }
 
     @Test func recordsKeepTheSHA256OfTheSecretNotTheSecret() {

@@ -234,9 +234,14 @@ public final class Cluster: Sendable {
             }
         }
         let leases = Task { [self] in
+            // Every fifth of the node timeout counted from the last send, not from its
+            // return: a renewal that takes 2.5 s of a 5 s timeout would otherwise leave
+            // the node unable to serve 2 s in every 3.5 s while its heartbeat stays fresh.
+            var lastSent = ContinuousClock.now
             while !Task.isCancelled {
-                try? await Task.sleep(for: nodeTimeout / 5)
+                try? await Task.sleep(until: lastSent + nodeTimeout / 5)
                 if Task.isCancelled { break }
+                lastSent = .now
                 if stepsDown() || lettingLeaseAge() { continue }
                 do {
                     try await renew()
@@ -534,8 +539,8 @@ public final class Cluster: Sendable {
                 logger.warning("a session record is too large to write; the previous one stays", metadata: [
                     "session": "\(session.id)", "bytes": "\(bytes)", "limit": "\(Self.maximumRecordBytes)",
                 ])
-            case .due(let snapshot, let rev):
-                let (lookup, secret) = SessionRegistry.split(session.token)
+            case .due(let snapshot, let rev, let token):
+                let (lookup, secret) = SessionRegistry.split(token)
                 records.append(SessionRecord(lookup: lookup, secretDigest: Self.digest(secret), owner: nodeID, snapshot: snapshot, rev: rev))
                 entries[lookup] = entry
             }
@@ -670,6 +675,9 @@ public final class Cluster: Sendable {
         if location.record.owner == nodeID {
             // Restored here a moment ago by another connection's attach.
             if let session = application.sessions.session(for: token) { return .restored(session) }
+            // A session this node holds under another token (a token `end-others`
+            // revoked, matched by a record not yet rewritten): nothing to end.
+            if application.sessions.holds(lookup: lookup) { return .unknown }
             // Ours but not held: it ended, and a batch in flight wrote its record again.
             logger.info("removed the record of a session this node no longer holds", metadata: ["record": "\(lookup)"])
             _ = try? await directory.remove(lookups: [lookup], by: node)

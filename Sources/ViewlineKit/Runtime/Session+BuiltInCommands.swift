@@ -73,14 +73,22 @@ extension Session {
             // database does not take it the session, its token and its other
             // connections stay as they were (`unavailable`: try again).
             let fresh = try await session.beginTokenChange()
+            let attempted = session.recordRev + 1
             do {
                 try await session.application.cluster?.recordToken(fresh, of: session)
             } catch {
                 session.endTokenChange()
+                // It may have committed all the same (its reply lost): the next record
+                // puts the token the session keeps back above it.
+                session.tokenRecordFailed(at: attempted)
                 throw error
             }
             session.endTokenChange()
             let ended = session.revokeOtherConnections(keeping: connection, newToken: fresh)
+            // Recorded: the change happened, and the reply says so even if this node's
+            // lease lapsed meanwhile (the record carries the new token wherever the
+            // session goes next).
+            session.replyIsDurable = session.application.cluster != nil
             return ["ended": .int(ended), "token": .string(fresh)]
         },
         AnyCommand(spec: CommandSpec(

@@ -38,8 +38,9 @@ extension Session {
         /// Written less than a record interval ago: later.
         case notYet
         case tooLarge(Int)
-        /// The snapshot to write, and the rev it was taken at.
-        case due(String, rev: Int)
+        /// The snapshot to write, the rev it was taken at, and the token it goes with
+        /// (read together, on the session's executor).
+        case due(String, rev: Int, token: String)
     }
 
     /// The record to write now, unless the session ended, it already had `burst`
@@ -52,11 +53,27 @@ extension Session {
     /// it changes nothing: a rev lower than the stored one is late. `nil` once closed.
     func recordForTokenChange() -> (snapshot: String, rev: Int)? {
         if closed { return nil }
-        return (record.encoded, rev + 1)
+        return (record.encoded, recordRev + 1)
+    }
+
+    /// The rev a record of the session is written at: its own, or above a token record
+    /// that may have committed unacknowledged (``tokenRecordFailed(at:)``).
+    var recordRev: Int { max(rev, recordRevFloor) }
+
+    /// `end-others`' record at `rev` failed, or its reply was lost after it committed:
+    /// the session keeps its token, and its next record is written above `rev`, so the
+    /// database holds the token the session has again (a batch at a lower rev would
+    /// change nothing).
+    func tokenRecordFailed(at rev: Int) {
+        recordRevFloor = max(recordRevFloor, rev + 1)
+        application.cluster?.changed(self)
     }
 
     func recordIfDue(now: ContinuousClock.Instant, window: Duration, burst: Int, maximumBytes: Int) -> RecordDecision {
         if closed { return .closed }
+        // While `end-others` records a new token, no batch takes the session: it would
+        // write the old token above the new one's rev.
+        if tokenChangeInFlight { return .notYet }
         if let start = recordWindowStart, now - start < window {
             guard recordsInWindow < burst else { return .notYet }
         } else {
@@ -66,7 +83,7 @@ extension Session {
         let snapshot = record.encoded
         guard snapshot.utf8.count <= maximumBytes else { return .tooLarge(snapshot.utf8.count) }
         recordsInWindow += 1
-        return .due(snapshot, rev: rev)
+        return .due(snapshot, rev: recordRev, token: token)
     }
 
     /// Rebuilds a session from its record on this node, with the same token. The

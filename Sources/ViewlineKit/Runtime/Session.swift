@@ -89,6 +89,11 @@ public actor Session {
 
     /// `end-others` is recording a new token (see ``beginTokenChange()``).
     var tokenChangeInFlight = false
+    /// Records are written at this rev at least (``tokenRecordFailed(at:)``).
+    var recordRevFloor = 0
+    /// The command being finished was recorded durably before its reply (`end-others`
+    /// once its token is recorded): its reply goes out even if the lease lapsed since.
+    var replyIsDurable = false
 
     // Alerts (see Session+Alerts.swift).
     var nextAlertNumber = 1
@@ -329,7 +334,8 @@ public actor Session {
     ) -> Outcome {
         // A command that finished after this node lost its lease answers `unavailable`,
         // never its (possibly stale) result.
-        let answer = leased ? answer : .failure(Cluster.noLease)
+        let answer = leased || replyIsDurable ? answer : .failure(Cluster.noLease)
+        replyIsDurable = false
         switch answer {
         case .result(let result):
             reply(to: connection, .reply(re: request.id, result: .success(result)))

@@ -176,6 +176,12 @@ package final class SessionRegistry: Sendable {
         return Self.constantTimeEqual(Self.secret(of: token), stored) ? entry?.session : nil
     }
 
+    /// Whether a live session has the lookup part `lookup` (whatever its secret).
+    func holds(lookup: String) -> Bool {
+        guard let key = Self.key(of: lookup) else { return false }
+        return state.withLock { $0.entries[key] != nil }
+    }
+
     /// A connection attached to `session`: it no longer expires.
     func attached(_ session: Session) {
         guard let lookup = Self.key(of: session.token) else { return }
