@@ -408,12 +408,16 @@ public final class Cluster: Sendable {
     func leave() async {
         let task = loop.withLock { $0 }
         task?.cancel()
-        leaseLoop.withLock { $0 }?.cancel()
+        let leases = leaseLoop.withLock { $0 }
+        leases?.cancel()
         // A batch the loop has in flight finishes first (written, or queued again if
         // its write was cancelled); then everything left is written here.
         await task?.value
         await flush(final: true)  // every record, whatever the rate limit: a clean shutdown loses nothing
         lease.withLock { $0.left = true }
+        // A renewal in flight ends (within its deadline) before the node's row goes: one
+        // that landed after it would bring the node back, fresh, for a node timeout.
+        await leases?.value
         try? await directory.leave(node)
     }
 
