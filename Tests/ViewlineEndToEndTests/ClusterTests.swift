@@ -15,6 +15,16 @@ import ViewlineTestSupport
         return (database, nodes)
     }
 
+    /// A node whose link to a fresh database goes through a proxy the test controls
+    /// (cut, silenced, slowed, down), with `arguments` besides.
+    func nodeBehindProxy(_ arguments: [String]) throws -> (node: ServerProcess, proxy: TCPProxy) {
+        let server = PostgresServer.shared
+        let database = try server.createDatabase()
+        let proxy = try TCPProxy(to: server.port)
+        let url = "postgres://postgres@127.0.0.1:\(proxy.port)/\(database)?sslmode=disable"
+        return (try ServerProcess(["--postgres", url, "--admin", "--demo"] + arguments), proxy)
+    }
+
     func writeContacts(_ phone: String, to path: String) throws {
         let contacts = [["name": "Ada Lovelace", "phone": phone, "address": "London"]]
         try JSONSerialization.data(withJSONObject: contacts).write(to: URL(fileURLWithPath: path))
@@ -25,10 +35,7 @@ import ViewlineTestSupport
     /// database is back the token the client holds still attaches (it was lost to its
     /// owner: the token changed in memory before the write failed).
     @Test func endOthersWithTheDatabaseDownLeavesTheSessionAsItWas() throws {
-        let server = PostgresServer.shared
-        let database = try server.createDatabase()
-        let proxy = try TCPProxy(to: server.port)
-        let node = try ServerProcess(["--postgres", "postgres://postgres@127.0.0.1:\(proxy.port)/\(database)?sslmode=disable", "--admin", "--demo"])
+        let (node, proxy) = try nodeBehindProxy([])
         let owner = try LineClient(port: node.port)
         let token = try #require(try owner.next()["token"]?.stringValue)
         let other = try connect(node)
@@ -56,12 +63,7 @@ import ViewlineTestSupport
     /// node goes on serving. With a fixed 2 s deadline every renewal failed while the
     /// database applied it: a fresh heartbeat, and a node that served nobody.
     @Test func renewalsOverASlowLinkWithinTheNodeTimeoutKeepTheNodeServing() throws {
-        let server = PostgresServer.shared
-        let database = try server.createDatabase()
-        let proxy = try TCPProxy(to: server.port)
-        let node = try ServerProcess([
-            "--postgres", "postgres://postgres@127.0.0.1:\(proxy.port)/\(database)?sslmode=disable", "--node-timeout", "10", "--admin", "--demo",
-        ])
+        let (node, proxy) = try nodeBehindProxy(["--node-timeout", "10"])
         let client = try connect(node)
         #expect(try client.command("ping").isOK)
         proxy.slow(.milliseconds(1100))  // each way: a round trip takes 2.2 s and more
@@ -77,12 +79,7 @@ import ViewlineTestSupport
     /// SIGTERM finishes whatever the database does: with every connection to it gone
     /// silent, the node still exits within its drain and a node timeout or so.
     @Test func sigtermFinishesWithTheDatabaseSilent() throws {
-        let server = PostgresServer.shared
-        let database = try server.createDatabase()
-        let proxy = try TCPProxy(to: server.port)
-        let node = try ServerProcess([
-            "--postgres", "postgres://postgres@127.0.0.1:\(proxy.port)/\(database)?sslmode=disable", "--admin", "--demo", "--drain-seconds", "1",
-        ])
+        let (node, proxy) = try nodeBehindProxy(["--drain-seconds", "1"])
         let client = try connect(node)
         #expect(try client.command("search pizza").isOK)
         #expect(try client.command("wait").isOK)

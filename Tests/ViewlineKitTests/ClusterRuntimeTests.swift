@@ -122,6 +122,17 @@ import ViewlineTestSupport
         func kill(_ node: String) { lock.withLock { nodes[node]?.renewed = .distantPast } }
     }
 
+    /// A session registered on `application`, with connection 1 sending to `owner` (when
+    /// given), and recorded in the directory.
+    func recordedSession(on application: Application, owner: (@Sendable (ServerMessage) -> Void)? = nil) async throws -> Session {
+        let session = Session(id: "s1", application: application)
+        try application.sessions.register(session).get()
+        if let owner { await session.connect(SessionConnection(send: owner, close: {}), as: 1) }
+        application.cluster!.changed(session)
+        await application.cluster!.flush()
+        return session
+    }
+
     func node(_ directory: MemoryDirectory, _ address: String, maximumSessions: Int = 10_000) async throws -> Application {
         // A node timeout far beyond any scheduling stall of a loaded test run: "dead"
         // here means killed by the test, never "slow" (a 5 s stall made both racers claim).
@@ -441,12 +452,8 @@ import ViewlineTestSupport
         let directory = MemoryDirectory()
         let a = try await node(directory, "10.0.0.1:7878")
         let b = try await node(directory, "10.0.0.2:7878")
-        let session = Session(id: "s1", application: a)
-        try a.sessions.register(session).get()
         let received = Mutex<[ServerMessage]>([])
-        await session.connect(SessionConnection(send: { message in received.withLock { $0.append(message) } }, close: {}), as: 1)
-        a.cluster!.changed(session)
-        await a.cluster!.flush()
+        let session = try await recordedSession(on: a) { message in received.withLock { $0.append(message) } }
         let old = session.token
         // No flush after the command: what the reply promises is already in the directory.
         _ = await session.handle(Request(id: .int(1), name: "end-others", arguments: Arguments()), from: 1)
@@ -473,16 +480,12 @@ import ViewlineTestSupport
     @Test func endOthersTheDatabaseDoesNotTakeChangesNothing() async throws {
         let directory = MemoryDirectory()
         let a = try await node(directory, "10.0.0.1:7878")
-        let session = Session(id: "s1", application: a)
-        try a.sessions.register(session).get()
         let owner = Mutex<[ServerMessage]>([])
         let other = Mutex<[ServerMessage]>([])
         let otherClosed = Mutex(false)
-        await session.connect(SessionConnection(send: { message in owner.withLock { $0.append(message) } }, close: {}), as: 1)
+        let session = try await recordedSession(on: a) { message in owner.withLock { $0.append(message) } }
         await session.connect(
             SessionConnection(send: { message in other.withLock { $0.append(message) } }, close: { otherClosed.withLock { $0 = true } }), as: 2)
-        a.cluster!.changed(session)
-        await a.cluster!.flush()
         let old = session.token
         let recorded = directory.record(String(old.prefix(16)))?.secretDigest
         directory.lock.withLock { directory.failingSaves = true }
@@ -522,12 +525,8 @@ import ViewlineTestSupport
     @Test func endOthersRecordsTheNewTokenWhateverTheRecordsSize() async throws {
         let directory = MemoryDirectory()
         let a = try await node(directory, "10.0.0.1:7878")
-        let session = Session(id: "s1", application: a)
-        try a.sessions.register(session).get()
         let owner = Mutex<[ServerMessage]>([])
-        await session.connect(SessionConnection(send: { message in owner.withLock { $0.append(message) } }, close: {}), as: 1)
-        a.cluster!.changed(session)
-        await a.cluster!.flush()
+        let session = try await recordedSession(on: a) { message in owner.withLock { $0.append(message) } }
         // A label past the batch's record limit.
         _ = await session.handle(Request(id: .int(1), name: "label", arguments: Arguments(["text": .string(String(repeating: "x", count: Cluster.maximumRecordBytes + 1))])), from: 1)
         #expect(await session.record.encoded.utf8.count > Cluster.maximumRecordBytes)
@@ -566,10 +565,7 @@ import ViewlineTestSupport
     @Test func aRevokedTokenNeverEndsTheLiveSessionsRecord() async throws {
         let directory = MemoryDirectory()
         let a = try await node(directory, "10.0.0.1:7878")
-        let session = Session(id: "s1", application: a)
-        try a.sessions.register(session).get()
-        a.cluster!.changed(session)
-        await a.cluster!.flush()
+        let session = try await recordedSession(on: a)
         let old = session.token
         await session.adoptToken(a.tokens.make(keepingLookupOf: old))
         guard case .unknown = try await a.cluster!.locate(old, application: a) else {
