@@ -38,17 +38,25 @@ import Testing
         }
     }
 
+    /// A channel whose reads go through the framer `make` builds on a fresh budget, into a
+    /// queue that counts against it, with a counter of the socket reads asked for in front.
+    func framed(
+        _ make: (InputBudget) -> any ChannelHandler
+    ) throws -> (budget: InputBudget, queue: Queue, counter: ReadCounter, channel: EmbeddedChannel) {
+        let budget = InputBudget()
+        let queue = Queue(budget: budget)
+        let counter = ReadCounter()
+        let channel = EmbeddedChannel()
+        try channel.pipeline.syncOperations.addHandlers(counter, make(budget), queue)
+        return (budget, queue, counter, channel)
+    }
+
     /// The most a framer may keep on top of its queue: one wakeup's reads (4 × 64 KiB)
     /// and a frame of the given limit.
     static func framerBound(frameLimit: Int) -> Int { 4 * 65_536 + 2 * frameLimit + 4096 }
 
     @Test func blankLinesAreSkippedAsTheyAreFramedAndNeverQueued() throws {
-        let budget = InputBudget()
-        let queue = Queue(budget: budget)
-        let counter = ReadCounter()
-        let channel = EmbeddedChannel()
-        try channel.pipeline.syncOperations.addHandlers(
-            counter, LineFrameHandler(maximumLength: 64, incompleteLineTimeout: nil, budget: budget, next: nil), queue)
+        let (budget, queue, counter, channel) = try framed { budget in LineFrameHandler(maximumLength: 64, incompleteLineTimeout: nil, budget: budget, next: nil) }
         // 256 KiB of `\n` and `\r\n`, in reads split mid-`\r\n`: no command among them.
         let blank = Array(String(repeating: "\n\r\n", count: 21_846).utf8)
         for _ in 0..<4 {
@@ -66,12 +74,7 @@ import Testing
     }
 
     @Test func aReadOfOneByteLinesQueuesNoMoreThanTheBudgetAndTheRestWaitsAsBytes() throws {
-        let budget = InputBudget()
-        let queue = Queue(budget: budget)
-        let counter = ReadCounter()
-        let channel = EmbeddedChannel()
-        try channel.pipeline.syncOperations.addHandlers(
-            counter, LineFrameHandler(maximumLength: 64, incompleteLineTimeout: nil, budget: budget, next: nil), queue)
+        let (budget, queue, counter, channel) = try framed { budget in LineFrameHandler(maximumLength: 64, incompleteLineTimeout: nil, budget: budget, next: nil) }
         // 256 KiB of `a\n` in four reads: 131,072 lines before this budget.
         let lines = Array(String(repeating: "a\n", count: 32_768).utf8)
         for _ in 0..<4 { try channel.writeInbound(ByteBuffer(bytes: lines)) }
@@ -99,11 +102,7 @@ import Testing
     }
 
     @Test func lineEndsAtEveryOffsetGiveTheSameLinesWhenFramingStops() throws {
-        let budget = InputBudget()
-        let queue = Queue(budget: budget)
-        let channel = EmbeddedChannel()
-        try channel.pipeline.syncOperations.addHandlers(
-            LineFrameHandler(maximumLength: 8, incompleteLineTimeout: nil, budget: budget, next: nil), queue)
+        let (_, queue, _, channel) = try framed { budget in LineFrameHandler(maximumLength: 8, incompleteLineTimeout: nil, budget: budget, next: nil) }
         let expected = (0..<1000).map { "l\($0 % 10_000)" }
         let input = Array(expected.joined(separator: "\n").utf8) + [UInt8(ascii: "\n")]
         var index = 0
@@ -124,11 +123,7 @@ import Testing
     }
 
     @Test func aWebSocketMessageOfNewlinesQueuesOnlyItsOneCommand() throws {
-        let budget = InputBudget()
-        let queue = Queue(budget: budget)
-        let channel = EmbeddedChannel()
-        try channel.pipeline.syncOperations.addHandlers(
-            WebSocketLines(maximumLength: 65_536, maximumFrameLength: 140_000, incompleteMessageTimeout: nil, budget: budget), queue)
+        let (_, queue, _, channel) = try framed { budget in WebSocketLines(maximumLength: 65_536, maximumFrameLength: 140_000, incompleteMessageTimeout: nil, budget: budget) }
         try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
         let message = WebSocketLinesTests.frame(0x1, Array(String(repeating: "\n\r\n", count: 20_000).utf8) + Array("x".utf8))
         try channel.writeInbound(ByteBuffer(bytes: message))
@@ -138,12 +133,7 @@ import Testing
     }
 
     @Test func aWebSocketMessageOfOneByteLinesQueuesNoMoreThanTheBudget() throws {
-        let budget = InputBudget()
-        let queue = Queue(budget: budget)
-        let counter = ReadCounter()
-        let channel = EmbeddedChannel()
-        try channel.pipeline.syncOperations.addHandlers(
-            counter, WebSocketLines(maximumLength: 65_536, maximumFrameLength: 140_000, incompleteMessageTimeout: nil, budget: budget), queue)
+        let (_, queue, counter, channel) = try framed { budget in WebSocketLines(maximumLength: 65_536, maximumFrameLength: 140_000, incompleteMessageTimeout: nil, budget: budget) }
         try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
         let message = WebSocketLinesTests.frame(0x1, Array(String(repeating: "a\n", count: 32_500).utf8) + Array("x".utf8))
         try channel.writeInbound(ByteBuffer(bytes: message))
