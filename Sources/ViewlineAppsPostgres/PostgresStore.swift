@@ -183,9 +183,9 @@ public final class PostgresStore: AppStore {
     // MARK: - Contacts
 
     public func contactsSnapshot() async throws -> ContactsSnapshot {
-        try await database.unavailableIfDown { [self] in
+        try await database.call { [logger] connection in
             // One statement, one snapshot: the version and the rows agree.
-            let rows = try await client.query("""
+            let rows = try await connection.query("""
                 SELECT v.version, c.name, c.phone, c.address
                 FROM viewline_contacts_version v LEFT JOIN viewline_contacts c ON true
                 ORDER BY c.name, c.id
@@ -244,29 +244,38 @@ public final class PostgresStore: AppStore {
         // Fail fast while the database is down; the run itself may wait long for the
         // lock (another node's run) and for `body`.
         try await run("SELECT 1")
-        return try await database.unavailableIfDown(timeout: .seconds(24 * 3600)) { [self] in
-            try await client.withConnection { connection in
-                let before = try await Self.generation(of: job, on: connection, logger: logger)
-                // A session-level lock on this leased connection, held while `body` runs
-                // (its queries use other connections). It goes with the connection if
-                // this node dies.
-                try await connection.query("SELECT pg_advisory_lock(\(Self.lockNamespace), hashtext(\(job)))", logger: logger)
-                do {
-                    let now = try await Self.generation(of: job, on: connection, logger: logger)
-                    var result: Bool?
-                    if now == before {
-                        result = try await body()
-                        try await connection.query("""
+        // The lock connection is held while `body` runs (which may wait long for the
+        // lock, another node's run): its statements each carry the operation deadline.
+        let limit = database.operationTimeout
+        return try await database.call(timeout: .seconds(24 * 3600)) { [logger] connection in
+            let before = try await connection.withDeadline(limit) { try await Self.generation(of: job, on: connection, logger: logger) }
+            // A session-level lock on this leased connection, held while `body` runs
+            // (its queries use other connections). It goes with the connection if
+            // this node dies.
+            try await connection.withDeadline(limit) {
+                _ = try await connection.query("SELECT pg_advisory_lock(\(Self.lockNamespace), hashtext(\(job)))", logger: logger)
+            }
+            do {
+                let now = try await connection.withDeadline(limit) { try await Self.generation(of: job, on: connection, logger: logger) }
+                var result: Bool?
+                if now == before {
+                    result = try await body()
+                    try await connection.withDeadline(limit) {
+                        _ = try await connection.query("""
                             INSERT INTO viewline_job_runs (job, generation) VALUES (\(job), 1)
                             ON CONFLICT (job) DO UPDATE SET generation = viewline_job_runs.generation + 1
                             """, logger: logger)
                     }
-                    try await connection.query("SELECT pg_advisory_unlock(\(Self.lockNamespace), hashtext(\(job)))", logger: logger)
-                    return result
-                } catch {
-                    _ = try? await connection.query("SELECT pg_advisory_unlock(\(Self.lockNamespace), hashtext(\(job)))", logger: logger)
-                    throw error
                 }
+                try await connection.withDeadline(limit) {
+                    _ = try await connection.query("SELECT pg_advisory_unlock(\(Self.lockNamespace), hashtext(\(job)))", logger: logger)
+                }
+                return result
+            } catch {
+                _ = try? await connection.withDeadline(limit) {
+                    _ = try await connection.query("SELECT pg_advisory_unlock(\(Self.lockNamespace), hashtext(\(job)))", logger: logger)
+                }
+                throw error
             }
         }
     }

@@ -21,12 +21,7 @@ extension DatabaseAccess {
         transaction: Bool = false, _ work: @escaping @Sendable (PostgresConnection) async throws -> T
     ) async throws -> T {
         guard let fence = SessionFence.current else {
-            return try await unavailableIfDown { [self] in
-                if transaction {
-                    return try await client.withTransaction(logger: logger) { connection in try await work(connection) }
-                }
-                return try await client.withConnection { connection in try await work(connection) }
-            }
+            return transaction ? try await self.transaction(work) : try await call(work)
         }
         let number = fence.writes.next()
         guard fence.isHeld else {
@@ -34,22 +29,14 @@ extension DatabaseAccess {
             throw SessionFenced()
         }
         do {
-            return try await unavailableIfDown { [self] in
-                try await client.withConnection { [logger] connection in
-                    try await Self.ensureRecordRow(for: fence, on: connection, logger: logger)
-                    try await connection.query("BEGIN", logger: logger)
-                    do {
-                        guard try await Self.holds(fence, on: connection, logger: logger) else { throw SessionFenced() }
-                        guard try await Self.isNewest(number, of: fence, on: connection, logger: logger) else {
-                            throw SessionWriteSuperseded()
-                        }
-                        let value = try await work(connection)
-                        try await connection.query("COMMIT", logger: logger)
-                        return value
-                    } catch {
-                        _ = try? await connection.query("ROLLBACK", logger: logger)
-                        throw error
+            return try await call { [logger] connection in
+                try await Self.ensureRecordRow(for: fence, on: connection, logger: logger)
+                return try await connection.inTransaction(logger: logger) {
+                    guard try await Self.holds(fence, on: connection, logger: logger) else { throw SessionFenced() }
+                    guard try await Self.isNewest(number, of: fence, on: connection, logger: logger) else {
+                        throw SessionWriteSuperseded()
                     }
+                    return try await work(connection)
                 }
             }
         } catch let error as SessionFenced {
@@ -112,6 +99,19 @@ extension DatabaseAccess {
 }
 
 extension PostgresConnection {
+    /// Runs `work` in a transaction: committed when it returns, rolled back when it throws.
+    package func inTransaction<T>(logger: Logger, _ work: () async throws -> T) async throws -> T {
+        try await query("BEGIN", logger: logger)
+        do {
+            let value = try await work()
+            try await query("COMMIT", logger: logger)
+            return value
+        } catch {
+            _ = try? await query("ROLLBACK", logger: logger)
+            throw error
+        }
+    }
+
     /// Runs a statement and maps every row.
     package func collect<T: Sendable>(_ query: PostgresQuery, logger: Logger, _ transform: (PostgresRow) throws -> T) async throws -> [T] {
         var values: [T] = []

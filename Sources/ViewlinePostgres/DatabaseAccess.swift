@@ -27,6 +27,11 @@ package final class DatabaseAccess: Sendable {
         var configuration = url.clientConfiguration
         configuration.options.connectTimeout = .seconds(3)
         configuration.options.maximumConnections = 16
+        // No statement runs on a pool connection without a deadline (``call(timeout:_:)``):
+        // the pool's own keep-alive `SELECT 1` would have none, and would hang on a silent
+        // link. An idle connection is closed after the pool's idle timeout instead, and a
+        // dead one is found by the next call's deadline.
+        configuration.options.keepAliveBehavior = nil
         // The pool's own log is noisy at start and while the database is down.
         var poolLogger = logger
         poolLogger.logLevel = max(logger.logLevel, .error)
@@ -73,8 +78,8 @@ package final class DatabaseAccess: Sendable {
 
     /// Runs a statement and drops its rows, within `timeout` (``operationTimeout`` by default).
     package func run(_ query: PostgresQuery, timeout: Duration? = nil) async throws {
-        try await unavailableIfDown(timeout: timeout) { [self] in
-            _ = try await client.query(query, logger: logger).collect()
+        try await call(timeout: timeout) { [logger] connection in
+            _ = try await connection.query(query, logger: logger).collect()
         }
     }
 
@@ -82,11 +87,30 @@ package final class DatabaseAccess: Sendable {
     package func collect<T: Sendable>(
         _ query: PostgresQuery, timeout: Duration? = nil, _ transform: @escaping @Sendable (PostgresRow) throws -> T
     ) async throws -> [T] {
-        try await unavailableIfDown(timeout: timeout) { [self] in
-            var values: [T] = []
-            for try await row in try await client.query(query, logger: logger) { values.append(try transform(row)) }
-            return values
+        try await call(timeout: timeout) { [logger] connection in try await connection.collect(query, logger: logger, transform) }
+    }
+
+    /// The one way a call reaches the database through the pool: `work` gets a leased
+    /// connection and must be done within `timeout` (``operationTimeout`` by default),
+    /// waiting for the lease included. When the deadline passes, the caller gets
+    /// ``StoreUnavailable`` at once and the connection is closed under `work` (which
+    /// then fails): postgres-nio does not observe cancellation, so only closing it
+    /// frees a connection whose server went silent. The server's own limits
+    /// (``PostgresURL/serverSideLimits``) end long statements and lock waits first.
+    package func call<T: Sendable>(
+        timeout: Duration? = nil, _ work: @escaping @Sendable (PostgresConnection) async throws -> T
+    ) async throws -> T {
+        let limit = timeout ?? operationTimeout
+        return try await unavailableIfDown(timeout: limit) { [client] in
+            try await client.withConnection { connection in try await connection.withDeadline(limit) { try await work(connection) } }
         }
+    }
+
+    /// ``call(timeout:_:)`` in a transaction: committed when `work` returns, rolled back when it throws.
+    package func transaction<T: Sendable>(
+        timeout: Duration? = nil, _ work: @escaping @Sendable (PostgresConnection) async throws -> T
+    ) async throws -> T {
+        try await call(timeout: timeout) { [logger] connection in try await connection.inTransaction(logger: logger) { try await work(connection) } }
     }
 
     /// Turns "cannot reach the database" into ``StoreUnavailable``: the database is
@@ -94,7 +118,7 @@ package final class DatabaseAccess: Sendable {
     /// call waits, a connection error, a server shutting down, a transaction it rolled
     /// back (a deadlock's victim), or no answer within ``operationTimeout``. Other
     /// errors (a constraint, a bug) pass through.
-    package func unavailableIfDown<T: Sendable>(timeout: Duration? = nil, _ work: @escaping @Sendable () async throws -> T) async throws -> T {
+    func unavailableIfDown<T: Sendable>(timeout: Duration? = nil, _ work: @escaping @Sendable () async throws -> T) async throws -> T {
         let started = ContinuousClock.now
         do {
             let value = try await callOrUnavailable(timeout: timeout, work)

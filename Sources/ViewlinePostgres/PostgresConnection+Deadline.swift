@@ -14,7 +14,7 @@ extension PostgresConnection {
     /// would wait for a silent server as long as the kernel keeps the socket (minutes):
     /// when the deadline passes, the connection is closed, which fails the statement at
     /// once, and ``DeadlinePassed`` is thrown. The connection is unusable after that.
-    func withDeadline<T: Sendable>(_ timeout: Duration, _ body: () async throws -> T) async throws -> T {
+    package func withDeadline<T: Sendable>(_ timeout: Duration, _ body: () async throws -> T) async throws -> T {
         let fired = Atomic<Bool>(false)
         let nanoseconds = Int64(timeout.components.seconds) * 1_000_000_000 + timeout.components.attoseconds / 1_000_000_000
         let deadline = eventLoop.scheduleTask(in: .nanoseconds(nanoseconds)) { [self] in

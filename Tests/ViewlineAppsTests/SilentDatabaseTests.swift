@@ -29,6 +29,39 @@ import ViewlineTestSupport
         #expect(try await connection.bool("SELECT true", timeout: .seconds(5)))
     }
 
+    /// The pool's connections too: a call past its deadline closes the connection it
+    /// leased, so silenced connections do not stay leased until the kernel gives up on
+    /// them. With all 16 of the pool's connections silenced, a call still gets a new one.
+    @Test func aPoolCallOnASilentConnectionClosesItSoThePoolRecovers() async throws {
+        let server = PostgresServer.shared
+        let database = try server.createDatabase()
+        let proxy = try TCPProxy(to: server.port)
+        let url = try PostgresURL("postgres://postgres@127.0.0.1:\(proxy.port)/\(database)?sslmode=disable")
+        let access = DatabaseAccess(url: url, operationTimeout: .milliseconds(500), logger: Logger(label: "test"))
+        defer { access.close() }
+        // Sixteen connections at once: the pool opens all it may.
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<16 { group.addTask { try await access.run("SELECT pg_sleep(0.3)", timeout: .seconds(10)) } }
+            try await group.waitForAll()
+        }
+        proxy.silence()
+        // Each call fails by its deadline, and the one that met a silenced connection
+        // closed it: after about one failure per silenced connection, calls are
+        // answered again (had they stayed leased, the full pool would answer none).
+        var failures = 0
+        var answered = false
+        for _ in 0..<32 where !answered {
+            let start = ContinuousClock.now
+            do {
+                answered = try await access.collect("SELECT 42") { try $0.decode(Int.self) } == [42]
+            } catch {
+                failures += 1
+                #expect(ContinuousClock.now - start < .seconds(1), "a call waited \(ContinuousClock.now - start)")
+            }
+        }
+        #expect(answered, "\(failures) calls failed")
+    }
+
     @Test func everyConnectionCarriesServerSideLimitsBelowTheNodeTimeout() async throws {
         let server = PostgresServer.shared
         let database = try server.createDatabase()
