@@ -8,8 +8,11 @@ import Synchronization
 /// costs one syscall instead of one each.
 ///
 /// Bounded: when the client stops reading and NIO's buffer passes its high
-/// watermark (8 MiB), the connection is closed rather than letting memory grow
-/// without limit.
+/// watermark (`--max-output-bytes`), the connection is closed rather than letting
+/// memory grow without limit. One flush may go over the watermark by itself — a
+/// line larger than the whole budget (an `attach` snapshot of a large session) goes
+/// out whole to a client that reads it — so a connection holds at most the budget
+/// plus that flush and the next.
 final class OutboundLines: Sendable {
     private let channel: any Channel
     /// What waits for the next flush; `nil` between flushes, so an idle connection
@@ -19,6 +22,9 @@ final class OutboundLines: Sendable {
     private let metrics: ServerMetrics?
     /// Set at shutdown, before the `bye`: no line read from now on runs.
     private let inputStopped = Atomic<Bool>(false)
+    /// What the flush that took the backlog over the watermark brought (touched on the
+    /// channel's loop only): the backlog may stay over by that much while it drains.
+    private let allowance = Atomic<Int>(0)
 
     init(channel: any Channel, logger: Logger, metrics: ServerMetrics? = nil) {
         self.channel = channel
@@ -114,9 +120,20 @@ final class OutboundLines: Sendable {
             return state.pending
         }
         guard let pending, channel.isActive else { return }
-        metrics?.wrote(bytes: pending.readableBytes)
+        let size = pending.readableBytes
+        let wasWritable = channel.isWritable
+        metrics?.wrote(bytes: size)
         channel.writeAndFlush(pending, promise: nil)
-        if !channel.isWritable {
+        if channel.isWritable { return }
+        if wasWritable {
+            // This flush alone took the backlog over the limit (a line larger than the
+            // budget, or the last of a burst): it goes out whole while the client reads.
+            allowance.store(size, ordering: .relaxed)
+            return
+        }
+        let buffered = (try? channel.syncOptions?.getOption(.bufferedWritableBytes)) ?? .max
+        let limit = (try? channel.syncOptions?.getOption(.writeBufferWaterMark))?.high ?? 0
+        if buffered > limit + allowance.load(ordering: .relaxed) {
             // The client is not reading and its backlog passed the limit: a `bye` would
             // sit behind that backlog, so just let go of the connection (its session
             // lives on for the client to attach again).

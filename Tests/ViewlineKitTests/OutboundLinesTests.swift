@@ -1,0 +1,108 @@
+import Foundation
+import Logging
+import NIOCore
+import NIOPosix
+import Synchronization
+import Testing
+
+@testable import ViewlineKit
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A connection's output is bounded by `--max-output-bytes` against a client that
+/// stops reading, yet a single line larger than that budget (a large session's
+/// `attach` snapshot) reaches a client that reads it: the budget bounds the backlog,
+/// not the size of one line.
+@Suite(.timeLimit(.minutes(1))) struct OutboundLinesTests {
+    /// A server socket whose accepted channel sends through `OutboundLines` with a
+    /// 64 KiB budget and a small kernel send buffer, so the backlog stays in NIO.
+    final class Harness: Sendable {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        final class Accepted: Sendable { let channel = Mutex<(any Channel)?>(nil) }
+        let accepted = Accepted()
+        let port: Int
+        let listener: any Channel
+        static let budget = 64 * 1024
+
+        init() throws {
+            let accepted = accepted
+            listener = try ServerBootstrap(group: group)
+                .childChannelOption(.writeBufferWaterMark, value: .init(low: Self.budget / 2, high: Self.budget))
+                .childChannelOption(.socketOption(.so_sndbuf), value: 4096)
+                .childChannelInitializer { channel in
+                    accepted.channel.withLock { $0 = channel }
+                    return channel.eventLoop.makeSucceededVoidFuture()
+                }
+                .bind(host: "127.0.0.1", port: 0).wait()
+            port = listener.localAddress!.port!
+        }
+
+        /// A client with a small receive buffer, and the server side's output.
+        func connect() throws -> (client: Int32, outbound: OutboundLines, channel: any Channel) {
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            var small: Int32 = 4096
+            setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size))
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_port = UInt16(port).bigEndian
+            inet_pton(AF_INET, "127.0.0.1", &address.sin_addr)
+            let connected = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            #expect(connected == 0)
+            var channel: (any Channel)?
+            for _ in 0..<200 where channel == nil {
+                channel = accepted.channel.withLock { $0 }
+                if channel == nil { usleep(5_000) }
+            }
+            let server = try #require(channel)
+            return (fd, OutboundLines(channel: server, logger: Logger(label: "test")), server)
+        }
+
+        deinit {
+            try? listener.close().wait()
+            try? group.syncShutdownGracefully()
+        }
+    }
+
+    /// Reads until end of file or `limit` bytes; returns how many came.
+    static func readAll(_ fd: Int32, limit: Int) -> Int {
+        var total = 0
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        while total < limit {
+            let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if count <= 0 { break }
+            total += count
+        }
+        return total
+    }
+
+    @Test func aLineLargerThanTheBudgetReachesAClientThatReadsIt() throws {
+        let harness = try Harness()
+        let (fd, outbound, channel) = try harness.connect()
+        defer { close(fd) }
+        // 1 MiB: sixteen times the budget, in one line.
+        let line = [UInt8](repeating: UInt8(ascii: "x"), count: 1 << 20) + [UInt8(ascii: "\n")]
+        outbound.send(line)
+        #expect(Self.readAll(fd, limit: line.count) == line.count)
+        #expect(channel.isActive)
+    }
+
+    @Test func aClientThatStopsReadingIsCutOffOnceTheBacklogPassesTheBudget() throws {
+        let harness = try Harness()
+        let (fd, outbound, channel) = try harness.connect()
+        defer { close(fd) }
+        // A large line first (allowed whole), then a flood the client never reads.
+        outbound.send([UInt8](repeating: UInt8(ascii: "y"), count: 256 * 1024) + [UInt8(ascii: "\n")])
+        let small = [UInt8](repeating: UInt8(ascii: "z"), count: 1023) + [UInt8(ascii: "\n")]
+        for _ in 0..<2_000 where channel.isActive {
+            outbound.send(small)
+            usleep(100)
+        }
+        try channel.closeFuture.wait()
+        // What reached the socket before the cut is far less than the flood.
+        #expect(Self.readAll(fd, limit: 8 << 20) < 256 * 1024 + Harness.budget * 4)
+    }
+}
