@@ -167,6 +167,19 @@ import ViewlineTestSupport
     /// skipped and reported, and the rest of the batch is written at once, whichever
     /// order the batch lists them in (the node's whole batch waited behind the lock,
     /// and the node refused every session's commands).
+    /// Records of any size are written (PROTOCOL §2.2): 4 MiB, several times what a
+    /// batch's statement carries, round-trips within the write deadline.
+    @Test func aLargeRecordIsWrittenAndFoundWhole() async throws {
+        let server = PostgresServer.shared
+        let database = try server.createDatabase()
+        let directory = try await PostgresSessionDirectory.connect(try PostgresURL(server.url(database: database)))
+        defer { directory.close() }
+        _ = try await directory.renewLease(zombie, nodeTimeout: .seconds(30), recordsExpireAfter: .seconds(86_400))
+        let large = #"{"contacts":""# + String(repeating: "x", count: 4 << 20) + #""}"#
+        #expect(try await directory.save([record(owner: zombie, snapshot: large)]) == SavedRecords())
+        #expect(try await directory.find(lookup: record(owner: zombie, snapshot: "").lookup, nodeTimeout: .seconds(30))?.record.snapshot == large)
+    }
+
     @Test func aLockedRecordIsSkippedAndTheRestOfTheBatchIsWrittenAtOnce() async throws {
         let server = PostgresServer.shared
         let database = try server.createDatabase()

@@ -520,16 +520,16 @@ import ViewlineTestSupport
         #expect(directory.record(String(old.prefix(16)))?.secretDigest == Cluster.digest(Array(fresh.utf8.dropFirst(16))))
     }
 
-    /// A record too large for a batch still carries `end-others`' new token: the change
-    /// is never acknowledged without being recorded.
+    /// A record larger than a batch's statement still carries `end-others`' new token:
+    /// the change is never acknowledged without being recorded.
     @Test func endOthersRecordsTheNewTokenWhateverTheRecordsSize() async throws {
         let directory = MemoryDirectory()
         let a = try await node(directory, "10.0.0.1:7878")
         let owner = Mutex<[ServerMessage]>([])
         let session = try await recordedSession(on: a) { message in owner.withLock { $0.append(message) } }
-        // A label past the batch's record limit.
-        _ = await session.handle(Request(id: .int(1), name: "label", arguments: Arguments(["text": .string(String(repeating: "x", count: Cluster.maximumRecordBytes + 1))])), from: 1)
-        #expect(await session.record.encoded.utf8.count > Cluster.maximumRecordBytes)
+        // A label past what one statement of a batch carries.
+        _ = await session.handle(Request(id: .int(1), name: "label", arguments: Arguments(["text": .string(String(repeating: "x", count: Cluster.batchBytes + 1))])), from: 1)
+        #expect(await session.record.encoded.utf8.count > Cluster.batchBytes)
         let old = session.token
         _ = await session.handle(Request(id: .int(2), name: "end-others", arguments: Arguments()), from: 1)
         guard case .reply(_, .success(let result))? = owner.withLock({ $0.last }), let fresh = result["token"]?.stringValue else {
@@ -537,6 +537,37 @@ import ViewlineTestSupport
             return
         }
         #expect(directory.record(String(old.prefix(16)))?.secretDigest == Cluster.digest(Array(fresh.utf8.dropFirst(16))))
+    }
+
+    /// Records of any size are written (PROTOCOL §2.2): one larger than a batch's
+    /// statement goes in a statement of its own, and the others still go together.
+    @Test func aRecordOfAnySizeIsWrittenByItsOwnStatement() async throws {
+        let directory = MemoryDirectory()
+        let a = try await node(directory, "10.0.0.1:7878")
+        let large = try await recordedSession(on: a)
+        let small = Session(id: "s2", application: a)
+        try a.sessions.register(small).get()
+        let huge = String(repeating: "x", count: Cluster.batchBytes + 1)
+        _ = await large.handle(Request(id: .int(1), name: "label", arguments: Arguments(["text": .string(huge)])), from: 1)
+        _ = await small.handle(Request(id: .int(1), name: "label", arguments: Arguments(["text": .string("small")])), from: 1)
+        let before = directory.lock.withLock { directory.savesBegun }
+        a.cluster!.changed(large)
+        a.cluster!.changed(small)
+        await a.cluster!.flush()
+        #expect(directory.lock.withLock { directory.savesBegun } - before == 2)
+        let record = try #require(directory.record(SessionRegistry.split(large.token).lookup))
+        #expect(record.snapshot.contains(huge))
+        #expect(directory.record(SessionRegistry.split(small.token).lookup)?.snapshot.contains("small") == true)
+    }
+
+    @Test func aBatchIsSplitIntoStatementsOfAtMostBatchBytes() {
+        func record(_ bytes: Int) -> SessionRecord {
+            SessionRecord(lookup: "l\(bytes)", secretDigest: [], owner: "n", snapshot: String(repeating: "x", count: bytes), rev: 1)
+        }
+        let half = Cluster.batchBytes / 2
+        let parts = Cluster.parts(of: [record(half), record(half), record(1), record(3 * Cluster.batchBytes), record(2)])
+        #expect(parts.map(\.count) == [2, 1, 1, 1])
+        #expect(Cluster.parts(of: []).isEmpty)
     }
 
     /// No record batch takes a session while `end-others` records its new token: it
@@ -547,12 +578,12 @@ import ViewlineTestSupport
         let session = Session(id: "s1", application: a)
         try a.sessions.register(session).get()
         _ = try await session.beginTokenChange()
-        guard case .notYet = await session.recordIfDue(now: .now, window: .milliseconds(200), burst: .max, maximumBytes: .max) else {
+        guard case .notYet = await session.recordIfDue(now: .now, window: .milliseconds(200), burst: .max) else {
             Issue.record("a batch took the session during its token change")
             return
         }
         await session.endTokenChange()
-        guard case .due(_, _, let token) = await session.recordIfDue(now: .now, window: .milliseconds(200), burst: .max, maximumBytes: .max) else {
+        guard case .due(_, _, let token) = await session.recordIfDue(now: .now, window: .milliseconds(200), burst: .max) else {
             Issue.record("the session is recorded once the change is done")
             return
         }

@@ -539,10 +539,6 @@ public final class Cluster: Sendable {
                 continue
             case .notYet:
                 later.append(entry)  // written with a later batch: at most 5 a second each
-            case .tooLarge(let bytes):
-                logger.warning("a session record is too large to write; the previous one stays", metadata: [
-                    "session": "\(session.id)", "bytes": "\(bytes)", "limit": "\(Self.maximumRecordBytes)",
-                ])
             case .due(let snapshot, let rev, let token):
                 let (lookup, secret) = SessionRegistry.split(token)
                 records.append(SessionRecord(lookup: lookup, secretDigest: Self.digest(secret), owner: nodeID, snapshot: snapshot, rev: rev))
@@ -552,23 +548,54 @@ public final class Cluster: Sendable {
         // Rate-limited: they wait for a later batch, their changes as old as they are.
         dirty.withLock { $0.keep(later) }
         guard !records.isEmpty else { return }
-        do {
-            let saved = try await directory.save(records)
-            Self.recordsPerBatch.record(records.count)
-            slowBatch(waited: began - (since ?? began), snapshots: snapshotsTaken - began, write: .now - snapshotsTaken, records: records.count)
-            // Rows another transaction held: those go with the next batch, their changes
-            // as old as they are (the lock is bounded by the server's lock_timeout).
-            if !saved.skipped.isEmpty {
-                dirty.withLock { $0.keep(saved.skipped.compactMap { entries[$0] }) }
+        // Records of any size are written: in statements of at most `batchBytes` of
+        // snapshots each (a larger record alone), so one large session neither makes a
+        // statement of everyone's records slow nor is left behind.
+        var written = 0
+        for part in Self.parts(of: records) {
+            do {
+                let saved = try await directory.save(Array(part))
+                written += part.count
+                // Rows another transaction held: those go with the next batch, their
+                // changes as old as they are (the lock is bounded by the server's lock_timeout).
+                if !saved.skipped.isEmpty {
+                    dirty.withLock { $0.keep(saved.skipped.compactMap { entries[$0] }) }
+                }
+                // A write the database fenced off: another node owns that session now.
+                await close(lost: Set(saved.refused))
+            } catch {
+                // This part and the rest go with the next batch; the changes keep their
+                // age, so commands are refused once the oldest has waited too long
+                // (`acceptsCommands`).
+                let unwritten = records[(written)...].compactMap { entries[$0.lookup] }
+                dirty.withLock { $0.keep(unwritten) }
+                logger.warning("could not write session records", metadata: ["error": "\(String(reflecting: error))", "sessions": "\(unwritten.count)"])
+                break
             }
-            // A write the database fenced off: another node owns that session now.
-            await close(lost: Set(saved.refused))
-        } catch {
-            // Try again with the next batch; the changes keep their age, so commands
-            // are refused once the oldest has waited too long (`acceptsCommands`).
-            dirty.withLock { $0.keep(taken) }
-            logger.warning("could not write session records", metadata: ["error": "\(String(reflecting: error))", "sessions": "\(taken.count)"])
         }
+        if written > 0 {
+            Self.recordsPerBatch.record(written)
+            slowBatch(waited: began - (since ?? began), snapshots: snapshotsTaken - began, write: .now - snapshotsTaken, records: written)
+        }
+    }
+
+    /// `records` in runs of at most ``batchBytes`` of snapshots, in order; a record
+    /// larger than that is a run by itself.
+    static func parts(of records: [SessionRecord]) -> [ArraySlice<SessionRecord>] {
+        var parts: [ArraySlice<SessionRecord>] = []
+        var start = 0
+        var bytes = 0
+        for (index, record) in records.enumerated() {
+            let size = record.snapshot.utf8.count
+            if index > start, bytes + size > batchBytes {
+                parts.append(records[start..<index])
+                start = index
+                bytes = 0
+            }
+            bytes += size
+        }
+        if start < records.count { parts.append(records[start...]) }
+        return parts
     }
 
     /// Says so when a written batch ended more than halfway from its oldest change to
@@ -617,7 +644,7 @@ public final class Cluster: Sendable {
                 return (part, part[0].session.eventLoop.submit {
                     part.map { entry in
                         entry.session.assumeIsolated {
-                            $0.recordIfDue(now: now, window: recordWindow, burst: burst, maximumBytes: maximumRecordBytes)
+                            $0.recordIfDue(now: now, window: recordWindow, burst: burst)
                         }
                     }
                 })
@@ -631,7 +658,7 @@ public final class Cluster: Sendable {
             } else {
                 // The loop is shutting down: each session is asked on its own.
                 for entry in part {
-                    decisions.append((entry, await entry.session.recordIfDue(now: now, window: recordWindow, burst: burst, maximumBytes: maximumRecordBytes)))
+                    decisions.append((entry, await entry.session.recordIfDue(now: now, window: recordWindow, burst: burst)))
                 }
             }
         }
@@ -726,8 +753,9 @@ public final class Cluster: Sendable {
     /// however many events it sends.
     static let recordWindow = Duration.seconds(1)
     static let recordsPerWindow = 5
-    /// A record larger than this is not written (the previous one stays).
-    static let maximumRecordBytes = 256 * 1024
+    /// The most snapshot bytes one statement of a record batch carries; a larger
+    /// record is written by a statement of its own.
+    static let batchBytes = 1 << 20
 
     /// What a node without a valid lease answers.
     static let noLease = ProtocolError(

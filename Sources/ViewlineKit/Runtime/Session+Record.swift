@@ -37,16 +37,11 @@ extension Session {
         case closed
         /// Written less than a record interval ago: later.
         case notYet
-        case tooLarge(Int)
         /// The snapshot to write, the rev it was taken at, and the token it goes with
         /// (read together, on the session's executor).
         case due(String, rev: Int, token: String)
     }
 
-    /// The record to write now, unless the session ended, it already had `burst`
-    /// records written in the current `window`, or it is larger than `maximumBytes`.
-    /// A flow's few changes are written at once; a flood of events, `burst` times a
-    /// window.
     /// The record to write with a new token (`end-others`): now, whatever the rate
     /// limit or its size, one rev above the session's own, so a batch that took this
     /// session's record with the old token before it (at most this rev) and lands after
@@ -69,7 +64,10 @@ extension Session {
         application.cluster?.changed(self)
     }
 
-    func recordIfDue(now: ContinuousClock.Instant, window: Duration, burst: Int, maximumBytes: Int) -> RecordDecision {
+    /// The record to write now, whatever its size, unless the session ended or it
+    /// already had `burst` records written in the current `window`. A flow's few
+    /// changes are written at once; a flood of events, `burst` times a window.
+    func recordIfDue(now: ContinuousClock.Instant, window: Duration, burst: Int) -> RecordDecision {
         if closed { return .closed }
         // While `end-others` records a new token, no batch takes the session: it would
         // write the old token above the new one's rev.
@@ -80,10 +78,8 @@ extension Session {
             recordWindowStart = now
             recordsInWindow = 0
         }
-        let snapshot = record.encoded
-        guard snapshot.utf8.count <= maximumBytes else { return .tooLarge(snapshot.utf8.count) }
         recordsInWindow += 1
-        return .due(snapshot, rev: recordRev, token: token)
+        return .due(record.encoded, rev: recordRev, token: token)
     }
 
     /// Rebuilds a session from its record on this node, with the same token. The
