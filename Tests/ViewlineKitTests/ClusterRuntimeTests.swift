@@ -257,6 +257,45 @@ import ViewlineTestSupport
         })
     }
 
+    /// Alert ids stay unique within a session across failovers (PROTOCOL §5): the
+    /// records trail, so the dead owner may have shown alerts its record never saw,
+    /// and an answer meant for one of those must never confirm a new owner's alert.
+    @Test func alertIdsAfterARestoreNeverRepeatOnesTheDeadOwnerShowed() async throws {
+        let directory = MemoryDirectory()
+        let a = try await node(directory, "10.0.0.1:7878")
+        let b = try await node(directory, "10.0.0.2:7878")
+        let c = try await node(directory, "10.0.0.3:7878")
+        let session = Session(id: "s1", application: a, output: { _ in })
+        _ = await session.handle(Request(id: .null, name: "increment", arguments: Arguments()), from: 0)
+        await a.cluster!.flush()
+        // Shown after the last record: a1.
+        func askedAlert(_ session: Session) async throws -> String {
+            _ = await session.handle(Request(id: .null, name: "reset", arguments: Arguments()), from: 0)
+            for _ in 0..<200 {
+                if let id = await session.presentedAlert?.id { return id }
+                try await Task.sleep(for: .milliseconds(5))
+            }
+            throw CancellationError()
+        }
+        var seen = [try await askedAlert(session)]
+        directory.kill(a.cluster!.nodeID)
+        guard case .restored(let onB) = try await b.cluster!.locate(session.token, application: b) else {
+            Issue.record("B must restore the session of a dead node")
+            return
+        }
+        _ = await onB.handle(Request(id: .null, name: "cancel", arguments: Arguments()), from: 0)
+        let onBsAlert = try await askedAlert(onB)
+        #expect(!seen.contains(onBsAlert))
+        seen.append(onBsAlert)
+        directory.kill(b.cluster!.nodeID)  // before any record of B's
+        guard case .restored(let onC) = try await c.cluster!.locate(session.token, application: c) else {
+            Issue.record("C must restore the session of a dead node")
+            return
+        }
+        _ = await onC.handle(Request(id: .null, name: "cancel", arguments: Arguments()), from: 0)
+        #expect(!seen.contains(try await askedAlert(onC)))
+    }
+
     @Test func whenTwoNodesRaceToRestoreOneWinsAndTheOtherRedirects() async throws {
         let directory = MemoryDirectory()
         let a = try await node(directory, "10.0.0.1:7878")

@@ -103,7 +103,11 @@ extension Session {
         // it is sane: never a rev that could overflow.
         let recorded = min(max(0, record["rev"]?.intValue ?? 0), Int.max / 4)
         rev = max(min(max(0, claimedAt), Int.max / 4), recorded + Self.maximumRecordLag)
-        nextAlertNumber = max(1, record["nextAlert"]?.intValue ?? 1)
+        // Alert ids go on as far above the recorded ones as the revs do: the old
+        // owner (and any owner since the record) may have shown alerts the record
+        // never saw, and an answer meant for one of those must not name a new alert.
+        let recordedAlert = min(max(1, record["nextAlert"]?.intValue ?? 1), Int.max / 4)
+        nextAlertNumber = recordedAlert + (rev - recorded)
         user = record["user"]?.stringValue
         for index in application.views.indices {
             let view = application.views[index]
