@@ -59,12 +59,17 @@ public struct PostgresURL: Sendable, CustomStringConvertible {
     /// below the cluster's node timeout (5 s by default): no statement runs longer than
     /// 4.5 s, no lock is waited for longer than 2 s (one session's lock cannot stall a
     /// node's other statements behind it for longer), and no transaction is left open
-    /// idle for more than 4.5 s. Sent in the startup packet, so a pooled connection has
-    /// them too; a statement they end fails with PostgreSQL's own error.
+    /// idle for more than 4.5 s, and a statement whose client went away (its deadline
+    /// closed the connection) is aborted within 250 ms even while it waits on a lock,
+    /// rather than committing after the caller was told it failed
+    /// (`client_connection_check_interval`, PostgreSQL 14 or newer). Sent in the
+    /// startup packet, so a pooled connection has them too; a statement they end fails
+    /// with PostgreSQL's own error.
     package static let serverSideLimits: [(String, String)] = [
         ("statement_timeout", "4500"),
         ("lock_timeout", "2000"),
         ("idle_in_transaction_session_timeout", "4500"),
+        ("client_connection_check_interval", "250"),
     ]
 
     /// A `PostgresClient` configuration for this database (its host or socket,

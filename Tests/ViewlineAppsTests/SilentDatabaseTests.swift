@@ -62,15 +62,43 @@ import ViewlineTestSupport
         #expect(answered, "\(failures) calls failed")
     }
 
+    /// A write answered "unavailable" at its deadline does not commit afterwards. A
+    /// one-statement write waiting on a row lock another transaction holds is the
+    /// hard case: its statement is already sent, and closing the connection alone
+    /// would not stop it (PostgreSQL notices a gone client only when it next talks to
+    /// it): the server checks its client while it waits (`client_connection_check_interval`)
+    /// and aborts the statement.
+    @Test func aWriteThatMissedItsDeadlineNeverCommitsLater() async throws {
+        let server = PostgresServer.shared
+        let database = try server.createDatabase()
+        let url = try PostgresURL(server.url(database: database))
+        let access = DatabaseAccess(url: url, operationTimeout: .milliseconds(500), logger: Logger(label: "test"))
+        defer { access.close() }
+        try await access.run("CREATE TABLE late (v int)", timeout: .seconds(5))
+        try await access.run("INSERT INTO late VALUES (0)", timeout: .seconds(5))
+        let holder = Task {
+            try await server.queryOnItsOwnThread("BEGIN; SELECT 1 FROM late FOR UPDATE; SELECT pg_sleep(1.5); COMMIT;", database: database)
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        await #expect(throws: StoreUnavailable.self) {
+            try await access.write { connection in
+                _ = try await connection.query("UPDATE late SET v = 1", logger: Logger(label: "test")).collect()
+            }
+        }
+        _ = try await holder.value
+        try await Task.sleep(for: .milliseconds(500))
+        #expect(try await access.collect("SELECT v::int8 FROM late", timeout: .seconds(5)) { try $0.decode(Int64.self) } == [0])
+    }
+
     @Test func everyConnectionCarriesServerSideLimitsBelowTheNodeTimeout() async throws {
         let server = PostgresServer.shared
         let database = try server.createDatabase()
         let url = try PostgresURL(server.url(database: database))
         let connection = DedicatedConnection(url: url, id: 9, logger: Logger(label: "test"))
         let limits = try await connection.rows(
-            "SELECT current_setting('statement_timeout') || ' ' || current_setting('lock_timeout') || ' ' || current_setting('idle_in_transaction_session_timeout')",
+            "SELECT current_setting('statement_timeout') || ' ' || current_setting('lock_timeout') || ' ' || current_setting('idle_in_transaction_session_timeout') || ' ' || current_setting('client_connection_check_interval')",
             timeout: .seconds(5)
         ) { try $0.decode(String.self) }
-        #expect(limits == ["4500ms 2s 4500ms"])
+        #expect(limits == ["4500ms 2s 4500ms 250ms"])
     }
 }
