@@ -58,12 +58,12 @@ public enum Contacts: ViewModel {
         },
     ]
 
-    /// Restored on another node: a view that showed contacts follows the store again
-    /// (its items come back; a sync that was running there is not resumed).
+    /// Restored on another node: a view that was opened follows the store again, an
+    /// empty one included (its items come back; a sync that was running there is not
+    /// resumed).
     public static func restored(in session: isolated Session) async {
-        let state = session.state(Contacts.self)
         session.update(Contacts.self, display: false) { $0.syncing = false }
-        guard !state.items.isEmpty else { return }
+        guard session.hasDisplayed(Contacts.self) else { return }
         session.update(Contacts.self, display: false) { $0.open = true }
         session.observe(session.services.contactsObservation) { session, snapshot in
             changed(snapshot, in: session)

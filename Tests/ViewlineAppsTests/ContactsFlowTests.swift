@@ -1,6 +1,7 @@
+import Foundation
 import Testing
 import ViewlineApps
-import ViewlineKit
+@testable import ViewlineKit
 import ViewlinePersistence
 import ViewlineTesting
 
@@ -92,5 +93,35 @@ import ViewlineTesting
         #expect(view.items == [ada])
         let emptied = view.apply(ContactsSnapshot(version: 4, items: []))
         #expect(emptied && view.items == [])
+    }
+}
+
+/// A contacts view restored on another node follows the table again, an empty one
+/// included: restoring went by the items shown, so a view opened on an empty table
+/// was restored as never opened and stayed `[]` whatever the table held (#52).
+@Suite struct RestoredContactsTests {
+    @Test func anOpenedViewOfAnEmptyTableFollowsItAfterARestore() async throws {
+        let harness = try await TestHarness(contacts: [])
+        let (session, _) = harness.makeSession()
+        await session.send("contacts")
+        await session.send("wait")
+        #expect(await session.state(Contacts.self).items.isEmpty)
+        let record = await session.record
+        await session.close()
+        let restored = await Session.restore(record, claimedAt: 100, token: session.token, application: harness.application)
+        let recorder = MessageRecorder()
+        await restored.connect(SessionConnection(send: recorder.output, close: {}), as: 1)
+        let ada = Contact(name: "Ada", phone: "1", address: "London")
+        try await harness.store.applyContacts([ada], document: "after-restore", source: "test", at: Date())
+        try await recorder.waitUntil { _ in recorder.displays("contacts").last?["items"]?.arrayValue?.count == 1 }
+    }
+
+    @Test func aViewNeverOpenedIsNotFollowedAfterARestore() async throws {
+        let harness = try await TestHarness(contacts: [])
+        let (session, _) = harness.makeSession()
+        await session.send("ping")
+        let restored = await Session.restore(await session.record, claimedAt: 100, token: session.token, application: harness.application)
+        #expect(await !restored.hasDisplayed(Contacts.self))
+        #expect(await !restored.state(Contacts.self).open)
     }
 }

@@ -35,7 +35,16 @@ extension Session {
         display(application.index(of: model))
     }
 
+    /// Whether the view has been displayed in this session, on this node or (for a
+    /// session restored from its record) on the one before: a view the user opened,
+    /// which ``ViewModel/restored(in:)`` may start following its data again, whatever
+    /// its restored state looks like.
+    public func hasDisplayed<Model: ViewModel>(_ model: Model.Type) -> Bool {
+        displayedViews.contains(application.index(of: model))
+    }
+
     func display(_ index: Int) {
+        displayedViews.insert(index)
         let view = application.views[index]
         let state = view.encodeState(states[index])
         if let canonical = state.canonical { states[index] = canonical }  // equal: share its storage

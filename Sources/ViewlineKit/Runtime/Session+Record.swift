@@ -27,6 +27,7 @@ extension Session {
         return [
             "id": .string(id), "rev": .int(rev), "user": user.map(JSON.string) ?? .null,
             "views": .object(views), "alert": alert, "nextAlert": .int(nextAlertNumber),
+            "displayed": .array(displayedViews.sorted().map { .string(application.views[$0].name) }),
             // The address that made the session: per-address limits count it there on any node.
             "address": peer.map(JSON.string) ?? .null,
         ]
@@ -109,9 +110,11 @@ extension Session {
         let recordedAlert = min(max(1, record["nextAlert"]?.intValue ?? 1), Int.max / 4)
         nextAlertNumber = recordedAlert + (rev - recorded)
         user = record["user"]?.stringValue
+        let displayed = Set((record["displayed"]?.arrayValue ?? []).compactMap(\.stringValue))
         for index in application.views.indices {
             let view = application.views[index]
             if let saved = record["views"]?[view.name], let state = view.decodeState?(saved) { states[index] = state }
+            if displayed.contains(view.name) { displayedViews.insert(index) }
         }
         if let alert = record["alert"], alert["awaited"] == false, let content = AlertContent(json: alert) {
             presentedAlert = PendingAlert(id: alert["id"]?.stringValue ?? "a\(nextAlertNumber)", content: content, continuation: nil)

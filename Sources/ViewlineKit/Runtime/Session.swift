@@ -97,6 +97,8 @@ public actor Session {
 
     // Alerts (see Session+Alerts.swift).
     var nextAlertNumber = 1
+    /// The views displayed so far (``hasDisplayed(_:)``), by index.
+    var displayedViews = Set<Int>()
     var presentedAlert: PendingAlert?
     var queuedAlerts: [PendingAlert] = []
 
