@@ -8,10 +8,16 @@ import ViewlinePostgres
 ///
 /// It never gives up: when the connection drops (database restarted, network), it
 /// reconnects with backoff and reads the table again, so a change made while it was
-/// away is not missed. Sessions keep showing their last state meanwhile.
+/// away is not missed. Sessions keep showing their last state meanwhile. A link that
+/// goes silent drops nothing a listener would hear, so the connection is probed
+/// (``probeInterval``, each probe within ``probeDeadline``, which closes it): a
+/// silent one is replaced within seconds rather than missing changes for good.
 struct ContactsListener: Sendable {
     let store: PostgresStore
     let url: PostgresURL
+    /// How often the listening connection is probed, and how long a probe may take.
+    static let probeInterval = Duration.seconds(2)
+    static let probeDeadline = Duration.seconds(2)
 
     func stream() -> AsyncThrowingStream<ContactsSnapshot, any Error> {
         let (stream, continuation) = AsyncThrowingStream.makeStream(of: ContactsSnapshot.self, bufferingPolicy: .bufferingNewest(1))
@@ -48,6 +54,17 @@ struct ContactsListener: Sendable {
     private func listenOnce(_ deliver: (ContactsSnapshot) -> Void) async throws {
         let connection = try await PostgresConnection.connect(
             configuration: try url.connectionConfiguration(), id: 0, logger: store.logger)
+        let logger = store.logger
+        let probe = Task {
+            while !Task.isCancelled {
+                try await Task.sleep(for: Self.probeInterval)
+                // Fails (and closes the connection, ending the listen) past its deadline.
+                _ = try await connection.withDeadline(Self.probeDeadline) {
+                    try await connection.query("SELECT 1", logger: logger).collect().count
+                }
+            }
+        }
+        defer { probe.cancel() }
         do {
             try await connection.listen(on: PostgresStore.contactsChannel) { notifications in
                 // Listening now: whatever changed before is in this read.
