@@ -37,21 +37,26 @@ import ViewlineTestSupport
         /// many have begun.
         var hangingSaves = false
         var savesBegun = 0
+        /// Rows another transaction holds: a batch skips them (`SKIP LOCKED`).
+        var lockedRows: Set<String> = []
         func save(_ saved: [SessionRecord]) async throws -> SavedRecords {
             lock.withLock { savesBegun += 1 }
             while lock.withLock({ hangingSaves }) { try await Task.sleep(for: .milliseconds(5)) }
             return try lock.withLock {
                 if failingSaves { throw Unreachable() }
                 var refused: [String] = []
+                var skipped: [String] = []
                 for record in saved { writes[record.lookup, default: 0] += 1 }
                 for record in saved {
-                    if !ended.contains(record.lookup), records[record.lookup].map({ $0.owner == record.owner }) ?? true {
+                    if lockedRows.contains(record.lookup) {
+                        skipped.append(record.lookup)
+                    } else if !ended.contains(record.lookup), records[record.lookup].map({ $0.owner == record.owner }) ?? true {
                         records[record.lookup] = record
                     } else {
                         refused.append(record.lookup)
                     }
                 }
-                return SavedRecords(refused: refused)
+                return SavedRecords(refused: refused, skipped: skipped)
             }
         }
         /// How many of the next removes fail (the database went away for a moment).
@@ -713,6 +718,41 @@ import ViewlineTestSupport
         #expect(!cluster.stepsDown(now: start + .seconds(22)))
         try await cluster.renew(now: { start + .seconds(22) })
         #expect(cluster.acceptsCommands(now: start + .seconds(22)))
+    }
+
+    /// One session's record row held by another transaction (a lock the batch skips)
+    /// holds back that session's commands only: the node goes on acknowledging every
+    /// other session's, and never steps down for it (#52: a lock wait on one session
+    /// made a healthy node refuse everyone and step down).
+    @Test func aRecordRowHeldElsewhereHoldsBackThatSessionAloneAndNeverTheNode() async throws {
+        let directory = MemoryDirectory()
+        let a = try await leasedNode(directory, "10.0.0.1:7878", timeout: .seconds(10))
+        let cluster = a.cluster!
+        let held = Session(id: "s1", application: a, output: { _ in })
+        let other = Session(id: "s2", application: a, output: { _ in })
+        for session in [held, other] { #expect(throws: Never.self) { try a.sessions.register(session).get() } }
+        let start = ContinuousClock.now
+        for session in [held, other] { cluster.changed(session, now: start) }
+        await cluster.flush(now: start)
+        let heldLookup = SessionRegistry.split(held.token).lookup
+        directory.lock.withLock { _ = directory.lockedRows.insert(heldLookup) }
+        // Both change; only the other's record can be written, batch after batch.
+        for second in 1...9 {
+            let now = start + .seconds(second)
+            for session in [held, other] { cluster.changed(session, now: now) }
+            await cluster.flush(now: now)
+            try await cluster.renew(now: { now })
+        }
+        let now = start + .seconds(9.5)
+        #expect(cluster.acceptsCommands(for: other, now: now))
+        #expect(cluster.acceptsCommands(now: now))
+        #expect(!cluster.acceptsCommands(for: held, now: now), "its changes since 1 s are held back 8.5 s")
+        #expect(!cluster.stepsDown(now: now))
+        // The lock goes: its record is written and its commands are acknowledged again.
+        directory.lock.withLock { _ = directory.lockedRows.remove(heldLookup) }
+        await cluster.flush(now: now)
+        #expect(cluster.acceptsCommands(for: held, now: now))
+        #expect(directory.record(heldLookup) != nil)
     }
 
     /// A batch deletes the records of sessions that ended after writing the changed

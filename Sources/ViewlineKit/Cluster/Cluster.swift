@@ -94,7 +94,30 @@ public final class Cluster: Sendable {
                 let id = ObjectIdentifier(entry.session)
                 let oldest = min(entry.since, sessions[id]?.since ?? entry.since)
                 sessions[id] = Unwritten(session: entry.session, since: oldest)
-                since = min(since ?? oldest, oldest)
+                if let locked = locked[id] {
+                    // Still waiting on its row: counted against itself alone.
+                    self.locked[id] = min(locked, oldest)
+                } else {
+                    since = min(since ?? oldest, oldest)
+                }
+            }
+        }
+
+        /// Sessions whose row another transaction held when a batch came (`SKIP
+        /// LOCKED`), with their oldest change no record holds: they go with the next
+        /// batch, and their age counts against their own commands only
+        /// (``Cluster/acceptsCommands(for:now:)``), never the node's, so one session's
+        /// lock cannot stall the others or make the node step down.
+        var locked: [ObjectIdentifier: ContinuousClock.Instant] = [:]
+
+        init(locked: [ObjectIdentifier: ContinuousClock.Instant] = [:]) { self.locked = locked }
+
+        mutating func keepLocked(_ kept: [Unwritten]) {
+            for entry in kept {
+                let id = ObjectIdentifier(entry.session)
+                let oldest = min(entry.since, sessions[id]?.since ?? entry.since, locked[id] ?? entry.since)
+                sessions[id] = Unwritten(session: entry.session, since: oldest)
+                locked[id] = oldest
             }
         }
     }
@@ -186,6 +209,16 @@ public final class Cluster: Sendable {
             let limit = nodeTimeout - leaseMargin
             return now - renewed < limit && Self.recordsBehind(lease, waiting: waiting, now: now) < limit
         }
+    }
+
+    /// Whether this node may run and acknowledge `session`'s commands now: it accepts
+    /// commands (``acceptsCommands(now:)``), and the session's own record is not held
+    /// back longer than that allows by a row another transaction holds.
+    func acceptsCommands(for session: Session, now: ContinuousClock.Instant = .now) -> Bool {
+        guard acceptsCommands(now: now) else { return false }
+        let id = ObjectIdentifier(session)
+        guard let locked = dirty.withLock({ $0.locked.isEmpty ? nil : $0.locked[id] }) else { return true }
+        return now - locked < nodeTimeout - leaseMargin
     }
 
     /// How old the oldest change no record holds yet is, at `now` (zero when every
@@ -432,7 +465,10 @@ public final class Cluster: Sendable {
     /// another node.
     func ended(_ session: Session) {
         let (lookup, _) = SessionRegistry.split(session.token)
-        dirty.withLock { $0.sessions[ObjectIdentifier(session)] = nil }
+        dirty.withLock {
+            $0.sessions[ObjectIdentifier(session)] = nil
+            $0.locked[ObjectIdentifier(session)] = nil
+        }
         endedLookups.withLock { _ = $0.insert(lookup) }
     }
 
@@ -518,7 +554,9 @@ public final class Cluster: Sendable {
         // neither place.)
         let (taken, since) = lease.withLock { lease in
             let (taken, since) = dirty.withLock { dirty in
-                defer { dirty = Dirty() }
+                // Sessions held back by a row lock stay counted against themselves
+                // until their record is written.
+                defer { dirty = Dirty(locked: dirty.locked) }
                 return (Array(dirty.sessions.values), dirty.since)
             }
             if !taken.isEmpty { lease.inFlightSince = since ?? now }
@@ -536,6 +574,7 @@ public final class Cluster: Sendable {
             let session = entry.session
             switch decision {
             case .closed:
+                dirty.withLock { _ = $0.locked.removeValue(forKey: ObjectIdentifier(session)) }
                 continue
             case .notYet:
                 later.append(entry)  // written with a later batch: at most 5 a second each
@@ -556,10 +595,16 @@ public final class Cluster: Sendable {
             do {
                 let saved = try await directory.save(Array(part))
                 written += part.count
-                // Rows another transaction held: those go with the next batch, their
-                // changes as old as they are (the lock is bounded by the server's lock_timeout).
-                if !saved.skipped.isEmpty {
-                    dirty.withLock { $0.keep(saved.skipped.compactMap { entries[$0] }) }
+                // Rows another transaction held go with the next batch, their changes as
+                // old as they are, counted against their own sessions only; the rest
+                // are written (or refused below).
+                let skipped = Set(saved.skipped)
+                dirty.withLock { dirty in
+                    guard !dirty.locked.isEmpty || !skipped.isEmpty else { return }
+                    for record in part where !skipped.contains(record.lookup) {
+                        if let entry = entries[record.lookup] { dirty.locked[ObjectIdentifier(entry.session)] = nil }
+                    }
+                    dirty.keepLocked(saved.skipped.compactMap { entries[$0] })
                 }
                 // A write the database fenced off: another node owns that session now.
                 await close(lost: Set(saved.refused))

@@ -305,8 +305,9 @@ final class ClientConnection: Sendable {
         if session.isClosed { return .sessionClosed }
         // In a cluster: no valid lease (another node may own this session by now), or
         // records that cannot be written (nothing acknowledged here would survive
-        // this node). Nothing runs until the node serves again.
-        if let cluster = server.application.cluster, !cluster.acceptsCommands() { return .noLease }
+        // this node), or this session's own record held back by another transaction's
+        // row lock. Nothing runs until the node (or the session's record) is back.
+        if let cluster = server.application.cluster, !cluster.acceptsCommands(for: session) { return .noLease }
         return .admitted
     }
 
