@@ -37,6 +37,12 @@ public struct PostgresSessionDirectory: SessionDirectory {
         let value = Mutex(Duration.seconds(5))
     }
 
+    /// How long any other statement of the directory may take: the node timeout too.
+    /// A lease loop that checks its sessions after a lapse, a claim or a lookup on a
+    /// pool connection gone silent fails then (its connection closed), rather than
+    /// at the store's longer operation deadline.
+    private var statementTimeout: Duration { writeTimeout.value.withLock { $0 } }
+
     /// A directory over `client`, which its owner runs (in a `ServiceGroup`); `url`
     /// names the same database, for the connections of its own that lease renewals
     /// and the health watch use. Call ``migrate()`` once the client runs.
@@ -108,9 +114,9 @@ public struct PostgresSessionDirectory: SessionDirectory {
             try? await database.run("""
                 DELETE FROM viewline_sessions s WHERE s.updated_at < clock_timestamp() - make_interval(secs => \(recordsExpireAfter.inSeconds))
                 AND NOT EXISTS (SELECT 1 FROM viewline_nodes n WHERE n.id = s.owner AND n.heartbeat_at > clock_timestamp() - interval '60 seconds')
-                """)
+                """, timeout: statementTimeout)
             try? await database.run(
-                "DELETE FROM viewline_session_writes WHERE written_at < clock_timestamp() - make_interval(secs => \(recordsExpireAfter.inSeconds))")
+                "DELETE FROM viewline_session_writes WHERE written_at < clock_timestamp() - make_interval(secs => \(recordsExpireAfter.inSeconds))", timeout: statementTimeout)
         }
         return LeaseRenewal(previousExpired: expired)
     }
@@ -154,7 +160,7 @@ public struct PostgresSessionDirectory: SessionDirectory {
     }
 
     public func leave(_ node: ClusterNode) async throws {
-        try await database.run("DELETE FROM viewline_nodes WHERE id = \(node.id)")
+        try await database.run("DELETE FROM viewline_nodes WHERE id = \(node.id)", timeout: statementTimeout)
     }
 
     public func save(_ records: [SessionRecord]) async throws -> SavedRecords {
@@ -220,7 +226,7 @@ public struct PostgresSessionDirectory: SessionDirectory {
         try await database.collect("""
             SELECT count(*)::int8 FROM viewline_nodes
             WHERE heartbeat_at > clock_timestamp() - make_interval(secs => \(nodeTimeout.inSeconds))
-            """) { row in Int(try row.decode(Int64.self)) }.first
+            """, timeout: statementTimeout) { row in Int(try row.decode(Int64.self)) }.first
     }
 
     public func find(lookup: String, nodeTimeout: Duration) async throws -> SessionLocation? {
@@ -229,7 +235,7 @@ public struct PostgresSessionDirectory: SessionDirectory {
                    coalesce(n.heartbeat_at > clock_timestamp() - make_interval(secs => \(nodeTimeout.inSeconds)), false)
             FROM viewline_sessions s LEFT JOIN viewline_nodes n ON n.id = s.owner
             WHERE s.lookup = \(lookup) AND NOT s.ended
-            """) { row in
+            """, timeout: statementTimeout) { row in
             let (lookup, digest, owner, snapshot, rev, address, web, alive) = try row.decode(
                 (String, String, String, String, Int64, String, String, Bool).self)
             return SessionLocation(
@@ -255,7 +261,7 @@ public struct PostgresSessionDirectory: SessionDirectory {
             WHERE lookup = \(lookup) AND owner = \(previousOwner) AND NOT ended
             AND NOT EXISTS (SELECT 1 FROM owner_lease WHERE heartbeat_at > clock_timestamp() - make_interval(secs => \(nodeTimeout.inSeconds)))
             RETURNING lookup, encode(secret_digest, 'hex'), owner, snapshot, rev
-            """) { row in
+            """, timeout: statementTimeout) { row in
             let (lookup, digest, owner, snapshot, rev) = try row.decode((String, String, String, String, Int64).self)
             return SessionRecord(lookup: lookup, secretDigest: Hex.bytes(digest) ?? [], owner: owner, snapshot: snapshot, rev: Int(rev))
         }.first
@@ -265,7 +271,7 @@ public struct PostgresSessionDirectory: SessionDirectory {
         try await database.run("""
             UPDATE viewline_sessions SET owner = \(previousOwner), rev = GREATEST(0, rev - \(Int64(SessionRecord.maximumLag)))
             WHERE lookup = \(lookup) AND owner = \(node.id)
-            """)
+            """, timeout: statementTimeout)
     }
 
     public func lost(_ lookups: [String], by node: ClusterNode) async throws -> [String] {
@@ -273,7 +279,7 @@ public struct PostgresSessionDirectory: SessionDirectory {
         // A session with no record yet was never seen by another node: not lost.
         return try await database.collect("""
             SELECT lookup FROM viewline_sessions WHERE lookup = ANY(\(lookups)::text[]) AND owner <> \(node.id) AND NOT ended
-            """) { try $0.decode(String.self) }
+            """, timeout: statementTimeout) { try $0.decode(String.self) }
     }
 
 }

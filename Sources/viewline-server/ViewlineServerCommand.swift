@@ -153,8 +153,11 @@ struct ViewlineServerCommand: AsyncParsableCommand {
             var cluster: Cluster?
             if let postgresURL, let client {
                 // The store and the cluster's directory share one pool, its deadlines
-                // and one health watch.
-                let database = DatabaseAccess(client: client, url: postgresURL, operationTimeout: .seconds(30), logger: logger)
+                // and one health watch. 10 s: twice what the server lets one statement
+                // run (4.5 s), so a call on a connection gone silent fails (and the
+                // connection is replaced) long before a person gives up on the reply;
+                // the directory's own statements use the node timeout.
+                let database = DatabaseAccess(client: client, url: postgresURL, operationTimeout: .seconds(10), logger: logger)
                 let postgresStore = PostgresStore(database)
                 try await postgresStore.migrate()
                 store = postgresStore
