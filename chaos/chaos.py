@@ -70,10 +70,13 @@ from typing import Dict, List, Optional, Tuple
 NODE_TIMEOUT = 2.0          # seconds: --node-timeout of every node
 COMMAND_TIMEOUT = 6.0       # a command unanswered this long: the connection is dropped
 USER_GENERATIONS = 6         # users per client, taking turns
-FAULT_KINDS = ["kill", "quitkill", "pause", "partition", "slow", "heldwrites", "postgres", "term", "heldrecords"]
+FAULT_KINDS = ["kill", "quitkill", "pause", "partition", "slow", "heldwrites", "postgres", "term", "heldrecords",
+               "silent", "rowlock", "slowrenew", "bigrecords"]
 # Injected only when asked for (--faults); none today.
 OPT_IN_FAULT_KINDS: List[str] = []
 JOURNAL_LENGTH = 5000       # commands each client's journal keeps
+LIVENESS_BOUND = NODE_TIMEOUT   # an unrelated session refused longer than this is a violation
+RECOVERY_WINDOW = 2 * NODE_TIMEOUT + 0.5   # after a fault, its node may refuse this long
 LONG_RECOVERY = 30.0        # seconds without a success: the report shows what failed meanwhile
 TRAIL_LENGTH = 12           # the last failures kept per client while it fails
 TOLERANCE = 0.2             # log lines are time-stamped as read: scheduling slack
@@ -127,6 +130,7 @@ class Link:
         self.serial = 0
         self.pairs: Dict[int, List[asyncio.StreamWriter]] = {}   # serial → both ends
         self.tainted: set = set()                                # serials open during a cut
+        self.silenced: set = set()                               # serials gone silent for good
 
     async def start(self) -> None:
         server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
@@ -173,6 +177,8 @@ class Link:
                     if self.cut:
                         self.tainted.add(serial)
                         continue            # swallowed
+                    if serial in self.silenced:
+                        continue            # swallowed, and nobody is told
                     if serial in self.tainted:
                         break
                     queue.put_nowait((self.loop.time() + self.delay, data))
@@ -187,6 +193,7 @@ class Link:
         await asyncio.gather(pump(reader, up_writer), pump(up_reader, writer))
         self.pairs.pop(serial, None)
         self.tainted.discard(serial)
+        self.silenced.discard(serial)
 
     def upstream_ports(self) -> List[int]:
         """The local ports of this link's open connections to PostgreSQL: its
@@ -194,6 +201,14 @@ class Link:
         async def ports() -> List[int]:
             return [pair[1].get_extra_info("sockname")[1] for pair in self.pairs.values()]
         return asyncio.run_coroutine_threadsafe(ports(), self.loop).result()
+
+    def silence(self) -> None:
+        """Every connection open now goes silent for good (what either side sends is
+        dropped, nothing is closed); new connections work: a NAT or firewall that
+        forgot its flows. The node must notice by its own deadlines."""
+        def apply() -> None:
+            self.silenced.update(self.pairs)
+        self.loop.call_soon_threadsafe(apply)
 
     def set_delay(self, seconds: float) -> None:
         def apply() -> None:
@@ -520,6 +535,8 @@ class Client(threading.Thread):
         self.unsaved = False         # a draft was acknowledged and not yet seen saved
         self.counter = 0
         self.failing_since: Optional[float] = None
+        self.refused_since: Optional[Tuple[float, int, str]] = None
+        self.lost_token: Optional[str] = None   # end-others' reply lost: this token may be revoked
         self.session_started = 0.0
         self.doing: Tuple[str, float, int] = ("", 0.0, 0)   # last command, when, to which port
         # The session's history, checked against a model of it: the acknowledged search
@@ -540,7 +557,17 @@ class Client(threading.Thread):
     def violation(self, text: str) -> None:
         self.run_state.violation(f"client {self.index}: {text}")
 
+    def refused(self, port: int) -> None:
+        """An `unavailable` from the node at `port`: a refusal streak begins (or goes on)."""
+        if self.refused_since is None and self.token:
+            self.refused_since = (now(), port, self.token[:16])
+
     def success(self) -> None:
+        if self.refused_since is not None:
+            since, port, lookup = self.refused_since
+            with self.run_state.lock:
+                self.run_state.refusals.append((since, now(), port, lookup))
+            self.refused_since = None
         self.run_state.successes += 1
         minute = int((now() - self.run_state.started) // 60)
         self.run_state.per_minute[minute] = self.run_state.per_minute.get(minute, 0) + 1
@@ -602,7 +629,7 @@ class Client(threading.Thread):
                         # its first acknowledgement (a node acknowledges nothing once its
                         # records are that far behind), or records were held when it began
                         # (a node with nothing unwritten acknowledges a new session then).
-                        if (now() - self.session_started > 5 and self.token != self.quitting
+                        if (now() - self.session_started > 5 and self.token != self.quitting and self.token != self.lost_token
                                 and not self.run_state.lossy_fault_began(self.session_started - NODE_TIMEOUT - 0.5,
                                                                          before=self.session_started + NODE_TIMEOUT + 0.5)):
                             self.run_state.lost_sessions += 1
@@ -612,6 +639,7 @@ class Client(threading.Thread):
                         break
                     if code == "unavailable":
                         self.run_state.unavailable += 1
+                        self.refused(address[1])
                     break
                 else:
                     why = "moved three times"
@@ -692,6 +720,28 @@ class Client(threading.Thread):
         self.violation(f"state shows search {shown!r} after {last!r} was acknowledged"
                        f" (sent {now() - sent_at:.1f} s ago) with no fault since that may lose it"
                        f" (session {(self.token or '?')[:16]}, acknowledged on port {acknowledged_by}, read on port {via.address[1]})")
+
+    def end_others(self, c: Connection) -> None:
+        """`end-others`: the session's token changes and every other device (this
+        client's reader) is let go. Answered ok, the new token is the session's;
+        answered `unavailable` (the database down), nothing changed and the old one
+        must still work (PROTOCOL §2.2). Only a lost reply leaves the token in doubt."""
+        old = self.token
+        try:
+            reply = c.command("end-others")
+        except Dropped:
+            self.lost_token = old
+            with self.run_state.lock:
+                self.run_state.end_others["in doubt"] += 1
+            raise
+        if reply["ok"]:
+            self.token = reply["result"]["token"]
+            with self.run_state.lock:
+                self.run_state.end_others["ok"] += 1
+        elif reply["error"]["code"] == "unavailable":
+            with self.run_state.lock:
+                self.run_state.end_others["unavailable"] += 1
+        self.expect_ok(reply)
 
     def quit(self, c: Connection) -> None:
         """Ends the session; once `quit` is acknowledged its token must never attach
@@ -778,6 +828,8 @@ class Client(threading.Thread):
         elif choice < 0.87 and not self.unsaved:
             self.quit(c)
             self.connection = self.connect()
+        elif choice < 0.88:
+            self.end_others(c)
         else:
             # Reattach: drop the connection on purpose and attach again from a random node.
             self.let_go()
@@ -791,6 +843,7 @@ class Client(threading.Thread):
         code = reply["error"]["code"]
         if code == "unavailable":
             self.run_state.unavailable += 1
+            self.refused(self.doing[2])
             self.failure("unavailable")
             raise Dropped("unavailable")
         if code in allowed:
@@ -975,6 +1028,14 @@ class Run:
         self.errors: Dict[str, int] = {}
         self.users: set = set()
         self.faults: List[Tuple[float, float, str]] = []   # (start, end, description)
+        # Where each fault is near, for the liveness check: (start, end, node port or
+        # None for every node, a session's lookup or None).
+        self.fault_scope: List[Tuple[float, float, Optional[int], Optional[str]]] = []
+        # Each time a client's session was refused (`unavailable`) until it worked
+        # again: (first refusal, next success, the refusing node's port, the lookup).
+        self.refusals: List[Tuple[float, float, int, str]] = []
+        self.end_others = {"ok": 0, "unavailable": 0, "in doubt": 0}
+        self.big_records = 0   # largest session record seen during a big-records fault (bytes)
         self.current: Optional[Tuple[float, float, str]] = None   # the fault under way
         self.quit_tokens: List[Tuple[str, float]] = []
         # "quit, then SIGKILL": the next acknowledged quit names its node, which is killed.
@@ -1243,6 +1304,59 @@ def drive(args, run: Run, rng: random.Random, nodes: List[Node], serve_log: Serv
             time.sleep(rng.uniform(0.5, 2.0))
             node.start()
             what = f"records held {hold:.1f} s in PostgreSQL, then SIGKILL {label} just before they went on, restarted"
+        elif kind == "silent":
+            # Every connection the node has to PostgreSQL goes silent (nothing is closed,
+            # nothing answers; new connections work): its statements must end at their
+            # deadlines and its connections be replaced, not hang for the kernel's ~15 min.
+            node.link.silence()
+            time.sleep(NODE_TIMEOUT + rng.uniform(1.0, 3.0))
+            what = f"silenced {node.incarnations[-1].label}'s open connections to PostgreSQL"
+        elif kind == "rowlock":
+            # Another node's open transaction holds one session's record row (its
+            # write's fence) past the node timeout: that session alone may be refused;
+            # its node goes on serving every other session and does not step down.
+            victim = rng.choice([c for c in clients if c.token] or clients)
+            lookup = (victim.token or "")[:16]
+            hold = NODE_TIMEOUT * 3 + rng.uniform(0.5, 1.5)
+            locker = subprocess.Popen(
+                args.psql + ["-Atc", f"BEGIN; SELECT 1 FROM viewline_sessions WHERE lookup = '{lookup}' FOR UPDATE;"
+                                     f" SELECT pg_sleep({hold:.2f}); COMMIT;"],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            locker.wait()
+            what = f"row of client {victim.index}'s session record held {hold:.1f} s in another transaction"
+        elif kind == "slowrenew":
+            # Renewals slower than before but inside the node timeout: the node must go
+            # on serving (or hand over cleanly), never livelock with its sessions
+            # unavailable everywhere.
+            delay = NODE_TIMEOUT * 0.35
+            node.link.set_delay(delay)
+            time.sleep(NODE_TIMEOUT * 2 + rng.uniform(1.0, 3.0))
+            node.link.set_delay(0.0)
+            what = f"renewals slowed: {node.incarnations[-1].label}'s link to PostgreSQL {delay:.1f} s each way for {now() - t0:.1f} s"
+        elif kind == "bigrecords":
+            # 4,000 contacts: every session showing the contacts view has a record over
+            # 256 KiB (until the next sync puts the source's back). They must be written
+            # whole, and restored whole after a kill.
+            psql(args, "INSERT INTO viewline_contacts (name, phone, address) SELECT 'Chaos contact ' || i, '+1 555 ' || i,"
+                       " repeat('Long Street ', 6) || i FROM generate_series(1, 4000) i")
+            # Until a record over 256 KiB is in the database (the sessions showing
+            # contacts display them, then their records are written), 10 s at most.
+            largest = 0
+            for _ in range(50):
+                time.sleep(0.2)
+                sizes = psql(args, "SELECT coalesce(max(octet_length(snapshot)), 0) FROM viewline_sessions")
+                largest = int(sizes[0]) if sizes else 0
+                if largest > 256 * 1024:
+                    break
+            with run.lock:
+                run.big_records = max(run.big_records, largest)
+            label = node.incarnations[-1].label
+            node.kill()
+            time.sleep(rng.uniform(0.5, 1.5))
+            node.start()
+            time.sleep(1.0)
+            psql(args, "DELETE FROM viewline_contacts WHERE name LIKE 'Chaos contact %'")
+            what = f"4,000 contacts (records over 256 KiB), then SIGKILL {label}, restarted"
         else:
             # Output to nowhere: a server holding this script's pipes would never let go.
             subprocess.run(args.pg_restart, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -1251,6 +1365,9 @@ def drive(args, run: Run, rng: random.Random, nodes: List[Node], serve_log: Serv
         with run.lock:
             run.faults.append((t0, now(), what))
             run.current = None
+            # Records over 256 KiB load every node (every session showing contacts).
+            scope_port = None if kind in ("heldwrites", "postgres", "heldrecords", "rowlock", "bigrecords") else node.port
+            run.fault_scope.append((t0, now(), scope_port, lookup if kind == "rowlock" else None))
         print(f"  {t0 - started:6.1f} s  {what}", flush=True)
         time.sleep(rng.uniform(2.0, 4.0))
     while now() < end:
@@ -1329,10 +1446,29 @@ def drive(args, run: Run, rng: random.Random, nodes: List[Node], serve_log: Serv
     def pct(values, p):
         return values[min(len(values) - 1, int(len(values) * p))] if values else 0.0
 
+    # Liveness: how long a session was refused (`unavailable`) by a node with no fault
+    # near it — none on that node, none cluster-wide, no lock on that session's own
+    # record — between RECOVERY_WINDOW before the first refusal and the next success
+    # (a node whose lease lapsed pauses its renewals one node timeout, then renews
+    # and checks its sessions: up to two node timeouts after its fault ended).
+    def near(start: float, end: float, port: int, lookup: str) -> bool:
+        return any(f_start <= end and f_end >= start - RECOVERY_WINDOW
+                   and (f_port is None and f_lookup is None or f_port == port or f_lookup == lookup)
+                   for f_start, f_end, f_port, f_lookup in run.fault_scope)
+    streaks = [(start, end, port, lookup) for start, end, port, lookup in run.refusals if not near(start, end, port, lookup)]
+    unrelated = sorted(end - start for start, end, _, _ in streaks)
+    over = [v for v in unrelated if v > LIVENESS_BOUND]
+    for start, end, port, lookup in streaks:
+        if end - start > LIVENESS_BOUND:
+            run.violation(f"session {lookup} was refused by :{port} from {start - run.started:.1f} s for {end - start:.1f} s"
+                          f" with no fault near it (bound {LIVENESS_BOUND:.1f} s)")
+
     def mib(value):
         return f"{value / 1048576:.1f} MiB" if value else "?"
 
-    names = {"SIGKILL": "node killed", "SIGSTOP": "node paused", "cut": "node cut off", "slowed": "link slowed past the lease",
+    names = {"silenced": "connections to PostgreSQL silenced", "row": "one session's record row locked elsewhere",
+             "renewals": "renewals slowed within the node timeout", "4,000": "records over 256 KiB, then the node killed",
+             "SIGKILL": "node killed", "SIGSTOP": "node paused", "cut": "node cut off", "slowed": "link slowed past the lease",
              "held": "draft writes held, a link slowed past the lease",
              "records": "record writes held, then the node killed",
              "restarted": "PostgreSQL restarted"}
@@ -1347,7 +1483,7 @@ def drive(args, run: Run, rng: random.Random, nodes: List[Node], serve_log: Serv
         f"3 nodes (node timeout {NODE_TIMEOUT:.0f} s; node2 runs {args.skew_minutes} min ahead under faketime), "
         f"{args.clients} clients, one throwaway PostgreSQL.",
         "",
-        f"- faults injected: {len(run.faults)} ({', '.join(f'{k} {sum(1 for f in run.faults if f[2].startswith(p))}' for k, p in (('kill', 'SIGKILL'), ('pause', 'SIGSTOP'), ('partition', 'cut'), ('slow link', 'slowed'), ('held writes', 'held'), ('held records', 'records'), ('postgres restart', 'restarted'), ('clean restart', 'SIGTERM')))})",
+        f"- faults injected: {len(run.faults)} ({', '.join(f'{k} {sum(1 for f in run.faults if f[2].startswith(p))}' for k, p in (('kill', 'SIGKILL'), ('pause', 'SIGSTOP'), ('partition', 'cut'), ('slow link', 'slowed'), ('held writes', 'held draft'), ('held records', 'records'), ('postgres restart', 'restarted'), ('clean restart', 'SIGTERM'), ('silenced', 'silenced'), ('row lock', 'row of'), ('slowed renewals', 'renewals'), ('big records', '4,000')))})",
         f"- commands acknowledged: {run.successes}; `unavailable` replies: {run.unavailable}; other errors: {json.dumps(run.errors, sort_keys=True)}",
         f"- attach answers other than ok (reattaching during faults): {json.dumps(run.attach_errors, sort_keys=True)}",
         f"- commands acknowledged per minute: {', '.join(str(run.per_minute.get(m, 0)) for m in range(int(args.seconds // 60) + 1))}",
@@ -1364,6 +1500,11 @@ def drive(args, run: Run, rng: random.Random, nodes: List[Node], serve_log: Serv
         f" {STEP_DOWN_WINDOW:.1f} s before: {len(alone)}"
         + (f" ({', '.join(f'{t - run.started:.1f} s {label}' for t, label in alone)})" if alone else ""),
         f"- acknowledged quits: {len(run.quit_tokens)}, come back on any node: {revived}",
+        f"- liveness: refusals of a session on a node with no fault near it: {len(unrelated)}, longest"
+        f" {max(unrelated, default=0.0):.2f} s, over the bound of one node timeout ({LIVENESS_BOUND:.1f} s): {len(over)};"
+        f" all refusal streaks: {len(run.refusals)}",
+        f"- end-others: {json.dumps(run.end_others, sort_keys=True)} (answered `unavailable`: the old token must go on working)",
+        f"- largest session record during a big-records fault: {run.big_records} bytes",
         f"- node starts that failed (and were retried, as a supervisor would): {sum(n.failed_starts for n in nodes)}",
         "- seconds from a fault's start until its clients work again (the fault's own length included):",
     ] + recovery_lines + [
