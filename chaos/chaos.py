@@ -16,8 +16,15 @@ restart's step: it must hand every acknowledged change over; every other one com
 back with a node timeout of its own, which it must not use), hold every session
 record write in PostgreSQL (a lock on the records table) past three node timeouts
 while leases renew, then SIGKILL a node just before the writes go on (it must have
-stopped acknowledging once its records fell behind). One node runs with its
-clock minutes ahead (faketime).
+stopped acknowledging once its records fell behind), silence a node's open
+connections to PostgreSQL for good while new ones work (a NAT that forgot its
+flows: statements must end at their deadlines), hold one session's record row in
+another transaction past the node timeout (that session alone may be refused), slow
+a node's link so renewals land late but inside the node timeout, and fill the
+contacts table so every session showing it has a record over 256 KiB, then SIGKILL a
+node (records of any size are written and restored). Clients also send `end-others`
+now and then (during a database restart it must answer `unavailable` and change
+nothing). One node runs with its clock minutes ahead (faketime).
 
 At the end it checks, and writes a markdown report:
 - every acknowledged draft is saved or still pending in the database (0 lost);
@@ -45,6 +52,9 @@ At the end it checks, and writes a markdown report:
   stays on its node and reads the state there until the server ends its connection
   (`unavailable` does not move it), so a node that missed its lapse is seen serving;
 - time from each fault to its clients working again, `unavailable` replies;
+- liveness: a session refused (`unavailable`) by a node with no fault near it (none
+  on that node within two node timeouts and a half before, none cluster-wide, no lock
+  on the session's own record) for longer than one node timeout is a violation;
 - each node's RSS at the start and the end.
 Exits 1 on any violation.
 """
