@@ -7,8 +7,8 @@ extension DatabaseAccess {
     /// (``SessionFence/current``), the write runs in a transaction that first checks,
     /// by the database's clock, that this node holds the session's lease — its
     /// heartbeat is younger than the node timeout and no other node owns the
-    /// session's record — and holds the record against a claim until the write
-    /// commits. A refused write writes nothing and throws ``SessionFenced``.
+    /// session's record — holds the record against a claim until the write
+    /// commits, and checks the heartbeat again just before COMMIT. A refused write writes nothing and throws ``SessionFenced``.
     ///
     /// The session's writes also commit in the order they were asked for
     /// (``SessionWriteOrder``): each takes its number here, and a write older than
@@ -36,7 +36,13 @@ extension DatabaseAccess {
                     guard try await Self.isNewest(number, of: fence, on: connection, logger: logger) else {
                         throw SessionWriteSuperseded()
                     }
-                    return try await work(connection)
+                    let value = try await work(connection)
+                    // Checked again as the last statement before COMMIT: a write that
+                    // ran long (lock waits, a slow link) commits only if the lease is
+                    // still this node's by the database's clock now. (No claim can come
+                    // between this and COMMIT: the record is locked until then.)
+                    guard try await Self.heartbeatFresh(fence, on: connection, logger: logger) else { throw SessionFenced() }
+                    return value
                 }
             }
         } catch let error as SessionFenced {
@@ -75,6 +81,21 @@ extension DatabaseAccess {
             held = value
         }
         return held
+    }
+
+    /// Whether `fence`'s node's heartbeat is younger than the node timeout now, by the
+    /// database's clock.
+    private static func heartbeatFresh(_ fence: SessionFence, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
+        let seconds = Double(fence.nodeTimeout.components.seconds) + Double(fence.nodeTimeout.components.attoseconds) / 1e18
+        var fresh = false
+        for try await value in try await connection.query("""
+            SELECT EXISTS (SELECT 1 FROM viewline_nodes WHERE id = \(fence.node)
+                           AND heartbeat_at > clock_timestamp() - make_interval(secs => \(seconds)))
+            """, logger: logger).decode(Bool.self)
+        {
+            fresh = value
+        }
+        return fresh
     }
 
     /// Records `number` as the session's newest write, unless a write of the same run

@@ -101,8 +101,50 @@ package final class DatabaseAccess: Sendable {
         timeout: Duration? = nil, _ work: @escaping @Sendable (PostgresConnection) async throws -> T
     ) async throws -> T {
         let limit = timeout ?? operationTimeout
-        return try await unavailableIfDown(timeout: limit) { [client] in
-            try await client.withConnection { connection in try await connection.withDeadline(limit) { try await work(connection) } }
+        let started = ContinuousClock.now
+        let leased = Leased()
+        do {
+            return try await unavailableIfDown(timeout: limit) { [client] in
+                try await client.withConnection { connection in
+                    // Whatever is left of the call's deadline, the wait for the lease
+                    // counted: the work never runs past the moment its caller is told.
+                    guard leased.hold(connection) else { throw TimedOut(limit: limit) }
+                    defer { leased.release() }
+                    let left = max(limit - (ContinuousClock.now - started), .milliseconds(1))
+                    return try await connection.withDeadline(left) { try await work(connection) }
+                }
+            }
+        } catch {
+            // The caller was answered (the deadline, or the database known to be down):
+            // the work must not go on behind its back — a claim or a write committed
+            // after "unavailable" — so its connection is closed under it now.
+            leased.abandon()
+            throw error
+        }
+    }
+
+    /// The connection a call holds, closed if the caller gives up on the call first.
+    final class Leased: Sendable {
+        private let state = Mutex<(connection: PostgresConnection?, abandoned: Bool)>((nil, false))
+
+        /// Takes `connection` for the call; `false` when the caller already gave up.
+        func hold(_ connection: PostgresConnection) -> Bool {
+            state.withLock { state in
+                if state.abandoned { return false }
+                state.connection = connection
+                return true
+            }
+        }
+
+        func release() { state.withLock { $0.connection = nil } }
+
+        func abandon() {
+            let connection = state.withLock { state -> PostgresConnection? in
+                state.abandoned = true
+                defer { state.connection = nil }
+                return state.connection
+            }
+            if let connection { connection.close().whenComplete { _ in } }
         }
     }
 
@@ -140,6 +182,8 @@ package final class DatabaseAccess: Sendable {
         } catch let error as TimedOut {
             throw StoreUnavailable(url: url, underlying: error)
         } catch let error as ConnectionLost {
+            throw StoreUnavailable(url: url, underlying: error)
+        } catch let error as PostgresConnection.DeadlinePassed {
             throw StoreUnavailable(url: url, underlying: error)
         } catch let error as PSQLError where error.code != .server {
             throw StoreUnavailable(url: url, underlying: error)

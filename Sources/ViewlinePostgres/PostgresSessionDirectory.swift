@@ -276,9 +276,10 @@ public struct PostgresSessionDirectory: SessionDirectory {
 
     public func lost(_ lookups: [String], by node: ClusterNode) async throws -> [String] {
         guard !lookups.isEmpty else { return [] }
-        // A session with no record yet was never seen by another node: not lost.
+        // A session with no record yet was never seen by another node: not lost. One
+        // another node claimed and then ended (quit, expired there) is lost too.
         return try await database.collect("""
-            SELECT lookup FROM viewline_sessions WHERE lookup = ANY(\(lookups)::text[]) AND owner <> \(node.id) AND NOT ended
+            SELECT lookup FROM viewline_sessions WHERE lookup = ANY(\(lookups)::text[]) AND owner <> \(node.id)
             """, timeout: statementTimeout) { try $0.decode(String.self) }
     }
 

@@ -136,6 +136,27 @@ import ViewlineTestSupport
         #expect(try await store.pendingDraft(user: "bob")?.text == "one")
     }
 
+    /// The lease is checked again just before COMMIT: a write that began under a fresh
+    /// heartbeat but waited (a row lock) until the heartbeat aged past the node timeout
+    /// writes nothing (#52 review: it committed, and its reply said `unavailable`).
+    @Test func aWriteThatOutlivesTheLeaseWhileWaitingWritesNothing() async throws {
+        let server = PostgresServer.shared
+        let database = try server.createDatabase()
+        let (store, directory) = try await cluster(database: database)
+        _ = try await directory.renewLease(zombie, nodeTimeout: .seconds(30), recordsExpireAfter: .seconds(86_400))
+        #expect(try await !acting(as: zombie) { try await store.setDraft(user: "bob", text: "one", at: Date()) })
+        let holder = Task {
+            try await server.queryOnItsOwnThread(
+                "BEGIN; SELECT 1 FROM viewline_drafts WHERE user_name = 'bob' FOR UPDATE; SELECT pg_sleep(1.2); COMMIT;", database: database)
+        }
+        try await Task.sleep(for: .milliseconds(200))
+        _ = try await directory.renewLease(zombie, nodeTimeout: .seconds(30), recordsExpireAfter: .seconds(86_400))
+        // Fresh when it begins; a second old when the lock lets it go on.
+        #expect(try await acting(as: zombie, nodeTimeout: .milliseconds(700)) { try await store.setDraft(user: "bob", text: "late", at: Date()) })
+        _ = try await holder.value
+        #expect(try await store.pendingDraft(user: "bob")?.text == "one")
+    }
+
     /// A session's write that commits after a later write of the same session writes
     /// nothing: the older text never replaces the newer one.
     @Test func aWriteOlderThanOneCommittedForItsSessionWritesNothing() async throws {

@@ -56,7 +56,7 @@ import ViewlineTestSupport
                 answered = try await access.collect("SELECT 42") { try $0.decode(Int.self) } == [42]
             } catch {
                 failures += 1
-                #expect(ContinuousClock.now - start < .seconds(1), "a call waited \(ContinuousClock.now - start)")
+                #expect(ContinuousClock.now - start < .seconds(3), "a call waited \(ContinuousClock.now - start)")
             }
         }
         #expect(answered, "\(failures) calls failed")

@@ -39,11 +39,13 @@ import ViewlineTestSupport
         var savesBegun = 0
         /// Rows another transaction holds: a batch skips them (`SKIP LOCKED`).
         var lockedRows: Set<String> = []
+        /// A statement holding one of these records fails (too slow to write in time).
+        var failingLookups: Set<String> = []
         func save(_ saved: [SessionRecord]) async throws -> SavedRecords {
             lock.withLock { savesBegun += 1 }
             while lock.withLock({ hangingSaves }) { try await Task.sleep(for: .milliseconds(5)) }
             return try lock.withLock {
-                if failingSaves { throw Unreachable() }
+                if failingSaves || saved.contains(where: { failingLookups.contains($0.lookup) }) { throw Unreachable() }
                 var refused: [String] = []
                 var skipped: [String] = []
                 for record in saved { writes[record.lookup, default: 0] += 1 }
@@ -299,6 +301,48 @@ import ViewlineTestSupport
         }
         _ = await onC.handle(Request(id: .null, name: "cancel", arguments: Arguments()), from: 0)
         #expect(!seen.contains(try await askedAlert(onC)))
+    }
+
+    /// A record this node owns by the database but holds no session for (its claim
+    /// committed after the caller had given up on it, or another node handed the
+    /// record back) is a live session nobody serves: the next attach restores it
+    /// here. It used to be taken for ended and tombstoned, so the token's holder was
+    /// locked out for good (#52 review).
+    @Test func aRecordOwnedHereButNotHeldIsRestoredNotEnded() async throws {
+        let directory = MemoryDirectory()
+        let a = try await node(directory, "10.0.0.1:7878")
+        let b = try await node(directory, "10.0.0.2:7878")
+        let session = Session(id: "s1", application: a, output: { _ in })
+        _ = await session.handle(Request(id: .null, name: "increment", arguments: Arguments()), from: 0)
+        a.cluster!.changed(session)
+        await a.cluster!.flush()
+        directory.kill(a.cluster!.nodeID)
+        // B's claim commits, but B never restores it (its caller had been answered).
+        let lookup = SessionRegistry.split(session.token).lookup
+        _ = try await directory.claim(lookup: lookup, from: a.cluster!.nodeID, for: b.cluster!.node, nodeTimeout: .seconds(600))
+        guard case .restored(let onB) = try await b.cluster!.locate(session.token, application: b) else {
+            Issue.record("B owns the record: it restores the session")
+            return
+        }
+        #expect(await onB.state(Counter.self).count == 1)
+        #expect(directory.record(lookup)?.owner == b.cluster!.nodeID)
+    }
+
+    /// A session this node ended keeps its record ended, even while the delete is on
+    /// its way: an attach finds nothing.
+    @Test func aSessionEndedHereIsNotRestoredWhileItsDeleteIsOnItsWay() async throws {
+        let directory = MemoryDirectory()
+        let a = try await node(directory, "10.0.0.1:7878")
+        let session = try await recordedSession(on: a)
+        directory.lock.withLock { directory.failingRemoves = 5 }
+        a.sessions.drop(session)
+        a.cluster!.ended(session)
+        await a.cluster!.flush()  // the delete fails: still on its way
+        #expect(directory.record(SessionRegistry.split(session.token).lookup) != nil)
+        guard case .unknown = try await a.cluster!.locate(session.token, application: a) else {
+            Issue.record("an ended session is not restored")
+            return
+        }
     }
 
     @Test func whenTwoNodesRaceToRestoreOneWinsAndTheOtherRedirects() async throws {
@@ -602,6 +646,33 @@ import ViewlineTestSupport
         let record = try #require(directory.record(SessionRegistry.split(large.token).lookup))
         #expect(record.snapshot.contains(huge))
         #expect(directory.record(SessionRegistry.split(small.token).lookup)?.snapshot.contains("small") == true)
+    }
+
+    /// A record too large to share a statement that cannot be written (too slow for
+    /// the deadline) holds back its own session, not the other parts of the batch nor
+    /// the node.
+    @Test func aLargeRecordThatFailsHoldsBackOnlyItsOwnSession() async throws {
+        let directory = MemoryDirectory()
+        let a = try await leasedNode(directory, "10.0.0.1:7878", timeout: .seconds(10))
+        let cluster = a.cluster!
+        let large = Session(id: "s1", application: a, output: { _ in })
+        let small = Session(id: "s2", application: a, output: { _ in })
+        for session in [large, small] { #expect(throws: Never.self) { try a.sessions.register(session).get() } }
+        _ = await large.handle(Request(id: .int(1), name: "label", arguments: Arguments(["text": .string(String(repeating: "x", count: Cluster.batchBytes + 1))])), from: 1)
+        let largeLookup = SessionRegistry.split(large.token).lookup
+        directory.lock.withLock { _ = directory.failingLookups.insert(largeLookup) }
+        let start = ContinuousClock.now
+        for second in 0...9 {
+            let now = start + .seconds(second)
+            for session in [large, small] { cluster.changed(session, now: now) }
+            await cluster.flush(now: now)
+            try await cluster.renew(now: { now })
+        }
+        let now = start + .seconds(9.5)
+        #expect(directory.record(SessionRegistry.split(small.token).lookup) != nil)
+        #expect(cluster.acceptsCommands(for: small, now: now))
+        #expect(!cluster.acceptsCommands(for: large, now: now))
+        #expect(!cluster.stepsDown(now: now))
     }
 
     @Test func aBatchIsSplitIntoStatementsOfAtMostBatchBytes() {

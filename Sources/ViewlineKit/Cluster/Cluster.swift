@@ -524,10 +524,8 @@ public final class Cluster: Sendable {
     /// (leaving the cluster) writes every changed record whatever the rate limit.
     func flush(now: ContinuousClock.Instant = .now, final: Bool = false) async {
         await writeChanged(now: now, final: final)
-        let ended = endedLookups.withLock { ended in
-            defer { ended = [] }
-            return ended
-        }
+        // Kept in `endedLookups` until deleted: a lookup meanwhile finds them ended.
+        let ended = endedLookups.withLock { $0 }
         guard !ended.isEmpty else { return }
         // The next batch waits for these deletes: while one hangs (the records locked,
         // a dead connection), the changes made meanwhile wait in `dirty`, and the node
@@ -537,11 +535,11 @@ public final class Cluster: Sendable {
             // Those another node restored meanwhile (this node's lease lapsed) stay
             // theirs: ended here, alive there.
             let theirs = try await directory.remove(lookups: Array(ended), by: node)
+            endedLookups.withLock { $0.subtract(ended) }
             if !theirs.isEmpty {
                 logger.info("left the records of sessions another node holds now", metadata: ["records": "\(theirs.count)"])
             }
         } catch {
-            endedLookups.withLock { $0.formUnion(ended) }
             logger.debug("could not remove session records; trying again with the next batch", metadata: ["error": "\(String(reflecting: error))", "records": "\(ended.count)"])
         }
     }
@@ -591,6 +589,7 @@ public final class Cluster: Sendable {
         // snapshots each (a larger record alone), so one large session neither makes a
         // statement of everyone's records slow nor is left behind.
         var written = 0
+        var setAside = false
         for part in Self.parts(of: records) {
             do {
                 let saved = try await directory.save(Array(part))
@@ -609,6 +608,22 @@ public final class Cluster: Sendable {
                 // A write the database fenced off: another node owns that session now.
                 await close(lost: Set(saved.refused))
             } catch {
+                if part.count == 1, records.count > 1, part[part.startIndex].snapshot.utf8.count > Self.batchBytes, !setAside,
+                    let entry = entries[part[part.startIndex].lookup]
+                {
+                    setAside = true  // once a batch: a database that is down fails every part
+                    // A record too large to share a statement, alone, that failed (too slow
+                    // to write within the deadline?): it goes with the next batch counted against its own
+                    // session, like a locked row, and the other parts are written now —
+                    // one session's record never holds the node's back.
+                    dirty.withLock { $0.keepLocked([entry]) }
+                    written += 1
+                    logger.warning("could not write a session record", metadata: [
+                        "error": "\(String(reflecting: error))", "session": "\(entry.session.id)",
+                        "bytes": "\(part[part.startIndex].snapshot.utf8.count)",
+                    ])
+                    continue
+                }
                 // This part and the rest go with the next batch; the changes keep their
                 // age, so commands are refused once the oldest has waited too long
                 // (`acceptsCommands`).
@@ -754,10 +769,14 @@ public final class Cluster: Sendable {
             // A session this node holds under another token (a token `end-others`
             // revoked, matched by a record not yet rewritten): nothing to end.
             if application.sessions.holds(lookup: lookup) { return .unknown }
-            // Ours but not held: it ended, and a batch in flight wrote its record again.
-            logger.info("removed the record of a session this node no longer holds", metadata: ["record": "\(lookup)"])
-            _ = try? await directory.remove(lookups: [lookup], by: node)
-            return .unknown
+            // Ended here, its record's delete on its way: gone.
+            if endedLookups.withLock({ $0.contains(lookup) }) { return .unknown }
+            // Ours by the database, held by nobody, not ended: a claim of this node's
+            // that committed after its caller had given up on it, or a record another
+            // node handed back after this one let the session go. A live session
+            // nobody serves: restored here, never ended (its token holder would be
+            // locked out for good).
+            return try await restore(location.record, lookup: lookup, token: token, previousOwner: nodeID, application: application)
         }
         if location.ownerAlive { return .moved(address: location.ownerAddress, web: location.ownerWeb) }
         // A full node does not take the record it could not hold: the session stays
@@ -777,19 +796,26 @@ public final class Cluster: Sendable {
         }
         // The record as claimed, not as found: the previous owner may have written a
         // newer one in between (from the claim on, its writes are refused).
-        let snapshot = (try? JSON.parse(claimed.snapshot)) ?? .null
-        let session = await Session.restore(snapshot, claimedAt: claimed.rev, token: token, application: application)
+        return try await restore(claimed, lookup: lookup, token: token, previousOwner: location.record.owner, application: application)
+    }
+
+    /// Restores a session this node owns by the database from `record`, and registers it.
+    private func restore(
+        _ record: SessionRecord, lookup: String, token: String, previousOwner: String, application: Application
+    ) async throws -> Lookup {
+        let snapshot = (try? JSON.parse(record.snapshot)) ?? .null
+        let session = await Session.restore(snapshot, claimedAt: record.rev, token: token, application: application)
         let registered = application.sessions.register(session, restoring: true)
         if case .success(let evicted?) = registered { await evicted.close(.evicted) }
         guard case .success = registered else {
             // Filled up since the check: stop what the restore started and hand the
             // record back to its previous owner, so another node can still claim it.
             await session.close()
-            try? await directory.release(lookup: lookup, by: node, to: location.record.owner)
+            if previousOwner != nodeID { try? await directory.release(lookup: lookup, by: node, to: previousOwner) }
             throw Self.full
         }
         application.metrics?.sessionsRestored.increment()
-        logger.info("restored a session from its record", metadata: ["session": "\(session.id)", "previous-owner": "\(location.record.owner)"])
+        logger.info("restored a session from its record", metadata: ["session": "\(session.id)", "previous-owner": "\(previousOwner)"])
         changed(session)
         return .restored(session)
     }

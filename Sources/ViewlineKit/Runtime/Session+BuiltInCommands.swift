@@ -79,8 +79,9 @@ extension Session {
             } catch {
                 session.endTokenChange()
                 // It may have committed all the same (its reply lost): the next record
-                // puts the token the session keeps back above it.
-                session.tokenRecordFailed(at: attempted)
+                // puts the token the session keeps back above it — above the rev it was
+                // written at, which events during the write's hop may have raised.
+                session.tokenRecordFailed(at: max(attempted, session.tokenRecordAttempt))
                 throw error
             }
             session.endTokenChange()

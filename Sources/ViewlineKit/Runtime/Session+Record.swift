@@ -49,7 +49,8 @@ extension Session {
     /// it changes nothing: a rev lower than the stored one is late. `nil` once closed.
     func recordForTokenChange() -> (snapshot: String, rev: Int)? {
         if closed { return nil }
-        return (record.encoded, recordRev + 1)
+        tokenRecordAttempt = recordRev + 1
+        return (record.encoded, tokenRecordAttempt)
     }
 
     /// The rev a record of the session is written at: its own, or above a token record

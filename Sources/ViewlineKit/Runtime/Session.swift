@@ -89,6 +89,8 @@ public actor Session {
 
     /// `end-others` is recording a new token (see ``beginTokenChange()``).
     var tokenChangeInFlight = false
+    /// The rev the last `end-others` record was written at (``recordForTokenChange()``).
+    var tokenRecordAttempt = 0
     /// Records are written at this rev at least (``tokenRecordFailed(at:)``).
     var recordRevFloor = 0
     /// The command being finished was recorded durably before its reply (`end-others`
