@@ -675,6 +675,22 @@ import ViewlineTestSupport
         #expect(!cluster.stepsDown(now: now))
     }
 
+    /// Leaving the cluster (a SIGTERM's last step) ends within one node timeout
+    /// whatever the database does: here every record write hangs.
+    @Test(.timeLimit(.minutes(1))) func leavingEndsWithinANodeTimeoutWhenTheDatabaseHangs() async throws {
+        let directory = MemoryDirectory()
+        let a = try await leasedNode(directory, "10.0.0.1:7878", timeout: .seconds(2))
+        let session = Session(id: "s1", application: a, output: { _ in })
+        #expect(throws: Never.self) { try a.sessions.register(session).get() }
+        a.cluster!.changed(session)
+        directory.lock.withLock { directory.hangingSaves = true }
+        let start = ContinuousClock.now
+        await a.cluster!.leave()
+        #expect(ContinuousClock.now - start < .seconds(3))
+        #expect(!a.cluster!.acceptsCommands())
+        directory.lock.withLock { directory.hangingSaves = false }
+    }
+
     @Test func aBatchIsSplitIntoStatementsOfAtMostBatchBytes() {
         func record(_ bytes: Int) -> SessionRecord {
             SessionRecord(lookup: "l\(bytes)", secretDigest: [], owner: "n", snapshot: String(repeating: "x", count: bytes), rev: 1)

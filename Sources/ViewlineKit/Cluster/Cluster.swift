@@ -438,7 +438,33 @@ public final class Cluster: Sendable {
     /// Writes every pending record and leaves the cluster, so the other nodes can
     /// restore this node's sessions at once (a clean shutdown). From then on this
     /// node serves nothing.
+    ///
+    /// Within one node timeout whatever the database does (PROTOCOL §2.2: a SIGTERM
+    /// finishes within the drain plus one node timeout): past it the node stops
+    /// serving and returns, and what was left unwritten is left to the node timeout
+    /// (other nodes restore from the records written so far, as after a kill).
     func leave() async {
+        let finished = FirstOf<Bool>()
+        let work = Task { [self] in
+            await leaveNow()
+            finished.resolve(true)
+        }
+        let timer = Task { [nodeTimeout] in
+            try? await Task.sleep(for: nodeTimeout)
+            finished.resolve(false)
+        }
+        let inTime = await finished.value()
+        timer.cancel()
+        if !inTime {
+            lease.withLock { $0.left = true }
+            logger.warning("leaving the cluster took longer than the node timeout; stopping without waiting for the database", metadata: [
+                "node-timeout": "\(nodeTimeout)"
+            ])
+            _ = work  // its statements end at their own deadlines
+        }
+    }
+
+    private func leaveNow() async {
         let task = loop.withLock { $0 }
         task?.cancel()
         let leases = leaseLoop.withLock { $0 }
@@ -846,4 +872,30 @@ public final class Cluster: Sendable {
 
 extension Duration {
     var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
+}
+
+/// The first of several answers, to whoever awaits it (a race between work and a timer).
+final class FirstOf<T: Sendable>: Sendable {
+    private let state = Mutex<(value: T?, waiter: CheckedContinuation<T, Never>?)>((nil, nil))
+
+    func resolve(_ value: T) {
+        let waiter = state.withLock { state -> CheckedContinuation<T, Never>? in
+            guard state.value == nil else { return nil }
+            state.value = value
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume(returning: value)
+    }
+
+    func value() async -> T {
+        await withCheckedContinuation { continuation in
+            let ready = state.withLock { state -> T? in
+                if let value = state.value { return value }
+                state.waiter = continuation
+                return nil
+            }
+            if let ready { continuation.resume(returning: ready) }
+        }
+    }
 }
