@@ -203,23 +203,32 @@ public struct PostgresSessionDirectory: SessionDirectory {
             refused: lookups.filter { !kept.contains($0) && !skipped.contains($0) }, skipped: lookups.filter { skipped.contains($0) })
     }
 
-    public func remove(lookups: [String], by node: ClusterNode) async throws -> [String] {
-        guard !lookups.isEmpty else { return [] }
+    public func remove(lookups: [String], by node: ClusterNode) async throws -> SavedRecords {
+        guard !lookups.isEmpty else { return SavedRecords() }
         // Tombstones, not deletes: a batch that took a session's snapshot before `quit`
         // and writes it after is refused (housekeeping deletes them after a day). On
         // the records' own connection, like the batches, and locked in the same order.
-        // Fenced like a batch: a live record another node claimed stays live (the
-        // claim locked the row, so this waits for it and then sees the new owner).
-        let ended = try await records.rows("""
-            INSERT INTO viewline_sessions (lookup, secret_digest, owner, snapshot, updated_at, ended)
-            SELECT l, ''::bytea, \(node.id), '{}', clock_timestamp(), true FROM unnest(\(lookups)::text[]) AS l
-            ORDER BY l
-            ON CONFLICT (lookup) DO UPDATE SET ended = true, snapshot = '{}', secret_digest = ''::bytea, updated_at = clock_timestamp()
-            WHERE viewline_sessions.owner = excluded.owner OR viewline_sessions.ended
-            RETURNING lookup
-            """, timeout: writeTimeout.value.withLock { $0 }) { row in try row.decode(String.self) }
-        let done = Set(ended)
-        return lookups.filter { !done.contains($0) }
+        // Fenced like a batch: a live record another node claimed stays live. A row
+        // another transaction holds (a claim, that session's own fenced write) is
+        // skipped, not waited for: the records loop never waits on one session's lock.
+        let outcome = try await records.rows("""
+            WITH free AS (SELECT lookup FROM viewline_sessions WHERE lookup = ANY(\(lookups)::text[]) ORDER BY lookup FOR UPDATE SKIP LOCKED),
+            busy AS (SELECT l FROM unnest(\(lookups)::text[]) AS l WHERE EXISTS (SELECT 1 FROM viewline_sessions s WHERE s.lookup = l)
+                     AND l NOT IN (SELECT lookup FROM free)),
+            ended AS (
+                INSERT INTO viewline_sessions (lookup, secret_digest, owner, snapshot, updated_at, ended)
+                SELECT l, ''::bytea, \(node.id), '{}', clock_timestamp(), true FROM unnest(\(lookups)::text[]) AS l
+                WHERE l NOT IN (SELECT l FROM busy)
+                ORDER BY l
+                ON CONFLICT (lookup) DO UPDATE SET ended = true, snapshot = '{}', secret_digest = ''::bytea, updated_at = clock_timestamp()
+                WHERE viewline_sessions.owner = excluded.owner OR viewline_sessions.ended
+                RETURNING lookup)
+            SELECT lookup, true FROM ended UNION ALL SELECT l, false FROM busy
+            """, timeout: writeTimeout.value.withLock { $0 }) { row in try row.decode((String, Bool).self) }
+        let done = Set(outcome.filter(\.1).map(\.0))
+        let skipped = Set(outcome.filter { !$0.1 }.map(\.0))
+        return SavedRecords(
+            refused: lookups.filter { !done.contains($0) && !skipped.contains($0) }, skipped: lookups.filter { skipped.contains($0) })
     }
 
     public func liveNodes(nodeTimeout: Duration) async throws -> Int? {

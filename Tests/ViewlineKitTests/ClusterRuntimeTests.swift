@@ -68,7 +68,7 @@ import ViewlineTestSupport
         var hangingRemoves = false
         /// Removes begun so far.
         var removesBegun = 0
-        func remove(lookups: [String], by node: ClusterNode) async throws -> [String] {
+        func remove(lookups: [String], by node: ClusterNode) async throws -> SavedRecords {
             lock.withLock { removesBegun += 1 }
             while lock.withLock({ hangingRemoves }) { try await Task.sleep(for: .milliseconds(5)) }
             return try lock.withLock {
@@ -77,7 +77,12 @@ import ViewlineTestSupport
                     throw Unreachable()
                 }
                 var refused: [String] = []
+                var skipped: [String] = []
                 for lookup in lookups {
+                    if lockedRows.contains(lookup) {
+                        skipped.append(lookup)
+                        continue
+                    }
                     // Fenced: a live record another node owns stays.
                     if let record = records[lookup], record.owner != node.id {
                         refused.append(lookup)
@@ -86,7 +91,7 @@ import ViewlineTestSupport
                     records[lookup] = nil
                     ended.insert(lookup)
                 }
-                return refused
+                return SavedRecords(refused: refused, skipped: skipped)
             }
         }
         private func alive(_ id: String, _ timeout: Duration) -> Bool {

@@ -506,16 +506,19 @@ public final class Cluster: Sendable {
     /// without the lease.
     func forget(_ session: Session) async throws {
         let (lookup, _) = SessionRegistry.split(session.token)
-        let refused: [String]
+        let removed: SavedRecords
         do {
-            refused = try await directory.remove(lookups: [lookup], by: node)
+            removed = try await directory.remove(lookups: [lookup], by: node)
         } catch {
             logger.warning("could not delete a quitting session's record", metadata: ["session": "\(session.id)", "error": "\(String(reflecting: error))"])
             throw ProtocolError(.unavailable, "the session could not be ended right now; try again")
         }
-        guard refused.isEmpty else {
-            await close(lost: Set(refused))
+        guard removed.refused.isEmpty else {
+            await close(lost: Set(removed.refused))
             throw Self.noLease
+        }
+        guard removed.skipped.isEmpty else {
+            throw ProtocolError(.unavailable, "the session's record is busy right now; try again", retryAfter: 1)
         }
         ended(session)
     }
@@ -560,10 +563,11 @@ public final class Cluster: Sendable {
         do {
             // Those another node restored meanwhile (this node's lease lapsed) stay
             // theirs: ended here, alive there.
-            let theirs = try await directory.remove(lookups: Array(ended), by: node)
-            endedLookups.withLock { $0.subtract(ended) }
-            if !theirs.isEmpty {
-                logger.info("left the records of sessions another node holds now", metadata: ["records": "\(theirs.count)"])
+            let removed = try await directory.remove(lookups: Array(ended), by: node)
+            // Rows another transaction held stay to be ended with the next batch.
+            endedLookups.withLock { $0.subtract(ended.subtracting(removed.skipped)) }
+            if !removed.refused.isEmpty {
+                logger.info("left the records of sessions another node holds now", metadata: ["records": "\(removed.refused.count)"])
             }
         } catch {
             logger.debug("could not remove session records; trying again with the next batch", metadata: ["error": "\(String(reflecting: error))", "records": "\(ended.count)"])

@@ -36,9 +36,10 @@ public protocol SessionDirectory: Sendable {
     /// is ended too.
     ///
     /// Fenced like ``save(_:)``: a live record another node owns is left as it is (a
-    /// paused node's sweeper never ends a session its successor restored). Returns the
-    /// lookups left that way: sessions `node` no longer owns.
-    func remove(lookups: [String], by node: ClusterNode) async throws -> [String]
+    /// paused node's sweeper never ends a session its successor restored); those are
+    /// `refused` (sessions `node` no longer owns). Like ``save(_:)``, a row another
+    /// transaction holds is `skipped`, not waited for (end it again later).
+    func remove(lookups: [String], by node: ClusterNode) async throws -> SavedRecords
     /// The record for a token's lookup part, with where its owner is and whether its
     /// lease is younger than `nodeTimeout`.
     func find(lookup: String, nodeTimeout: Duration) async throws -> SessionLocation?
