@@ -65,15 +65,16 @@ extension DatabaseAccess {
             """, logger: logger)
     }
 
-    /// Whether `fence`'s node holds its session's lease now, by the database's clock;
+    /// Whether `fence`'s node holds its session's lease now, by the database's clock
+    /// (and the session has not ended: a quit's tombstone fences its late writes off);
     /// locks the session's record until the transaction ends, so a claim (and the
     /// node's own record batch, which skips a locked row) waits for the write.
     private static func holds(_ fence: SessionFence, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
         let seconds = Double(fence.nodeTimeout.components.seconds) + Double(fence.nodeTimeout.components.attoseconds) / 1e18
         var held = false
         for try await value in try await connection.query("""
-            WITH record AS (SELECT owner FROM viewline_sessions WHERE lookup = \(fence.session) FOR SHARE)
-            SELECT NOT EXISTS (SELECT 1 FROM record WHERE owner <> \(fence.node))
+            WITH record AS (SELECT owner, ended FROM viewline_sessions WHERE lookup = \(fence.session) FOR SHARE)
+            SELECT NOT EXISTS (SELECT 1 FROM record WHERE owner <> \(fence.node) OR ended)
                AND EXISTS (SELECT 1 FROM viewline_nodes WHERE id = \(fence.node)
                            AND heartbeat_at > clock_timestamp() - make_interval(secs => \(seconds)))
             """, logger: logger).decode(Bool.self)

@@ -157,6 +157,17 @@ import ViewlineTestSupport
         #expect(try await store.pendingDraft(user: "bob")?.text == "one")
     }
 
+    /// A session that ended (its record tombstoned by `quit`) writes nothing more: a
+    /// background write still on its way is fenced off.
+    @Test func anEndedSessionsLateWriteWritesNothing() async throws {
+        let (store, directory) = try await cluster()
+        _ = try await directory.renewLease(zombie, nodeTimeout: .seconds(30), recordsExpireAfter: .seconds(86_400))
+        #expect(try await directory.save([record(owner: zombie)]) == SavedRecords())
+        #expect(try await directory.remove(lookups: [session], by: zombie) == SavedRecords())
+        #expect(try await acting(as: zombie) { try await store.setDraft(user: "bob", text: "after quit", at: Date()) })
+        #expect(try await store.pendingDraft(user: "bob") == nil)
+    }
+
     /// A session's write that commits after a later write of the same session writes
     /// nothing: the older text never replaces the newer one.
     @Test func aWriteOlderThanOneCommittedForItsSessionWritesNothing() async throws {
