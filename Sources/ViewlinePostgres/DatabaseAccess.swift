@@ -101,17 +101,17 @@ package final class DatabaseAccess: Sendable {
         timeout: Duration? = nil, _ work: @escaping @Sendable (PostgresConnection) async throws -> T
     ) async throws -> T {
         let limit = timeout ?? operationTimeout
-        let started = ContinuousClock.now
         let leased = Leased()
         do {
             return try await unavailableIfDown(timeout: limit) { [client] in
                 try await client.withConnection { connection in
-                    // Whatever is left of the call's deadline, the wait for the lease
-                    // counted: the work never runs past the moment its caller is told.
+                    // Not once its caller was answered (the deadline, the database down):
+                    // then `abandon()` below closes the connection under the work, so
+                    // nothing commits behind the caller's back. Until then, the work runs
+                    // within the limit from the lease (a starved timer is not a deadline).
                     guard leased.hold(connection) else { throw TimedOut(limit: limit) }
                     defer { leased.release() }
-                    let left = max(limit - (ContinuousClock.now - started), .milliseconds(1))
-                    return try await connection.withDeadline(left) { try await work(connection) }
+                    return try await connection.withDeadline(limit) { try await work(connection) }
                 }
             }
         } catch {

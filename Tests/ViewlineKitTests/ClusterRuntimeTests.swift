@@ -691,7 +691,8 @@ import ViewlineTestSupport
         directory.lock.withLock { directory.hangingSaves = true }
         let start = ContinuousClock.now
         await a.cluster!.leave()
-        #expect(ContinuousClock.now - start < .seconds(3))
+        // A 2 s node timeout; the rest is a loaded machine's scheduling (the hang is forever).
+        #expect(ContinuousClock.now - start < .seconds(10))
         #expect(!a.cluster!.acceptsCommands())
         directory.lock.withLock { directory.hangingSaves = false }
     }
