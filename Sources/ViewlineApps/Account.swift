@@ -167,5 +167,6 @@ public struct AccessToken: Sendable, Equatable {
 extension ErrorCode {
     public static let loginRequired = ErrorCode("login_required", meaning: "The command needs a logged-in session.")
     public static let loginFailed = ErrorCode("login_failed", meaning: "The user name or password is wrong (which one is not said).")
-    public static let loginThrottled = ErrorCode("login_throttled", meaning: "Too many failed log-ins for this user or from this address; the message says how long to wait.")
+    public static let loginThrottled = ErrorCode(
+        "login_throttled", meaning: "Too many failed log-ins for this user or from this address; the message says how long to wait.")
 }

@@ -47,9 +47,11 @@ public enum Drafts: ViewModel {
             guard !session.state(Drafts.self).saving, !session.isRunning(.save) else {
                 // Running but not saving: the flow waits on its alert (save again? or
                 // the draft left from last time), not on the remote store.
-                throw ProtocolError(.busy, session.state(Drafts.self).saving
-                    ? "a save is already in progress"
-                    : "the draft waits for your answer to its alert: confirm to save it, cancel to discard it")
+                throw ProtocolError(
+                    .busy,
+                    session.state(Drafts.self).saving
+                        ? "a save is already in progress"
+                        : "the draft waits for your answer to its alert: confirm to save it, cancel to discard it")
             }
             guard let draft = try await session.services.store.pendingDraft(user: user) else {
                 throw ProtocolError(.nothingToSave, "there is no pending draft; set one with: draft <text>")

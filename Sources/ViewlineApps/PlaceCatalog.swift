@@ -52,11 +52,12 @@ public struct PlaceCatalog: Sendable {
                 let lon = area.lon + Double(Int(random.next() % 81) - 40) / 10_000
                 let rating = Double(36 + Int(random.next() % 14)) / 10
                 let price = min(4, max(1, category.price + Int(random.next() % 3) - 1))
-                places.append(Place(
-                    name: name, cuisine: category.label,
-                    address: "\(number) \(street), \(area.name), San Francisco",
-                    lat: (lat * 10_000).rounded() / 10_000, lon: (lon * 10_000).rounded() / 10_000,
-                    rating: rating, price: price))
+                places.append(
+                    Place(
+                        name: name, cuisine: category.label,
+                        address: "\(number) \(street), \(area.name), San Francisco",
+                        lat: (lat * 10_000).rounded() / 10_000, lon: (lon * 10_000).rounded() / 10_000,
+                        rating: rating, price: price))
                 let label = Set(Self.words(in: category.label))
                 let kind = label.union(Self.words(in: category.keywords))
                 labelWords.append(label)

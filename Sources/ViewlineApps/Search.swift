@@ -24,7 +24,8 @@ public enum Search: ViewModel {
     public static let commands: [Command<Search>] = [
         Command(
             "search", summary: "Search places by name, cuisine, dish or neighbourhood; the latest search wins.",
-            arguments: [.text("query").described("what to look for: a cuisine, a dish or a place")], example: "search thai food", live: true, primary: true
+            arguments: [.text("query").described("what to look for: a cuisine, a dish or a place")], example: "search thai food", live: true,
+            primary: true
         ) { session, args in
             let query = args.string("query")
             guard query.utf8.count <= maximumQueryBytes else {
@@ -36,7 +37,7 @@ public enum Search: ViewModel {
             }
             session.run(.search) { session in await perform(query, in: session) }
             return ["accepted": true, "query": .string(query)]
-        },
+        }
     ]
 
     /// The longest query `search` takes: longer than any real search, short enough

@@ -35,9 +35,11 @@ struct ContactsListener: Sendable {
                 } catch {
                     if Task.isCancelled { break }
                     StoreFigures.shared.listenReconnects.increment()
-                    store.logger.warning("contacts listener lost the database; reconnecting", metadata: [
-                        "error": "\(String(describing: error))", "retry-in": "\(backoff)",
-                    ])
+                    store.logger.warning(
+                        "contacts listener lost the database; reconnecting",
+                        metadata: [
+                            "error": "\(String(describing: error))", "retry-in": "\(backoff)",
+                        ])
                 }
                 try? await Task.sleep(for: backoff)
                 backoff = min(backoff * 2, .seconds(5))

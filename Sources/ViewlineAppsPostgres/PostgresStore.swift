@@ -47,7 +47,9 @@ public final class PostgresStore: AppStore {
     /// ``makeClient(_:logger:)`` says); `url` names the same database, for the
     /// connections of its own the health watch and the contacts listener use. Call
     /// ``migrate()`` once the client runs, before anything else.
-    public init(client: PostgresClient, url: PostgresURL, operationTimeout: Duration = .seconds(30), logger: Logger = Logger(label: "viewline.postgres")) {
+    public init(
+        client: PostgresClient, url: PostgresURL, operationTimeout: Duration = .seconds(30), logger: Logger = Logger(label: "viewline.postgres")
+    ) {
         database = DatabaseAccess(client: client, url: url, operationTimeout: operationTimeout, logger: logger)
     }
 
@@ -105,7 +107,8 @@ public final class PostgresStore: AppStore {
 
     public func storeUser(_ name: String, passwordHash: String) async throws {
         try await write { [logger] connection in
-            _ = try await connection.query("""
+            _ = try await connection.query(
+                """
                 INSERT INTO viewline_users (name, password_hash) VALUES (\(name), \(passwordHash))
                 ON CONFLICT (name) DO UPDATE SET password_hash = excluded.password_hash
                 """, logger: logger)
@@ -114,10 +117,13 @@ public final class PostgresStore: AppStore {
 
     public func passwordHashes() async throws -> [String: String] {
         var table: [String: String] = [:]
-        for (name, hash) in try await collect("SELECT name, password_hash FROM viewline_users", { row -> (String, String) in
-            let (name, hash) = try row.decode((String, String).self)
-            return (name, hash)
-        }) {
+        for (name, hash) in try await collect(
+            "SELECT name, password_hash FROM viewline_users",
+            { row -> (String, String) in
+                let (name, hash) = try row.decode((String, String).self)
+                return (name, hash)
+            })
+        {
             table[name] = hash
         }
         return table
@@ -127,7 +133,8 @@ public final class PostgresStore: AppStore {
 
     public func setDraft(user: String, text: String, at date: Date) async throws {
         try await write { [logger] connection in
-            _ = try await connection.query("""
+            _ = try await connection.query(
+                """
                 INSERT INTO viewline_drafts (user_name, text, updated_at) VALUES (\(user), \(text), \(date))
                 ON CONFLICT (user_name) DO UPDATE SET text = excluded.text, updated_at = excluded.updated_at
                 """, logger: logger)
@@ -143,11 +150,12 @@ public final class PostgresStore: AppStore {
 
     @discardableResult
     public func deleteDraft(user: String, ifText text: String?) async throws -> Bool {
-        let query: PostgresQuery = if let text {
-            "DELETE FROM viewline_drafts WHERE user_name = \(user) AND text = \(text) RETURNING user_name"
-        } else {
-            "DELETE FROM viewline_drafts WHERE user_name = \(user) RETURNING user_name"
-        }
+        let query: PostgresQuery =
+            if let text {
+                "DELETE FROM viewline_drafts WHERE user_name = \(user) AND text = \(text) RETURNING user_name"
+            } else {
+                "DELETE FROM viewline_drafts WHERE user_name = \(user) RETURNING user_name"
+            }
         return try await write { [logger] connection in
             !(try await connection.collect(query, logger: logger) { try $0.decode(String.self) }.isEmpty)
         }
@@ -155,13 +163,16 @@ public final class PostgresStore: AppStore {
 
     public func insertSavedDraft(user: String, text: String, at date: Date) async throws -> SavedDraft {
         let id = try await write { [logger] connection in
-            let id = try await connection.collect("""
+            let id = try await connection.collect(
+                """
                 INSERT INTO viewline_saved_drafts (user_name, text, saved_at) VALUES (\(user), \(text), \(date)) RETURNING id
-                """, logger: logger) { try $0.decode(Int64.self) }.first
+                """, logger: logger
+            ) { try $0.decode(Int64.self) }.first
             // Bounded per user: the oldest beyond the newest `maximumPerUser` go. "Newest" is
             // the database's insertion order, never `saved_at` (a node's clock: a node whose
             // clock runs ahead would otherwise keep its drafts over everyone's newer ones).
-            _ = try await connection.query("""
+            _ = try await connection.query(
+                """
                 DELETE FROM viewline_saved_drafts WHERE user_name = \(user) AND id NOT IN (
                     SELECT id FROM viewline_saved_drafts WHERE user_name = \(user) ORDER BY id DESC LIMIT \(SavedDraft.maximumPerUser))
                 """, logger: logger)
@@ -171,10 +182,12 @@ public final class PostgresStore: AppStore {
     }
 
     public func savedDrafts(user: String) async throws -> [SavedDraft] {
-        try await collect("""
+        try await collect(
+            """
             SELECT id, user_name, text, saved_at FROM viewline_saved_drafts WHERE user_name = \(user)
             ORDER BY id DESC
-            """) { row in
+            """
+        ) { row in
             let (id, user, text, date) = try row.decode((Int64, String, String, Date).self)
             return SavedDraft(id: id, user: user, text: text, savedAt: date)
         }
@@ -185,7 +198,8 @@ public final class PostgresStore: AppStore {
     public func contactsSnapshot() async throws -> ContactsSnapshot {
         try await database.call { [logger] connection in
             // One statement, one snapshot: the version and the rows agree.
-            let rows = try await connection.query("""
+            let rows = try await connection.query(
+                """
                 SELECT v.version, c.name, c.phone, c.address
                 FROM viewline_contacts_version v LEFT JOIN viewline_contacts c ON true
                 ORDER BY c.name, c.id
@@ -219,11 +233,13 @@ public final class PostgresStore: AppStore {
             }
             if applied == document { return false }
             try await connection.query("DELETE FROM viewline_contacts", logger: logger)
-            try await connection.query("""
+            try await connection.query(
+                """
                 INSERT INTO viewline_contacts (name, phone, address)
                 SELECT * FROM unnest(\(contacts.map(\.name))::text[], \(contacts.map(\.phone))::text[], \(contacts.map(\.address))::text[])
                 """, logger: logger)
-            try await connection.query("""
+            try await connection.query(
+                """
                 INSERT INTO viewline_sync_state (source, applied_document, applied_at) VALUES (\(source), \(document), \(date))
                 ON CONFLICT (source) DO UPDATE SET applied_document = excluded.applied_document, applied_at = excluded.applied_at
                 """, logger: logger)
@@ -238,7 +254,6 @@ public final class PostgresStore: AppStore {
     }
 
     // MARK: - Coordination
-
 
     public func singleFlight(_ job: String, _ body: @escaping @Sendable () async throws -> Bool) async throws -> Bool? {
         // Fail fast while the database is down; the run itself may wait long for the
@@ -261,7 +276,8 @@ public final class PostgresStore: AppStore {
                 if now == before {
                     result = try await body()
                     try await connection.withDeadline(limit) {
-                        _ = try await connection.query("""
+                        _ = try await connection.query(
+                            """
                             INSERT INTO viewline_job_runs (job, generation) VALUES (\(job), 1)
                             ON CONFLICT (job) DO UPDATE SET generation = viewline_job_runs.generation + 1
                             """, logger: logger)

@@ -1,7 +1,7 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 import NIOCore
 import NIOHTTP1
@@ -93,9 +93,12 @@ final class LineConnection: Sendable {
                     // The welcome may come in the same read as the upgrade's answer: keep it.
                     try channel.pipeline.syncOperations.addHTTPClientHandlers(
                         leftOverBytesStrategy: .forwardBytes,
-                        withClientUpgrade: (upgraders: [upgrader], completionHandler: { context in
-                            context.pipeline.removeHandler(request, promise: nil)
-                        }))
+                        withClientUpgrade: (
+                            upgraders: [upgrader],
+                            completionHandler: { context in
+                                context.pipeline.removeHandler(request, promise: nil)
+                            }
+                        ))
                     try channel.pipeline.syncOperations.addHandler(request)
                 }
             }

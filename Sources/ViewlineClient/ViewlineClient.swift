@@ -454,8 +454,9 @@ public actor ViewlineClient {
     private func connectionClosed(_ connection: LineConnection) async {
         guard connection === line else { return }
         line = nil
-        failWelcome(ConnectionClosed(
-            message: connection.failureDescription ?? "the server closed the connection before its welcome", bye: bye, sessionEnded: false))
+        failWelcome(
+            ConnectionClosed(
+                message: connection.failureDescription ?? "the server closed the connection before its welcome", bye: bye, sessionEnded: false))
         guard options.reconnect, !ended, !session.isEmpty else {
             close(reason: bye.map { "the server said bye: \($0.reason)" } ?? "the connection closed")
             return
@@ -467,8 +468,9 @@ public actor ViewlineClient {
             for (id, entry) in pending where !entry.isOwn {
                 pending[id] = nil
                 entry.timer.cancel()
-                entry.continuation.resume(throwing: ConnectionClosed(
-                    message: "the connection dropped before the reply; the command may or may not have run", bye: nil, sessionEnded: false))
+                entry.continuation.resume(
+                    throwing: ConnectionClosed(
+                        message: "the connection dropped before the reply; the command may or may not have run", bye: nil, sessionEnded: false))
             }
         }
         setConnection(.reconnecting)

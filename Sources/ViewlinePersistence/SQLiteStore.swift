@@ -68,13 +68,14 @@ public struct SQLiteStore: AppStore {
             }
         }
         migrator.registerMigration("v2 contacts version") { db in
-            try db.execute(sql: """
-                CREATE TABLE contactsVersion (id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL);
-                INSERT INTO contactsVersion (id, version) VALUES (1, 0);
-                CREATE TRIGGER contactInserted AFTER INSERT ON contact BEGIN UPDATE contactsVersion SET version = version + 1; END;
-                CREATE TRIGGER contactUpdated AFTER UPDATE ON contact BEGIN UPDATE contactsVersion SET version = version + 1; END;
-                CREATE TRIGGER contactDeleted AFTER DELETE ON contact BEGIN UPDATE contactsVersion SET version = version + 1; END;
-                """)
+            try db.execute(
+                sql: """
+                    CREATE TABLE contactsVersion (id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL);
+                    INSERT INTO contactsVersion (id, version) VALUES (1, 0);
+                    CREATE TRIGGER contactInserted AFTER INSERT ON contact BEGIN UPDATE contactsVersion SET version = version + 1; END;
+                    CREATE TRIGGER contactUpdated AFTER UPDATE ON contact BEGIN UPDATE contactsVersion SET version = version + 1; END;
+                    CREATE TRIGGER contactDeleted AFTER DELETE ON contact BEGIN UPDATE contactsVersion SET version = version + 1; END;
+                    """)
         }
         return migrator
     }

@@ -58,7 +58,8 @@ extension DatabaseAccess {
     /// nothing: the node's first record could be written and claimed by another node
     /// while the write was open, and the write commit after the claim.
     private static func ensureRecordRow(for fence: SessionFence, on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.query("""
+        try await connection.query(
+            """
             INSERT INTO viewline_sessions (lookup, secret_digest, owner, snapshot, rev, updated_at)
             VALUES (\(fence.session), ''::bytea, \(fence.node), '', -1, clock_timestamp())
             ON CONFLICT (lookup) DO NOTHING
@@ -72,13 +73,14 @@ extension DatabaseAccess {
     private static func holds(_ fence: SessionFence, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
         let seconds = Double(fence.nodeTimeout.components.seconds) + Double(fence.nodeTimeout.components.attoseconds) / 1e18
         var held = false
-        for try await value in try await connection.query("""
+        for try await value in try await connection.query(
+            """
             WITH record AS (SELECT owner, ended FROM viewline_sessions WHERE lookup = \(fence.session) FOR SHARE)
             SELECT NOT EXISTS (SELECT 1 FROM record WHERE owner <> \(fence.node) OR ended)
                AND EXISTS (SELECT 1 FROM viewline_nodes WHERE id = \(fence.node)
                            AND heartbeat_at > clock_timestamp() - make_interval(secs => \(seconds)))
-            """, logger: logger).decode(Bool.self)
-        {
+            """, logger: logger
+        ).decode(Bool.self) {
             held = value
         }
         return held
@@ -89,11 +91,12 @@ extension DatabaseAccess {
     private static func heartbeatFresh(_ fence: SessionFence, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
         let seconds = Double(fence.nodeTimeout.components.seconds) + Double(fence.nodeTimeout.components.attoseconds) / 1e18
         var fresh = false
-        for try await value in try await connection.query("""
+        for try await value in try await connection.query(
+            """
             SELECT EXISTS (SELECT 1 FROM viewline_nodes WHERE id = \(fence.node)
                            AND heartbeat_at > clock_timestamp() - make_interval(secs => \(seconds)))
-            """, logger: logger).decode(Bool.self)
-        {
+            """, logger: logger
+        ).decode(Bool.self) {
             fresh = value
         }
         return fresh
@@ -106,7 +109,8 @@ extension DatabaseAccess {
     private static func isNewest(_ number: Int64, of fence: SessionFence, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
         let holder = fence.writes.holder
         var recorded = false
-        for try await _ in try await connection.query("""
+        for try await _ in try await connection.query(
+            """
             INSERT INTO viewline_session_writes (lookup, holder, sequence, written_at)
             VALUES (\(fence.session), \(holder), \(number), clock_timestamp())
             ON CONFLICT (lookup) DO UPDATE SET holder = excluded.holder, sequence = excluded.sequence, written_at = excluded.written_at

@@ -23,10 +23,13 @@ package struct Migrations: Sendable {
         try await client.withTransaction(logger: logger) { connection in
             try await connection.query("SELECT pg_advisory_xact_lock(\(DatabaseAccess.lockNamespace), \(lockKey))", logger: logger)
             try await connection.query(
-                PostgresQuery(unsafeSQL: "CREATE TABLE IF NOT EXISTS \(table) (version int PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"),
+                PostgresQuery(
+                    unsafeSQL: "CREATE TABLE IF NOT EXISTS \(table) (version int PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"),
                 logger: logger)
             var applied: Set<Int> = []
-            for try await version in try await connection.query(PostgresQuery(unsafeSQL: "SELECT version FROM \(table)"), logger: logger).decode(Int.self) {
+            for try await version in try await connection.query(PostgresQuery(unsafeSQL: "SELECT version FROM \(table)"), logger: logger).decode(
+                Int.self)
+            {
                 applied.insert(version)
             }
             for step in steps where !applied.contains(step.version) {

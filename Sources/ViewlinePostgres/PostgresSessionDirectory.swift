@@ -46,7 +46,9 @@ public struct PostgresSessionDirectory: SessionDirectory {
     /// A directory over `client`, which its owner runs (in a `ServiceGroup`); `url`
     /// names the same database, for the connections of its own that lease renewals
     /// and the health watch use. Call ``migrate()`` once the client runs.
-    public init(client: PostgresClient, url: PostgresURL, operationTimeout: Duration = .seconds(30), logger: Logger = Logger(label: "viewline.cluster")) {
+    public init(
+        client: PostgresClient, url: PostgresURL, operationTimeout: Duration = .seconds(30), logger: Logger = Logger(label: "viewline.cluster")
+    ) {
         self.init(DatabaseAccess(client: client, url: url, operationTimeout: operationTimeout, logger: logger))
     }
 
@@ -96,7 +98,8 @@ public struct PostgresSessionDirectory: SessionDirectory {
         // The new heartbeat is the time the row is updated, after any claim holding the
         // row (`claim`'s `FOR SHARE`) has ended: a lease a claim found expired is
         // reported expired here, and the node's check of its sessions finds the claim.
-        let expired = try await lease.bool("""
+        let expired = try await lease.bool(
+            """
             WITH previous AS (SELECT heartbeat_at FROM viewline_nodes WHERE id = \(node.id)),
             renewed AS (
                 INSERT INTO viewline_nodes (id, address, web, heartbeat_at) VALUES (\(node.id), \(node.address), \(node.web), clock_timestamp())
@@ -111,12 +114,14 @@ public struct PostgresSessionDirectory: SessionDirectory {
         // Housekeeping, off the renewal's path: records of sessions whose node is long
         // gone and that nobody attached to.
         Task { [database] in
-            try? await database.run("""
+            try? await database.run(
+                """
                 DELETE FROM viewline_sessions s WHERE s.updated_at < clock_timestamp() - make_interval(secs => \(recordsExpireAfter.inSeconds))
                 AND NOT EXISTS (SELECT 1 FROM viewline_nodes n WHERE n.id = s.owner AND n.heartbeat_at > clock_timestamp() - interval '60 seconds')
                 """, timeout: statementTimeout)
             try? await database.run(
-                "DELETE FROM viewline_session_writes WHERE written_at < clock_timestamp() - make_interval(secs => \(recordsExpireAfter.inSeconds))", timeout: statementTimeout)
+                "DELETE FROM viewline_session_writes WHERE written_at < clock_timestamp() - make_interval(secs => \(recordsExpireAfter.inSeconds))",
+                timeout: statementTimeout)
         }
         return LeaseRenewal(previousExpired: expired)
     }
@@ -127,7 +132,8 @@ public struct PostgresSessionDirectory: SessionDirectory {
     /// another value adopts the stored one.
     public func agreedNodeTimeout(proposing proposed: Duration) async throws -> Duration {
         let milliseconds = String(Int(proposed.inSeconds * 1000))
-        try await database.run("""
+        try await database.run(
+            """
             INSERT INTO viewline_cluster_settings (name, value) VALUES ('node_timeout_ms', \(milliseconds)) ON CONFLICT (name) DO NOTHING
             """)
         let stored = try await database.collect("SELECT value FROM viewline_cluster_settings WHERE name = 'node_timeout_ms'") { row in
@@ -144,12 +150,14 @@ public struct PostgresSessionDirectory: SessionDirectory {
     /// the others made.
     public func agreedTokenKey() async throws -> [UInt8] {
         let proposed = Hex.random(bytes: 32)
-        try await database.run("""
+        try await database.run(
+            """
             INSERT INTO viewline_cluster_settings (name, value) VALUES ('token_key', \(proposed)) ON CONFLICT (name) DO NOTHING
             """)
-        let stored = try await database.collect("SELECT value FROM viewline_cluster_settings WHERE name = 'token_key'") { row in
-            try row.decode(String.self)
-        }.first ?? proposed
+        let stored =
+            try await database.collect("SELECT value FROM viewline_cluster_settings WHERE name = 'token_key'") { row in
+                try row.decode(String.self)
+            }.first ?? proposed
         guard let key = Hex.bytes(stored), key.count == 32 else { throw TokenKeyUnreadable() }
         return key
     }
@@ -177,7 +185,8 @@ public struct PostgresSessionDirectory: SessionDirectory {
         // the batch is written now.
         let revs = records.map { Int64($0.rev) }
         let lookups = records.map(\.lookup)
-        let outcome = try await self.records.rows("""
+        let outcome = try await self.records.rows(
+            """
             WITH input AS (
                 SELECT * FROM unnest(\(lookups)::text[], \(records.map { Hex.string($0.secretDigest) })::text[],
                                      \(records.map(\.owner))::text[], \(records.map(\.snapshot))::text[], \(revs)::int8[]) AS r(l, d, o, s, v)),
@@ -196,7 +205,8 @@ public struct PostgresSessionDirectory: SessionDirectory {
                 WHERE viewline_sessions.owner = excluded.owner AND NOT viewline_sessions.ended
                 RETURNING lookup)
             SELECT lookup, true FROM written UNION ALL SELECT l, false FROM busy
-            """, timeout: writeTimeout.value.withLock { $0 }) { row in try row.decode((String, Bool).self) }
+            """, timeout: writeTimeout.value.withLock { $0 }
+        ) { row in try row.decode((String, Bool).self) }
         let kept = Set(outcome.filter(\.1).map(\.0))
         let skipped = Set(outcome.filter { !$0.1 }.map(\.0))
         return SavedRecords(
@@ -211,7 +221,8 @@ public struct PostgresSessionDirectory: SessionDirectory {
         // Fenced like a batch: a live record another node claimed stays live. A row
         // another transaction holds (a claim, that session's own fenced write) is
         // skipped, not waited for: the records loop never waits on one session's lock.
-        let outcome = try await records.rows("""
+        let outcome = try await records.rows(
+            """
             WITH free AS (SELECT lookup FROM viewline_sessions WHERE lookup = ANY(\(lookups)::text[]) ORDER BY lookup FOR UPDATE SKIP LOCKED),
             busy AS (SELECT l FROM unnest(\(lookups)::text[]) AS l WHERE EXISTS (SELECT 1 FROM viewline_sessions s WHERE s.lookup = l)
                      AND l NOT IN (SELECT lookup FROM free)),
@@ -224,7 +235,8 @@ public struct PostgresSessionDirectory: SessionDirectory {
                 WHERE viewline_sessions.owner = excluded.owner OR viewline_sessions.ended
                 RETURNING lookup)
             SELECT lookup, true FROM ended UNION ALL SELECT l, false FROM busy
-            """, timeout: writeTimeout.value.withLock { $0 }) { row in try row.decode((String, Bool).self) }
+            """, timeout: writeTimeout.value.withLock { $0 }
+        ) { row in try row.decode((String, Bool).self) }
         let done = Set(outcome.filter(\.1).map(\.0))
         let skipped = Set(outcome.filter { !$0.1 }.map(\.0))
         return SavedRecords(
@@ -232,19 +244,23 @@ public struct PostgresSessionDirectory: SessionDirectory {
     }
 
     public func liveNodes(nodeTimeout: Duration) async throws -> Int? {
-        try await database.collect("""
+        try await database.collect(
+            """
             SELECT count(*)::int8 FROM viewline_nodes
             WHERE heartbeat_at > clock_timestamp() - make_interval(secs => \(nodeTimeout.inSeconds))
-            """, timeout: statementTimeout) { row in Int(try row.decode(Int64.self)) }.first
+            """, timeout: statementTimeout
+        ) { row in Int(try row.decode(Int64.self)) }.first
     }
 
     public func find(lookup: String, nodeTimeout: Duration) async throws -> SessionLocation? {
-        try await database.collect("""
+        try await database.collect(
+            """
             SELECT s.lookup, encode(s.secret_digest, 'hex'), s.owner, s.snapshot, s.rev, coalesce(n.address, ''), coalesce(n.web, ''),
                    coalesce(n.heartbeat_at > clock_timestamp() - make_interval(secs => \(nodeTimeout.inSeconds)), false)
             FROM viewline_sessions s LEFT JOIN viewline_nodes n ON n.id = s.owner
             WHERE s.lookup = \(lookup) AND NOT s.ended
-            """, timeout: statementTimeout) { row in
+            """, timeout: statementTimeout
+        ) { row in
             let (lookup, digest, owner, snapshot, rev, address, web, alive) = try row.decode(
                 (String, String, String, String, Int64, String, String, Bool).self)
             return SessionLocation(
@@ -263,21 +279,24 @@ public struct PostgresSessionDirectory: SessionDirectory {
         // renewal that comes while the claim runs waits for it, so its lapse check finds it.
         // It returns the row as claimed: a record the previous owner wrote after the
         // `find` is the one restored, its rev raised for the new owner to start from.
-        try await database.collect("""
+        try await database.collect(
+            """
             WITH owner_lease AS (
                 SELECT heartbeat_at FROM viewline_nodes WHERE id = \(previousOwner) FOR SHARE)
             UPDATE viewline_sessions SET owner = \(node.id), updated_at = clock_timestamp(), rev = rev + \(Int64(SessionRecord.maximumLag))
             WHERE lookup = \(lookup) AND owner = \(previousOwner) AND NOT ended
             AND NOT EXISTS (SELECT 1 FROM owner_lease WHERE heartbeat_at > clock_timestamp() - make_interval(secs => \(nodeTimeout.inSeconds)))
             RETURNING lookup, encode(secret_digest, 'hex'), owner, snapshot, rev
-            """, timeout: statementTimeout) { row in
+            """, timeout: statementTimeout
+        ) { row in
             let (lookup, digest, owner, snapshot, rev) = try row.decode((String, String, String, String, Int64).self)
             return SessionRecord(lookup: lookup, secretDigest: Hex.bytes(digest) ?? [], owner: owner, snapshot: snapshot, rev: Int(rev))
         }.first
     }
 
     public func release(lookup: String, by node: ClusterNode, to previousOwner: String) async throws {
-        try await database.run("""
+        try await database.run(
+            """
             UPDATE viewline_sessions SET owner = \(previousOwner), rev = GREATEST(0, rev - \(Int64(SessionRecord.maximumLag)))
             WHERE lookup = \(lookup) AND owner = \(node.id)
             """, timeout: statementTimeout)
@@ -287,9 +306,11 @@ public struct PostgresSessionDirectory: SessionDirectory {
         guard !lookups.isEmpty else { return [] }
         // A session with no record yet was never seen by another node: not lost. One
         // another node claimed and then ended (quit, expired there) is lost too.
-        return try await database.collect("""
+        return try await database.collect(
+            """
             SELECT lookup FROM viewline_sessions WHERE lookup = ANY(\(lookups)::text[]) AND owner <> \(node.id)
-            """, timeout: statementTimeout) { try $0.decode(String.self) }
+            """, timeout: statementTimeout
+        ) { try $0.decode(String.self) }
     }
 
 }

@@ -13,9 +13,10 @@ package final class StoreFigures: Sendable {
     package let listenReconnects: Counter
 
     private init() {
-        calls = Dictionary(uniqueKeysWithValues: Outcome.allCases.map {
-            ($0, Counter(label: "viewline_store_calls_total", dimensions: [("store", "postgresql"), ("outcome", $0.rawValue)]))
-        })
+        calls = Dictionary(
+            uniqueKeysWithValues: Outcome.allCases.map {
+                ($0, Counter(label: "viewline_store_calls_total", dimensions: [("store", "postgresql"), ("outcome", $0.rawValue)]))
+            })
         latency = Timer(label: "viewline_store_call_duration_seconds", dimensions: [("store", "postgresql")])
         listenReconnects = Counter(label: "viewline_listen_reconnects_total")
     }

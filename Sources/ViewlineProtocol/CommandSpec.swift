@@ -134,11 +134,12 @@ public struct CommandSpec: Sendable, Equatable {
                 }
             case .integer(let minimum, let maximum, _):
                 guard let number = value.intValue, number >= minimum, number <= maximum else {
-                    throw usageError(maximum == Argument.largestSafeInteger
-                        ? (minimum == 0
-                            ? "\(argument.name) must be a non-negative integer"
-                            : "\(argument.name) must be an integer of at least \(minimum)")
-                        : "\(argument.name) must be an integer from \(minimum) to \(maximum)")
+                    throw usageError(
+                        maximum == Argument.largestSafeInteger
+                            ? (minimum == 0
+                                ? "\(argument.name) must be a non-negative integer"
+                                : "\(argument.name) must be an integer of at least \(minimum)")
+                            : "\(argument.name) must be an integer from \(minimum) to \(maximum)")
                 }
             case .fields:
                 guard let object = value.objectValue else { throw usageError("\(argument.name) must be an object of strings") }

@@ -31,7 +31,10 @@ extension CommandTable {
                     "additionalProperties": false,
                     "properties": [
                         "id": ["type": ["string", "number"]],
-                        "cmd": ["type": "string", "pattern": .string("^(" + all.map { Self.caseInsensitive($0.name).dropFirst().dropLast() }.joined(separator: "|") + ")$")],
+                        "cmd": [
+                            "type": "string",
+                            "pattern": .string("^(" + all.map { Self.caseInsensitive($0.name).dropFirst().dropLast() }.joined(separator: "|") + ")$"),
+                        ],
                         "args": ["type": ["object", "null"]],
                     ],
                     "allOf": .array(perCommand),
@@ -50,10 +53,11 @@ extension CommandTable {
 
     /// `^[Pp][Ii][Nn][Gg]$` for `ping`: JSON Schema patterns have no case-insensitive flag.
     static func caseInsensitive(_ name: String) -> String {
-        "^" + name.map { character in
-            let lower = character.lowercased(), upper = character.uppercased()
-            return lower == upper ? (character == "-" ? "\\-" : String(character)) : "[\(upper)\(lower)]"
-        }.joined() + "$"
+        "^"
+            + name.map { character in
+                let lower = character.lowercased(), upper = character.uppercased()
+                return lower == upper ? (character == "-" ? "\\-" : String(character)) : "[\(upper)\(lower)]"
+            }.joined() + "$"
     }
 }
 

@@ -27,7 +27,8 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConve
     /// `unknown_command`: The command name is not known; `help` lists them.
     public static let unknownCommand = ErrorCode("unknown_command", meaning: "The command name is not known; `help` lists them.")
     /// `bad_arguments`: The command's arguments are missing or of the wrong type; the message shows the usage.
-    public static let badArguments = ErrorCode("bad_arguments", meaning: "The command's arguments are missing or of the wrong type; the message shows the usage.")
+    public static let badArguments = ErrorCode(
+        "bad_arguments", meaning: "The command's arguments are missing or of the wrong type; the message shows the usage.")
     /// `bad_syntax`: The inline line could not be split: an unbalanced quote or a dangling backslash.
     public static let badSyntax = ErrorCode("bad_syntax", meaning: "The inline line could not be split: an unbalanced quote or a dangling backslash.")
     /// `bad_json`: A line starting with `{` is not a JSON object with a string `cmd`.
@@ -35,7 +36,11 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConve
     /// `bad_encoding`: The line is not valid UTF-8.
     public static let badEncoding = ErrorCode("bad_encoding", meaning: "The line is not valid UTF-8.")
     /// `bad_request`: The command is too complex: JSON nested deeper than 32, an object with more than 256 keys, more than 4,096 values, or more words, fields or characters than a limit allows (PROTOCOL §8).
-    public static let badRequest = ErrorCode("bad_request", meaning: "The command is too complex: JSON nested deeper than 32, an object with more than 256 keys, more than 4,096 values, or more words, fields or characters than a limit allows (PROTOCOL §8).")
+    public static let badRequest = ErrorCode(
+        "bad_request",
+        meaning:
+            "The command is too complex: JSON nested deeper than 32, an object with more than 256 keys, more than 4,096 values, or more words, fields or characters than a limit allows (PROTOCOL §8)."
+    )
     /// `line_too_long`: The line exceeded the server's limit; the rest of it was discarded.
     public static let lineTooLong = ErrorCode("line_too_long", meaning: "The line exceeded the server's limit; the rest of it was discarded.")
     /// `no_alert`: `confirm`/`cancel` while no alert is presented.
@@ -53,19 +58,31 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConve
     /// `timeout`: `wait` timed out before the session settled.
     public static let timeout = ErrorCode("timeout", meaning: "`wait` timed out before the session settled.")
     /// `bad_token`: `attach` named a session token that is unknown, expired or wrong (which one is not said).
-    public static let badToken = ErrorCode("bad_token", meaning: "`attach` named a session token that is unknown, expired or wrong (which one is not said).")
+    public static let badToken = ErrorCode(
+        "bad_token", meaning: "`attach` named a session token that is unknown, expired or wrong (which one is not said).")
     /// `attach_throttled`: Too many failed `attach` attempts from this address; the message says how long to wait.
-    public static let attachThrottled = ErrorCode("attach_throttled", meaning: "Too many failed `attach` attempts from this address; the message says how long to wait.")
+    public static let attachThrottled = ErrorCode(
+        "attach_throttled", meaning: "Too many failed `attach` attempts from this address; the message says how long to wait.")
     /// `busy`: The same work is already running for this session, or a later change of it was saved first (the message says which).
-    public static let busy = ErrorCode("busy", meaning: "The same work is already running for this session, or a later change of it was saved first (the message says which).")
+    public static let busy = ErrorCode(
+        "busy", meaning: "The same work is already running for this session, or a later change of it was saved first (the message says which).")
     /// `moved`: `attach`: the session lives on another node, alive; `address` says where to attach instead.
-    public static let moved = ErrorCode("moved", meaning: "`attach`: the session lives on another node, alive; `address` says where to attach instead.")
+    public static let moved = ErrorCode(
+        "moved", meaning: "`attach`: the session lives on another node, alive; `address` says where to attach instead.")
     /// `unavailable`: The database the command needs cannot be reached right now; the session keeps its state; try again.
-    public static let unavailable = ErrorCode("unavailable", meaning: "The database the command needs cannot be reached right now; the session keeps its state; try again.")
+    public static let unavailable = ErrorCode(
+        "unavailable", meaning: "The database the command needs cannot be reached right now; the session keeps its state; try again.")
     /// `server_busy`: The server is too loaded for this right now (log-ins being checked, or the node holds all the sessions it may); try again in a moment.
-    public static let serverBusy = ErrorCode("server_busy", meaning: "The server is too loaded for this right now (log-ins being checked, or the node holds all the sessions it may); try again in a moment.")
+    public static let serverBusy = ErrorCode(
+        "server_busy",
+        meaning:
+            "The server is too loaded for this right now (log-ins being checked, or the node holds all the sessions it may); try again in a moment.")
     /// `internal_error`: The server failed unexpectedly; the session goes on. The message is generic (the error itself is in the server's log, with the session and the command: it may hold anything a backend said).
-    public static let internalError = ErrorCode("internal_error", meaning: "The server failed unexpectedly; the session goes on. The message is generic (the error itself is in the server's log, with the session and the command: it may hold anything a backend said).")
+    public static let internalError = ErrorCode(
+        "internal_error",
+        meaning:
+            "The server failed unexpectedly; the session goes on. The message is generic (the error itself is in the server's log, with the session and the command: it may hold anything a backend said)."
+    )
 
     /// The codes of the protocol and the runtime, in the order `help` lists them
     /// (an app's own codes come before `internal_error`).

@@ -75,9 +75,11 @@ public enum InlineTokenizer {
 
     /// Quotes a word so that `split` gives it back unchanged: the inverse used by clients.
     public static func quote(_ word: String) -> String {
-        let needsQuotes = word.isEmpty || word.unicodeScalars.contains { c in
-            c == " " || c == "\t" || c == "\"" || c == "\\" || c == "\n" || c == "\r"
-        }
+        let needsQuotes =
+            word.isEmpty
+            || word.unicodeScalars.contains { c in
+                c == " " || c == "\t" || c == "\"" || c == "\\" || c == "\n" || c == "\r"
+            }
         guard needsQuotes else { return word }
         var out = "\""
         for c in word.unicodeScalars {

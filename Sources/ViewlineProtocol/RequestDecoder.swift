@@ -161,7 +161,8 @@ public enum RequestDecoder {
             return .failure(Failure(re: id, error: ProtocolError(.badJSON, "a JSON command needs a string \"cmd\" (or an inline \"line\")")))
         }
         for key in object.keys where !["id", "cmd", "args"].contains(key) {
-            return .failure(Failure(re: id, error: ProtocolError(.badJSON, "unexpected key \"\(key)\"; a JSON command has id, cmd and args, or id and line")))
+            return .failure(
+                Failure(re: id, error: ProtocolError(.badJSON, "unexpected key \"\(key)\"; a JSON command has id, cmd and args, or id and line")))
         }
         var args = JSONObject()
         if let raw = object["args"], !raw.isNull {

@@ -39,7 +39,8 @@ extension ServerMessage {
             self = .dismiss(rev: rev, id: id)
         case "bye":
             let reason = json["reason"]?.stringValue ?? ""
-            let code = json["code"]?.stringValue.map(Bye.Code.init(rawValue:))
+            let code =
+                json["code"]?.stringValue.map(Bye.Code.init(rawValue:))
                 ?? (Bye.isFinal(code: nil, reason: reason) ? .ended : .shutdown)
             self = .bye(Bye(code, reason))
         default:

@@ -3,7 +3,7 @@ import Synchronization
 import ViewlineClient
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The REPL's side of a ``ViewlineClient``: the one implementation of the protocol's
@@ -130,7 +130,8 @@ public final class ClientBridge: Sendable {
         queue.withLock { queue in
             if queue.count >= Self.maximumQueued, case .message = item {
                 // Among the oldest few (so a queue of replies costs no scan of it all).
-                let oldest = queue.prefix(64).firstIndex { if case .message(let message) = $0 { message["type"] != "reply" } else { false } }
+                let oldest =
+                    queue.prefix(64).firstIndex { if case .message(let message) = $0 { message["type"] != "reply" } else { false } }
                     ?? queue.firstIndex { if case .message = $0 { true } else { false } }
                 if let oldest { queue.remove(at: oldest) }
             }

@@ -182,9 +182,12 @@ public struct EventRenderer: Sendable {
             if query.isEmpty && results.isEmpty { return "\(title) no search yet" }
             let head = "\(title) \"\(query)\": \(results.count) result\(results.count == 1 ? "" : "s")"
             guard !results.isEmpty else { return head }
-            return head + "\n" + table(["NAME", "CUISINE", "RATING", "ADDRESS"], results.map {
-                [$0["name"]?.stringValue ?? "", $0["cuisine"]?.stringValue ?? "", Self.rating($0), $0["address"]?.stringValue ?? ""]
-            })
+            return head + "\n"
+                + table(
+                    ["NAME", "CUISINE", "RATING", "ADDRESS"],
+                    results.map {
+                        [$0["name"]?.stringValue ?? "", $0["cuisine"]?.stringValue ?? "", Self.rating($0), $0["address"]?.stringValue ?? ""]
+                    })
         case "session":
             if state["loggedIn"]?.boolValue == true {
                 return "\(title) logged in as \(style.bold(state["user"]?.stringValue ?? "?"))"
@@ -200,9 +203,12 @@ public struct EventRenderer: Sendable {
             let syncing = state["syncing"]?.boolValue == true ? style.dim(" (syncing…)") : ""
             let head = "\(title) \(items.count) contact\(items.count == 1 ? "" : "s")\(syncing)"
             guard !items.isEmpty else { return head }
-            return head + "\n" + table(["NAME", "PHONE", "ADDRESS"], items.map {
-                [$0["name"]?.stringValue ?? "", $0["phone"]?.stringValue ?? "", $0["address"]?.stringValue ?? ""]
-            })
+            return head + "\n"
+                + table(
+                    ["NAME", "PHONE", "ADDRESS"],
+                    items.map {
+                        [$0["name"]?.stringValue ?? "", $0["phone"]?.stringValue ?? "", $0["address"]?.stringValue ?? ""]
+                    })
         case "playlist":
             return renderPlaylist(state, rows: state["items"]?.arrayValue ?? [])
         default:
@@ -263,16 +269,20 @@ public struct EventRenderer: Sendable {
         if state["loading"]?.boolValue == true { return head + style.dim(" (loading…)") }
         if state["hasMore"]?.boolValue == true { head += style.dim(" — type more for the next page") }
         guard !rows.isEmpty else { return head }
-        return head + "\n" + table(["#", "TITLE", "ARTIST"], rows.map {
-            [plain($0["position"] ?? .null), $0["title"]?.stringValue ?? "", $0["artist"]?.stringValue ?? ""]
-        })
+        return head + "\n"
+            + table(
+                ["#", "TITLE", "ARTIST"],
+                rows.map {
+                    [plain($0["position"] ?? .null), $0["title"]?.stringValue ?? "", $0["artist"]?.stringValue ?? ""]
+                })
     }
 
     /// A playlist display event: when a page was appended to the rows already
     /// printed, only the new rows are printed (`state playlist` shows them all).
     mutating func renderPlaylistDisplay(_ state: JSON) -> String {
         let items = state["items"]?.arrayValue ?? []
-        let appended = !shownPlaylist.isEmpty && items.count >= shownPlaylist.count
+        let appended =
+            !shownPlaylist.isEmpty && items.count >= shownPlaylist.count
             && Array(items.prefix(shownPlaylist.count)) == shownPlaylist
         let rows = appended ? Array(items.dropFirst(shownPlaylist.count)) : items
         if state["loading"]?.boolValue != true { shownPlaylist = items }

@@ -2,7 +2,7 @@ import CEditLineShim
 import ViewlineClient
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The interactive REPL on libedit: line editing, history, Tab completion, and
@@ -115,8 +115,10 @@ public final class InteractiveREPL {
             }
             if line.lowercased() == "token" {
                 let token = client.token ?? "?"
-                print(renderer.style.dim(TerminalText.clean(
-                    "session \(client.session ?? "?"), token \(token); join it from another terminal with: viewline --attach \(token)")))
+                print(
+                    renderer.style.dim(
+                        TerminalText.clean(
+                            "session \(client.session ?? "?"), token \(token); join it from another terminal with: viewline --attach \(token)")))
                 continue
             }
             if ["exit", "quit"].contains(line.lowercased()) {

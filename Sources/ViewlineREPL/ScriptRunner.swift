@@ -1,7 +1,7 @@
 import ViewlineClient
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Runs commands from a non-terminal standard input: one line at a time, waiting

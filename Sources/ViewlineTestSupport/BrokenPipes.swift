@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// `SIGPIPE` ignored in the test process: a write to a peer that has gone (a server

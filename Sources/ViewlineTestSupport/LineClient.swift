@@ -2,7 +2,7 @@ import Foundation
 import ViewlineProtocol
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A raw TCP client for end-to-end tests: sends bytes, reads JSON lines with timeouts.

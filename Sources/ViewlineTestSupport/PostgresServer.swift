@@ -1,8 +1,8 @@
 import Foundation
 
 #if canImport(Glibc)
-import CPseudoTerminal
-import Glibc
+    import CPseudoTerminal
+    import Glibc
 #endif
 
 /// A real, throwaway PostgreSQL server from Debian's packages, through the one

@@ -2,7 +2,7 @@ import CPseudoTerminal
 import Foundation
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Runs a program on a pseudo-terminal, as a person at a terminal would: the

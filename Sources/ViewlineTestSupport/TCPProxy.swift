@@ -2,7 +2,7 @@ import Foundation
 import Synchronization
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A loopback TCP proxy a test can cut, as a dropped Wi-Fi would: every connection
@@ -50,7 +50,9 @@ public final class TCPProxy: @unchecked Sendable {
 
     /// Drops every connection through the proxy.
     public func cut() {
-        for fd in open.withLock({ fds in defer { fds = [] }; return fds }) { shutdown(fd, Int32(SHUT_RDWR)) }
+        for fd in open.withLock({ fds in
+            defer { fds = [] }; return fds
+        }) { shutdown(fd, Int32(SHUT_RDWR)) }
     }
 
     /// The target goes down: new connections are closed at once, until ``up()``, and

@@ -24,7 +24,9 @@ final class LiveConnection: Sendable {
 
     /// Starts `application` on a port of its own and connects to it; returns once
     /// the connection was welcomed, with the server-side session.
-    static func start(_ application: Application, configuration: ServerConfiguration, recorder: MessageRecorder) async throws -> (LiveConnection, Session) {
+    static func start(_ application: Application, configuration: ServerConfiguration, recorder: MessageRecorder) async throws -> (
+        LiveConnection, Session
+    ) {
         let server = try ViewlineServer(application: application, configuration: configuration, logger: application.logger)
         let serving = Task<Void, Never> { _ = try? await server.run() }
         let reader = LineReader(recorder: recorder)
@@ -109,7 +111,11 @@ private final class LineReader: ChannelInboundHandler, Sendable {
 
     private func take(_ line: [UInt8]) {
         guard let message = ServerMessage(line: line) else {
-            recorder.output(.reply(re: .null, result: .failure(ProtocolError(.badJSON, "the test store could not read the server's line: \(String(decoding: line, as: UTF8.self))"))))
+            recorder.output(
+                .reply(
+                    re: .null,
+                    result: .failure(
+                        ProtocolError(.badJSON, "the test store could not read the server's line: \(String(decoding: line, as: UTF8.self))"))))
             return
         }
         switch message {

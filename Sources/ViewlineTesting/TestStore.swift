@@ -125,8 +125,7 @@ public final class TestStore {
     /// Sends one line (inline or JSON) and returns its reply, which must be the next message.
     @discardableResult
     public func send(_ line: String, sourceLocation: SourceLocation = #_sourceLocation) async -> Result<JSON, ProtocolError>? {
-        if exhaustive { checkNothingUnasserted("before sending \"\(line)\"", sourceLocation) }
-        else { asserted = recorder.all.count }
+        if exhaustive { checkNothingUnasserted("before sending \"\(line)\"", sourceLocation) } else { asserted = recorder.all.count }
         if let live {
             do {
                 try await live.send(line)

@@ -2,7 +2,7 @@ import CEpoll
 import Foundation
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The load generator for the command-rate scenarios: one thread, one `epoll`
@@ -75,7 +75,9 @@ struct EpollLoad {
             let short = Int(header[1] & 0x7F)
             let needed = short == 126 ? 4 : short == 127 ? 10 : 2
             guard header.count == needed else { continue }
-            let length = short == 126 ? Int(header[2]) << 8 | Int(header[3])
+            let length =
+                short == 126
+                ? Int(header[2]) << 8 | Int(header[3])
                 : short == 127 ? header[2..<10].reduce(0) { $0 << 8 | Int($1) } : short
             connection.header.removeAll(keepingCapacity: true)
             connection.payloadLeft = length
@@ -95,7 +97,8 @@ struct EpollLoad {
 
     /// The upgrade to WebSocket on `fd`, blocking; then the welcome message.
     static func upgrade(_ fd: Int32, port: Int) -> Bool {
-        let request = "GET /ws HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        let request =
+            "GET /ws HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
             + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
         guard ViewlineBench.write(fd, Array(request.utf8)) else { return false }
         // The 101 response, then the welcome frame: read until both are in.

@@ -2,7 +2,7 @@ import NIOCore
 import NIOPosix
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The least a line server on SwiftNIO can do, as the yardstick for Viewline's own

@@ -4,7 +4,7 @@ import Foundation
 import Synchronization
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// `viewline-bench`: load from a second process, on loopback only. Each connection
@@ -28,16 +28,26 @@ struct ViewlineBench: ParsableCommand {
     @Flag(help: "--port is a --web-port: speak WebSocket at /ws, one text message per command.") var websocket = false
     @Option(help: "Idle-memory scenario: open this many sessions (one ping each) and report the server's RSS growth.") var idle = 0
     @Option(help: "Fan-out scenario: this many sessions show contacts; one change must reach them all.") var fanout = 0
-    @Option(help: "Detached-session scenario: open this many sessions, each runs --command and settles, then hangs up; reports the server's RSS growth per session and how fast 1,000 of them attach again.") var detached = 0
-    @Option(help: "Expiry scenario: open this many sessions at once (16 at a time), each runs --command and hangs up; then ping another session until they have all expired (--expire-after) and report the longest ping.") var expiry = 0
+    @Option(
+        help:
+            "Detached-session scenario: open this many sessions, each runs --command and settles, then hangs up; reports the server's RSS growth per session and how fast 1,000 of them attach again."
+    ) var detached = 0
+    @Option(
+        help:
+            "Expiry scenario: open this many sessions at once (16 at a time), each runs --command and hangs up; then ping another session until they have all expired (--expire-after) and report the longest ping."
+    ) var expiry = 0
     @Option(help: "With --expiry: the server's --session-ttl, in seconds.") var expireAfter = 0.0
-    @Option(help: "Fan-out across a cluster: other nodes' ports (comma-separated); sessions are spread over every node, the sync runs on --port.") var otherPorts = ""
+    @Option(help: "Fan-out across a cluster: other nodes' ports (comma-separated); sessions are spread over every node, the sync runs on --port.")
+    var otherPorts = ""
     @Option(help: "The server's pid (idle memory, from /proc; with --cpu, its CPU time).") var serverPid = 0
     @Flag(help: "With --server-pid: print only the server's CPU time (user + system, from /proc/PID/stat) per command, in µs.") var cpu = false
     @Option(help: "The server's --remote-contacts file (fan-out rewrites it).") var contactsFile = ""
     @Option(help: "Extra connections that flood the server meanwhile (not measured).") var flood = 0
     @Option(help: "What the flooding connections send, each waiting for its reply.") var floodCommand = "login alice wrong-password"
-    @Option(help: "Measure nothing: serve the floor (a bare SwiftNIO line server answering each line as `ping`, nothing decoded) with this many event loops on 127.0.0.1:--port (0: any), printing `listening on`, until stopped.") var floorServer = 0
+    @Option(
+        help:
+            "Measure nothing: serve the floor (a bare SwiftNIO line server answering each line as `ping`, nothing decoded) with this many event loops on 127.0.0.1:--port (0: any), printing `listening on`, until stopped."
+    ) var floorServer = 0
 
     func validate() throws {
         guard (1...1000).contains(connections) else { throw ValidationError("--connections must be 1...1000") }
@@ -93,10 +103,15 @@ struct ViewlineBench: ParsableCommand {
             print(String(format: "%.0f %.0f %.0f", rate, percentile(0.5), percentile(0.99)))
             return
         }
-        print(String(format: "%@ x%d connections, depth %d, %.1fs: %.0f commands/s; batch latency p50 %.0f µs, p99 %.0f µs; %d failed connections",
-                     command, connections, depth, seconds, rate, percentile(0.5), percentile(0.99), load.failedConnections))
+        print(
+            String(
+                format: "%@ x%d connections, depth %d, %.1fs: %.0f commands/s; batch latency p50 %.0f µs, p99 %.0f µs; %d failed connections",
+                command, connections, depth, seconds, rate, percentile(0.5), percentile(0.99), load.failedConnections))
         if flood > 0 {
-            print(String(format: "  meanwhile %d connections sent \"%@\": %.0f/s", flood, floodCommand, Double(flooded.load(ordering: .relaxed)) / seconds))
+            print(
+                String(
+                    format: "  meanwhile %d connections sent \"%@\": %.0f/s", flood, floodCommand, Double(flooded.load(ordering: .relaxed)) / seconds)
+            )
         }
     }
 
@@ -233,8 +248,10 @@ extension ViewlineBench {
         if brief {
             print(String(format: "%.1f %.0f %.0f", perSession, p50, p99))
         } else {
-            print(String(format: "%d detached sessions after \"%@\": server RSS %d → %d KiB, %.1f KiB per session; attach p50 %.0f µs, p99 %.0f µs",
-                         detached, command, before, after, perSession, p50, p99))
+            print(
+                String(
+                    format: "%d detached sessions after \"%@\": server RSS %d → %d KiB, %.1f KiB per session; attach p50 %.0f µs, p99 %.0f µs",
+                    detached, command, before, after, perSession, p50, p99))
         }
     }
 
@@ -288,8 +305,11 @@ extension ViewlineBench {
         if brief {
             print(String(format: "%.1f", longestMs))
         } else {
-            print(String(format: "%d sessions opened in %.1f s and expired: longest of %d pings meanwhile %.1f ms; server RSS %d KiB at the peak, %d KiB after",
-                         opened.load(ordering: .relaxed), Double(openedIn.components.seconds), count, longestMs, peak, after))
+            print(
+                String(
+                    format:
+                        "%d sessions opened in %.1f s and expired: longest of %d pings meanwhile %.1f ms; server RSS %d KiB at the peak, %d KiB after",
+                    opened.load(ordering: .relaxed), Double(openedIn.components.seconds), count, longestMs, peak, after))
         }
     }
 
@@ -366,8 +386,9 @@ extension ViewlineBench {
         if brief {
             print(String(format: "%.1f %.1f %.1f", p50, p99, max) + (serverMs.map { String(format: " %.0f", $0) } ?? ""))
         } else {
-            print(String(format: "contacts change reaching %d sessions: p50 %.1f ms, p99 %.1f ms, max %.1f ms", fanout, p50, p99, max)
-                + (serverMs.map { String(format: "; server CPU %.0f ms", $0) } ?? ""))
+            print(
+                String(format: "contacts change reaching %d sessions: p50 %.1f ms, p99 %.1f ms, max %.1f ms", fanout, p50, p99, max)
+                    + (serverMs.map { String(format: "; server CPU %.0f ms", $0) } ?? ""))
         }
         for session in sessions { close(session.fd) }
         close(trigger)

@@ -35,20 +35,20 @@ enum FuzzLines {
 }
 
 #if FUZZING
-/// libFuzzer's driver (linked with `-sanitize=fuzzer`): runs `callback` on every input it generates.
-@_silgen_name("LLVMFuzzerRunDriver")
-func LLVMFuzzerRunDriver(
-    _ argc: UnsafeMutablePointer<CInt>,
-    _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>,
-    _ callback: @convention(c) (UnsafePointer<UInt8>?, Int) -> CInt
-) -> CInt
+    /// libFuzzer's driver (linked with `-sanitize=fuzzer`): runs `callback` on every input it generates.
+    @_silgen_name("LLVMFuzzerRunDriver")
+    func LLVMFuzzerRunDriver(
+        _ argc: UnsafeMutablePointer<CInt>,
+        _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>,
+        _ callback: @convention(c) (UnsafePointer<UInt8>?, Int) -> CInt
+    ) -> CInt
 
-/// libFuzzer's entry point, for when its own `main` is the one that runs.
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
-    FuzzLines.run(data.map { Array(UnsafeBufferPointer(start: $0, count: size)) } ?? [])
-    return 0
-}
+    /// libFuzzer's entry point, for when its own `main` is the one that runs.
+    @_cdecl("LLVMFuzzerTestOneInput")
+    public func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
+        FuzzLines.run(data.map { Array(UnsafeBufferPointer(start: $0, count: size)) } ?? [])
+        return 0
+    }
 #endif
 
 /// Built with `-sanitize=fuzzer,address -DFUZZING` (`./dev fuzz`), hands the
@@ -58,26 +58,27 @@ public func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
 struct FuzzMain {
     static func main() throws {
         #if FUZZING
-        var argc = CommandLine.argc
-        var argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>? = CommandLine.unsafeArgv
-        exit(LLVMFuzzerRunDriver(&argc, &argv) { data, size in fuzzOneInput(data, size) })
+            var argc = CommandLine.argc
+            var argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>? = CommandLine.unsafeArgv
+            exit(LLVMFuzzerRunDriver(&argc, &argv) { data, size in fuzzOneInput(data, size) })
         #else
-        var count = 0
-        for path in CommandLine.arguments.dropFirst() {
-            var isDirectory: ObjCBool = false
-            guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
-                FileHandle.standardError.write(Data("viewline-fuzz: no such file: \(path)\n".utf8))
-                exit(2)
+            var count = 0
+            for path in CommandLine.arguments.dropFirst() {
+                var isDirectory: ObjCBool = false
+                guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
+                    FileHandle.standardError.write(Data("viewline-fuzz: no such file: \(path)\n".utf8))
+                    exit(2)
+                }
+                let files =
+                    isDirectory.boolValue
+                    ? try FileManager.default.contentsOfDirectory(atPath: path).sorted().map { "\(path)/\($0)" }
+                    : [path]
+                for file in files {
+                    FuzzLines.run(Array(try Data(contentsOf: URL(fileURLWithPath: file))))
+                    count += 1
+                }
             }
-            let files = isDirectory.boolValue
-                ? try FileManager.default.contentsOfDirectory(atPath: path).sorted().map { "\(path)/\($0)" }
-                : [path]
-            for file in files {
-                FuzzLines.run(Array(try Data(contentsOf: URL(fileURLWithPath: file))))
-                count += 1
-            }
-        }
-        print("replayed \(count) inputs without a crash")
+            print("replayed \(count) inputs without a crash")
         #endif
     }
 }

@@ -3,7 +3,7 @@ import Logging
 import ViewlineProtocol
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// `--log-format json`: one JSON object per line on standard error, for log

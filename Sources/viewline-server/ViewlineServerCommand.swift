@@ -24,14 +24,32 @@ struct ViewlineServerCommand: AsyncParsableCommand {
     @Option(help: "Address to listen on.") var host = "127.0.0.1"
     @Option(help: "Port to listen on; 0 picks a free one (printed as `listening on HOST:PORT`).") var port = 7878
     @Flag(help: "Enable admin commands (`fault`).") var admin = false
-    @Option(help: ArgumentHelp("Event loop threads serving connections and sessions; the core count by default. On a machine the load generator shares, 1 may serve more.", valueName: "n")) var eventLoops: Int?
-    @Option(help: ArgumentHelp("Also serve the browser page at http://HOST:PORT/ and the protocol over WebSocket at /ws (host: --host; 0 picks a free port, printed as `web on http://HOST:PORT/`).", valueName: "port")) var webPort: Int?
-    @Option(help: ArgumentHelp("Serve /metrics (Prometheus), /healthz and /readyz on this port (0 picks a free one, printed as `metrics on http://HOST:PORT/metrics`); off unless given.", valueName: "port")) var metricsPort: Int?
+    @Option(
+        help: ArgumentHelp(
+            "Event loop threads serving connections and sessions; the core count by default. On a machine the load generator shares, 1 may serve more.",
+            valueName: "n")) var eventLoops: Int?
+    @Option(
+        help: ArgumentHelp(
+            "Also serve the browser page at http://HOST:PORT/ and the protocol over WebSocket at /ws (host: --host; 0 picks a free port, printed as `web on http://HOST:PORT/`).",
+            valueName: "port")) var webPort: Int?
+    @Option(
+        help: ArgumentHelp(
+            "Serve /metrics (Prometheus), /healthz and /readyz on this port (0 picks a free one, printed as `metrics on http://HOST:PORT/metrics`); off unless given.",
+            valueName: "port")) var metricsPort: Int?
     @Option(help: ArgumentHelp("Address of the metrics listener.", valueName: "host")) var metricsHost = "127.0.0.1"
-    @Option(help: ArgumentHelp("On SIGTERM: how long running commands may take to finish (new connections are refused and /readyz says 503 at once) before clients are told bye; a second SIGTERM exits at once.", valueName: "seconds")) var drainSeconds = 10.0
+    @Option(
+        help: ArgumentHelp(
+            "On SIGTERM: how long running commands may take to finish (new connections are refused and /readyz says 503 at once) before clients are told bye; a second SIGTERM exits at once.",
+            valueName: "seconds")) var drainSeconds = 10.0
     @Option(help: ArgumentHelp("Commands at least this slow go to the slow log (`slowlog`, admin).", valueName: "ms")) var slowCommandMs = 100
-    @Option(help: ArgumentHelp("A host name the web listener answers to besides IP addresses and localhost (repeatable), e.g. app.example.com; other Host headers get 421 (DNS rebinding).", valueName: "name")) var webHostName: [String] = []
-    @Option(help: ArgumentHelp("An origin besides the page's own allowed to open the WebSocket (repeatable), e.g. https://app.example.com.", valueName: "origin")) var webOrigin: [String] = []
+    @Option(
+        help: ArgumentHelp(
+            "A host name the web listener answers to besides IP addresses and localhost (repeatable), e.g. app.example.com; other Host headers get 421 (DNS rebinding).",
+            valueName: "name")) var webHostName: [String] = []
+    @Option(
+        help: ArgumentHelp(
+            "An origin besides the page's own allowed to open the WebSocket (repeatable), e.g. https://app.example.com.", valueName: "origin"))
+    var webOrigin: [String] = []
     @Flag(help: "Add the demo users alice/wonderland and bob/builder (demos, the tutorial, tests; never a real deployment).") var demo = false
     @Flag(help: "Print the JSON Schema of the commands (derived from the view-models' declarations) and exit.") var printSchema = false
     @Option(help: ArgumentHelp("PEM certificate chain: serve over TLS (with --tls-key).", valueName: "file")) var tlsCert: String?
@@ -39,24 +57,50 @@ struct ViewlineServerCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Artificial latency of every backend call.", valueName: "ms")) var backendLatency = 0
     @Option(help: ArgumentHelp("Longest accepted line in bytes.", valueName: "n")) var maxLineBytes = 65536
     @Option(help: ArgumentHelp("Most clients connected at once (lowered to what the file limit allows).", valueName: "n")) var maxClients = 10_000
-    @Option(help: ArgumentHelp("Most clients connected at once from one address; 0 for no cap (a benchmark from one address).", valueName: "n")) var maxClientsPerAddress = 1_000
-    @Option(help: ArgumentHelp("Most sessions one address may hold, attached or not (its oldest detached one makes room); 0 for no cap.", valueName: "n")) var maxSessionsPerAddress = 1_000
-    @Option(help: ArgumentHelp("Bytes every session's replay log may hold together (each log holds at most 256 events, 256 KiB).", valueName: "bytes")) var eventLogBudget = 256 << 20
-    @Option(help: ArgumentHelp("Log-ins from one address being checked at once (more get server_busy); 0 for no cap.", valueName: "n")) var maxLoginsPerAddress = 4
-    @Option(help: ArgumentHelp("How long a session with no connection lives on, for its client to attach again.", valueName: "seconds")) var sessionTtl = 300
-    @Option(help: ArgumentHelp("Most sessions, attached or not; when full the oldest detached one expires first.", valueName: "n")) var maxSessions = 10_000
-    @Option(help: ArgumentHelp("Output that may wait for a client that stops reading before it is cut off (its session lives on).", valueName: "bytes")) var maxOutputBytes = 1 << 20
-    @Option(help: ArgumentHelp("Failed log-ins allowed per user and per address before each attempt must wait (doubling).", valueName: "n")) var loginAttemptsBeforeThrottle = 5
-    @Option(help: ArgumentHelp("SQLite database file (`:memory:` for none); the store of a single node.", valueName: "path")) var db = "viewline.sqlite"
-    @Option(help: ArgumentHelp("PostgreSQL instead of SQLite, for several nodes over one database (also VIEWLINE_POSTGRES).", valueName: "postgres://user@host/db")) var postgres: String?
-    @Option(help: ArgumentHelp("With --postgres: the address other nodes send clients to for this node's sessions (`moved`); the listening address by default.", valueName: "host:port")) var advertise: String?
-    @Option(help: ArgumentHelp("With --postgres: a node silent this long is gone, and its sessions are restored where clients attach (5 by default). The first node stores it for the cluster; a node started with another value adopts the stored one, with a warning.", valueName: "seconds")) var nodeTimeout: Int?
+    @Option(help: ArgumentHelp("Most clients connected at once from one address; 0 for no cap (a benchmark from one address).", valueName: "n"))
+    var maxClientsPerAddress = 1_000
+    @Option(
+        help: ArgumentHelp("Most sessions one address may hold, attached or not (its oldest detached one makes room); 0 for no cap.", valueName: "n"))
+    var maxSessionsPerAddress = 1_000
+    @Option(
+        help: ArgumentHelp("Bytes every session's replay log may hold together (each log holds at most 256 events, 256 KiB).", valueName: "bytes"))
+    var eventLogBudget = 256 << 20
+    @Option(help: ArgumentHelp("Log-ins from one address being checked at once (more get server_busy); 0 for no cap.", valueName: "n"))
+    var maxLoginsPerAddress = 4
+    @Option(help: ArgumentHelp("How long a session with no connection lives on, for its client to attach again.", valueName: "seconds"))
+    var sessionTtl = 300
+    @Option(help: ArgumentHelp("Most sessions, attached or not; when full the oldest detached one expires first.", valueName: "n")) var maxSessions =
+        10_000
+    @Option(
+        help: ArgumentHelp("Output that may wait for a client that stops reading before it is cut off (its session lives on).", valueName: "bytes"))
+    var maxOutputBytes = 1 << 20
+    @Option(help: ArgumentHelp("Failed log-ins allowed per user and per address before each attempt must wait (doubling).", valueName: "n"))
+    var loginAttemptsBeforeThrottle = 5
+    @Option(help: ArgumentHelp("SQLite database file (`:memory:` for none); the store of a single node.", valueName: "path")) var db =
+        "viewline.sqlite"
+    @Option(
+        help: ArgumentHelp(
+            "PostgreSQL instead of SQLite, for several nodes over one database (also VIEWLINE_POSTGRES).", valueName: "postgres://user@host/db"))
+    var postgres: String?
+    @Option(
+        help: ArgumentHelp(
+            "With --postgres: the address other nodes send clients to for this node's sessions (`moved`); the listening address by default.",
+            valueName: "host:port")) var advertise: String?
+    @Option(
+        help: ArgumentHelp(
+            "With --postgres: a node silent this long is gone, and its sessions are restored where clients attach (5 by default). The first node stores it for the cluster; a node started with another value adopts the stored one, with a warning.",
+            valueName: "seconds")) var nodeTimeout: Int?
     @Option(help: ArgumentHelp("JSON array of {\"user\",\"password\"} objects: the users who can log in.", valueName: "file")) var users: String?
     @Option(help: ArgumentHelp("Lifetime of an access token issued at login.", valueName: "seconds")) var tokenTtl = 3600
-    @Option(help: ArgumentHelp("JSON array of {\"name\",\"phone\",\"address\"} read at every contacts sync.", valueName: "file")) var remoteContacts: String?
-    @Option(help: ArgumentHelp("Close a connection whose line stays incomplete this long (its session lives on); 0 for never.", valueName: "seconds")) var lineTimeout = 30
+    @Option(help: ArgumentHelp("JSON array of {\"name\",\"phone\",\"address\"} read at every contacts sync.", valueName: "file")) var remoteContacts:
+        String?
+    @Option(help: ArgumentHelp("Close a connection whose line stays incomplete this long (its session lives on); 0 for never.", valueName: "seconds"))
+    var lineTimeout = 30
     @Option(help: ArgumentHelp("trace, debug, info, notice, warning, error or critical.", valueName: "level")) var logLevel = "info"
-    @Option(help: ArgumentHelp("text (for people) or json (one object per line: time, level, message and every field such as session, cmd, peer, code).", valueName: "format")) var logFormat = "text"
+    @Option(
+        help: ArgumentHelp(
+            "text (for people) or json (one object per line: time, level, message and every field such as session, cmd, peer, code).",
+            valueName: "format")) var logFormat = "text"
 
     func validate() throws {
         guard (0...65535).contains(port) else { throw ValidationError("--port must be between 0 and 65535") }
@@ -123,7 +167,9 @@ struct ViewlineServerCommand: AsyncParsableCommand {
         configuration.metricsRegistry = metricsRegistry
         configuration.metricsHost = metricsHost
         if tlsCert == nil && !["127.0.0.1", "::1", "localhost"].contains(host) {
-            logger.warning("listening beyond loopback without TLS: session tokens and passwords cross the network in clear text; use --tls-cert and --tls-key", metadata: ["host": "\(host)"])
+            logger.warning(
+                "listening beyond loopback without TLS: session tokens and passwords cross the network in clear text; use --tls-cert and --tls-key",
+                metadata: ["host": "\(host)"])
         }
         configuration.maximumOutputBytes = maxOutputBytes
         configuration.incompleteLineTimeout = lineTimeout > 0 ? .seconds(lineTimeout) : nil
@@ -148,52 +194,56 @@ struct ViewlineServerCommand: AsyncParsableCommand {
         // On PostgreSQL the database client is a service of the group, beside the server.
         let client = postgresURL.map { PostgresStore.makeClient($0, logger: logger) }
         let (db, nodeTimeout, advertise) = (db, nodeTimeout, advertise)
-        let node = ServerNode(start: { [apps, configuration] in
-            let store: any AppStore
-            var cluster: Cluster?
-            if let postgresURL, let client {
-                // The store and the cluster's directory share one pool, its deadlines
-                // and one health watch. 10 s: twice what the server lets one statement
-                // run (4.5 s), so a call on a connection gone silent fails (and the
-                // connection is replaced) long before a person gives up on the reply;
-                // the directory's own statements use the node timeout.
-                let database = DatabaseAccess(client: client, url: postgresURL, operationTimeout: .seconds(10), logger: logger)
-                let postgresStore = PostgresStore(database)
-                try await postgresStore.migrate()
-                store = postgresStore
-                // The cluster's own tables.
-                let directory = PostgresSessionDirectory(database)
-                try await directory.migrate()
-                // One node timeout for the whole cluster: nodes that measured leases
-                // differently would each take the other's live sessions.
-                let proposed = Duration.seconds(nodeTimeout ?? 5)
-                let agreed = try await directory.agreedNodeTimeout(proposing: proposed)
-                if agreed != proposed, nodeTimeout != nil {
-                    logger.warning("the cluster's node timeout is stored in its database; using it instead of --node-timeout", metadata: [
-                        "node-timeout": "\(agreed)", "requested": "\(proposed)",
-                    ])
+        let node = ServerNode(
+            start: { [apps, configuration] in
+                let store: any AppStore
+                var cluster: Cluster?
+                if let postgresURL, let client {
+                    // The store and the cluster's directory share one pool, its deadlines
+                    // and one health watch. 10 s: twice what the server lets one statement
+                    // run (4.5 s), so a call on a connection gone silent fails (and the
+                    // connection is replaced) long before a person gives up on the reply;
+                    // the directory's own statements use the node timeout.
+                    let database = DatabaseAccess(client: client, url: postgresURL, operationTimeout: .seconds(10), logger: logger)
+                    let postgresStore = PostgresStore(database)
+                    try await postgresStore.migrate()
+                    store = postgresStore
+                    // The cluster's own tables.
+                    let directory = PostgresSessionDirectory(database)
+                    try await directory.migrate()
+                    // One node timeout for the whole cluster: nodes that measured leases
+                    // differently would each take the other's live sessions.
+                    let proposed = Duration.seconds(nodeTimeout ?? 5)
+                    let agreed = try await directory.agreedNodeTimeout(proposing: proposed)
+                    if agreed != proposed, nodeTimeout != nil {
+                        logger.warning(
+                            "the cluster's node timeout is stored in its database; using it instead of --node-timeout",
+                            metadata: [
+                                "node-timeout": "\(agreed)", "requested": "\(proposed)",
+                            ])
+                    }
+                    // One token key too: any node tells a token another made from a guess.
+                    let tokenKey = try await directory.agreedTokenKey()
+                    cluster = Cluster(directory: directory, address: advertise, nodeTimeout: agreed, tokenKey: tokenKey, logger: logger)
+                    logger.info("using PostgreSQL", metadata: ["url": "\(postgresURL.redacted)"])
+                } else {
+                    store = try SQLiteStore.open(path: db)
                 }
-                // One token key too: any node tells a token another made from a guess.
-                let tokenKey = try await directory.agreedTokenKey()
-                cluster = Cluster(directory: directory, address: advertise, nodeTimeout: agreed, tokenKey: tokenKey, logger: logger)
-                logger.info("using PostgreSQL", metadata: ["url": "\(postgresURL.redacted)"])
-            } else {
-                store = try SQLiteStore.open(path: db)
-            }
-            let services = try await SeedApps.liveServices(apps, store: store, faults: faults)
-            return try ViewlineServer(
-                apps: SeedApps.all, services: services, faults: faults, cluster: cluster, configuration: configuration, logger: logger)
-        }, listening: { [tlsCert] server in
-            let bound = server.localAddress
-            print("listening on \(bound.host):\(bound.port)")
-            if let metrics = server.metricsAddress {
-                print("metrics on http://\(metrics.host):\(metrics.port)/metrics")
-            }
-            if let web = server.webAddress {
-                print("web on \(tlsCert == nil ? "http" : "https")://\(web.host):\(web.port)/")
-            }
-            fflush(nil)
-        }, logger: logger)
+                let services = try await SeedApps.liveServices(apps, store: store, faults: faults)
+                return try ViewlineServer(
+                    apps: SeedApps.all, services: services, faults: faults, cluster: cluster, configuration: configuration, logger: logger)
+            },
+            listening: { [tlsCert] server in
+                let bound = server.localAddress
+                print("listening on \(bound.host):\(bound.port)")
+                if let metrics = server.metricsAddress {
+                    print("metrics on http://\(metrics.host):\(metrics.port)/metrics")
+                }
+                if let web = server.webAddress {
+                    print("web on \(tlsCert == nil ? "http" : "https")://\(web.host):\(web.port)/")
+                }
+                fflush(nil)
+            }, logger: logger)
 
         // Trapped before anyone is told the port, so a signal never finds the default
         // action: SIGTERM or SIGINT shuts the server down gracefully (it drains, says
@@ -203,9 +253,10 @@ struct ViewlineServerCommand: AsyncParsableCommand {
         let signals = await UnixSignalsSequence(trapping: .sigterm, .sigint)
         // The database client first: the group shuts services down in reverse order,
         // so it outlives the server's last record writes.
-        let services: [ServiceGroupConfiguration.ServiceConfiguration] = (client.map { [.init(service: $0)] } ?? []) + [
-            .init(service: node, successTerminationBehavior: .gracefullyShutdownGroup),
-        ]
+        let services: [ServiceGroupConfiguration.ServiceConfiguration] =
+            (client.map { [.init(service: $0)] } ?? []) + [
+                .init(service: node, successTerminationBehavior: .gracefullyShutdownGroup)
+            ]
         let group = ServiceGroup(configuration: .init(services: services, logger: logger))
         let watcher = Task {
             var caught = 0

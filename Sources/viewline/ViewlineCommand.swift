@@ -4,7 +4,7 @@ import ViewlineClient
 import ViewlineREPL
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// `viewline`: the REPL client. Interactive on a terminal, a script runner otherwise.
@@ -24,8 +24,10 @@ struct ViewlineCommand: ParsableCommand {
     @Option(help: "Server port.") var port = 7878
     @Flag(help: "Print the server's JSON lines unchanged.") var raw = false
     @Flag(help: "Connect over TLS (the server runs with --tls-cert).") var tls = false
-    @Option(help: ArgumentHelp("PEM file of the certificate authority to trust (implies --tls; default: the system's).", valueName: "file")) var ca: String?
-    @Option(help: ArgumentHelp("Join the session that owns this token (the REPL's `token` command shows it).", valueName: "token")) var attach: String?
+    @Option(help: ArgumentHelp("PEM file of the certificate authority to trust (implies --tls; default: the system's).", valueName: "file")) var ca:
+        String?
+    @Option(help: ArgumentHelp("Join the session that owns this token (the REPL's `token` command shows it).", valueName: "token")) var attach:
+        String?
     @Option(help: ArgumentHelp("Other nodes of a cluster, to reconnect to when this one goes away.", valueName: "host:port,…")) var nodes: String?
     @Option(help: ArgumentHelp("History file (default ~/.viewline_history).", valueName: "path")) var history: String?
 

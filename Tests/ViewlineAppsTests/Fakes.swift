@@ -56,7 +56,8 @@ final class FakeRemoteStore: RemoteDraftStore {
         try state.withLock { state in
             state.calls += 1
             if !state.failures.isEmpty { throw ServiceError("save", state.failures.removeFirst()) }
-            let draft = SavedDraft(id: Int64(state.saved.count + 1), user: user, text: text, savedAt: Date(timeIntervalSince1970: Double(state.saved.count)))
+            let draft = SavedDraft(
+                id: Int64(state.saved.count + 1), user: user, text: text, savedAt: Date(timeIntervalSince1970: Double(state.saved.count)))
             state.saved.append(draft)
             return draft
         }

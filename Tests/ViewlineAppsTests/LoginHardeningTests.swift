@@ -172,7 +172,12 @@ final class Gate: Sendable {
         var held: [Task<Void, any Error>] = []
         for address in 0..<8 {
             for _ in 0..<4 {
-                held.append(Task { try await pool.run(key: "10.0.0.\(address)") { gate.wait(); order.append("10.0.0.\(address)") } })
+                held.append(
+                    Task {
+                        try await pool.run(key: "10.0.0.\(address)") {
+                            gate.wait(); order.append("10.0.0.\(address)")
+                        }
+                    })
             }
         }
         try await Self.waitUntil { pool.load >= 32 }

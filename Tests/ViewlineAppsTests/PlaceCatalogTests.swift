@@ -23,8 +23,10 @@ import ViewlineKit
         #expect(results.prefix(5).allSatisfy { $0.cuisine == kind }, "\(query): \(results.prefix(5).map(\.cuisine))")
     }
 
-    @Test(arguments: [("pizzas", "pizza"), ("sushii", "sushi"), ("burgers", "burgers"), ("bakeries", "bakery"),
-                      ("expresso", "café"), ("piza", "pizza"), ("tacoz", "tacos"), ("SUSHI", "sushi")])
+    @Test(arguments: [
+        ("pizzas", "pizza"), ("sushii", "sushi"), ("burgers", "burgers"), ("bakeries", "bakery"),
+        ("expresso", "café"), ("piza", "pizza"), ("tacoz", "tacos"), ("SUSHI", "sushi"),
+    ])
     func pluralsTyposAndCaseStillFindSomething(_ query: String, _ kind: String) {
         let results = catalog.search(query)
         #expect(!results.isEmpty, "\(query) found nothing")

@@ -179,12 +179,17 @@ import ViewlineTestSupport
         let askedLater = SessionWriteOrder(holder: "run-1", after: 5)
         #expect(try await writing(as: zombie, writes: askedLater) { try await store.setDraft(user: "dave", text: "two", at: Date()) } == .written)
         #expect(try await writing(as: zombie, writes: asked) { try await store.setDraft(user: "dave", text: "one", at: Date()) } == .superseded)
-        #expect(try await writing(as: zombie, writes: asked) { _ = try await store.insertSavedDraft(user: "dave", text: "one", at: Date()) } == .superseded)
+        #expect(
+            try await writing(as: zombie, writes: asked) { _ = try await store.insertSavedDraft(user: "dave", text: "one", at: Date()) }
+                == .superseded)
         #expect(try await store.pendingDraft(user: "dave")?.text == "two")
         #expect(try await store.savedDrafts(user: "dave").isEmpty)
         // The run's next write, and another run's first (a restore), are written.
         #expect(try await writing(as: zombie, writes: askedLater) { try await store.setDraft(user: "dave", text: "three", at: Date()) } == .written)
-        #expect(try await writing(as: zombie, writes: SessionWriteOrder(holder: "run-2")) { try await store.setDraft(user: "dave", text: "four", at: Date()) } == .written)
+        #expect(
+            try await writing(as: zombie, writes: SessionWriteOrder(holder: "run-2")) {
+                try await store.setDraft(user: "dave", text: "four", at: Date())
+            } == .written)
         #expect(try await store.pendingDraft(user: "dave")?.text == "four")
     }
 

@@ -22,13 +22,15 @@ import ViewlineTestSupport
         let database = try server.createDatabase()
         let directory = try await PostgresSessionDirectory.connect(try PostgresURL(server.url(database: database)))
         defer { directory.close() }
-        let tables = try server.query("SELECT string_agg(tablename, ',' ORDER BY tablename) FROM pg_tables WHERE schemaname = 'public'", database: database)
+        let tables = try server.query(
+            "SELECT string_agg(tablename, ',' ORDER BY tablename) FROM pg_tables WHERE schemaname = 'public'", database: database)
         #expect(tables == "viewline_cluster_migrations,viewline_cluster_settings,viewline_nodes,viewline_session_writes,viewline_sessions")
 
         // A database whose cluster tables the seed store's schema made (before the two
         // were split, without `rev`): the directory takes them and adds what they lack.
         let older = try server.createDatabase()
-        _ = try server.query("""
+        _ = try server.query(
+            """
             CREATE TABLE viewline_nodes (id text PRIMARY KEY, address text NOT NULL, heartbeat_at timestamptz NOT NULL);
             CREATE TABLE viewline_sessions (lookup text PRIMARY KEY, secret_digest bytea NOT NULL, owner text NOT NULL,
                 snapshot text NOT NULL, updated_at timestamptz NOT NULL, ended boolean NOT NULL DEFAULT false);
@@ -51,7 +53,8 @@ import ViewlineTestSupport
         defer { directory.close() }
         _ = try await directory.renewLease(zombie, nodeTimeout: .seconds(30), recordsExpireAfter: .seconds(3600))
         _ = try await directory.save([record(owner: zombie, snapshot: #"{"v":1}"#)])
-        _ = try server.query("""
+        _ = try server.query(
+            """
             UPDATE viewline_nodes SET heartbeat_at = now() - interval '2 minutes';
             UPDATE viewline_sessions SET updated_at = now() - interval '2 hours';
             INSERT INTO viewline_session_writes VALUES ('0123456789abcdef', 'run-1', 3, now() - interval '2 hours'),
@@ -194,11 +197,13 @@ import ViewlineTestSupport
         second.lookup = "bbbbbbbbbbbbbbbb"
         #expect(try await directory.save([first, second]) == SavedRecords())
         let holder = Task {
-            try await server.queryOnItsOwnThread("BEGIN; SELECT 1 FROM viewline_sessions WHERE lookup = 'aaaaaaaaaaaaaaaa' FOR SHARE; SELECT pg_sleep(3); COMMIT;", database: database)
+            try await server.queryOnItsOwnThread(
+                "BEGIN; SELECT 1 FROM viewline_sessions WHERE lookup = 'aaaaaaaaaaaaaaaa' FOR SHARE; SELECT pg_sleep(3); COMMIT;", database: database)
         }
         try await Task.sleep(for: .milliseconds(400))
         let start = ContinuousClock.now
-        #expect(try await directory.remove(lookups: ["aaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbb"], by: zombie) == SavedRecords(skipped: ["aaaaaaaaaaaaaaaa"]))
+        #expect(
+            try await directory.remove(lookups: ["aaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbb"], by: zombie) == SavedRecords(skipped: ["aaaaaaaaaaaaaaaa"]))
         #expect(ContinuousClock.now - start < .seconds(2))
         #expect(try await directory.find(lookup: "bbbbbbbbbbbbbbbb", nodeTimeout: .seconds(30)) == nil)
         _ = try await holder.value
@@ -218,7 +223,9 @@ import ViewlineTestSupport
         second.lookup = "bbbbbbbbbbbbbbbb"
         #expect(try await directory.save([first, second]) == SavedRecords())
         let holder = Task {
-            try await server.queryOnItsOwnThread("BEGIN; SELECT 1 FROM viewline_sessions WHERE lookup = 'aaaaaaaaaaaaaaaa' FOR UPDATE; SELECT pg_sleep(3); COMMIT;", database: database)
+            try await server.queryOnItsOwnThread(
+                "BEGIN; SELECT 1 FROM viewline_sessions WHERE lookup = 'aaaaaaaaaaaaaaaa' FOR UPDATE; SELECT pg_sleep(3); COMMIT;", database: database
+            )
         }
         try await Task.sleep(for: .milliseconds(400))
         for (index, batch) in [[first, second], [second, first]].enumerated() {
@@ -302,7 +309,8 @@ import ViewlineTestSupport
         _ = try await directory.renewLease(successor, nodeTimeout: .seconds(30), recordsExpireAfter: .seconds(86_400))
         #expect(try await directory.claim(lookup: "0123456789abcdef", from: zombie.id, for: successor, nodeTimeout: .milliseconds(200)) != nil)
 
-        #expect(try await directory.remove(lookups: ["0123456789abcdef", "fedcba9876543210"], by: zombie) == SavedRecords(refused: ["0123456789abcdef"]))
+        #expect(
+            try await directory.remove(lookups: ["0123456789abcdef", "fedcba9876543210"], by: zombie) == SavedRecords(refused: ["0123456789abcdef"]))
         let location = try await directory.find(lookup: "0123456789abcdef", nodeTimeout: .seconds(30))
         #expect(location?.record.owner == successor.id)
         #expect(location?.record.snapshot == #"{"v":1}"#)
@@ -388,7 +396,8 @@ import ViewlineTestSupport
         // The owner's record write holds the row for a moment.
         let write = Task {
             try await server.queryOnItsOwnThread(
-                "BEGIN; SELECT 1 FROM viewline_sessions WHERE lookup = '0123456789abcdef' FOR UPDATE; SELECT pg_sleep(1.5); COMMIT;", database: database)
+                "BEGIN; SELECT 1 FROM viewline_sessions WHERE lookup = '0123456789abcdef' FOR UPDATE; SELECT pg_sleep(1.5); COMMIT;",
+                database: database)
         }
         try await Task.sleep(for: .milliseconds(300))
         let claim = Task {

@@ -3,7 +3,7 @@ import Testing
 import ViewlineClient
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The Swift client against a malicious fake server: it takes no line longer than its
@@ -29,7 +29,10 @@ import Glibc
             Thread {
                 let client = accept(listener, nil, nil)
                 guard client >= 0 else { return }
-                let welcome = Array(#"{"type":"welcome","protocol":1,"minor":3,"session":"s1","token":"0123456789abcdef0123456789abcdef0123456789abcdef","server":"fake"}"#.utf8) + [10]
+                let welcome =
+                    Array(
+                        #"{"type":"welcome","protocol":1,"minor":3,"session":"s1","token":"0123456789abcdef0123456789abcdef0123456789abcdef","server":"fake"}"#
+                            .utf8) + [10]
                 _ = welcome.withUnsafeBytes { send(client, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
                 var first: UInt8 = 0
                 guard recv(client, &first, 1, 0) == 1 else {

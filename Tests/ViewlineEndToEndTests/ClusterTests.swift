@@ -7,7 +7,8 @@ import ViewlineTestSupport
 /// runs them: one source of truth for contacts and drafts.
 @Suite struct ClusterTests {
     /// A fresh database and `count` nodes on it, with `arguments` each.
-    func startCluster(_ count: Int, _ arguments: [String] = [], server: PostgresServer = .shared) throws -> (database: String, nodes: [ServerProcess]) {
+    func startCluster(_ count: Int, _ arguments: [String] = [], server: PostgresServer = .shared) throws -> (database: String, nodes: [ServerProcess])
+    {
         let database = try server.createDatabase()
         let nodes = try (0..<count).map { _ in
             try ServerProcess(["--postgres", server.url(database: database), "--admin", "--demo"] + arguments)
@@ -342,7 +343,9 @@ import ViewlineTestSupport
         let reply = try connect(b).command("attach \(token)")
         #expect(reply.errorCode == "moved", "\(reply.encoded)")
         #expect(try onA.command("ping").isOK)
-        #expect(try PostgresServer.shared.query("SELECT value FROM viewline_cluster_settings WHERE name = 'node_timeout_ms'", database: database) == "10000")
+        #expect(
+            try PostgresServer.shared.query("SELECT value FROM viewline_cluster_settings WHERE name = 'node_timeout_ms'", database: database)
+                == "10000")
     }
 
     @Test func anAcknowledgedQuitIsNotUndoneByACrash() throws {
@@ -444,8 +447,10 @@ import ViewlineTestSupport
         // Started against node B, attaching to a session of node A: redirected there.
         let terminal = try PseudoTerminal(
             executable: ServerProcess.productsDirectory.appendingPathComponent("viewline"),
-            arguments: ["--port", String(nodes[1].port), "--attach", token, "--nodes", "127.0.0.1:\(nodes[1].port)",
-                        "--history", temporaryPath("history")],
+            arguments: [
+                "--port", String(nodes[1].port), "--attach", token, "--nodes", "127.0.0.1:\(nodes[1].port)",
+                "--history", temporaryPath("history"),
+            ],
             environment: ["TERM": "xterm", "NO_COLOR": "1", "HOME": NSTemporaryDirectory()])
         try terminal.expect("following it there")
         try terminal.expect("attached to session")

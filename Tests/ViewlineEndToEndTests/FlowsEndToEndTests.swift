@@ -4,7 +4,7 @@ import ViewlineProtocol
 import ViewlineTestSupport
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The seed flows over TCP, against the real server and database.

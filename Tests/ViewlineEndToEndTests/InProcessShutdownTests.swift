@@ -10,7 +10,8 @@ import ViewlineTestSupport
 /// leaving while the server shuts down, and shutdown asked for twice at once. A
 /// debug build traps if the event loops stop while a `bye` is still being written.
 @Suite struct InProcessShutdownTests {
-    func startServer(maximumOutputBytes: Int = 1 << 20, drainTimeout: Duration = .seconds(10)) async throws -> (ViewlineServer, Task<Void, any Error>) {
+    func startServer(maximumOutputBytes: Int = 1 << 20, drainTimeout: Duration = .seconds(10)) async throws -> (ViewlineServer, Task<Void, any Error>)
+    {
         var configuration = ServerConfiguration()
         configuration.port = 0
         configuration.drainTimeout = drainTimeout
@@ -74,11 +75,13 @@ import ViewlineTestSupport
     func makeServer(port: Int = 0) throws -> ViewlineServer {
         var configuration = ServerConfiguration()
         configuration.port = port
-        return try ViewlineServer(apps: [Search.self], services: {
-            var services = Services()
-            services.places = PlacesServiceLive(latency: .zero)
-            return services
-        }(), configuration: configuration, logger: logger)
+        return try ViewlineServer(
+            apps: [Search.self],
+            services: {
+                var services = Services()
+                services.places = PlacesServiceLive(latency: .zero)
+                return services
+            }(), configuration: configuration, logger: logger)
     }
 
     @Test(.timeLimit(.minutes(1))) func aGroupsGracefulShutdownTellsEveryClientByeAndEndsTheGroup() async throws {

@@ -4,7 +4,7 @@ import Testing
 import ViewlineTestSupport
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Nothing acknowledged is ever lost: SIGKILL the server at random moments while
@@ -36,8 +36,9 @@ import Glibc
                 #expect(try client.command("login \(user) \(password)").isOK)
                 let text = try client.command("state draft")["result"]?["state"]?["text"]?.stringValue
                 if let writes = expected[user], let acknowledged = writes.acknowledged {
-                    #expect(text == acknowledged || writes.unconfirmed.contains(text ?? ""),
-                            "round \(round): \(user) has \(text ?? "nothing"), acknowledged \(acknowledged)")
+                    #expect(
+                        text == acknowledged || writes.unconfirmed.contains(text ?? ""),
+                        "round \(round): \(user) has \(text ?? "nothing"), acknowledged \(acknowledged)")
                 }
             }
             // Writers: one connection per user, one draft after another.
@@ -46,7 +47,8 @@ import Glibc
             let threads = Self.users.map { user, password in
                 Thread {
                     guard let client = try? LineClient(port: port), (try? client.next()) != nil,
-                        (try? client.command("login \(user) \(password)"))?.isOK == true else { return }
+                        (try? client.command("login \(user) \(password)"))?.isOK == true
+                    else { return }
                     for n in 0..<100_000 {
                         let text = "\(user) round \(round) draft \(n)"
                         results.withLock { $0[user, default: Writes()].unconfirmed.append(text) }

@@ -1,6 +1,6 @@
 import Foundation
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 import Testing
 import ViewlineApps
@@ -151,4 +151,3 @@ import ViewlineTestSupport
         try terminal.expect("pong")
     }
 }
-

@@ -4,7 +4,7 @@ import ViewlineProtocol
 import ViewlineTestSupport
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 @Suite struct ServerLifecycleTests {

@@ -38,7 +38,9 @@ import ViewlineTestSupport
             if let line = step["send"]?.stringValue { try client.send(line) }
             for expected in step["expect"]?.arrayValue ?? [] {
                 let actual = try client.next()
-                #expect(Self.matches(actual, expected), "\(name) after \(step["send"]?.stringValue ?? "connect"):\n got \(actual.encoded)\nwant \(expected.encoded)")
+                #expect(
+                    Self.matches(actual, expected),
+                    "\(name) after \(step["send"]?.stringValue ?? "connect"):\n got \(actual.encoded)\nwant \(expected.encoded)")
             }
         }
     }

@@ -15,7 +15,8 @@ import ViewlineTestSupport
     /// The sockets `pid` has open (listeners and clients), from /proc.
     static func openSockets(_ pid: Int32) -> Int {
         let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd")) ?? []
-        return entries.filter { (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/\($0)"))?.hasPrefix("socket:") == true }.count
+        return entries.filter { (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/\($0)"))?.hasPrefix("socket:") == true }
+            .count
     }
 
     /// Whether `pid`'s open sockets fall to `count` or fewer within `timeout`: a
@@ -134,20 +135,24 @@ import ViewlineTestSupport
         }
     }
 
-    @Test(arguments: [
-        ("an unmasked frame", WebSocketClient.frame(opcode: 0x1, payload: Array("ping".utf8), masked: false), UInt16(1002)),
-        ("RSV1 without an extension", WebSocketClient.frame(opcode: 0x1, payload: Array("ping".utf8), rsv: 4), 1002),
-        ("a reserved opcode", WebSocketClient.frame(opcode: 0x3, payload: []), 1002),
-        ("a continuation with no message begun", WebSocketClient.frame(opcode: 0x0, payload: Array("ping".utf8)), 1002),
-        ("a text frame inside an unfinished message",
-         WebSocketClient.frame(opcode: 0x1, payload: Array("pi".utf8), fin: false) + WebSocketClient.frame(opcode: 0x1, payload: Array("ng".utf8)), 1002),
-        ("a close with a one-byte payload", WebSocketClient.frame(opcode: 0x8, payload: [3]), 1002),
-        ("a close with code 999", WebSocketClient.frame(opcode: 0x8, payload: [0x03, 0xE7]), 1002),
-        ("a close with code 1005", WebSocketClient.frame(opcode: 0x8, payload: [0x03, 0xED]), 1002),
-        ("a close whose reason is not UTF-8", WebSocketClient.frame(opcode: 0x8, payload: [0x03, 0xE8, 0xFF, 0xFE]), 1007),
-        ("a close with code 4000", WebSocketClient.frame(opcode: 0x8, payload: [0x0F, 0xA0]), 4000),
-        ("a close with no code", WebSocketClient.frame(opcode: 0x8, payload: []), 1000),
-    ] as [(String, [UInt8], UInt16)])
+    @Test(
+        arguments: [
+            ("an unmasked frame", WebSocketClient.frame(opcode: 0x1, payload: Array("ping".utf8), masked: false), UInt16(1002)),
+            ("RSV1 without an extension", WebSocketClient.frame(opcode: 0x1, payload: Array("ping".utf8), rsv: 4), 1002),
+            ("a reserved opcode", WebSocketClient.frame(opcode: 0x3, payload: []), 1002),
+            ("a continuation with no message begun", WebSocketClient.frame(opcode: 0x0, payload: Array("ping".utf8)), 1002),
+            (
+                "a text frame inside an unfinished message",
+                WebSocketClient.frame(opcode: 0x1, payload: Array("pi".utf8), fin: false)
+                    + WebSocketClient.frame(opcode: 0x1, payload: Array("ng".utf8)), 1002
+            ),
+            ("a close with a one-byte payload", WebSocketClient.frame(opcode: 0x8, payload: [3]), 1002),
+            ("a close with code 999", WebSocketClient.frame(opcode: 0x8, payload: [0x03, 0xE7]), 1002),
+            ("a close with code 1005", WebSocketClient.frame(opcode: 0x8, payload: [0x03, 0xED]), 1002),
+            ("a close whose reason is not UTF-8", WebSocketClient.frame(opcode: 0x8, payload: [0x03, 0xE8, 0xFF, 0xFE]), 1007),
+            ("a close with code 4000", WebSocketClient.frame(opcode: 0x8, payload: [0x0F, 0xA0]), 4000),
+            ("a close with no code", WebSocketClient.frame(opcode: 0x8, payload: []), 1000),
+        ] as [(String, [UInt8], UInt16)])
     func rfc6455ViolationsFailTheConnectionWithTheRightCode(violation: String, bytes: [UInt8], code: UInt16) throws {
         let (server, web) = try startWebServer()
         defer { withExtendedLifetime(server) {} }
@@ -168,7 +173,8 @@ import ViewlineTestSupport
         // A frame whose header claims 60,000 bytes, followed by a few.
         let frame = try WebSocketClient(port: web)
         _ = try frame.next()
-        try frame.connection.sendRaw(Array(WebSocketClient.frame(opcode: 0x1, payload: Array(repeating: 0x78, count: 100), length: 60_000).prefix(110)))
+        try frame.connection.sendRaw(
+            Array(WebSocketClient.frame(opcode: 0x1, payload: Array(repeating: 0x78, count: 100), length: 60_000).prefix(110)))
         // A byte now and then does not keep either alive.
         let start = ContinuousClock.now
         for _ in 0..<4 {

@@ -35,7 +35,9 @@ import ViewlineTestSupport
         let server = try startServer()
         let client = try connect(server)
         // Pipelined in one write.
-        let lines = [#"{"id":1,"cmd":"ping"}"#, "bogus", #"{"id":"three","cmd":"state","args":{"view":"draft"}}"#, #"{"id":4.5,"cmd":"nope"}"#, "ping"]
+        let lines = [
+            #"{"id":1,"cmd":"ping"}"#, "bogus", #"{"id":"three","cmd":"state","args":{"view":"draft"}}"#, #"{"id":4.5,"cmd":"nope"}"#, "ping",
+        ]
         try client.sendRaw(Array(lines.joined(separator: "\n").utf8) + [0x0A])
         var replies: [JSON] = []
         while replies.count < 5 { let m = try client.next(); if m.type == "reply" { replies.append(m) } }

@@ -204,22 +204,32 @@ import ViewlineTestSupport
         // The new owner's revs start a whole record lag above the record's (rev 4): above
         // anything node A could have sent.
         let start = 4 + Session.maximumRecordLag
-        if case .display(let rev, _, let state) = events.first { #expect(rev == start + 1 && state["count"] == 3) } else { Issue.record("no display") }
-        if case .alert(let rev, _, let content) = events.last { #expect(rev == start + 2 && content.message == "the adder is down") } else { Issue.record("no alert") }
+        if case .display(let rev, _, let state) = events.first {
+            #expect(rev == start + 1 && state["count"] == 3)
+        } else {
+            Issue.record("no display")
+        }
+        if case .alert(let rev, _, let content) = events.last {
+            #expect(rev == start + 2 && content.message == "the adder is down")
+        } else {
+            Issue.record("no alert")
+        }
         // A second device that saw up to rev 7 on node A attaches after the first: it gets
         // a snapshot above its rev too, never a replay that skips what node A had shown.
         let second = Mutex<[ServerMessage]>([])
-        try await restored.attach(SessionConnection(send: { message in second.withLock { $0.append(message) } }, close: {}), as: 2, lastRev: 7, re: .null)
+        try await restored.attach(
+            SessionConnection(send: { message in second.withLock { $0.append(message) } }, close: {}), as: 2, lastRev: 7, re: .null)
         guard case .reply(_, .success(let again)) = second.withLock({ $0 }).first else {
             Issue.record("expected the second attach's reply")
             return
         }
         #expect(again["snapshot"] == true)
-        #expect(second.withLock { $0 }.dropFirst().allSatisfy { message in
-            if case .display(let rev, _, _) = message { return rev > start + 2 }
-            if case .alert(let rev, _, _) = message { return rev > start + 2 }
-            return false
-        })
+        #expect(
+            second.withLock { $0 }.dropFirst().allSatisfy { message in
+                if case .display(let rev, _, _) = message { return rev > start + 2 }
+                if case .alert(let rev, _, _) = message { return rev > start + 2 }
+                return false
+            })
         // Node B owns it now: another node is sent to B.
         let c = try await node(directory, "10.0.0.3:7878")
         await b.cluster!.flush()
@@ -257,16 +267,18 @@ import ViewlineTestSupport
         }
         #expect(await onC.rev > seenOnB)
         let received = Mutex<[ServerMessage]>([])
-        try await onC.attach(SessionConnection(send: { message in received.withLock { $0.append(message) } }, close: {}), as: 1, lastRev: seenOnB, re: .null)
+        try await onC.attach(
+            SessionConnection(send: { message in received.withLock { $0.append(message) } }, close: {}), as: 1, lastRev: seenOnB, re: .null)
         guard case .reply(_, .success(let result)) = received.withLock({ $0 }).first else {
             Issue.record("expected the attach reply first")
             return
         }
         #expect(result["snapshot"] == true)
-        #expect(received.withLock { $0 }.dropFirst().allSatisfy { message in
-            if case .display(let rev, _, _) = message { return rev > seenOnB }
-            return false
-        })
+        #expect(
+            received.withLock { $0 }.dropFirst().allSatisfy { message in
+                if case .display(let rev, _, _) = message { return rev > seenOnB }
+                return false
+            })
     }
 
     /// Alert ids stay unique within a session across failovers (PROTOCOL §5): the
@@ -621,7 +633,9 @@ import ViewlineTestSupport
         let owner = Mutex<[ServerMessage]>([])
         let session = try await recordedSession(on: a) { message in owner.withLock { $0.append(message) } }
         // A label past what one statement of a batch carries.
-        _ = await session.handle(Request(id: .int(1), name: "label", arguments: Arguments(["text": .string(String(repeating: "x", count: Cluster.batchBytes + 1))])), from: 1)
+        _ = await session.handle(
+            Request(id: .int(1), name: "label", arguments: Arguments(["text": .string(String(repeating: "x", count: Cluster.batchBytes + 1))])),
+            from: 1)
         #expect(await session.record.encoded.utf8.count > Cluster.batchBytes)
         let old = session.token
         _ = await session.handle(Request(id: .int(2), name: "end-others", arguments: Arguments()), from: 1)
@@ -663,7 +677,9 @@ import ViewlineTestSupport
         let large = Session(id: "s1", application: a, output: { _ in })
         let small = Session(id: "s2", application: a, output: { _ in })
         for session in [large, small] { #expect(throws: Never.self) { try a.sessions.register(session).get() } }
-        _ = await large.handle(Request(id: .int(1), name: "label", arguments: Arguments(["text": .string(String(repeating: "x", count: Cluster.batchBytes + 1))])), from: 1)
+        _ = await large.handle(
+            Request(id: .int(1), name: "label", arguments: Arguments(["text": .string(String(repeating: "x", count: Cluster.batchBytes + 1))])),
+            from: 1)
         let largeLookup = SessionRegistry.split(large.token).lookup
         directory.lock.withLock { _ = directory.failingLookups.insert(largeLookup) }
         let start = ContinuousClock.now
@@ -1040,9 +1056,11 @@ import ViewlineTestSupport
         let b = try await leasedNode(directory, "10.0.0.2:7878", timeout: .seconds(600))
         let byes = Mutex<[String]>([])
         func session(_ id: String) throws -> Session {
-            let session = Session(id: id, application: a, output: { message in
-                if case .bye(let bye) = message { byes.withLock { $0.append("\(id): \(bye.reason)") } }
-            })
+            let session = Session(
+                id: id, application: a,
+                output: { message in
+                    if case .bye(let bye) = message { byes.withLock { $0.append("\(id): \(bye.reason)") } }
+                })
             _ = try a.sessions.register(session).get()
             a.sessions.attached(session)
             return session
@@ -1144,9 +1162,11 @@ import ViewlineTestSupport
         let a = try await leasedNode(directory, "10.0.0.1:7878", timeout: .seconds(600))
         let b = try await leasedNode(directory, "10.0.0.2:7878", timeout: .seconds(600))
         let byes = Mutex<[String]>([])
-        let session = Session(id: "s1", application: a, output: { message in
-            if case .bye(let bye) = message { byes.withLock { $0.append(bye.reason) } }
-        })
+        let session = Session(
+            id: "s1", application: a,
+            output: { message in
+                if case .bye(let bye) = message { byes.withLock { $0.append(bye.reason) } }
+            })
         // A's renewal leaves in time by A's clock, but a slow link holds it until A's lease
         // has expired by the database's: meanwhile B claims the session.
         guard try await claim(session, from: a, by: b, in: directory) else { return }

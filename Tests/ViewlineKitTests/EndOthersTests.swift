@@ -1,6 +1,6 @@
 import Foundation
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 import Synchronization
 import Testing
@@ -58,15 +58,15 @@ import ViewlineProtocol
 /// A pool's work takes the cores the event loops leave: its threads run at nice 10.
 @Suite struct PoolPriorityTests {
     #if os(Linux)
-    @Test func poolThreadsRunBelowTheEventLoops() async throws {
-        let pool = BlockingPool(threads: 2, name: "priority")
-        for _ in 0..<4 {
-            let nice = try await pool.run { getpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0) }
-            #expect(nice == 10)
+        @Test func poolThreadsRunBelowTheEventLoops() async throws {
+            let pool = BlockingPool(threads: 2, name: "priority")
+            for _ in 0..<4 {
+                let nice = try await pool.run { getpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0) }
+                #expect(nice == 10)
+            }
+            // The caller's own thread is not lowered.
+            #expect(getpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0) < 10)
         }
-        // The caller's own thread is not lowered.
-        #expect(getpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0) < 10)
-    }
     #endif
 }
 
@@ -82,11 +82,12 @@ import ViewlineProtocol
         // The attacker's address: three jobs (its share), the first holding the thread.
         var attacker: [Task<Void, any Error>] = []
         for _ in 0..<3 {
-            attacker.append(Task {
-                try await BlockingPool.$callerKey.withValue("203.0.113.7") {
-                    _ = try await pool.run { while !gate.open.withLock({ $0 }) { usleep(1000) } }
-                }
-            })
+            attacker.append(
+                Task {
+                    try await BlockingPool.$callerKey.withValue("203.0.113.7") {
+                        _ = try await pool.run { while !gate.open.withLock({ $0 }) { usleep(1000) } }
+                    }
+                })
         }
         while pool.load < 3 { try await Task.sleep(for: .milliseconds(5)) }
         // A fourth from the same address is refused at once…

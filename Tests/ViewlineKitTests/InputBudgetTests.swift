@@ -56,7 +56,9 @@ import Testing
     static func framerBound(frameLimit: Int) -> Int { 4 * 65_536 + 2 * frameLimit + 4096 }
 
     @Test func blankLinesAreSkippedAsTheyAreFramedAndNeverQueued() throws {
-        let (budget, queue, counter, channel) = try framed { budget in LineFrameHandler(maximumLength: 64, incompleteLineTimeout: nil, budget: budget, next: nil) }
+        let (budget, queue, counter, channel) = try framed { budget in
+            LineFrameHandler(maximumLength: 64, incompleteLineTimeout: nil, budget: budget, next: nil)
+        }
         // 256 KiB of `\n` and `\r\n`, in reads split mid-`\r\n`: no command among them.
         let blank = Array(String(repeating: "\n\r\n", count: 21_846).utf8)
         for _ in 0..<4 {
@@ -74,7 +76,9 @@ import Testing
     }
 
     @Test func aReadOfOneByteLinesQueuesNoMoreThanTheBudgetAndTheRestWaitsAsBytes() throws {
-        let (budget, queue, counter, channel) = try framed { budget in LineFrameHandler(maximumLength: 64, incompleteLineTimeout: nil, budget: budget, next: nil) }
+        let (budget, queue, counter, channel) = try framed { budget in
+            LineFrameHandler(maximumLength: 64, incompleteLineTimeout: nil, budget: budget, next: nil)
+        }
         // 256 KiB of `a\n` in four reads: 131,072 lines before this budget.
         let lines = Array(String(repeating: "a\n", count: 32_768).utf8)
         for _ in 0..<4 { try channel.writeInbound(ByteBuffer(bytes: lines)) }
@@ -102,7 +106,8 @@ import Testing
     }
 
     @Test func lineEndsAtEveryOffsetGiveTheSameLinesWhenFramingStops() throws {
-        let (_, queue, _, channel) = try framed { budget in LineFrameHandler(maximumLength: 8, incompleteLineTimeout: nil, budget: budget, next: nil) }
+        let (_, queue, _, channel) = try framed { budget in LineFrameHandler(maximumLength: 8, incompleteLineTimeout: nil, budget: budget, next: nil)
+        }
         let expected = (0..<1000).map { "l\($0 % 10_000)" }
         let input = Array(expected.joined(separator: "\n").utf8) + [UInt8(ascii: "\n")]
         var index = 0
@@ -123,7 +128,9 @@ import Testing
     }
 
     @Test func aWebSocketMessageOfNewlinesQueuesOnlyItsOneCommand() throws {
-        let (_, queue, _, channel) = try framed { budget in WebSocketLines(maximumLength: 65_536, maximumFrameLength: 140_000, incompleteMessageTimeout: nil, budget: budget) }
+        let (_, queue, _, channel) = try framed { budget in
+            WebSocketLines(maximumLength: 65_536, maximumFrameLength: 140_000, incompleteMessageTimeout: nil, budget: budget)
+        }
         try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
         let message = WebSocketLinesTests.frame(0x1, Array(String(repeating: "\n\r\n", count: 20_000).utf8) + Array("x".utf8))
         try channel.writeInbound(ByteBuffer(bytes: message))
@@ -133,7 +140,9 @@ import Testing
     }
 
     @Test func aWebSocketMessageOfOneByteLinesQueuesNoMoreThanTheBudget() throws {
-        let (_, queue, counter, channel) = try framed { budget in WebSocketLines(maximumLength: 65_536, maximumFrameLength: 140_000, incompleteMessageTimeout: nil, budget: budget) }
+        let (_, queue, counter, channel) = try framed { budget in
+            WebSocketLines(maximumLength: 65_536, maximumFrameLength: 140_000, incompleteMessageTimeout: nil, budget: budget)
+        }
         try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
         let message = WebSocketLinesTests.frame(0x1, Array(String(repeating: "a\n", count: 32_500).utf8) + Array("x".utf8))
         try channel.writeInbound(ByteBuffer(bytes: message))
@@ -162,8 +171,9 @@ import Testing
     func anEndlessFragmentedMessageHoldsOneFrameAtMost(readSize: Int) throws {
         let budget = InputBudget()
         let frameLimit = 2 * 1024 + 1024
-        let channel = EmbeddedChannel(handler: WebSocketLines(
-            maximumLength: 1024, maximumFrameLength: frameLimit, incompleteMessageTimeout: nil, budget: budget))
+        let channel = EmbeddedChannel(
+            handler: WebSocketLines(
+                maximumLength: 1024, maximumFrameLength: frameLimit, incompleteMessageTimeout: nil, budget: budget))
         try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
         var stream = WebSocketLinesTests.frame(0x1, Array(repeating: UInt8(ascii: "a"), count: 3000), fin: false)
         let continuation = WebSocketLinesTests.frame(0x0, Array(repeating: UInt8(ascii: "b"), count: 3000), fin: false)
@@ -199,7 +209,8 @@ import Testing
         let channel = EmbeddedChannel(handler: WebSocketLines(maximumLength: 64, maximumFrameLength: 200, incompleteMessageTimeout: nil))
         try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
         // "é" split across fragments is fine; a lone continuation byte is not.
-        try channel.writeInbound(ByteBuffer(bytes: WebSocketLinesTests.frame(0x1, [0x61, 0xC3], fin: false) + WebSocketLinesTests.frame(0x0, [0xA9])))
+        try channel.writeInbound(
+            ByteBuffer(bytes: WebSocketLinesTests.frame(0x1, [0x61, 0xC3], fin: false) + WebSocketLinesTests.frame(0x0, [0xA9])))
         #expect(try channel.readInbound(as: LineFrame.self) == .line(ByteBuffer(bytes: [0x61, 0xC3, 0xA9])))
         try channel.writeInbound(ByteBuffer(bytes: WebSocketLinesTests.frame(0x1, [0x61], fin: false) + WebSocketLinesTests.frame(0x0, [0xA9])))
         #expect(try channel.readInbound(as: LineFrame.self) == nil)

@@ -8,7 +8,7 @@ import Testing
 @testable import ViewlineKit
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A connection's output is bounded by `--max-output-bytes` against a client that

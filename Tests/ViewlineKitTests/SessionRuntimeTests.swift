@@ -48,19 +48,24 @@ import ViewlineTesting
         #expect(increment["args"] == ["by"])
         #expect(commands.first { $0["name"] == "label" }?["usage"] == "label <text>")
         #expect(commands.compactMap { $0["name"]?.stringValue }.prefix(5) == ["help", "ping", "state", "wait", "quit"])
-        #expect(help["views"] == [
-            ["name": "counter", "state": "{count, label, busy}"],
-            ["name": "connections", "state": "{count}: the session's connections, once more than one", "builtin": true],
-        ])
+        #expect(
+            help["views"] == [
+                ["name": "counter", "state": "{count, label, busy}"],
+                ["name": "connections", "state": "{count}: the session's connections, once more than one", "builtin": true],
+            ])
         #expect(help["services"]?.arrayValue?.first?["name"] == "adder")
         #expect(help["errors"]?.arrayValue?.contains { $0["code"] == "too_big" } == true)
         // Each argument's kind (protocol 1.2) and the view that declares the command.
         #expect(increment["arguments"] == [["name": "by", "kind": "integer", "minimum": 1, "maximum": 9_007_199_254_740_991, "required": false]])
         #expect(commands.first { $0["name"] == "ping" }?["builtin"] == true)
-        await store.send("help label", reply: ["command": [
-            "name": "label", "usage": "label <text>", "summary": "Name the counter.", "args": ["text"],
-            "arguments": [["name": "text", "kind": "text", "required": true]], "example": "label my counter", "view": "counter",
-        ]])
+        await store.send(
+            "help label",
+            reply: [
+                "command": [
+                    "name": "label", "usage": "label <text>", "summary": "Name the counter.", "args": ["text"],
+                    "arguments": [["name": "text", "kind": "text", "required": true]], "example": "label my counter", "view": "counter",
+                ]
+            ])
         await store.finish()
     }
 

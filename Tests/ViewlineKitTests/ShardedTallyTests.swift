@@ -31,8 +31,9 @@ import Testing
         metrics.command("ping", failed: nil, duration: .milliseconds(2))
         metrics.command("teleport", failed: "unknown_command", duration: nil)
         metrics.command("search", failed: "bad_arguments", duration: .microseconds(300))
-        let text = String(decoding: metrics.exposition(
-            sessions: SessionRegistry(limits: SessionLimits()), connections: ConnectionCounts(), eventLoopCount: 1, cluster: nil), as: UTF8.self)
+        let text = String(
+            decoding: metrics.exposition(
+                sessions: SessionRegistry(limits: SessionLimits()), connections: ConnectionCounts(), eventLoopCount: 1, cluster: nil), as: UTF8.self)
         let lines = Set(text.split(separator: "\n").map(String.init))
         for expected in [
             #"viewline_commands_total{command="ping",outcome="ok"} 2"#,

@@ -31,7 +31,8 @@ import ViewlineTesting
             get { metadata[key] }
             set { metadata[key] = newValue }
         }
-        func log(level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String, file: String, function: String, line: UInt) {
+        func log(level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String, file: String, function: String, line: UInt)
+        {
             lines.withLock { $0.append((message, self.metadata.merging(metadata ?? [:]) { $1 })) }
         }
     }

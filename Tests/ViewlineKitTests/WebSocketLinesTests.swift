@@ -52,7 +52,8 @@ import Testing
 
     @Test(arguments: [1, 2, 3, 5, 7, 13, 64, 100_000])
     func sameLinesInAnyChunkSize(_ chunk: Int) throws {
-        let input = Self.text("ping") + Self.text("state search", key: [0, 0, 0, 0])
+        let input =
+            Self.text("ping") + Self.text("state search", key: [0, 0, 0, 0])
             + Self.text("two\nlines") + Self.text("frag", fin: false) + Self.frame(0x9, [1, 2])  // a ping between fragments
             + Self.frame(0x0, Array("men".utf8), fin: false) + Self.frame(0x0, Array("ted".utf8))
             + Self.text(String(repeating: "x", count: 17)) + Self.text("") + Self.text("1234567890abcdef")
@@ -69,21 +70,22 @@ import Testing
         #expect(lines == (length == 0 ? [] : [String(decoding: payload, as: UTF8.self)]) + ["end"])
     }
 
-    @Test(arguments: [
-        ("an unmasked frame", [0x81, 0x04] + Array("ping".utf8), UInt16(1002)),
-        ("RSV1 without an extension", [0xC1, 0x80, 0, 0, 0, 0], 1002),
-        ("a reserved opcode", frame(0x3, []), 1002),
-        ("a fragmented ping", frame(0x9, [1], fin: false), 1002),
-        ("a ping of 126 bytes", frame(0x9, Array(repeating: 1, count: 126)), 1002),
-        ("a binary message", frame(0x2, [1, 2, 3]), 1003),
-        ("a continuation with no message begun", frame(0x0, Array("ping".utf8)), 1002),
-        ("a text frame inside an unfinished message", text("pi", fin: false) + text("ng"), 1002),
-        ("a frame over the frame limit, refused at its header", [0x81, 0x80 | 127, 0, 0, 0, 1, 0, 0, 0, 0], 1009),
-        ("a length with its top bit set", [0x81, 0x80 | 127, 0x80, 0, 0, 0, 0, 0, 0, 1], 1002),
-        ("a close whose reason is not UTF-8", frame(0x8, [0x03, 0xE8, 0xFF, 0xFE]), 1007),
-        ("a close with code 4000", frame(0x8, [0x0F, 0xA0]), 4000),
-        ("a close with no code", frame(0x8, []), 1000),
-    ] as [(String, [UInt8], UInt16)])
+    @Test(
+        arguments: [
+            ("an unmasked frame", [0x81, 0x04] + Array("ping".utf8), UInt16(1002)),
+            ("RSV1 without an extension", [0xC1, 0x80, 0, 0, 0, 0], 1002),
+            ("a reserved opcode", frame(0x3, []), 1002),
+            ("a fragmented ping", frame(0x9, [1], fin: false), 1002),
+            ("a ping of 126 bytes", frame(0x9, Array(repeating: 1, count: 126)), 1002),
+            ("a binary message", frame(0x2, [1, 2, 3]), 1003),
+            ("a continuation with no message begun", frame(0x0, Array("ping".utf8)), 1002),
+            ("a text frame inside an unfinished message", text("pi", fin: false) + text("ng"), 1002),
+            ("a frame over the frame limit, refused at its header", [0x81, 0x80 | 127, 0, 0, 0, 1, 0, 0, 0, 0], 1009),
+            ("a length with its top bit set", [0x81, 0x80 | 127, 0x80, 0, 0, 0, 0, 0, 0, 1], 1002),
+            ("a close whose reason is not UTF-8", frame(0x8, [0x03, 0xE8, 0xFF, 0xFE]), 1007),
+            ("a close with code 4000", frame(0x8, [0x0F, 0xA0]), 4000),
+            ("a close with no code", frame(0x8, []), 1000),
+        ] as [(String, [UInt8], UInt16)])
     func violationsCloseWithTheirCode(violation: String, bytes: [UInt8], code: UInt16) throws {
         for chunk in [1, 1000] {
             let (lines, close) = try read(Self.text("before") + bytes + Self.text("after"), chunk: chunk)

@@ -16,8 +16,10 @@ import ViewlineKit
         #expect(try parse("92233720368547758070") == .double(92233720368547758070))
     }
 
-    @Test(arguments: ["", "{", "[1,]", "{\"a\" 1}", "{\"a\":1,}", "01", "1.", "-", "\"\u{01}\"", "\"\\ud800\"", "\"\\x\"",
-                      "tru", "nul", "[1] 2", "{\"a\":1,\"a\":2}", "\"unterminated", "1e999"])
+    @Test(arguments: [
+        "", "{", "[1,]", "{\"a\" 1}", "{\"a\":1,}", "01", "1.", "-", "\"\u{01}\"", "\"\\ud800\"", "\"\\x\"",
+        "tru", "nul", "[1] 2", "{\"a\":1,\"a\":2}", "\"unterminated", "1e999",
+    ])
     func malformedDocumentsAreRefused(_ text: String) {
         #expect(throws: (any Error).self, "\(text)") { try parse(text) }
     }

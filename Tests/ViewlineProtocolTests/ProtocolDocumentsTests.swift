@@ -105,7 +105,8 @@ import ViewlineKit
 
     @Test func theSpecListsEveryFaultableService() throws {
         let spec = try Self.text("PROTOCOL.md")
-        let paragraph = spec.components(separatedBy: "`fault` services:").dropFirst().first?
+        let paragraph =
+            spec.components(separatedBy: "`fault` services:").dropFirst().first?
             .components(separatedBy: "\n\n").first ?? ""
         for service in Vectors.application.backends {
             #expect(paragraph.contains("`\(service.name)` ("), "fault \(service.name)")
@@ -115,6 +116,8 @@ import ViewlineKit
     @Test func theCommandsSchemaIsTheOneDerivedFromTheDeclarations() throws {
         let checkedIn = try Self.schema("commands")
         let derived = Vectors.commands.jsonSchema(views: Vectors.application.views.map(\.name))
-        #expect(checkedIn == derived, "regenerate: viewline-server --print-schema | python3 -m json.tool --indent 2 > protocol/schema/commands.schema.json")
+        #expect(
+            checkedIn == derived,
+            "regenerate: viewline-server --print-schema | python3 -m json.tool --indent 2 > protocol/schema/commands.schema.json")
     }
 }

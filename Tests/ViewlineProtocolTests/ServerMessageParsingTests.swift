@@ -12,10 +12,12 @@ import ViewlineProtocol
         .reply(re: .null, result: .failure(ProtocolError(.attachThrottled, "wait", retryAfter: 3))),
         .display(rev: 3, view: "search", state: ["query": "thai", "loading": false, "results": []]),
         .alert(rev: 4, id: "a1", content: .error("The search failed")),
-        .alert(rev: 5, id: "a2", content: AlertContent(
-            title: "Log in", message: "Log in to see your playlist",
-            actions: [.confirm("Log in"), .cancel("Not now")],
-            fields: [AlertField(name: "user", label: "User"), AlertField(name: "password", label: "Password", secure: true)])),
+        .alert(
+            rev: 5, id: "a2",
+            content: AlertContent(
+                title: "Log in", message: "Log in to see your playlist",
+                actions: [.confirm("Log in"), .cancel("Not now")],
+                fields: [AlertField(name: "user", label: "User"), AlertField(name: "password", label: "Password", secure: true)])),
         .dismiss(rev: 6, id: "a2"),
         .bye(.moved),
         .bye(Bye(.refused, "max clients reached")),

@@ -34,13 +34,16 @@ import ViewlineKit
     }
 
     @Test func exactEncodings() {
-        #expect(ServerMessage.reply(re: 7, result: .failure(ProtocolError(.noAlert, "no alert is presented"))).json.encoded
-            == #"{"type":"reply","re":7,"ok":false,"error":{"code":"no_alert","message":"no alert is presented"}}"#)
+        #expect(
+            ServerMessage.reply(re: 7, result: .failure(ProtocolError(.noAlert, "no alert is presented"))).json.encoded
+                == #"{"type":"reply","re":7,"ok":false,"error":{"code":"no_alert","message":"no alert is presented"}}"#)
         let alert = AlertContent(
             title: "Log in", message: "m", actions: [.confirm("Log in"), .cancel("Cancel")],
             fields: [AlertField(name: "password", label: "Password", secure: true)])
-        #expect(ServerMessage.alert(rev: 13, id: "a4", content: alert).json.encoded
-            == #"{"type":"alert","rev":13,"id":"a4","title":"Log in","message":"m","actions":[{"role":"confirm","label":"Log in"},{"role":"cancel","label":"Cancel"}],"fields":[{"name":"password","label":"Password","secure":true}]}"#)
+        #expect(
+            ServerMessage.alert(rev: 13, id: "a4", content: alert).json.encoded
+                == #"{"type":"alert","rev":13,"id":"a4","title":"Log in","message":"m","actions":[{"role":"confirm","label":"Log in"},{"role":"cancel","label":"Cancel"}],"fields":[{"name":"password","label":"Password","secure":true}]}"#
+        )
     }
 
     @Test func linesWrittenFromTheirPartsMatchTheObject() {
@@ -58,8 +61,9 @@ import ViewlineKit
                 #expect(ServerMessage.displayLine(rev: rev, view: view, encodedState: encodedState) == message.line)
             }
         }
-        #expect(String(decoding: ServerMessage.display(rev: 2, view: "search", state: ["q": "a\"b"]).line, as: UTF8.self)
-            == #"{"type":"display","rev":2,"view":"search","state":{"q":"a\"b"}}"# + "\n")
+        #expect(
+            String(decoding: ServerMessage.display(rev: 2, view: "search", state: ["q": "a\"b"]).line, as: UTF8.self)
+                == #"{"type":"display","rev":2,"view":"search","state":{"q":"a\"b"}}"# + "\n")
     }
 
     @Test func stringsAreEscaped() throws {

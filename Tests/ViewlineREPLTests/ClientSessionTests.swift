@@ -12,7 +12,10 @@ import ViewlineREPL
 
     func session(presenting alert: JSON? = nil) -> ClientSession {
         var client = ClientSession()
-        client.observe(["type": "reply", "re": nil, "ok": true, "result": ["commands": [["name": "cancel"], ["name": "confirm"], ["name": "contacts"], ["name": "search"]]]])
+        client.observe([
+            "type": "reply", "re": nil, "ok": true,
+            "result": ["commands": [["name": "cancel"], ["name": "confirm"], ["name": "contacts"], ["name": "search"]]],
+        ])
         if let alert { client.observe(alert) }
         return client
     }
@@ -61,9 +64,12 @@ import ViewlineREPL
             CommandSpec("state", summary: "Show a view.", arguments: [.optionalWord("view")]),
             CommandSpec("help", summary: "Help.", arguments: [.optionalWord("command")]),
         ]
-        client.observe(["type": "reply", "re": nil, "ok": true, "result": [
-            "commands": .array(commands.map(\.json)), "views": [["name": "search"], ["name": "session"], ["name": "draft"]],
-        ]])
+        client.observe([
+            "type": "reply", "re": nil, "ok": true,
+            "result": [
+                "commands": .array(commands.map(\.json)), "views": [["name": "search"], ["name": "session"], ["name": "draft"]],
+            ],
+        ])
         return client
     }
 
@@ -83,7 +89,7 @@ import ViewlineREPL
 
     @Test func completionOffersConfirmAndCancelFirstWhileAnAlertIsUp() {
         #expect(session().completions(for: "c") == ["cancel", "confirm", "contacts"])
-        #expect(session(presenting: saveAlert).completions(for: "") .prefix(2) == ["confirm", "cancel"])
+        #expect(session(presenting: saveAlert).completions(for: "").prefix(2) == ["confirm", "cancel"])
         #expect(session().completions(for: "SE") == ["search"])
     }
 
@@ -110,14 +116,19 @@ import ViewlineREPL
     @Test func completionsAndHintsCarryNoControlCharacters() {
         var client = ClientSession()
         let title = "\u{1B}]0;owned\u{07}"
-        client.observe(["type": "reply", "re": nil, "ok": true, "result": [
-            "commands": [
-                ["name": .string("se\u{1B}[1march"), "usage": .string("search \(title)"),
-                 "arguments": [["name": .string("q\u{9B}31m"), "kind": "text", "summary": .string("\u{1B}]52;c;cGF5\u{07}")]]],
-                ["name": "sea"],
+        client.observe([
+            "type": "reply", "re": nil, "ok": true,
+            "result": [
+                "commands": [
+                    [
+                        "name": .string("se\u{1B}[1march"), "usage": .string("search \(title)"),
+                        "arguments": [["name": .string("q\u{9B}31m"), "kind": "text", "summary": .string("\u{1B}]52;c;cGF5\u{07}")]],
+                    ],
+                    ["name": "sea"],
+                ],
+                "views": [["name": .string("vi\u{1B}ew")]],
             ],
-            "views": [["name": .string("vi\u{1B}ew")]],
-        ]])
+        ])
         let hint = client.argumentHint(for: "se\u{FFFD}[1march ")
         #expect(hint?.contains("owned") == true && hint?.contains("cGF5") == true)
         #expect(client.completions(for: "se").count == 2 && client.argumentCompletions(for: "state v")?.count == 1)

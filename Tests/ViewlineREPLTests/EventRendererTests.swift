@@ -28,12 +28,13 @@ import ViewlineREPL
             "type": "alert", "rev": 3, "id": "a1", "title": "Error", "message": "Saving failed: disk full. Save again?",
             "actions": [["role": "confirm", "label": "Save"], ["role": "cancel", "label": "Discard"]],
         ]
-        #expect(renderer.render(alert) == """
-            ┌─ Error ───────────────────────────────┐ alert a1
-            │ Saving failed: disk full. Save again? │
-            │ [y] Save  [n] Discard                 │
-            └───────────────────────────────────────┘
-            """)
+        #expect(
+            renderer.render(alert) == """
+                ┌─ Error ───────────────────────────────┐ alert a1
+                │ Saving failed: disk full. Save again? │
+                │ [y] Save  [n] Discard                 │
+                └───────────────────────────────────────┘
+                """)
     }
 
     @Test func searchResultsAreAnAlignedTable() {
@@ -49,13 +50,14 @@ import ViewlineREPL
                 ],
             ],
         ]
-        #expect(renderer.render(display) == """
-            [search] "thai": 3 results
-            NAME         CUISINE  RATING    ADDRESS
-            Blue Basil   thai     4.6 $$    2098 Divisadero St
-            Jade Pepper  thai     4.0 $$$$  3970 Market St
-            Old Spoon    thai               1 Main St
-            """)
+        #expect(
+            renderer.render(display) == """
+                [search] "thai": 3 results
+                NAME         CUISINE  RATING    ADDRESS
+                Blue Basil   thai     4.6 $$    2098 Divisadero St
+                Jade Pepper  thai     4.0 $$$$  3970 Market St
+                Old Spoon    thai               1 Main St
+                """)
     }
 
     static let helpCommands: [JSON] = [
@@ -66,19 +68,20 @@ import ViewlineREPL
     @Test func helpWrapsDescriptionsUnderTheirColumnAndNeverCuts() throws {
         renderer.renderer.width = 50
         let text = try #require(renderer.render(reply(["commands": .array(Self.helpCommands)])))
-        #expect(text == """
-            COMMAND          DESCRIPTION
-            search <query>   Search places by name, cuisine,
-                             dish or neighbourhood; the
-                             latest search wins.
-            ping             Check the connection.
-            y / n / <label>  Answer the presented alert (REPL
-                             shortcut).
-            token            Show this session's token, to
-                             join it from another terminal
-                             with viewline --attach (REPL).
-            help <command> shows one command with an example.
-            """)
+        #expect(
+            text == """
+                COMMAND          DESCRIPTION
+                search <query>   Search places by name, cuisine,
+                                 dish or neighbourhood; the
+                                 latest search wins.
+                ping             Check the connection.
+                y / n / <label>  Answer the presented alert (REPL
+                                 shortcut).
+                token            Show this session's token, to
+                                 join it from another terminal
+                                 with viewline --attach (REPL).
+                help <command> shows one command with an example.
+                """)
         #expect(text.split(separator: "\n").allSatisfy { $0.count < 50 })
     }
 
@@ -94,12 +97,13 @@ import ViewlineREPL
             "name": "search", "usage": "search <query>", "example": "search thai food",
             "summary": "Search places by name, cuisine, dish or neighbourhood; the latest search wins.",
         ]
-        #expect(renderer.render(reply(["command": command])) == """
-            search <query>
-              Search places by name, cuisine, dish or neighbourhood;
-              the latest search wins.
-              example: search thai food
-            """)
+        #expect(
+            renderer.render(reply(["command": command])) == """
+                search <query>
+                  Search places by name, cuisine, dish or neighbourhood;
+                  the latest search wins.
+                  example: search thai food
+                """)
     }
 
     @Test func anAppendedPlaylistPagePrintsOnlyItsNewRows() throws {
@@ -119,16 +123,20 @@ import ViewlineREPL
 
     @Test func anyOtherViewIsDrawnFromItsShapeTheTodosAsATable() {
         // Examples/Todos' view: the REPL knows nothing of it.
-        let todos: JSON = ["type": "display", "rev": 3, "view": "todos", "state": [
-            "items": [["id": 1, "title": "buy milk", "done": false], ["id": 2, "title": "walk the dog", "done": true]],
-            "saving": true,
-        ]]
-        #expect(renderer.render(todos) == """
-            [todos] 2 items (saving…)
-            ID  TITLE         DONE
-            1   buy milk      no
-            2   walk the dog  yes
-            """)
+        let todos: JSON = [
+            "type": "display", "rev": 3, "view": "todos",
+            "state": [
+                "items": [["id": 1, "title": "buy milk", "done": false], ["id": 2, "title": "walk the dog", "done": true]],
+                "saving": true,
+            ],
+        ]
+        #expect(
+            renderer.render(todos) == """
+                [todos] 2 items (saving…)
+                ID  TITLE         DONE
+                1   buy milk      no
+                2   walk the dog  yes
+                """)
         let empty: JSON = ["type": "display", "rev": 1, "view": "todos", "state": ["items": [], "saving": false, "filter": nil, "count": 0]]
         #expect(renderer.render(empty) == "[todos] no items filter: — count: 0")
     }

@@ -33,8 +33,10 @@ import ViewlineClient
         let hostile = "A\u{1B}]0;pwned\u{07}B\u{1B}[2J\u{1B}]52;c;ZXZpbA==\u{07}\u{1B}[10;10H\u{9B}31m\u{7F}\r"
         let messages: [JSON] = [
             results(["name": .string(hostile), "cuisine": .string(hostile), "rating": 4.5]),
-            ["type": "alert", "rev": 2, "id": .string(hostile), "title": .string(hostile), "message": .string(hostile),
-             "actions": [["role": "confirm", "label": .string(hostile)]]],
+            [
+                "type": "alert", "rev": 2, "id": .string(hostile), "title": .string(hostile), "message": .string(hostile),
+                "actions": [["role": "confirm", "label": .string(hostile)]],
+            ],
             ["type": "bye", "reason": .string(hostile)],
             ["type": "reply", "re": 1, "ok": false, "error": ["code": .string(hostile), "message": .string(hostile)]],
             ["type": "display", "rev": 3, "view": .string(hostile), "state": [.init(hostile): .string(hostile)]],

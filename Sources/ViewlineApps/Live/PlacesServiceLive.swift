@@ -11,7 +11,10 @@ public struct PlacesServiceLive: PlacesService {
     let latency: Duration
     let pool: BlockingPool
 
-    public init(catalog: PlaceCatalog = .standard, latency: Duration, pool: BlockingPool = BlockingPool(threads: 1, queueLimit: 256, perKeyLimit: 32, name: "search")) {
+    public init(
+        catalog: PlaceCatalog = .standard, latency: Duration,
+        pool: BlockingPool = BlockingPool(threads: 1, queueLimit: 256, perKeyLimit: 32, name: "search")
+    ) {
         self.catalog = catalog
         self.latency = latency
         self.pool = pool

@@ -2,7 +2,7 @@ import CoreMetrics
 import NIOPosix
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 import Synchronization
 
@@ -157,10 +157,10 @@ public final class BlockingPool: Sendable {
     /// privilege.)
     private static func runBelowEventLoops() {
         #if os(Linux)
-        guard lowered.currentValue == nil else { return }
-        lowered.currentValue = Lowered()
-        // On Linux a nice value is the calling thread's own (setpriority(2), BUGS).
-        _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 10)
+            guard lowered.currentValue == nil else { return }
+            lowered.currentValue = Lowered()
+            // On Linux a nice value is the calling thread's own (setpriority(2), BUGS).
+            _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 10)
         #endif
     }
 
@@ -174,7 +174,9 @@ public final class BlockingPool: Sendable {
             let key = state.order.removeFirst()
             var queue = state.waiting[key]!
             let job = queue.removeFirst()
-            if queue.isEmpty { state.waiting[key] = nil } else {
+            if queue.isEmpty {
+                state.waiting[key] = nil
+            } else {
                 state.waiting[key] = queue
                 state.order.append(key)  // its next job after every other key's
             }

@@ -100,7 +100,8 @@ final class AnyCommand: Sendable {
 
     /// A command whose result comes encoded as well (not an initializer: a third
     /// trailing-closure candidate slowed type-checking the built-ins past its limit).
-    static func encoding(spec: CommandSpec, _ performEncoded: @escaping @Sendable (isolated Session, Arguments) throws -> EncodedResult) -> AnyCommand {
+    static func encoding(spec: CommandSpec, _ performEncoded: @escaping @Sendable (isolated Session, Arguments) throws -> EncodedResult) -> AnyCommand
+    {
         let perform: @Sendable (isolated Session, Arguments) throws -> JSON = { session, arguments in try performEncoded(session, arguments).json }
         return AnyCommand(spec: spec, perform: perform, performNow: perform, performEncoded: performEncoded, holdsEvents: true, endsConnection: false)
     }

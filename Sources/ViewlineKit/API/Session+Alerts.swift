@@ -122,13 +122,16 @@ extension Session {
         if confirm {
             let names = Set(alert.content.fields.map(\.name))
             if let unknown = fields.keys.sorted().first(where: { !names.contains($0) }) {
-                throw ProtocolError(.badArguments, names.isEmpty
-                    ? "alert \(alert.id) has no fields (got \(unknown))"
-                    : "alert \(alert.id) has no field \(unknown); its fields: \(alert.content.fields.map(\.name).joined(separator: ", "))")
+                throw ProtocolError(
+                    .badArguments,
+                    names.isEmpty
+                        ? "alert \(alert.id) has no fields (got \(unknown))"
+                        : "alert \(alert.id) has no field \(unknown); its fields: \(alert.content.fields.map(\.name).joined(separator: ", "))")
             }
             let missing = alert.content.fields.map(\.name).filter { fields[$0] == nil }
             if !missing.isEmpty {
-                throw ProtocolError(.badArguments, "alert \(alert.id) needs \(missing.joined(separator: ", ")); usage: confirm [alert-id] name=value ...")
+                throw ProtocolError(
+                    .badArguments, "alert \(alert.id) needs \(missing.joined(separator: ", ")); usage: confirm [alert-id] name=value ...")
             }
             answer = .confirmed(fields: fields)
         }

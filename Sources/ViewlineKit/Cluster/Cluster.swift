@@ -409,9 +409,11 @@ public final class Cluster: Sendable {
             lease.reconciling = true
             lease.lapsesNoticed &+= 1
         }
-        logger.warning("the database refused a write for a session this node may no longer hold; checking its sessions", metadata: [
-            "record": "\(session)"
-        ])
+        logger.warning(
+            "the database refused a write for a session this node may no longer hold; checking its sessions",
+            metadata: [
+                "record": "\(session)"
+            ])
     }
 
     /// Closes every held session whose record another node claimed while this node
@@ -457,9 +459,11 @@ public final class Cluster: Sendable {
         timer.cancel()
         if !inTime {
             lease.withLock { $0.left = true }
-            logger.warning("leaving the cluster took longer than the node timeout; stopping without waiting for the database", metadata: [
-                "node-timeout": "\(nodeTimeout)"
-            ])
+            logger.warning(
+                "leaving the cluster took longer than the node timeout; stopping without waiting for the database",
+                metadata: [
+                    "node-timeout": "\(nodeTimeout)"
+                ])
             _ = work  // its statements end at their own deadlines
         }
     }
@@ -510,7 +514,8 @@ public final class Cluster: Sendable {
         do {
             removed = try await directory.remove(lookups: [lookup], by: node)
         } catch {
-            logger.warning("could not delete a quitting session's record", metadata: ["session": "\(session.id)", "error": "\(String(reflecting: error))"])
+            logger.warning(
+                "could not delete a quitting session's record", metadata: ["session": "\(session.id)", "error": "\(String(reflecting: error))"])
             throw ProtocolError(.unavailable, "the session could not be ended right now; try again")
         }
         guard removed.refused.isEmpty else {
@@ -533,7 +538,9 @@ public final class Cluster: Sendable {
         let (lookup, secret) = SessionRegistry.split(token)
         let saved: SavedRecords
         do {
-            saved = try await directory.save([SessionRecord(lookup: lookup, secretDigest: Self.digest(secret), owner: nodeID, snapshot: snapshot, rev: rev)])
+            saved = try await directory.save([
+                SessionRecord(lookup: lookup, secretDigest: Self.digest(secret), owner: nodeID, snapshot: snapshot, rev: rev)
+            ])
         } catch {
             logger.warning("could not write a session record", metadata: ["session": "\(session.id)", "error": "\(String(reflecting: error))"])
             throw ProtocolError(.unavailable, "the change could not be recorded right now; try again")
@@ -570,7 +577,9 @@ public final class Cluster: Sendable {
                 logger.info("left the records of sessions another node holds now", metadata: ["records": "\(removed.refused.count)"])
             }
         } catch {
-            logger.debug("could not remove session records; trying again with the next batch", metadata: ["error": "\(String(reflecting: error))", "records": "\(ended.count)"])
+            logger.debug(
+                "could not remove session records; trying again with the next batch",
+                metadata: ["error": "\(String(reflecting: error))", "records": "\(ended.count)"])
         }
     }
 
@@ -648,10 +657,12 @@ public final class Cluster: Sendable {
                     // one session's record never holds the node's back.
                     dirty.withLock { $0.keepLocked([entry]) }
                     written += 1
-                    logger.warning("could not write a session record", metadata: [
-                        "error": "\(String(reflecting: error))", "session": "\(entry.session.id)",
-                        "bytes": "\(part[part.startIndex].snapshot.utf8.count)",
-                    ])
+                    logger.warning(
+                        "could not write a session record",
+                        metadata: [
+                            "error": "\(String(reflecting: error))", "session": "\(entry.session.id)",
+                            "bytes": "\(part[part.startIndex].snapshot.utf8.count)",
+                        ])
                     continue
                 }
                 // This part and the rest go with the next batch; the changes keep their
@@ -659,7 +670,8 @@ public final class Cluster: Sendable {
                 // (`acceptsCommands`).
                 let unwritten = records[(written)...].compactMap { entries[$0.lookup] }
                 dirty.withLock { $0.keep(unwritten) }
-                logger.warning("could not write session records", metadata: ["error": "\(String(reflecting: error))", "sessions": "\(unwritten.count)"])
+                logger.warning(
+                    "could not write session records", metadata: ["error": "\(String(reflecting: error))", "sessions": "\(unwritten.count)"])
                 break
             }
         }
@@ -706,10 +718,12 @@ public final class Cluster: Sendable {
             return slow.skipped
         }
         guard let skipped else { return }
-        logger.warning("a record batch was slow", metadata: [
-            "waited-ms": "\(waited.nanoseconds / 1_000_000)", "snapshots-ms": "\(snapshots.nanoseconds / 1_000_000)",
-            "write-ms": "\(write.nanoseconds / 1_000_000)", "records": "\(records)", "slow-batches-not-logged": "\(skipped)",
-        ])
+        logger.warning(
+            "a record batch was slow",
+            metadata: [
+                "waited-ms": "\(waited.nanoseconds / 1_000_000)", "snapshots-ms": "\(snapshots.nanoseconds / 1_000_000)",
+                "write-ms": "\(write.nanoseconds / 1_000_000)", "records": "\(records)", "slow-batches-not-logged": "\(skipped)",
+            ])
     }
 
     /// Sessions a batch asks for their records in one turn of their event loop.
@@ -731,13 +745,16 @@ public final class Cluster: Sendable {
         let turns = byLoop.values.flatMap { onLoop in
             stride(from: 0, to: onLoop.count, by: decisionsPerTurn).map { start in
                 let part = Array(onLoop[start..<min(start + decisionsPerTurn, onLoop.count)])
-                return (part, part[0].session.eventLoop.submit {
-                    part.map { entry in
-                        entry.session.assumeIsolated {
-                            $0.recordIfDue(now: now, window: recordWindow, burst: burst)
+                return (
+                    part,
+                    part[0].session.eventLoop.submit {
+                        part.map { entry in
+                            entry.session.assumeIsolated {
+                                $0.recordIfDue(now: now, window: recordWindow, burst: burst)
+                            }
                         }
                     }
-                })
+                )
             }
         }
         var decisions: [(Unwritten, Session.RecordDecision)] = []
@@ -863,7 +880,8 @@ public final class Cluster: Sendable {
         .unavailable, "this node cannot reach the cluster's database right now; try again, or attach to another node")
 
     /// What a full node answers for a session it would have to restore.
-    static let full = ProtocolError(.serverBusy, "this node holds all the sessions it may; try again in a moment or attach to another node", retryAfter: 1)
+    static let full = ProtocolError(
+        .serverBusy, "this node holds all the sessions it may; try again in a moment or attach to another node", retryAfter: 1)
 
     /// SHA-256: what a record keeps of a token's secret part.
     static func digest(_ secret: [UInt8]) -> [UInt8] {

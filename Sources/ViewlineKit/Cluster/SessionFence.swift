@@ -104,6 +104,7 @@ public struct SessionWriteSuperseded: ProtocolErrorConvertible, CustomStringConv
 
     /// `busy`: a later write of the session won.
     public var protocolError: ProtocolError {
-        ProtocolError(.busy, "a later change of this session was saved before this one, so this one was not saved; send it again if it should still win")
+        ProtocolError(
+            .busy, "a later change of this session was saved before this one, so this one was not saved; send it again if it should still win")
     }
 }

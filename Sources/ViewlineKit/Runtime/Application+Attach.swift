@@ -29,7 +29,9 @@ extension Application {
         let keys = FailureThrottle.key("attach", peer: peer)
         if let seconds = attachPolicy.throttle.wait(for: keys, now: Date()) {
             logger.debug("attach throttled: too many failed attaches from this address", metadata: ["peer": "\(peer ?? "?")", "wait": "\(seconds)"])
-            await current.reject(re: request.id, ProtocolError(.attachThrottled, "too many failed attach attempts; try again in \(seconds) s", retryAfter: seconds), to: number, command: "attach")
+            await current.reject(
+                re: request.id, ProtocolError(.attachThrottled, "too many failed attach attempts; try again in \(seconds) s", retryAfter: seconds),
+                to: number, command: "attach")
             return nil
         }
         let token = request.arguments.string("token")
@@ -57,8 +59,11 @@ extension Application {
             }
             guard admitted else {
                 logger.debug("attach throttled: too many lookups from this address in flight", metadata: ["peer": "\(peer ?? "?")"])
-                await current.reject(re: request.id, ProtocolError(
-                    .attachThrottled, "too many attaches from this address are being looked up; try again in 1 s", retryAfter: 1), to: number, command: "attach")
+                await current.reject(
+                    re: request.id,
+                    ProtocolError(
+                        .attachThrottled, "too many attaches from this address are being looked up; try again in 1 s", retryAfter: 1), to: number,
+                    command: "attach")
                 return nil
             }
             defer {
@@ -89,8 +94,10 @@ extension Application {
                 // client behind one address that follows its session through a database
                 // outage (chaos runs saw clients wait 90 s and more for the doubled waits).
                 logger.error("attach: session lookup failed", metadata: ["peer": "\(peer ?? "?")", "error": "\(String(reflecting: error))"])
-                await current.reject(re: request.id, ProtocolError(
-                    .unavailable, "the session cannot be looked up right now; try again shortly", retryAfter: 1), to: number, command: "attach")
+                await current.reject(
+                    re: request.id,
+                    ProtocolError(
+                        .unavailable, "the session cannot be looked up right now; try again shortly", retryAfter: 1), to: number, command: "attach")
                 return nil
             }
         }
@@ -101,9 +108,11 @@ extension Application {
             // address that follow their sessions through a failover are not throttled
             // for the ones it lost. Only a token nobody here made counts.
             let made = tokens.tagged(token)
-            logger.debug("attach: no such session", metadata: [
-                "record": "\(SessionRegistry.split(token).lookup)", "peer": "\(peer ?? "?")", "made-here": "\(made)",
-            ])
+            logger.debug(
+                "attach: no such session",
+                metadata: [
+                    "record": "\(SessionRegistry.split(token).lookup)", "peer": "\(peer ?? "?")", "made-here": "\(made)",
+                ])
             if !made { attachPolicy.throttle.failed(keys, now: Date()) }
             await current.reject(re: request.id, badToken, to: number, command: "attach")
             return nil

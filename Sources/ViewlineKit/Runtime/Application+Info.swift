@@ -25,9 +25,11 @@ extension Application {
         ]
         var commands: JSON = .null
         if let metrics {
-            commands = .object(JSONObject(metrics.commandCounts.sorted { $0.key < $1.key }.map { name, outcomes in
-                (name, .object(JSONObject(outcomes.sorted { $0.key < $1.key }.map { ($0.key, .int($0.value)) })))
-            }))
+            commands = .object(
+                JSONObject(
+                    metrics.commandCounts.sorted { $0.key < $1.key }.map { name, outcomes in
+                        (name, .object(JSONObject(outcomes.sorted { $0.key < $1.key }.map { ($0.key, .int($0.value)) })))
+                    }))
         }
         var clusterGroup: JSON = .null
         if let cluster {

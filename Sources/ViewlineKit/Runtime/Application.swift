@@ -113,7 +113,8 @@ public final class Application: Sendable {
         let builtIns = Session.builtInCommands
         // `help` lists the session commands first, then every view-model's, then the
         // alert answers and the admin commands.
-        let ordered = builtIns.filter { Session.leadingBuiltIns.contains($0.spec.name) } + modelCommands
+        let ordered =
+            builtIns.filter { Session.leadingBuiltIns.contains($0.spec.name) } + modelCommands
             + builtIns.filter { !Session.leadingBuiltIns.contains($0.spec.name) }
         commands = CommandTable(ordered.map(\.spec))
         handlers = ordered
@@ -132,20 +133,25 @@ public final class Application: Sendable {
         self.restoredHooks = restoredHooks
         self.cluster = cluster
         tokens = SessionTokens(key: cluster?.tokenKey)
-        metrics = recordsMetrics
-            ? ServerMetrics(commandNames: commands.all.map(\.name), clustered: cluster != nil, registry: metricsRegistry ?? PrometheusCollectorRegistry())
+        metrics =
+            recordsMetrics
+            ? ServerMetrics(
+                commandNames: commands.all.map(\.name), clustered: cluster != nil, registry: metricsRegistry ?? PrometheusCollectorRegistry())
             : nil
         slowLog = SlowLog(threshold: slowCommandThreshold)
         helpResult = [
             "commands": .array(commands.all.map(\.json)),
             "services": .array(backends.map { ["name": .string($0.name), "summary": .string($0.summary)] }),
-            "views": .array(views.map { view -> JSON in
-                var entry: JSONObject = ["name": .string(view.name), "state": .string(view.summary)]
-                if !view.busyFields.isEmpty { entry["busy"] = .array(view.busyFields.map { .string($0) }) }
-                return .object(entry)
-            } + [[
-                "name": .string(Session.connectionsView), "state": "{count}: the session's connections, once more than one", "builtin": true,
-            ]]),
+            "views": .array(
+                views.map { view -> JSON in
+                    var entry: JSONObject = ["name": .string(view.name), "state": .string(view.summary)]
+                    if !view.busyFields.isEmpty { entry["busy"] = .array(view.busyFields.map { .string($0) }) }
+                    return .object(entry)
+                } + [
+                    [
+                        "name": .string(Session.connectionsView), "state": "{count}: the session's connections, once more than one", "builtin": true,
+                    ]
+                ]),
             "errors": .array(errors.map { ["code": .string($0.rawValue), "meaning": .string($0.meaning)] }),
         ]
     }

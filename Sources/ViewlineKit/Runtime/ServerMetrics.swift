@@ -78,12 +78,14 @@ public final class ServerMetrics: Sendable {
         eventSlots = bytesSlot + 1
         tally = ShardedTally(slots: eventSlots + Self.eventTypes.count)
         outputCutOffs = CoreMetrics.Counter(label: "viewline_output_cutoffs_total", factory: factory)
-        connectionsOpened = Dictionary(uniqueKeysWithValues: Transport.allCases.map {
-            ($0, CoreMetrics.Counter(label: "viewline_connections_opened_total", dimensions: [("transport", $0.rawValue)], factory: factory))
-        })
-        connectionGauges = Dictionary(uniqueKeysWithValues: Transport.allCases.map {
-            ($0, CoreMetrics.Gauge(label: "viewline_connections", dimensions: [("transport", $0.rawValue)], factory: factory))
-        })
+        connectionsOpened = Dictionary(
+            uniqueKeysWithValues: Transport.allCases.map {
+                ($0, CoreMetrics.Counter(label: "viewline_connections_opened_total", dimensions: [("transport", $0.rawValue)], factory: factory))
+            })
+        connectionGauges = Dictionary(
+            uniqueKeysWithValues: Transport.allCases.map {
+                ($0, CoreMetrics.Gauge(label: "viewline_connections", dimensions: [("transport", $0.rawValue)], factory: factory))
+            })
         sessionsCreated = CoreMetrics.Counter(label: "viewline_sessions_created_total", factory: factory)
         sessionsAttached = CoreMetrics.Counter(label: "viewline_sessions_attached_total", factory: factory)
         sessionsRestored = CoreMetrics.Counter(label: "viewline_sessions_restored_total", factory: factory)
@@ -229,7 +231,8 @@ public final class ServerMetrics: Sendable {
                 line(#"viewline_command_duration_seconds_bucket{command="\#(name)",le="\#(Self.seconds(bound))"} \#(count)"#)
             }
             line(#"viewline_command_duration_seconds_bucket{command="\#(name)",le="+Inf"} \#(cumulative)"#)
-            line(#"viewline_command_duration_seconds_sum{command="\#(name)"} \#(Self.seconds(Int64(tally.sum(base + Self.latencyBounds.count + 1))))"#)
+            line(
+                #"viewline_command_duration_seconds_sum{command="\#(name)"} \#(Self.seconds(Int64(tally.sum(base + Self.latencyBounds.count + 1))))"#)
             line(#"viewline_command_duration_seconds_count{command="\#(name)"} \#(cumulative)"#)
         }
         line("# TYPE viewline_bytes_written_total counter")

@@ -14,10 +14,12 @@ extension Session {
     private static let pong = EncodedResult([Array(#"{"pong":true}"#.utf8)])
 
     static let builtInCommands: [AnyCommand] = [
-        AnyCommand(spec: CommandSpec(
-            "help", summary: "List every command with its usage, or show one command with an example.",
-            arguments: [.optionalWord("command").described("a command to show alone")], example: "help confirm"
-        )) { session, args in
+        AnyCommand(
+            spec: CommandSpec(
+                "help", summary: "List every command with its usage, or show one command with an example.",
+                arguments: [.optionalWord("command").described("a command to show alone")], example: "help confirm"
+            )
+        ) { session, args in
             guard let name = args.optionalString("command") else { return session.application.helpResult }
             guard let spec = session.application.commands.spec(named: name) else {
                 throw ProtocolError(.unknownCommand, "unknown command \"\(name)\"; help lists every command")
@@ -27,14 +29,19 @@ extension Session {
         AnyCommand.encoding(spec: CommandSpec("ping", summary: "Check the connection; replies {\"pong\":true}.")) { _, _ in
             pong
         },
-        AnyCommand.encoding(spec: CommandSpec(
-            "state", summary: "Show the current state of one view, or of all views.",
-            arguments: [.optionalWord("view").described("one view; all of them without it")], example: "state search"
-        )) { session, args in try stateResult(in: session, args) },
+        AnyCommand.encoding(
+            spec: CommandSpec(
+                "state", summary: "Show the current state of one view, or of all views.",
+                arguments: [.optionalWord("view").described("one view; all of them without it")], example: "state search"
+            )
+        ) { session, args in try stateResult(in: session, args) },
         AnyCommand(
             spec: CommandSpec(
                 "wait", summary: "Reply once no background work is running (default timeout 10000 ms): handy at the end of a script.",
-                arguments: [.optionalInteger("timeout", maximum: maximumWaitMilliseconds, unit: "milliseconds", placeholder: "timeout-ms").described("how long to wait, in milliseconds (10,000 by default)")],
+                arguments: [
+                    .optionalInteger("timeout", maximum: maximumWaitMilliseconds, unit: "milliseconds", placeholder: "timeout-ms").described(
+                        "how long to wait, in milliseconds (10,000 by default)")
+                ],
                 example: "wait 5000"
             ),
             holdsEvents: false  // the events of the work it waits for flow meanwhile
@@ -51,20 +58,26 @@ extension Session {
             try await session.application.cluster?.forget(session)
             return ["bye": true]
         },
-        AnyCommand(spec: CommandSpec(
-            "attach",
-            summary: "Join the session that owns token (this connection's own session is dropped); with last-rev, get every event after it again.",
-            arguments: [
-                .word("token").described("the session's token, from its welcome or a `token` shown elsewhere"),
-                .optionalInteger("lastRev", placeholder: "last-rev").described("the last rev this client saw: what came after is replayed"),
-            ], example: "attach 3f9c…e1 42"
-        )) { _, _ in
+        AnyCommand(
+            spec: CommandSpec(
+                "attach",
+                summary:
+                    "Join the session that owns token (this connection's own session is dropped); with last-rev, get every event after it again.",
+                arguments: [
+                    .word("token").described("the session's token, from its welcome or a `token` shown elsewhere"),
+                    .optionalInteger("lastRev", placeholder: "last-rev").described("the last rev this client saw: what came after is replayed"),
+                ], example: "attach 3f9c…e1 42"
+            )
+        ) { _, _ in
             throw ProtocolError(.badToken, "attach needs a network connection to the server")
         },
-        AnyCommand(spec: CommandSpec(
-            "end-others",
-            summary: "End every other connection to this session and give it a new token: a link or token someone else holds no longer joins it. Replies the new token."
-        )) { session, _ async throws in
+        AnyCommand(
+            spec: CommandSpec(
+                "end-others",
+                summary:
+                    "End every other connection to this session and give it a new token: a link or token someone else holds no longer joins it. Replies the new token."
+            )
+        ) { session, _ async throws in
             guard let connection = Session.commandConnection else {
                 throw ProtocolError(.badToken, "end-others needs a connection of its own")
             }
@@ -92,63 +105,81 @@ extension Session {
             session.replyIsDurable = session.application.cluster != nil
             return ["ended": .int(ended), "token": .string(fresh)]
         },
-        AnyCommand(spec: CommandSpec(
-            "sessions", summary: "Count the server's live sessions and those with a connection (admin only).", adminOnly: true
-        )) { session, _ in
+        AnyCommand(
+            spec: CommandSpec(
+                "sessions", summary: "Count the server's live sessions and those with a connection (admin only).", adminOnly: true
+            )
+        ) { session, _ in
             let counts = session.application.sessions.counts
             return ["sessions": .int(counts.sessions), "attached": .int(counts.attached)]
         },
-        AnyCommand(spec: CommandSpec(
-            "info", summary: "The server's figures as JSON, grouped like redis's INFO: server, clients, sessions, commands, cluster (admin only).",
-            adminOnly: true
-        )) { session, _ in
+        AnyCommand(
+            spec: CommandSpec(
+                "info",
+                summary: "The server's figures as JSON, grouped like redis's INFO: server, clients, sessions, commands, cluster (admin only).",
+                adminOnly: true
+            )
+        ) { session, _ in
             session.application.info
         },
-        AnyCommand(spec: CommandSpec(
-            "slowlog", summary: "The newest commands slower than the server's threshold, newest first (default 10, at most 128; admin only).",
-            arguments: [.optionalInteger("count", minimum: 1, maximum: SlowLog.capacity).described("how many of the slowest to list")], example: "slowlog 5", adminOnly: true
-        )) { session, args in
+        AnyCommand(
+            spec: CommandSpec(
+                "slowlog", summary: "The newest commands slower than the server's threshold, newest first (default 10, at most 128; admin only).",
+                arguments: [.optionalInteger("count", minimum: 1, maximum: SlowLog.capacity).described("how many of the slowest to list")],
+                example: "slowlog 5", adminOnly: true
+            )
+        ) { session, args in
             let count = args.int("count") ?? 10
             let log = session.application.slowLog
             return [
                 "thresholdMs": .int(Int(log.threshold.components.seconds * 1000 + log.threshold.components.attoseconds / 1_000_000_000_000_000)),
-                "entries": .array(log.newest(count).map { entry in
-                    [
-                        "id": .int(entry.id), "time": .string(entry.time.formatted(.iso8601)), "session": .string(entry.session),
-                        "command": .string(entry.command), "durationMs": .double(Double(entry.duration.nanoseconds) / 1e6),
-                    ]
-                }),
+                "entries": .array(
+                    log.newest(count).map { entry in
+                        [
+                            "id": .int(entry.id), "time": .string(entry.time.formatted(.iso8601)), "session": .string(entry.session),
+                            "command": .string(entry.command), "durationMs": .double(Double(entry.duration.nanoseconds) / 1e6),
+                        ]
+                    }),
             ]
         },
-        AnyCommand(spec: CommandSpec(
-            "confirm", summary: "Answer the presented alert with its confirm action, filling its input fields.",
-            arguments: [
-                .optionalWord("alert", placeholder: "alert-id").described("the alert to answer; the presented one without it"),
-                .fields("fields").described("the alert's input fields, name=value"),
-            ],
-            example: "confirm a2 user=alice password=wonderland"
-        )) { session, args in
+        AnyCommand(
+            spec: CommandSpec(
+                "confirm", summary: "Answer the presented alert with its confirm action, filling its input fields.",
+                arguments: [
+                    .optionalWord("alert", placeholder: "alert-id").described("the alert to answer; the presented one without it"),
+                    .fields("fields").described("the alert's input fields, name=value"),
+                ],
+                example: "confirm a2 user=alice password=wonderland"
+            )
+        ) { session, args in
             try session.answerAlert(id: args.optionalString("alert"), confirm: true, fields: args.fields("fields"))
         },
-        AnyCommand(spec: CommandSpec(
-            "cancel", summary: "Answer the presented alert with its cancel action.",
-            arguments: [.optionalWord("alert", placeholder: "alert-id").described("the alert to answer; the presented one without it")], example: "cancel a2"
-        )) { session, args in
+        AnyCommand(
+            spec: CommandSpec(
+                "cancel", summary: "Answer the presented alert with its cancel action.",
+                arguments: [.optionalWord("alert", placeholder: "alert-id").described("the alert to answer; the presented one without it")],
+                example: "cancel a2"
+            )
+        ) { session, args in
             try session.answerAlert(id: args.optionalString("alert"), confirm: false, fields: [:])
         },
-        AnyCommand(spec: CommandSpec(
-            "fault", summary: "Make the next count calls (default 1) of a backend service fail (admin only).",
-            arguments: [
-                .word("service").described("a backend `help` lists under services"),
-                .optionalInteger("count", maximum: 1_000_000).described("how many of its next calls fail (1 by default; 0 clears)"),
-                .optionalText("message").described("what the failure says"),
-            ],
-            example: "fault save 2 disk full", adminOnly: true
-        )) { session, args in
+        AnyCommand(
+            spec: CommandSpec(
+                "fault", summary: "Make the next count calls (default 1) of a backend service fail (admin only).",
+                arguments: [
+                    .word("service").described("a backend `help` lists under services"),
+                    .optionalInteger("count", maximum: 1_000_000).described("how many of its next calls fail (1 by default; 0 clears)"),
+                    .optionalText("message").described("what the failure says"),
+                ],
+                example: "fault save 2 disk full", adminOnly: true
+            )
+        ) { session, args in
             let application = session.application
             let name = args.string("service").lowercased()
             guard let backend = application.backends.first(where: { $0.name == name }) else {
-                throw ProtocolError(.unknownService, "no service named \"\(args.string("service"))\"; services: \(application.backends.map(\.name).joined(separator: ", "))")
+                throw ProtocolError(
+                    .unknownService,
+                    "no service named \"\(args.string("service"))\"; services: \(application.backends.map(\.name).joined(separator: ", "))")
             }
             let count = args.int("count") ?? 1
             application.faults.arm(backend.name, count: count, message: args.optionalString("message"))

@@ -131,9 +131,11 @@ extension Session {
         if restoredFromRecord, let lastRev, lastRev > rev {
             // A restored session's revs start a whole ``maximumRecordLag`` above its
             // record's: no owner ever sent this one.
-            logger.warning("attach refused: a last-rev ahead of anything this session sent", metadata: [
-                "last-rev": "\(lastRev)", "rev": "\(rev)",
-            ])
+            logger.warning(
+                "attach refused: a last-rev ahead of anything this session sent",
+                metadata: [
+                    "last-rev": "\(lastRev)", "rev": "\(rev)",
+                ])
             throw ProtocolError(.badArguments, "last-rev \(lastRev) is ahead of anything this session sent (rev \(rev))")
         }
         if restoredFromRecord {

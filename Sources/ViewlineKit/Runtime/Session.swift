@@ -223,11 +223,12 @@ public actor Session {
         do {
             let command = try runnable(request)
             endsConnection = command.endsConnection
-            reply = .result(try await Self.$commandConnection.withValue(connection) {
-                try await SessionFence.$current.withValue(fence) {
-                    try await command.perform(self, request.arguments)
-                }
-            })
+            reply = .result(
+                try await Self.$commandConnection.withValue(connection) {
+                    try await SessionFence.$current.withValue(fence) {
+                        try await command.perform(self, request.arguments)
+                    }
+                })
         } catch {
             reply = .failure(protocolError(error, running: request.name))
         }
@@ -314,9 +315,11 @@ public actor Session {
             logger.debug("a command failed", metadata: ["command": "\(name)", "code": "\(converted.code.rawValue)", "error": "\(error)"])
             return converted
         default:
-            logger.error("a command failed unexpectedly", metadata: [
-                "command": "\(name)", "error": "\(String(reflecting: error))",
-            ])
+            logger.error(
+                "a command failed unexpectedly",
+                metadata: [
+                    "command": "\(name)", "error": "\(String(reflecting: error))",
+                ])
             return ProtocolError(.internalError, "\(name) failed unexpectedly; the server's log has the details")
         }
     }

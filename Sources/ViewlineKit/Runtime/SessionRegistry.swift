@@ -138,9 +138,10 @@ package final class SessionRegistry: Sendable {
                 // connections evicts its own), then the newcomer's own; only then the
                 // oldest of all. A client reconnecting to attach again does not evict
                 // the very session it comes back for.
-                guard let victim = state.largest.flatMap({ state.addresses[$0]?.detached.oldest })
-                    ?? state.addresses[address]?.detached.oldest
-                    ?? state.detached.oldest
+                guard
+                    let victim = state.largest.flatMap({ state.addresses[$0]?.detached.oldest })
+                        ?? state.addresses[address]?.detached.oldest
+                        ?? state.detached.oldest
                 else {
                     return (.failure(.full), false)
                 }

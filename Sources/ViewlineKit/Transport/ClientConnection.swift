@@ -334,8 +334,10 @@ final class ClientConnection: Sendable {
             decoded = .success(request)  // logged when it was decoded
         case .frame(.tooLong):
             guard admission == .admitted else { return .next }
-            session.reject(re: .null, ProtocolError(
-                .lineTooLong, "line longer than \(server.configuration.maximumLineBytes) bytes; the rest of it was discarded"), to: number)
+            session.reject(
+                re: .null,
+                ProtocolError(
+                    .lineTooLong, "line longer than \(server.configuration.maximumLineBytes) bytes; the rest of it was discarded"), to: number)
             return .next
         case .inputEnded, .disconnected:
             return .next

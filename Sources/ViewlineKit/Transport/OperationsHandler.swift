@@ -41,7 +41,8 @@ final class OperationsHandler: ChannelInboundHandler {
             }
         case "/readyz":
             let reason = server.notReadyReason()
-            HTTPReply.send(reason == nil ? .ok : .serviceUnavailable, ByteBuffer(string: (reason ?? "ready") + "\n"), type: text, to: head, context: context)
+            HTTPReply.send(
+                reason == nil ? .ok : .serviceUnavailable, ByteBuffer(string: (reason ?? "ready") + "\n"), type: text, to: head, context: context)
         default:
             HTTPReply.send(.notFound, ByteBuffer(string: "not found: /metrics, /healthz, /readyz\n"), type: text, to: head, context: context)
         }

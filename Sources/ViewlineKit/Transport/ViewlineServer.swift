@@ -143,8 +143,11 @@ public final class ViewlineServer: Service, Sendable {
                 // Commands are short lines: start each connection's receive buffer small
                 // (an idle connection keeps it) and let bursts grow it.
                 .childChannelOption(.recvAllocator, value: AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 64, maximum: 65536))
-                .childChannelOption(.writeBufferWaterMark, value: .init(
-                    low: configuration.maximumOutputBytes / 2, high: configuration.maximumOutputBytes))
+                .childChannelOption(
+                    .writeBufferWaterMark,
+                    value: .init(
+                        low: configuration.maximumOutputBytes / 2, high: configuration.maximumOutputBytes)
+                )
                 // `printf … | nc -N` closes its sending side first: keep answering.
                 .childChannelOption(.allowRemoteHalfClosure, value: true)
                 .childChannelInitializer { [unowned self] channel in
@@ -327,17 +330,21 @@ public final class ViewlineServer: Service, Sendable {
         let maximumLineBytes = configuration.maximumLineBytes
         let origins = WebOrigins(
             scheme: tls == nil ? "http" : "https", allowed: Set(configuration.webOrigins),
-            hostNames: configuration.webHostNames + configuration.webOrigins.compactMap { origin in
-                origin.split(separator: "/").dropFirst().first.flatMap { WebOrigins.hostName(String($0)) }
-            })
+            hostNames: configuration.webHostNames
+                + configuration.webOrigins.compactMap { origin in
+                    origin.split(separator: "/").dropFirst().first.flatMap { WebOrigins.hostName(String($0)) }
+                })
         let admission = httpAdmission
         let timeout = Self.httpTimeout(configuration)
         return try await ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
-            .childChannelOption(.writeBufferWaterMark, value: .init(
-                low: configuration.maximumOutputBytes / 2, high: configuration.maximumOutputBytes))
+            .childChannelOption(
+                .writeBufferWaterMark,
+                value: .init(
+                    low: configuration.maximumOutputBytes / 2, high: configuration.maximumOutputBytes)
+            )
             .childChannelInitializer { [unowned self] channel in
                 channel.eventLoop.makeCompletedFuture {
                     if let tls {
@@ -360,11 +367,14 @@ public final class ViewlineServer: Service, Sendable {
                             try pipeline.addHandlers(lines, ConnectionHandler(server: self, transport: .websocket, budget: budget))
                         })
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(
-                        withServerUpgrade: (upgraders: [upgrader], completionHandler: { context in
-                            // The guard's place goes back: the protocol connection takes its own.
-                            context.pipeline.syncOperations.removeHandler(page, promise: nil)
-                            context.pipeline.syncOperations.removeHandler(guarded, promise: nil)
-                        }))
+                        withServerUpgrade: (
+                            upgraders: [upgrader],
+                            completionHandler: { context in
+                                // The guard's place goes back: the protocol connection takes its own.
+                                context.pipeline.syncOperations.removeHandler(page, promise: nil)
+                                context.pipeline.syncOperations.removeHandler(guarded, promise: nil)
+                            }
+                        ))
                     try channel.pipeline.syncOperations.addHandlers(guarded, page)
                 }
             }
@@ -501,9 +511,11 @@ public final class ViewlineServer: Service, Sendable {
             return state.count
         }
         if let refused {
-            logger.warning("\(reason): refusing connections", metadata: [
-                "refused": "\(refused)", "max-clients": "\(maximumClients)",
-            ])
+            logger.warning(
+                "\(reason): refusing connections",
+                metadata: [
+                    "refused": "\(refused)", "max-clients": "\(maximumClients)",
+                ])
         }
     }
 
@@ -516,9 +528,11 @@ public final class ViewlineServer: Service, Sendable {
         let reserve: rlim_t = 64
         let available = limit.rlim_cur > reserve ? Int(clamping: limit.rlim_cur - reserve) : 1
         guard available < requested else { return requested }
-        logger.notice("max clients lowered to what the file limit allows", metadata: [
-            "requested": "\(requested)", "max-clients": "\(available)", "file-limit": "\(limit.rlim_cur)",
-        ])
+        logger.notice(
+            "max clients lowered to what the file limit allows",
+            metadata: [
+                "requested": "\(requested)", "max-clients": "\(available)", "file-limit": "\(limit.rlim_cur)",
+            ])
         return available
     }
 

@@ -24,12 +24,14 @@ final class WebPageHandler: ChannelInboundHandler, RemovableChannelHandler {
         let path = head.uri.split(separator: "?", maxSplits: 1).first.map(String.init) ?? "/"
         guard origins.acceptsHost(head) else {
             // A name this listener does not answer to (DNS rebinding): nothing is served.
-            return send(.misdirectedRequest, "unknown host: use this server's address or a --web-host-name\n",
-                        type: "text/plain; charset=utf-8", head: head, context: context)
+            return send(
+                .misdirectedRequest, "unknown host: use this server's address or a --web-host-name\n",
+                type: "text/plain; charset=utf-8", head: head, context: context)
         }
         guard head.method == .GET || head.method == .HEAD else {
-            return send(.methodNotAllowed, "only GET\n", type: "text/plain; charset=utf-8", head: head, context: context,
-                        extra: [("Allow", "GET, HEAD")])
+            return send(
+                .methodNotAllowed, "only GET\n", type: "text/plain; charset=utf-8", head: head, context: context,
+                extra: [("Allow", "GET, HEAD")])
         }
         if path == "/ws" {
             if !origins.allows(head, local: context.channel.localAddress) {
@@ -43,8 +45,9 @@ final class WebPageHandler: ChannelInboundHandler, RemovableChannelHandler {
         guard let asset = WebAssets.asset(at: path) else {
             return send(.notFound, "not found\n", type: "text/plain; charset=utf-8", head: head, context: context)
         }
-        HTTPReply.send(.ok, asset.body, type: asset.contentType, to: head, context: context,
-                       headers: securityHeaders + [("Cache-Control", asset.cacheControl)])
+        HTTPReply.send(
+            .ok, asset.body, type: asset.contentType, to: head, context: context,
+            headers: securityHeaders + [("Cache-Control", asset.cacheControl)])
     }
 
     private func send(
@@ -67,9 +70,11 @@ final class WebPageHandler: ChannelInboundHandler, RemovableChannelHandler {
             return nil
         }
         return [
-            ("Content-Security-Policy",
-             "default-src 'none'; script-src 'self'; style-src 'self'; connect-src \((["'self'"] + sockets).joined(separator: " ")); img-src 'self'; "
-                + "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"),
+            (
+                "Content-Security-Policy",
+                "default-src 'none'; script-src 'self'; style-src 'self'; connect-src \((["'self'"] + sockets).joined(separator: " ")); img-src 'self'; "
+                    + "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+            ),
             ("X-Content-Type-Options", "nosniff"),
             ("Referrer-Policy", "no-referrer"),
             ("X-Frame-Options", "DENY"),
@@ -193,8 +198,9 @@ struct WebOrigins: Sendable {
             return !inner.isEmpty && inner.contains(":") && inner.allSatisfy { $0.isHexDigit || $0 == ":" || $0 == "." }
         }
         let octets = name.split(separator: ".", omittingEmptySubsequences: false)
-        return octets.count == 4 && octets.allSatisfy { octet in
-            !octet.isEmpty && octet.count <= 3 && octet.allSatisfy(\.isASCII) && Int(octet).map { $0 <= 255 } == true
-        }
+        return octets.count == 4
+            && octets.allSatisfy { octet in
+                !octet.isEmpty && octet.count <= 3 && octet.allSatisfy(\.isASCII) && Int(octet).map { $0 <= 255 } == true
+            }
     }
 }
