@@ -38,8 +38,13 @@ public final class Cluster: Sendable {
     private let slowBatches = Mutex<(lastWarning: ContinuousClock.Instant?, skipped: Int)>((nil, 0))
     /// Lookup parts of sessions that ended, whose records are still to be deleted.
     private let endedLookups = Mutex<Set<String>>([])
-    private let loop = Mutex<Task<Void, Never>?>(nil)
-    private let leaseLoop = Mutex<Task<Void, Never>?>(nil)
+    /// Opened by ``leave()``: the record and lease loops of ``run()`` stop.
+    private let stopping = Latch()
+    /// Opened when ``run()``'s loops have ended (or will never run).
+    private let loopsEnded = Latch()
+    /// Whether ``run()``'s loops run (``leave()`` waits for them then), or never will.
+    private enum Loops { case notStarted, running, closed }
+    private let loops = Mutex(Loops.notStarted)
     /// The lease as this node knows it, by its monotonic clock.
     private let lease = Mutex(LeaseState())
     /// The sessions this node holds (set at start): what a lapse is reconciled against.
@@ -249,44 +254,72 @@ public final class Cluster: Sendable {
         return nil
     }
 
-    /// Joins the cluster (first lease) and starts the lease and record loops.
-    func start(sessions: SessionRegistry) async throws {
+    /// Joins the cluster: holds `sessions` and takes the first lease. The loops that
+    /// keep the node in it run in ``run()``.
+    func join(sessions: SessionRegistry) async throws {
         hold(sessions)
         try await renew()
         countLiveNodes()
-        let records = Task { [self] in
-            while !Task.isCancelled {
-                try? await Task.sleep(for: recordInterval)
-                if Task.isCancelled { break }  // leaving: `leave()` writes what is left
-                // Written with or without a valid lease: a record holds only what was
-                // acknowledged while the lease was valid, and the database refuses it
-                // once another node has claimed the session (the owner fences it, and
-                // the refusal closes the session here). A node that stepped down for
-                // want of written records comes back by writing them.
-                await flush()
-            }
+    }
+
+    /// The node's life in the cluster, structured: the record batches and the lease
+    /// renewals run as child tasks until ``leave()`` (or the caller's cancellation)
+    /// stops them. No task outlives it; the server runs it beside its listeners, so
+    /// shutdown order follows the server's (leave, then the loops end, then `run`
+    /// returns).
+    func run() async {
+        let start = loops.withLock { loops -> Bool in
+            guard loops == .notStarted else { return false }
+            loops = .running
+            return true
         }
-        let leases = Task { [self] in
-            // Every fifth of the node timeout counted from the last send, not from its
-            // return: a renewal that takes 2.5 s of a 5 s timeout would otherwise leave
-            // the node unable to serve 2 s in every 3.5 s while its heartbeat stays fresh.
-            var lastSent = ContinuousClock.now
-            while !Task.isCancelled {
-                try? await Task.sleep(until: lastSent + nodeTimeout / 5)
-                if Task.isCancelled { break }
-                lastSent = .now
-                if stepsDown() || lettingLeaseAge() { continue }
-                do {
-                    try await renew()
-                    countLiveNodes()
-                } catch {
-                    logger.warning("could not renew this node's lease", metadata: ["error": "\(String(reflecting: error))"])
-                }
-                afterRenewal()
+        guard start else { return }  // left before it began
+        defer { loopsEnded.open() }
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await self.recordLoop() }
+            group.addTask { await self.leaseLoop() }
+            await withTaskCancellationHandler {
+                await stopping.wait()
+            } onCancel: { [stopping] in
+                stopping.open()
             }
+            group.cancelAll()
         }
-        loop.withLock { $0 = records }
-        leaseLoop.withLock { $0 = leases }
+    }
+
+    /// Writes the changed sessions' records every `recordInterval`, until cancelled.
+    private func recordLoop() async {
+        while !Task.isCancelled {
+            try? await Task.sleep(for: recordInterval)
+            if Task.isCancelled { break }  // leaving: `leave()` writes what is left
+            // Written with or without a valid lease: a record holds only what was
+            // acknowledged while the lease was valid, and the database refuses it
+            // once another node has claimed the session (the owner fences it, and
+            // the refusal closes the session here). A node that stepped down for
+            // want of written records comes back by writing them.
+            await flush()
+        }
+    }
+
+    /// Renews the lease every fifth of the node timeout, until cancelled.
+    private func leaseLoop() async {
+        // Every fifth of the node timeout counted from the last send, not from its
+        // return: a renewal that takes 2.5 s of a 5 s timeout would otherwise leave
+        // the node unable to serve 2 s in every 3.5 s while its heartbeat stays fresh.
+        var lastSent = ContinuousClock.now
+        while !Task.isCancelled {
+            try? await Task.sleep(until: lastSent + nodeTimeout / 5)
+            if Task.isCancelled { break }
+            lastSent = .now
+            if stepsDown() || lettingLeaseAge() { continue }
+            do {
+                try await renew()
+                countLiveNodes()
+            } catch {
+                logger.warning("could not renew this node's lease", metadata: ["error": "\(String(reflecting: error))"])
+            }
+            afterRenewal()
+        }
     }
 
     /// After a renewal (or a failed one): a node whose lease has lapsed by its own
@@ -469,18 +502,18 @@ public final class Cluster: Sendable {
     }
 
     private func leaveNow() async {
-        let task = loop.withLock { $0 }
-        task?.cancel()
-        let leases = leaseLoop.withLock { $0 }
-        leases?.cancel()
-        // A batch the loop has in flight finishes first (written, or queued again if
-        // its write was cancelled); then everything left is written here.
-        await task?.value
+        // The loops stop; a batch in flight finishes first (written, or queued again
+        // if its write was cancelled), and so does a renewal in flight (within its
+        // deadline: one that landed after the node's row went would bring the node
+        // back, fresh, for a node timeout). Then everything left is written here.
+        stopping.open()
+        let running = loops.withLock { loops -> Bool in
+            defer { loops = .closed }  // a `run()` that comes later starts nothing
+            return loops == .running
+        }
+        if running { await loopsEnded.wait() }
         await flush(final: true)  // every record, whatever the rate limit: a clean shutdown loses nothing
         lease.withLock { $0.left = true }
-        // A renewal in flight ends (within its deadline) before the node's row goes: one
-        // that landed after it would bring the node back, fresh, for a node timeout.
-        await leases?.value
         try? await directory.leave(node)
     }
 

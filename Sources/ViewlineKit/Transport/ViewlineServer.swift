@@ -137,7 +137,7 @@ public final class ViewlineServer: Service, Sendable {
         let tls = configuration.tls
         do {
             let channel = try await ServerBootstrap(group: group)
-                .serverChannelOption(.backlog, value: 256)
+                .serverChannelOption(.backlog, value: Int32(clamping: configuration.listenBacklog))
                 .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
                 .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
                 // Commands are short lines: start each connection's receive buffer small
@@ -185,7 +185,7 @@ public final class ViewlineServer: Service, Sendable {
                 cluster.boundWeb("\(tls == nil ? "http" : "https")://\(host):\(web.port)/")
             }
             do {
-                try await cluster.start(sessions: application.sessions)
+                try await cluster.join(sessions: application.sessions)
             } catch {
                 await closeListeners()
                 throw error
@@ -230,7 +230,14 @@ public final class ViewlineServer: Service, Sendable {
         }
         bound.open()
         try await withTaskCancellationOrGracefulShutdownHandler {
-            try await self.serve()
+            // The cluster's loops are children of this run: they end when the shutdown
+            // leaves the cluster, before `serve` returns.
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                if let cluster = application.cluster { group.addTask { await cluster.run() } }
+                try await self.serve()
+                group.cancelAll()  // stopped without a shutdown's leave: the loops end too
+                try await group.waitForAll()
+            }
         } onCancelOrGracefulShutdown: {
             Task { await self.shutdown() }
         }
@@ -337,7 +344,7 @@ public final class ViewlineServer: Service, Sendable {
         let admission = httpAdmission
         let timeout = Self.httpTimeout(configuration)
         return try await ServerBootstrap(group: group)
-            .serverChannelOption(.backlog, value: 256)
+            .serverChannelOption(.backlog, value: Int32(clamping: configuration.listenBacklog))
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
             .childChannelOption(
