@@ -46,6 +46,10 @@ struct ViewlineBench: ParsableCommand {
     @Option(help: "What the flooding connections send, each waiting for its reply.") var floodCommand = "login alice wrong-password"
     @Option(
         help:
+            "Reconnect-storm scenario: open this many connections at once and report when the last welcome came, p50/p99 of the welcomes, and the kernel's listen-queue overflows and SYN retransmits meanwhile."
+    ) var storm = 0
+    @Option(
+        help:
             "Measure nothing: serve the floor (a bare SwiftNIO line server answering each line as `ping`, nothing decoded) with this many event loops on 127.0.0.1:--port (0: any), printing `listening on`, until stopped."
     ) var floorServer = 0
 
@@ -63,6 +67,7 @@ struct ViewlineBench: ParsableCommand {
         if detached > 0 { return try detachedSessions() }
         if expiry > 0 { return try expiryPause() }
         if fanout > 0 { return try fanOut() }
+        if storm > 0 { return connectStorm() }
         let flooding = Atomic<Bool>(true)
         let line = Array((command + "\n").utf8)
         let group = DispatchGroup()
@@ -113,6 +118,26 @@ struct ViewlineBench: ParsableCommand {
                     format: "  meanwhile %d connections sent \"%@\": %.0f/s", flood, floodCommand, Double(flooded.load(ordering: .relaxed)) / seconds)
             )
         }
+    }
+
+    func connectStorm() {
+        let result = ConnectStorm(port: port, clients: storm).run()
+        func percentile(_ p: Double) -> Double {
+            result.waits.isEmpty ? 0 : result.waits[min(result.waits.count - 1, Int(Double(result.waits.count) * p))] * 1000
+        }
+        if brief {
+            print(
+                String(
+                    format: "%.0f %.0f %.0f %d %d %d", result.lastWelcome * 1000, percentile(0.5), percentile(0.99),
+                    result.listenOverflows, result.synRetransmits, result.failed))
+            return
+        }
+        print(
+            String(
+                format:
+                    "%d clients at once: %d welcomed, last after %.0f ms (p50 %.0f ms, p99 %.0f ms); %d failed; kernel: %d listen-queue overflows, %d dropped, %d SYN retransmits",
+                storm, result.welcomed, result.lastWelcome * 1000, percentile(0.5), percentile(0.99), result.failed,
+                result.listenOverflows, result.listenDrops, result.synRetransmits))
     }
 
     static func connect(port: Int) -> Int32? {

@@ -72,6 +72,10 @@ struct ViewlineServerCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Most sessions, attached or not; when full the oldest detached one expires first.", valueName: "n")) var maxSessions =
         10_000
     @Option(
+        help: ArgumentHelp(
+            "Connections the kernel may complete before they are accepted (capped by net.core.somaxconn): room for a failover's reconnecting clients.",
+            valueName: "n")) var backlog = 4096
+    @Option(
         help: ArgumentHelp("Output that may wait for a client that stops reading before it is cut off (its session lives on).", valueName: "bytes"))
     var maxOutputBytes = 1 << 20
     @Option(help: ArgumentHelp("Failed log-ins allowed per user and per address before each attempt must wait (doubling).", valueName: "n"))
@@ -110,6 +114,7 @@ struct ViewlineServerCommand: AsyncParsableCommand {
         guard (tlsCert == nil) == (tlsKey == nil) else { throw ValidationError("--tls-cert and --tls-key go together") }
         guard sessionTtl > 0 else { throw ValidationError("--session-ttl must be positive") }
         guard maxSessions > 0 else { throw ValidationError("--max-sessions must be positive") }
+        guard backlog >= 1 else { throw ValidationError("--backlog must be at least 1") }
         guard maxOutputBytes >= 4096 else { throw ValidationError("--max-output-bytes must be at least 4096") }
         guard maxLoginsPerAddress >= 0 else { throw ValidationError("--max-logins-per-address must not be negative") }
         guard eventLogBudget >= 0 else { throw ValidationError("--event-log-budget must not be negative") }
@@ -172,6 +177,7 @@ struct ViewlineServerCommand: AsyncParsableCommand {
                 metadata: ["host": "\(host)"])
         }
         configuration.maximumOutputBytes = maxOutputBytes
+        configuration.listenBacklog = backlog
         configuration.incompleteLineTimeout = lineTimeout > 0 ? .seconds(lineTimeout) : nil
         configuration.sessions.timeToLive = .seconds(sessionTtl)
         configuration.sessions.maximumSessions = maxSessions

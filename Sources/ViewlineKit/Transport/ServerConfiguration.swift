@@ -16,6 +16,13 @@ public struct ServerConfiguration: Sendable {
     /// Most connections open at once from one client address (0: no cap); one more
     /// is told `bye` ("max clients per address reached") and closed.
     public var maximumClientsPerAddress = 1_000
+    /// Connections the kernel may complete before the server accepts them (the
+    /// listen backlog of the TCP and web listeners; `--backlog`). After a failover or a
+    /// restart every client of a node reconnects at once: a backlog smaller than that
+    /// burst makes the kernel drop the rest, and each dropped client tries again a
+    /// second later. 4,096 by default, the most Linux takes without raising
+    /// `net.core.somaxconn` (which caps it).
+    public var listenBacklog = 4096
     /// A client that stops reading is cut off once this much output waits for it;
     /// its session lives on for it to attach again.
     public var maximumOutputBytes = 1 << 20
