@@ -73,8 +73,8 @@ struct ViewlineServerCommand: AsyncParsableCommand {
         10_000
     @Option(
         help: ArgumentHelp(
-            "Connections the kernel may complete before they are accepted (capped by net.core.somaxconn): room for a failover's reconnecting clients.",
-            valueName: "n")) var backlog = 4096
+            "Connections the kernel may complete before they are accepted: room for a failover's reconnecting clients (the kernel caps it at net.core.somaxconn).",
+            valueName: "n")) var backlog = 16_384
     @Option(
         help: ArgumentHelp("Output that may wait for a client that stops reading before it is cut off (its session lives on).", valueName: "bytes"))
     var maxOutputBytes = 1 << 20

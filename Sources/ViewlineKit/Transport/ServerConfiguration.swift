@@ -20,9 +20,10 @@ public struct ServerConfiguration: Sendable {
     /// listen backlog of the TCP and web listeners; `--backlog`). After a failover or a
     /// restart every client of a node reconnects at once: a backlog smaller than that
     /// burst makes the kernel drop the rest, and each dropped client tries again a
-    /// second later. 4,096 by default, the most Linux takes without raising
-    /// `net.core.somaxconn` (which caps it).
-    public var listenBacklog = 4096
+    /// second later. 16,384 by default: room for a node's 10,000 clients at once.
+    /// Linux caps it at `net.core.somaxconn` (4,096 on Debian 12): raise that on the
+    /// host (`sysctl net.core.somaxconn=16384`) for the default to take effect.
+    public var listenBacklog = 16_384
     /// A client that stops reading is cut off once this much output waits for it;
     /// its session lives on for it to attach again.
     public var maximumOutputBytes = 1 << 20
