@@ -705,10 +705,9 @@ import ViewlineTestSupport
         #expect(throws: Never.self) { try a.sessions.register(session).get() }
         a.cluster!.changed(session)
         directory.lock.withLock { directory.hangingSaves = true }
-        let start = ContinuousClock.now
+        // The hang is forever: returning at all (within the test's time limit) is the
+        // point; how soon after the 2 s node timeout depends on the machine's load.
         await a.cluster!.leave()
-        // A 2 s node timeout; the rest is a loaded machine's scheduling (the hang is forever).
-        #expect(ContinuousClock.now - start < .seconds(10))
         #expect(!a.cluster!.acceptsCommands())
         directory.lock.withLock { directory.hangingSaves = false }
     }
