@@ -208,22 +208,28 @@ public final class Cluster: Sendable {
     /// until a batch is written: what it acknowledged meanwhile would be lost with it
     /// if it died then, however long the outage.
     public func acceptsCommands(now: ContinuousClock.Instant = .now) -> Bool {
-        let waiting = dirty.withLock { $0.since }
-        return lease.withLock { lease in
-            guard !lease.left, !lease.reconciling, let renewed = lease.renewedAt else { return false }
-            let limit = nodeTimeout - leaseMargin
-            return now - renewed < limit && Self.recordsBehind(lease, waiting: waiting, now: now) < limit
-        }
+        accepts(waiting: dirty.withLock { $0.since }, now: now)
     }
 
     /// Whether this node may run and acknowledge `session`'s commands now: it accepts
     /// commands (``acceptsCommands(now:)``), and the session's own record is not held
-    /// back longer than that allows by a row another transaction holds.
+    /// back longer than that allows by a row another transaction holds. (One look at
+    /// the records for both: this runs for every command.)
     func acceptsCommands(for session: Session, now: ContinuousClock.Instant = .now) -> Bool {
-        guard acceptsCommands(now: now) else { return false }
         let id = ObjectIdentifier(session)
-        guard let locked = dirty.withLock({ $0.locked.isEmpty ? nil : $0.locked[id] }) else { return true }
+        let (waiting, locked) = dirty.withLock { ($0.since, $0.locked.isEmpty ? nil : $0.locked[id]) }
+        guard accepts(waiting: waiting, now: now) else { return false }
+        guard let locked else { return true }
         return now - locked < nodeTimeout - leaseMargin
+    }
+
+    /// The node-wide rule, given the oldest unwritten change.
+    private func accepts(waiting: ContinuousClock.Instant?, now: ContinuousClock.Instant) -> Bool {
+        lease.withLock { lease in
+            guard !lease.left, !lease.reconciling, let renewed = lease.renewedAt else { return false }
+            let limit = nodeTimeout - leaseMargin
+            return now - renewed < limit && Self.recordsBehind(lease, waiting: waiting, now: now) < limit
+        }
     }
 
     /// How old the oldest change no record holds yet is, at `now` (zero when every
