@@ -71,7 +71,7 @@ extension DatabaseAccess {
     /// locks the session's record until the transaction ends, so a claim (and the
     /// node's own record batch, which skips a locked row) waits for the write.
     private static func holds(_ fence: SessionFence, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
-        let seconds = Double(fence.nodeTimeout.components.seconds) + Double(fence.nodeTimeout.components.attoseconds) / 1e18
+        let seconds = fence.nodeTimeout.inSeconds
         var held = false
         for try await value in try await connection.query(
             """
@@ -89,7 +89,7 @@ extension DatabaseAccess {
     /// Whether `fence`'s node's heartbeat is younger than the node timeout now, by the
     /// database's clock.
     private static func heartbeatFresh(_ fence: SessionFence, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
-        let seconds = Double(fence.nodeTimeout.components.seconds) + Double(fence.nodeTimeout.components.attoseconds) / 1e18
+        let seconds = fence.nodeTimeout.inSeconds
         var fresh = false
         for try await value in try await connection.query(
             """

@@ -312,10 +312,4 @@ public struct PostgresSessionDirectory: SessionDirectory {
             """, timeout: statementTimeout
         ) { try $0.decode(String.self) }
     }
-
-}
-
-extension Duration {
-    /// The duration in seconds, as PostgreSQL's `make_interval(secs => …)` takes it.
-    fileprivate var inSeconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
 }

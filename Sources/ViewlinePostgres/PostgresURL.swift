@@ -55,22 +55,30 @@ public struct PostgresURL: Sendable, CustomStringConvertible {
 
     public var description: String { redacted }
 
+    /// The cluster's node timeout the server-side limits are set below (5 s, the
+    /// default node timeout, unless set): a node sets it to the node timeout it runs
+    /// with before it opens a connection.
+    public var nodeTimeout: Duration = .seconds(5)
+
     /// What every connection a node opens asks the server to enforce on its own side,
-    /// below the cluster's node timeout (5 s by default): no statement runs longer than
-    /// 4.5 s, no lock is waited for longer than 2 s (one session's lock cannot stall a
-    /// node's other statements behind it for longer), and no transaction is left open
-    /// idle for more than 4.5 s, and a statement whose client went away (its deadline
-    /// closed the connection) is aborted within 250 ms even while it waits on a lock,
-    /// rather than committing after the caller was told it failed
-    /// (`client_connection_check_interval`, PostgreSQL 14 or newer). Sent in the
+    /// as fractions of ``nodeTimeout`` (5 s: 4.5 s, 2 s, 4.5 s): no statement runs
+    /// longer than 90 % of it, no lock is waited for longer than 40 % (one session's
+    /// lock cannot stall a node's other statements behind it for longer), no
+    /// transaction is left open idle longer than 90 %; and a statement whose client
+    /// went away (its deadline closed the connection) is aborted within 250 ms even
+    /// while it waits on a lock, rather than committing after the caller was told it
+    /// failed (`client_connection_check_interval`, PostgreSQL 14 or newer). Sent in the
     /// startup packet, so a pooled connection has them too; a statement they end fails
     /// with PostgreSQL's own error.
-    package static let serverSideLimits: [(String, String)] = [
-        ("statement_timeout", "4500"),
-        ("lock_timeout", "2000"),
-        ("idle_in_transaction_session_timeout", "4500"),
-        ("client_connection_check_interval", "250"),
-    ]
+    package var serverSideLimits: [(String, String)] {
+        let milliseconds = max(Int(nodeTimeout.inSeconds * 1000), 100)
+        return [
+            ("statement_timeout", "\(milliseconds * 9 / 10)"),
+            ("lock_timeout", "\(milliseconds * 4 / 10)"),
+            ("idle_in_transaction_session_timeout", "\(milliseconds * 9 / 10)"),
+            ("client_connection_check_interval", "250"),
+        ]
+    }
 
     /// A `PostgresClient` configuration for this database (its host or socket,
     /// credentials and TLS), with the server-side limits every node connection carries.
@@ -83,7 +91,7 @@ public struct PostgresURL: Sendable, CustomStringConvertible {
             configuration = PostgresClient.Configuration(
                 host: host, port: port, username: user, password: password, database: database, tls: clientTLS)
         }
-        configuration.options.additionalStartupParameters = Self.serverSideLimits
+        configuration.options.additionalStartupParameters = serverSideLimits
         return configuration
     }
 
@@ -96,7 +104,7 @@ public struct PostgresURL: Sendable, CustomStringConvertible {
             configuration = PostgresConnection.Configuration(
                 host: host, port: port, username: user, password: password, database: database, tls: try connectionTLS())
         }
-        configuration.options.additionalStartupParameters = Self.serverSideLimits
+        configuration.options.additionalStartupParameters = serverSideLimits
         return configuration
     }
 

@@ -195,8 +195,15 @@ struct ViewlineServerCommand: AsyncParsableCommand {
         apps.loginFailuresBeforeThrottling = loginAttemptsBeforeThrottle
 
         let faults = FaultInjector()
+        // The connections' server-side limits follow the node timeout asked for; when
+        // the cluster agreed on another, the node opens its pool again under that one.
+        let proposed = Duration.seconds(nodeTimeout ?? 5)
         let postgresURL = try (postgres ?? ProcessInfo.processInfo.environment["VIEWLINE_POSTGRES"].flatMap { $0.isEmpty ? nil : $0 })
-            .map { try PostgresURL($0) }
+            .map { text in
+                var url = try PostgresURL(text)
+                url.nodeTimeout = proposed
+                return url
+            }
         // On PostgreSQL the database client is a service of the group, beside the server.
         let client = postgresURL.map { PostgresStore.makeClient($0, logger: logger) }
         let (db, nodeTimeout, advertise) = (db, nodeTimeout, advertise)
@@ -210,24 +217,33 @@ struct ViewlineServerCommand: AsyncParsableCommand {
                     // run (4.5 s), so a call on a connection gone silent fails (and the
                     // connection is replaced) long before a person gives up on the reply;
                     // the directory's own statements use the node timeout.
-                    let database = DatabaseAccess(client: client, url: postgresURL, operationTimeout: .seconds(10), logger: logger)
-                    let postgresStore = PostgresStore(database)
-                    try await postgresStore.migrate()
-                    store = postgresStore
+                    var database = DatabaseAccess(client: client, url: postgresURL, operationTimeout: .seconds(10), logger: logger)
                     // The cluster's own tables.
-                    let directory = PostgresSessionDirectory(database)
+                    var directory = PostgresSessionDirectory(database)
                     try await directory.migrate()
                     // One node timeout for the whole cluster: nodes that measured leases
                     // differently would each take the other's live sessions.
-                    let proposed = Duration.seconds(nodeTimeout ?? 5)
                     let agreed = try await directory.agreedNodeTimeout(proposing: proposed)
-                    if agreed != proposed, nodeTimeout != nil {
-                        logger.warning(
-                            "the cluster's node timeout is stored in its database; using it instead of --node-timeout",
-                            metadata: [
-                                "node-timeout": "\(agreed)", "requested": "\(proposed)",
-                            ])
+                    if agreed != proposed {
+                        if nodeTimeout != nil {
+                            logger.warning(
+                                "the cluster's node timeout is stored in its database; using it instead of --node-timeout",
+                                metadata: [
+                                    "node-timeout": "\(agreed)", "requested": "\(proposed)",
+                                ])
+                        }
+                        // Server-side limits below the agreed timeout: a pool of the
+                        // node's own, run until the process ends (the group's client
+                        // only served the agreement).
+                        var agreedURL = postgresURL
+                        agreedURL.nodeTimeout = agreed
+                        database = DatabaseAccess(url: agreedURL, operationTimeout: .seconds(10), logger: logger)
+                        directory = PostgresSessionDirectory(database)
+                        _ = try await directory.agreedNodeTimeout(proposing: agreed)
                     }
+                    let postgresStore = PostgresStore(database)
+                    try await postgresStore.migrate()
+                    store = postgresStore
                     // One token key too: any node tells a token another made from a guess.
                     let tokenKey = try await directory.agreedTokenKey()
                     cluster = Cluster(directory: directory, address: advertise, nodeTimeout: agreed, tokenKey: tokenKey, logger: logger)

@@ -101,4 +101,17 @@ import ViewlineTestSupport
         ) { try $0.decode(String.self) }
         #expect(limits == ["4500ms 2s 4500ms 250ms"])
     }
+
+    @Test func theServerSideLimitsFollowTheNodeTimeout() async throws {
+        let server = PostgresServer.shared
+        let database = try server.createDatabase()
+        var url = try PostgresURL(server.url(database: database))
+        url.nodeTimeout = .seconds(2)
+        let connection = DedicatedConnection(url: url, id: 9, logger: Logger(label: "test"))
+        let limits = try await connection.rows(
+            "SELECT current_setting('statement_timeout') || ' ' || current_setting('lock_timeout') || ' ' || current_setting('idle_in_transaction_session_timeout')",
+            timeout: .seconds(5)
+        ) { try $0.decode(String.self) }
+        #expect(limits == ["1800ms 800ms 1800ms"])
+    }
 }
