@@ -106,7 +106,7 @@ import ViewlineTesting
         await session.send("contacts")
         await session.send("wait")
         #expect(await session.state(Contacts.self).items.isEmpty)
-        let record = await session.record
+        let record = try JSON.parse(await session.record)
         await session.close()
         let restored = await Session.restore(record, claimedAt: 100, token: session.token, application: harness.application)
         let recorder = MessageRecorder()
@@ -120,7 +120,7 @@ import ViewlineTesting
         let harness = try await TestHarness(contacts: [])
         let (session, _) = harness.makeSession()
         await session.send("ping")
-        let restored = await Session.restore(await session.record, claimedAt: 100, token: session.token, application: harness.application)
+        let restored = await Session.restore(try JSON.parse(await session.record), claimedAt: 100, token: session.token, application: harness.application)
         #expect(await !restored.hasDisplayed(Contacts.self))
         #expect(await !restored.state(Contacts.self).open)
     }

@@ -10,12 +10,31 @@ import Foundation
 /// each view-model's ``ViewModel/restored(in:)`` starts again what must go on
 /// (the drafts flow offers the pending draft again).
 extension Session {
-    /// The snapshot a cluster record stores.
-    package var record: JSON {
-        var views = JSONObject()
-        for index in application.views.indices {
-            views[application.views[index].name] = encodedState(index).json
+    /// The snapshot a cluster record stores, encoded: written straight into bytes, each
+    /// view's state as the encoding it already has (shared with `display` lines and
+    /// other sessions showing an equal state), not parsed into a tree and written out
+    /// again (a contacts view of 4,000 entries is most of a record).
+    package var record: String {
+        var out: [UInt8] = []
+        out.reserveCapacity(1024)
+        func field(_ name: String, _ value: JSON) {
+            out.append(UInt8(ascii: ","))
+            JSON.string(name).write(into: &out)
+            out.append(UInt8(ascii: ":"))
+            value.write(into: &out)
         }
+        out.append(contentsOf: #"{"id":"#.utf8)
+        JSON.string(id).write(into: &out)
+        field("rev", .int(rev))
+        field("user", user.map(JSON.string) ?? .null)
+        out.append(contentsOf: #","views":{"#.utf8)
+        for index in application.views.indices {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            JSON.string(application.views[index].name).write(into: &out)
+            out.append(UInt8(ascii: ":"))
+            out.append(contentsOf: encodedState(index).bytes)
+        }
+        out.append(UInt8(ascii: "}"))
         var alert: JSON = .null
         // The alert as the wire shows it, and whether a flow was waiting on its answer.
         if let presented = presentedAlert,
@@ -24,13 +43,13 @@ extension Session {
             object["awaited"] = .bool(presented.continuation != nil)
             alert = .object(object)
         }
-        return [
-            "id": .string(id), "rev": .int(rev), "user": user.map(JSON.string) ?? .null,
-            "views": .object(views), "alert": alert, "nextAlert": .int(nextAlertNumber),
-            "displayed": .array(displayedViews.sorted().map { .string(application.views[$0].name) }),
-            // The address that made the session: per-address limits count it there on any node.
-            "address": peer.map(JSON.string) ?? .null,
-        ]
+        field("alert", alert)
+        field("nextAlert", .int(nextAlertNumber))
+        field("displayed", .array(displayedViews.sorted().map { .string(application.views[$0].name) }))
+        // The address that made the session: per-address limits count it there on any node.
+        field("address", peer.map(JSON.string) ?? .null)
+        out.append(UInt8(ascii: "}"))
+        return String(decoding: out, as: UTF8.self)
     }
 
     /// What a record batch should do with this session now.
@@ -50,7 +69,7 @@ extension Session {
     func recordForTokenChange() -> (snapshot: String, rev: Int)? {
         if closed { return nil }
         tokenRecordAttempt = recordRev + 1
-        return (record.encoded, tokenRecordAttempt)
+        return (record, tokenRecordAttempt)
     }
 
     /// The rev a record of the session is written at: its own, or above a token record
@@ -81,7 +100,7 @@ extension Session {
             recordsInWindow = 0
         }
         recordsInWindow += 1
-        return .due(record.encoded, rev: recordRev, token: token)
+        return .due(record, rev: recordRev, token: token)
     }
 
     /// Rebuilds a session from its record on this node, with the same token. The
