@@ -120,7 +120,8 @@ import ViewlineTesting
         let harness = try await TestHarness(contacts: [])
         let (session, _) = harness.makeSession()
         await session.send("ping")
-        let restored = await Session.restore(try JSON.parse(await session.record), claimedAt: 100, token: session.token, application: harness.application)
+        let restored = await Session.restore(
+            try JSON.parse(await session.record), claimedAt: 100, token: session.token, application: harness.application)
         #expect(await !restored.hasDisplayed(Contacts.self))
         #expect(await !restored.state(Contacts.self).open)
     }
