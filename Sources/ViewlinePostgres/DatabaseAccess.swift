@@ -158,7 +158,8 @@ package final class DatabaseAccess: Sendable {
     /// Turns "cannot reach the database" into ``StoreUnavailable``: the database is
     /// known to be down (at once, without waiting for the pool), goes down while the
     /// call waits, a connection error, a server shutting down, a transaction it rolled
-    /// back (a deadlock's victim), or no answer within ``operationTimeout``. Other
+    /// back (a deadlock's victim), a server-side limit reached (a lock wait, a long
+    /// statement), or no answer within ``operationTimeout``. Other
     /// errors (a constraint, a bug) pass through.
     func unavailableIfDown<T: Sendable>(timeout: Duration? = nil, _ work: @escaping @Sendable () async throws -> T) async throws -> T {
         let started = ContinuousClock.now
@@ -187,7 +188,9 @@ package final class DatabaseAccess: Sendable {
             throw StoreUnavailable(url: url, underlying: error)
         } catch let error as PSQLError where error.code != .server {
             throw StoreUnavailable(url: url, underlying: error)
-        } catch let error as PSQLError where error.serverInfo?[.sqlState].map({ Self.isShutdownState($0) || Self.isRolledBackState($0) }) == true {
+        } catch let error as PSQLError
+            where error.serverInfo?[.sqlState].map({ Self.isShutdownState($0) || Self.isRolledBackState($0) || Self.isLimitState($0) }) == true
+        {
             throw StoreUnavailable(url: url, underlying: error)
         }
     }
@@ -279,6 +282,14 @@ package final class DatabaseAccess: Sendable {
     /// call may succeed in a moment, so the caller is told "unavailable", not "failed".
     private static func isRolledBackState(_ state: String) -> Bool {
         state.hasPrefix("40")
+    }
+
+    /// SQLSTATEs of the server-side limits (``PostgresURL/serverSideLimits``): a lock
+    /// waited for past `lock_timeout` (55P03), a statement past `statement_timeout`
+    /// (57014), a transaction left idle past its limit (25P03). The database did not
+    /// take the call in time, as at a deadline: `unavailable`, try again.
+    private static func isLimitState(_ state: String) -> Bool {
+        state == "55P03" || state == "57014" || state == "25P03"
     }
 
     /// SQLSTATEs a server sends while it shuts down or refuses connections.
