@@ -38,11 +38,13 @@ public final class Cluster: Sendable {
     private let slowBatches = Mutex<(lastWarning: ContinuousClock.Instant?, skipped: Int)>((nil, 0))
     /// Lookup parts of sessions that ended, whose records are still to be deleted.
     private let endedLookups = Mutex<Set<String>>([])
-    /// Opened by ``leave()``: the record and lease loops of ``run()`` stop.
+    /// Opened by ``leave()`` (or when ``run()`` is cancelled): its loops stop.
     private let stopping = Latch()
-    /// Opened when ``run()``'s loops have ended (or will never run).
-    private let loopsEnded = Latch()
-    /// Whether ``run()``'s loops run (``leave()`` waits for them then), or never will.
+    /// Opened once ``run()`` is over: the node left (its last records written, or
+    /// given up on after one node timeout), or its run was cancelled.
+    private let left = Latch()
+    /// Whether ``run()``'s loops run (``leave()`` waits for it then), or never will
+    /// (`closed`: ``leave()`` was called).
     private enum Loops { case notStarted, running, closed }
     private let loops = Mutex(Loops.notStarted)
     /// The lease as this node knows it, by its monotonic clock.
@@ -136,13 +138,12 @@ public final class Cluster: Sendable {
     private struct WeakRegistry {
         weak var sessions: SessionRegistry?
     }
-    /// Lookups in progress, by the token's lookup part: two connections attaching to
-    /// the same orphaned session at once share one restore.
-    private let inFlight = Mutex<[String: Task<Lookup, any Error>]>([:])
+    /// Lookups in progress, by the token's lookup part, with the connections waiting
+    /// on each: two connections attaching to the same orphaned session at once share
+    /// one restore (the first runs it; the others wait for it to end).
+    private let inFlight = Mutex<[String: [CheckedContinuation<Void, Never>]]>([:])
     /// Nodes with a valid lease, as last counted (−1: not yet, or the directory cannot tell).
     private let liveNodeCount = Atomic<Int>(-1)
-    /// A count is under way (at most one: a slow database never piles them up).
-    private let counting = Atomic<Bool>(false)
     private let logger: Logger
 
     /// - Parameters:
@@ -265,14 +266,15 @@ public final class Cluster: Sendable {
     func join(sessions: SessionRegistry) async throws {
         hold(sessions)
         try await renew()
-        countLiveNodes()
+        await countLiveNodes()
     }
 
-    /// The node's life in the cluster, structured: the record batches and the lease
-    /// renewals run as child tasks until ``leave()`` (or the caller's cancellation)
-    /// stops them. No task outlives it; the server runs it beside its listeners, so
-    /// shutdown order follows the server's (leave, then the loops end, then `run`
-    /// returns).
+    /// The node's life in the cluster, structured: the record batches, the lease
+    /// renewals and the count of live nodes run as child tasks until ``leave()`` (or
+    /// the caller's cancellation) stops them; after a `leave()` it writes what is left
+    /// and leaves the directory, within one node timeout. No task outlives it; the
+    /// server runs it beside its listeners, so shutdown order follows the server's
+    /// (leave, then the loops end, the last records, then `run` returns).
     func run() async {
         let start = loops.withLock { loops -> Bool in
             guard loops == .notStarted else { return false }
@@ -280,16 +282,31 @@ public final class Cluster: Sendable {
             return true
         }
         guard start else { return }  // left before it began
-        defer { loopsEnded.open() }
+        defer { left.open() }
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await self.recordLoop() }
             group.addTask { await self.leaseLoop() }
+            group.addTask { await self.countLoop() }
             await withTaskCancellationHandler {
                 await stopping.wait()
             } onCancel: { [stopping] in
                 stopping.open()
             }
             group.cancelAll()
+        }
+        // The loops ended (a batch or renewal in flight finished first: one that
+        // landed after the node's row went would bring the node back, fresh, for a
+        // node timeout). Asked to leave, not cancelled: the rest is written here.
+        if loops.withLock({ $0 == .closed }) { await leaveWithinNodeTimeout() }
+    }
+
+    /// Counts the nodes with a valid lease beside the renewals (never delaying one),
+    /// until cancelled.
+    private func countLoop() async {
+        while !Task.isCancelled {
+            try? await Task.sleep(for: nodeTimeout / 5)
+            if Task.isCancelled { break }
+            await countLiveNodes()
         }
     }
 
@@ -320,7 +337,6 @@ public final class Cluster: Sendable {
             if stepsDown() || lettingLeaseAge() { continue }
             do {
                 try await renew()
-                countLiveNodes()
             } catch {
                 logger.warning("could not renew this node's lease", metadata: ["error": "\(String(reflecting: error))"])
             }
@@ -388,13 +404,9 @@ public final class Cluster: Sendable {
         return count >= 0 ? count : nil
     }
 
-    private func countLiveNodes() {
-        guard counting.compareExchange(expected: false, desired: true, ordering: .relaxed).exchanged else { return }
-        Task { [self] in
-            defer { counting.store(false, ordering: .relaxed) }
-            if let count = try? await directory.liveNodes(nodeTimeout: nodeTimeout) {
-                liveNodeCount.store(count, ordering: .relaxed)
-            }
+    private func countLiveNodes() async {
+        if let count = try? await directory.liveNodes(nodeTimeout: nodeTimeout) {
+            liveNodeCount.store(count, ordering: .relaxed)
         }
     }
 
@@ -485,42 +497,46 @@ public final class Cluster: Sendable {
     /// serving and returns, and what was left unwritten is left to the node timeout
     /// (other nodes restore from the records written so far, as after a kill).
     func leave() async {
-        let finished = FirstOf<Bool>()
-        let work = Task { [self] in
-            await leaveNow()
-            finished.resolve(true)
+        let was = loops.withLock { loops -> Loops in
+            defer { loops = .closed }  // a `run()` that comes later starts nothing
+            return loops
         }
-        let timer = Task { [nodeTimeout] in
-            try? await Task.sleep(for: nodeTimeout)
-            finished.resolve(false)
+        stopping.open()
+        if was == .notStarted {
+            await leaveWithinNodeTimeout()
+        } else {
+            await left.wait()  // `run()` leaves, within one node timeout
         }
-        let inTime = await finished.value()
-        timer.cancel()
+    }
+
+    /// Writes every record left, whatever the rate limit (a clean shutdown loses
+    /// nothing), and leaves the directory; given up on after one node timeout (the
+    /// directory's calls end when cancelled), when the node stops serving and what
+    /// was left unwritten is left to the node timeout.
+    private func leaveWithinNodeTimeout() async {
+        let inTime = await withTaskGroup(of: Bool.self) { group in
+            group.addTask {
+                await self.flush(final: true)
+                self.lease.withLock { $0.left = true }
+                try? await self.directory.leave(self.node)
+                return true
+            }
+            group.addTask { [nodeTimeout] in
+                try? await Task.sleep(for: nodeTimeout)
+                return false
+            }
+            let first = await group.next() ?? false
+            group.cancelAll()
+            return first
+        }
+        lease.withLock { $0.left = true }
         if !inTime {
-            lease.withLock { $0.left = true }
             logger.warning(
                 "leaving the cluster took longer than the node timeout; stopping without waiting for the database",
                 metadata: [
                     "node-timeout": "\(nodeTimeout)"
                 ])
-            _ = work  // its statements end at their own deadlines
         }
-    }
-
-    private func leaveNow() async {
-        // The loops stop; a batch in flight finishes first (written, or queued again
-        // if its write was cancelled), and so does a renewal in flight (within its
-        // deadline: one that landed after the node's row went would bring the node
-        // back, fresh, for a node timeout). Then everything left is written here.
-        stopping.open()
-        let running = loops.withLock { loops -> Bool in
-            defer { loops = .closed }  // a `run()` that comes later starts nothing
-            return loops == .running
-        }
-        if running { await loopsEnded.wait() }
-        await flush(final: true)  // every record, whatever the rate limit: a clean shutdown loses nothing
-        lease.withLock { $0.left = true }
-        try? await directory.leave(node)
     }
 
     /// A session's snapshot changed (at `now`): its record is written with the next batch.
@@ -827,19 +843,28 @@ public final class Cluster: Sendable {
     func locate(_ token: String, application: Application) async throws -> Lookup {
         guard acceptsCommands() else { throw Self.noLease }
         let (lookup, _) = SessionRegistry.split(token)
-        let (task, mine) = inFlight.withLock { running -> (Task<Lookup, any Error>, Bool) in
-            if let task = running[lookup] { return (task, false) }
-            let task = Task { try await self.locateOnce(token, application: application) }
-            running[lookup] = task
-            return (task, true)
+        let first = inFlight.withLock { running -> Bool in
+            guard running[lookup] == nil else { return false }
+            running[lookup] = []
+            return true
         }
-        if mine {
-            defer { inFlight.withLock { $0[lookup] = nil } }
-            return try await task.value
+        if first {
+            defer {
+                let waiting = inFlight.withLock { $0.removeValue(forKey: lookup) } ?? []
+                for waiter in waiting { waiter.resume() }
+            }
+            return try await locateOnce(token, application: application)
         }
         // Another connection's lookup of the same session: wait for it, then look
         // again for this token (its secret is checked on its own).
-        _ = try? await task.value
+        await withCheckedContinuation { continuation in
+            let ended = inFlight.withLock { running -> Bool in
+                guard running[lookup] != nil else { return true }
+                running[lookup]!.append(continuation)
+                return false
+            }
+            if ended { continuation.resume() }
+        }
         if let session = application.sessions.session(for: token) { return .restored(session) }
         return try await locateOnce(token, application: application)
     }
@@ -933,30 +958,4 @@ public final class Cluster: Sendable {
 
 extension Duration {
     var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
-}
-
-/// The first of several answers, to whoever awaits it (a race between work and a timer).
-final class FirstOf<T: Sendable>: Sendable {
-    private let state = Mutex<(value: T?, waiter: CheckedContinuation<T, Never>?)>((nil, nil))
-
-    func resolve(_ value: T) {
-        let waiter = state.withLock { state -> CheckedContinuation<T, Never>? in
-            guard state.value == nil else { return nil }
-            state.value = value
-            defer { state.waiter = nil }
-            return state.waiter
-        }
-        waiter?.resume(returning: value)
-    }
-
-    func value() async -> T {
-        await withCheckedContinuation { continuation in
-            let ready = state.withLock { state -> T? in
-                if let value = state.value { return value }
-                state.waiter = continuation
-                return nil
-            }
-            if let ready { continuation.resume(returning: ready) }
-        }
-    }
 }

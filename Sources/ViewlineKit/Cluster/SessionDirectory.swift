@@ -12,6 +12,10 @@ import Foundation
 /// Every time is the directory's own clock (the database's `now()`), never a
 /// node's: a node whose clock is wrong behaves like any other. A node is alive
 /// while its last renewal is younger than the node timeout by that clock.
+///
+/// Every call ends when its task is cancelled (throwing, or returning what it
+/// had done): a node leaving the cluster gives up on its last writes after one node
+/// timeout by cancelling them, and its loops end the same way.
 public protocol SessionDirectory: Sendable {
     /// Renews `node`'s lease now (by the directory's clock) and records its address;
     /// clears records older than `recordsExpireAfter` whose owner is not alive. Says

@@ -77,7 +77,6 @@ package final class SessionRegistry: Sendable {
         /// The address holding the most sessions (kept up as sessions register; it
         /// may trail removals): whom a full registry takes from next.
         var largest: String?
-        var sweeper: Task<Void, Never>?
     }
 
     private let state = Mutex(State())
@@ -93,10 +92,6 @@ package final class SessionRegistry: Sendable {
     init(limits: SessionLimits, cluster: Cluster? = nil) {
         self.limits = limits
         self.cluster = cluster
-    }
-
-    deinit {
-        state.withLock { $0.sweeper?.cancel() }
     }
 
     /// Sessions alive now, and how many of them have a connection.
@@ -125,13 +120,13 @@ package final class SessionRegistry: Sendable {
     func register(_ session: Session, restoring: Bool = false) -> Result<Session?, Refusal> {
         guard let lookup = Self.key(of: session.token) else { preconditionFailure("a session token starts with 16 hex digits") }
         let address = session.peer ?? ""
-        let (result, start) = state.withLock { state -> (Result<Session?, Refusal>, Bool) in
+        let result = state.withLock { state -> Result<Session?, Refusal> in
             var evicted: Session?
             let perAddress = limits.maximumSessionsPerAddress
             if restoring {
-                guard state.entries.count < limits.maximumSessions else { return (.failure(.full), false) }
+                guard state.entries.count < limits.maximumSessions else { return .failure(.full) }
             } else if perAddress > 0, let count = state.addresses[address]?.sessions, count >= perAddress {
-                guard let victim = state.addresses[address]?.detached.oldest else { return (.failure(.addressFull), false) }
+                guard let victim = state.addresses[address]?.detached.oldest else { return .failure(.addressFull) }
                 evicted = Self.take(victim, from: &state)
             } else if state.entries.count >= limits.maximumSessions {
                 // The address that holds the most pays first (an address churning
@@ -143,7 +138,7 @@ package final class SessionRegistry: Sendable {
                         ?? state.addresses[address]?.detached.oldest
                         ?? state.detached.oldest
                 else {
-                    return (.failure(.full), false)
+                    return .failure(.full)
                 }
                 evicted = Self.take(victim, from: &state)
             }
@@ -151,10 +146,9 @@ package final class SessionRegistry: Sendable {
             state.addresses[address, default: Address()].sessions += 1
             let count = state.addresses[address]!.sessions
             if state.largest.flatMap({ state.addresses[$0]?.sessions }).map({ count > $0 }) ?? true { state.largest = address }
-            return (.success(evicted), state.sweeper == nil)
+            return .success(evicted)
         }
         if case .success(let evicted?) = result { cluster?.ended(evicted) }
-        if start { startSweeper() }
         return result
     }
 
@@ -242,27 +236,22 @@ package final class SessionRegistry: Sendable {
     func removeAll() -> [Session] {
         state.withLock { state in
             defer { state = State() }
-            state.sweeper?.cancel()
             return state.entries.values.map(\.session)
         }
     }
 
     // MARK: - Expiry
 
-    /// One task expires every session whose time ran out, oldest first (the list
-    /// is in detach order and every session has the same time to live): no task
-    /// or timer per session, and an expiry costs O(1).
-    private func startSweeper() {
+    /// Expires every session whose time ran out, oldest first (the list is in detach
+    /// order and every session has the same time to live), until cancelled: one loop
+    /// for them all (the server runs it beside its listeners), no task or timer per
+    /// session, and an expiry costs O(1).
+    package func expire() async {
         let tick = min(limits.timeToLive / 4, .seconds(1))
-        let task = Task { [weak self] in
-            while !Task.isCancelled {
-                try? await Task.sleep(for: tick)
-                guard let self else { return }
-                await self.expireDue(now: .now)
-            }
-        }
-        state.withLock { state in
-            if state.sweeper == nil { state.sweeper = task } else { task.cancel() }
+        while !Task.isCancelled {
+            try? await Task.sleep(for: tick)
+            if Task.isCancelled { break }
+            await expireDue(now: .now)
         }
     }
 
