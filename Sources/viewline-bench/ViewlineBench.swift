@@ -50,6 +50,11 @@ struct ViewlineBench: ParsableCommand {
     ) var storm = 0
     @Option(
         help:
+            "Open-loop scenario: this many sessions; commands fall due on a schedule (a mix of searches, state, ping and alerts answered) and latency counts from when each was due. Finds the highest rate sustained, then reports p50/p99/p99.9 at 25, 50, 75 and 90 % of it."
+    ) var openLoop = 0
+    @Option(help: "With --open-loop: seconds per measured rate.") var openLoopSeconds = 5.0
+    @Option(
+        help:
             "Measure nothing: serve the floor (a bare SwiftNIO line server answering each line as `ping`, nothing decoded) with this many event loops on 127.0.0.1:--port (0: any), printing `listening on`, until stopped."
     ) var floorServer = 0
 
@@ -68,6 +73,7 @@ struct ViewlineBench: ParsableCommand {
         if expiry > 0 { return try expiryPause() }
         if fanout > 0 { return try fanOut() }
         if storm > 0 { return connectStorm() }
+        if openLoop > 0 { return openLoopCurve() }
         let flooding = Atomic<Bool>(true)
         let line = Array((command + "\n").utf8)
         let group = DispatchGroup()
@@ -117,6 +123,43 @@ struct ViewlineBench: ParsableCommand {
                 String(
                     format: "  meanwhile %d connections sent \"%@\": %.0f/s", flood, floodCommand, Double(flooded.load(ordering: .relaxed)) / seconds)
             )
+        }
+    }
+
+    /// The open-loop curve (``OpenLoad``): the highest rate sustained (every command
+    /// answered, p99 under 200 ms, found by growing the rate by half, then halving
+    /// the gap three times, 3 s a probe), then each share of it for --open-loop-seconds.
+    func openLoopCurve() {
+        let load = OpenLoad(port: port, sessions: openLoop)
+        defer { load.close() }
+        func sustained(_ run: OpenLoad.Run) -> Bool {
+            run.unanswered == 0 && run.failedConnections == 0 && run.percentile(run.latencies, 0.99) < 200_000
+        }
+        func line(_ label: String, _ run: OpenLoad.Run) -> String {
+            String(
+                format: "%@ %.0f %.0f %.0f %.0f %.0f %.0f", label, run.target, run.achieved, run.percentile(run.latencies, 0.5),
+                run.percentile(run.latencies, 0.99), run.percentile(run.latencies, 0.999), run.percentile(run.lag, 0.99))
+        }
+        if !brief { print("\(load.opened) of \(openLoop) sessions open; finding the highest rate sustained") }
+        var good = 0.0
+        var bad = 0.0
+        var rate = 1000.0
+        while bad == 0 && rate < 1_000_000 {
+            let run = load.run(rate: rate, seconds: 3)
+            if !brief { print("  probe " + line("", run)) }
+            if sustained(run) { good = rate; rate *= 1.5 } else { bad = rate }
+        }
+        for _ in 0..<3 where bad > 0 {
+            let middle = (good + bad) / 2
+            let run = load.run(rate: middle, seconds: 3)
+            if !brief { print("  probe " + line("", run)) }
+            if sustained(run) { good = middle } else { bad = middle }
+        }
+        if brief { print(String(format: "max %.0f", good)) } else { print(String(format: "highest rate sustained: %.0f commands/s", good)) }
+        if !brief { print("share target/s achieved/s p50-µs p99-µs p99.9-µs generator-lag-p99-µs") }
+        for share in [25, 50, 75, 90] {
+            let run = load.run(rate: good * Double(share) / 100, seconds: openLoopSeconds)
+            print(line("\(share)", run))
         }
     }
 
