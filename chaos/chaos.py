@@ -546,7 +546,10 @@ class Client(threading.Thread):
         self.unsaved = False         # a draft was acknowledged and not yet seen saved
         self.counter = 0
         self.failing_since: Optional[float] = None
-        self.refused_since: Optional[Tuple[float, int, str]] = None
+        self.refused_since: Optional[Tuple[float, int, str, Optional[int]]] = None
+        # The node that last served this session: while it has a fault, the session is
+        # related to that fault wherever the client is refused (its owner is that node).
+        self.served_by: Optional[int] = None
         self.lost_token: Optional[str] = None   # end-others' reply lost: this token may be revoked
         self.session_started = 0.0
         self.doing: Tuple[str, float, int] = ("", 0.0, 0)   # last command, when, to which port
@@ -571,14 +574,15 @@ class Client(threading.Thread):
     def refused(self, port: int) -> None:
         """An `unavailable` from the node at `port`: a refusal streak begins (or goes on)."""
         if self.refused_since is None and self.token:
-            self.refused_since = (now(), port, self.token[:16])
+            self.refused_since = (now(), port, self.token[:16], self.served_by)
 
-    def success(self) -> None:
+    def success(self, port: Optional[int] = None) -> None:
         if self.refused_since is not None:
-            since, port, lookup = self.refused_since
+            since, refused_by, lookup, home = self.refused_since
             with self.run_state.lock:
-                self.run_state.refusals.append((since, now(), port, lookup))
+                self.run_state.refusals.append((since, now(), refused_by, lookup, home))
             self.refused_since = None
+        self.served_by = port if port is not None else self.doing[2] or self.served_by
         self.run_state.successes += 1
         minute = int((now() - self.run_state.started) // 60)
         self.run_state.per_minute[minute] = self.run_state.per_minute.get(minute, 0) + 1
@@ -615,6 +619,7 @@ class Client(threading.Thread):
                     prior = self.rev
                     reply = connection.command(f"attach {self.token} {prior}")
                     if reply["ok"]:
+                        self.served_by = address[1]
                         self.check_attach(connection, reply["result"])
                         # A resumed session is where a lost change would show: read it at once.
                         self.check_history(connection.command("state"), connection)
@@ -1044,7 +1049,7 @@ class Run:
         self.fault_scope: List[Tuple[float, float, Optional[int], Optional[str]]] = []
         # Each time a client's session was refused (`unavailable`) until it worked
         # again: (first refusal, next success, the refusing node's port, the lookup).
-        self.refusals: List[Tuple[float, float, int, str]] = []
+        self.refusals: List[Tuple[float, float, int, str, Optional[int]]] = []
         self.end_others = {"ok": 0, "unavailable": 0, "in doubt": 0}
         self.big_records = 0   # largest session record seen during a big-records fault (bytes)
         self.current: Optional[Tuple[float, float, str]] = None   # the fault under way
@@ -1466,15 +1471,19 @@ def drive(args, run: Run, rng: random.Random, nodes: List[Node], serve_log: Serv
         return values[min(len(values) - 1, int(len(values) * p))] if values else 0.0
 
     # Liveness: how long a session was refused (`unavailable`) by a node with no fault
-    # near it — none on that node, none cluster-wide, no lock on that session's own
+    # near it — none on that node or on the node that last served it, none
+    # cluster-wide, no lock on that session's own
     # record — between RECOVERY_WINDOW before the first refusal and the next success
     # (a node whose lease lapsed pauses its renewals one node timeout, then renews
     # and checks its sessions: up to two node timeouts after its fault ended).
-    def fault_near(start: float, end: float, port: int, lookup: str) -> bool:
+    # A fault on the node that last served the session counts too: the session's
+    # owner is that node, and another node may claim it only once its lease expired.
+    def fault_near(start: float, end: float, port: int, lookup: str, home: Optional[int]) -> bool:
         return any(f_start <= end and f_end >= start - RECOVERY_WINDOW
-                   and (f_port is None and f_lookup is None or f_port == port or f_lookup == lookup)
+                   and (f_port is None and f_lookup is None or f_port in (port, home) or f_lookup == lookup)
                    for f_start, f_end, f_port, f_lookup in run.fault_scope)
-    streaks = [(start, end, port, lookup) for start, end, port, lookup in run.refusals if not fault_near(start, end, port, lookup)]
+    streaks = [(start, end, port, lookup) for start, end, port, lookup, home in run.refusals
+               if not fault_near(start, end, port, lookup, home)]
     unrelated = sorted(end - start for start, end, _, _ in streaks)
     over = [v for v in unrelated if v > LIVENESS_BOUND]
     for start, end, port, lookup in streaks:
