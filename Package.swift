@@ -86,6 +86,7 @@ let package = Package(
             // The browser page, compiled into the binary (no files to deploy beside it).
             resources: [
                 .embedInCode("Web/page/index.html"), .embedInCode("Web/page/app.js"), .embedInCode("Web/page/app.css"),
+                .embedInCode("Web/page/inspect.html"), .embedInCode("Web/page/inspect.js"),
             ]
         ),
         // TLS for the server's listeners (`ServerConfiguration.tls`), kept apart so that

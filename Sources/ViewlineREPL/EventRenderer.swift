@@ -67,6 +67,8 @@ public struct EventRenderer: Sendable {
         if let command = result["command"], command["usage"] != nil {
             return renderHelp(command: command)
         }
+        if let list = renderSessionList(result) { return list }
+        if let inspection = renderInspection(result) { return inspection }
         if let views = result["views"]?.objectValue {
             // Decoding does not keep the server's key order: list views in the protocol's.
             let known = Self.viewOrder

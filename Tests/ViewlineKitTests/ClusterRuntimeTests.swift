@@ -1102,9 +1102,10 @@ import ViewlineTestSupport
         let current = Session(id: "c1", application: b, output: { _ in })
         await current.connect(link, as: 1)
         let attach = Request(id: .int(1), name: "attach", arguments: Arguments(["token": .string(session.token)]))
+        let origin = CommandOrigin(connection: 1, client: NetworkClient(link: link, ownSession: current, peer: "203.0.113.7"))
         directory.failingFinds = true
         for _ in 0..<20 {
-            #expect(await b.attach(attach, from: current, own: current, as: 1, link: link, peer: "203.0.113.7") == nil)
+            #expect(await b.attach(attach, from: current, origin: origin) == nil)
         }
         let codes = replies.withLock { $0 }.compactMap { message -> String? in
             guard case .reply(_, .failure(let error)) = message else { return nil }
@@ -1113,7 +1114,7 @@ import ViewlineTestSupport
         #expect(codes == Array(repeating: "unavailable", count: 20))
         // The database is back: the next attach restores the session at once.
         directory.failingFinds = false
-        let restored = await b.attach(attach, from: current, own: current, as: 1, link: link, peer: "203.0.113.7")
+        let restored = await b.attach(attach, from: current, origin: origin)
         #expect(restored?.token == session.token)
         #expect(await restored?.state(Counter.self).count == 1)
     }
@@ -1227,5 +1228,18 @@ import ViewlineTestSupport
             Issue.record("expected a restore once A's lease expired by the directory's clock")
             return
         }
+    }
+}
+
+/// A client connection as `attach` sees it, without a socket.
+private final class NetworkClient: MovableConnection {
+    let link: SessionConnection
+    let ownSession: Session?
+    let peer: String?
+
+    init(link: SessionConnection, ownSession: Session?, peer: String?) {
+        self.link = link
+        self.ownSession = ownSession
+        self.peer = peer
     }
 }

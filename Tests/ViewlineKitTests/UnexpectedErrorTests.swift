@@ -37,7 +37,8 @@ import ViewlineTesting
         }
     }
 
-    /// Runs `command` on a session `id`; returns its error reply and the first line logged.
+    /// Runs `command` on a session `id`; returns its error reply and the first line
+    /// logged after the command's own debug line.
     func failure(of command: String, session id: String) async throws -> (ProtocolError, Logger.Metadata) {
         let captured = Captured()
         let application = Application([Leaky.self], logger: Logger(label: "test") { _ in captured })
@@ -45,7 +46,7 @@ import ViewlineTesting
         let session = Session(id: id, application: application) { message in sent.withLock { $0.append(message) } }
         await session.send(command)
         guard case .reply(_, .failure(let error))? = sent.withLock({ $0.last }) else { throw Unexpected() }
-        return (error, try #require(captured.lines.withLock { $0.first }).1)
+        return (error, try #require(captured.lines.withLock { $0.first { "\($0.0)" != "command" } }).1)
     }
 
     struct Unexpected: Error {}

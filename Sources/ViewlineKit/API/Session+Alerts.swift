@@ -8,14 +8,6 @@ public enum AlertAnswer: Sendable, Equatable {
     case dismissed
 }
 
-/// An alert that is presented or waiting its turn.
-struct PendingAlert {
-    var id: String
-    var content: AlertContent
-    /// Resumed with the answer; `nil` for alerts nobody awaits (plain error alerts).
-    var continuation: CheckedContinuation<AlertAnswer, Never>?
-}
-
 extension Session {
     /// Shows an alert and waits for the user's answer: the one-liner flows use.
     ///

@@ -61,8 +61,21 @@ extension Session {
     ) async throws -> T {
         try Task.checkCancellation()
         guard let service = services.value(for: backend) else { throw MissingBackend(name: Backend.name) }
-        try application.faults.check(Backend.name)
-        return try await BlockingPool.$callerKey.withValue(peer ?? "local") { try await operation(service) }
+        guard timeline != nil else {
+            try application.faults.check(Backend.name)
+            return try await BlockingPool.$callerKey.withValue(peer ?? "local") { try await operation(service) }
+        }
+        // The inspector is on: the call goes into the session's timeline.
+        let started = ContinuousClock.now
+        do {
+            try application.faults.check(Backend.name)
+            let value = try await BlockingPool.$callerKey.withValue(peer ?? "local") { try await operation(service) }
+            note(.call(backend: Backend.name, failed: nil), duration: .now - started)
+            return value
+        } catch {
+            note(.call(backend: Backend.name, failed: SessionTimeline.failure(error)), duration: .now - started)
+            throw error
+        }
     }
 
     /// Calls a backend known only by name, failing first if `fault` armed a failure for it.

@@ -20,12 +20,17 @@ extension Application {
     /// connection still on `current`) when the token is not a live session's, the
     /// address is throttled or the node is full.
     ///
-    /// `own` is the session the connection was given at `welcome`, while it still
-    /// has it: leaving it with no connection ends it (nobody else knows it). Any
-    /// other session it leaves lives on, detached, until it expires.
-    func attach(
-        _ request: Request, from current: Session, own: Session?, as number: Int, link: SessionConnection, peer: String?
-    ) async -> Session? {
+    /// The connection's own session (given at `welcome`, while it still has it) ends
+    /// when the connection leaves it with no other (nobody else knows it). Any other
+    /// session it leaves lives on, detached, until it expires.
+    func attach(_ request: Request, from current: Session, origin: CommandOrigin) async -> Session? {
+        let number = origin.connection
+        guard let client = origin.client else {
+            await current.reject(
+                re: request.id, ProtocolError(.badToken, "attach needs a network connection to the server"), to: number, command: "attach")
+            return nil
+        }
+        let (link, own, peer) = (client.link, client.ownSession, client.peer)
         let keys = FailureThrottle.key("attach", peer: peer)
         if let seconds = attachPolicy.throttle.wait(for: keys, now: Date()) {
             logger.debug("attach throttled: too many failed attaches from this address", metadata: ["peer": "\(peer ?? "?")", "wait": "\(seconds)"])

@@ -58,6 +58,11 @@ public final class Application: Sendable {
     /// client gets `internal_error` with a generic message: an error's text may hold
     /// anything a backend said).
     public let logger: Logger
+    /// Whether each command is logged (debug level): checked once, not per command.
+    let logsCommands: Bool
+    /// Whether sessions keep a timeline for the inspector (`inspect`): on a server with
+    /// admin commands.
+    let inspects: Bool
     /// Connections open now by transport, kept by the server (`info`, `/metrics`).
     public let connections = ConnectionCounts()
     let helpResult: JSON
@@ -86,6 +91,8 @@ public final class Application: Sendable {
         let recordsMetrics = configuration.metricsPort != nil, metricsRegistry = configuration.metricsRegistry
         let slowCommandThreshold = configuration.slowCommandThreshold
         self.logger = logger
+        logsCommands = logger.logLevel <= .debug
+        inspects = configuration.admin
         var views: [ViewDescription] = []
         var modelCommands: [AnyCommand] = []
         var backends: [Backend] = []

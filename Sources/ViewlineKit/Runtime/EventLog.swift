@@ -106,6 +106,17 @@ struct EventLog {
         bytes = 0
     }
 
+    /// Every event the log holds, oldest first, as the lines that were sent (the
+    /// inspector's read; not on any hot path).
+    func kept() -> [(rev: Int, line: [UInt8])] {
+        events.dropFirst(start).map { event in
+            switch event.kept {
+            case .line(let line): (event.rev, line)
+            case .display(let display): (event.rev, display.line)
+            }
+        }
+    }
+
     /// The lines of every event after `rev`, in order, or `nil` when the log no
     /// longer reaches back that far (or `rev` is from the future).
     func lines(after rev: Int, current: Int) -> [[UInt8]]? {

@@ -44,7 +44,7 @@ extension Session {
                 ],
                 example: "wait 5000"
             ),
-            holdsEvents: false  // the events of the work it waits for flow meanwhile
+            awaiting: .waiting  // the events of the work it waits for flow meanwhile
         ) { session, args async throws in
             let timeout = args.int("timeout") ?? 10_000
             guard await session.waitUntilSettled(timeout: .milliseconds(timeout)) else {
@@ -52,24 +52,29 @@ extension Session {
             }
             return ["settled": true]
         },
-        AnyCommand(spec: CommandSpec("quit", summary: "Say goodbye and close the connection."), endsConnection: true) { session, _ async throws in
+        AnyCommand(spec: CommandSpec("quit", summary: "Say goodbye and close the connection."), awaiting: .ending) { session, _ async throws in
             // In a cluster the record goes before the reply: an acknowledged quit is
-            // never undone by a crash (another node would restore the session).
+            // never undone by a crash (another node would restore the session). Once
+            // acknowledged, the session ends on every connection and this one is told
+            // `bye quit` (``Session/finished``).
             try await session.application.cluster?.forget(session)
+            // Recorded (its record deleted): the session ends even if this node's
+            // lease lapsed meanwhile, and the reply says so.
+            session.replyIsDurable = session.application.cluster != nil
             return ["bye": true]
         },
-        AnyCommand(
+        AnyCommand.moving(
             spec: CommandSpec(
                 "attach",
                 summary:
                     "Join the session that owns token (this connection's own session is dropped); with last-rev, get every event after it again.",
                 arguments: [
-                    .word("token").described("the session's token, from its welcome or a `token` shown elsewhere"),
+                    .word("token", secure: true).described("the session's token, from its welcome or a `token` shown elsewhere"),
                     .optionalInteger("lastRev", placeholder: "last-rev").described("the last rev this client saw: what came after is replayed"),
                 ], example: "attach 3f9c…e1 42"
             )
-        ) { _, _ in
-            throw ProtocolError(.badToken, "attach needs a network connection to the server")
+        ) { session, request, origin in
+            await session.application.attach(request, from: session, origin: origin)
         },
         AnyCommand(
             spec: CommandSpec(
@@ -122,6 +127,19 @@ extension Session {
         ) { session, _ in
             session.application.info
         },
+        AnyCommand(
+            spec: CommandSpec(
+                "inspect",
+                summary:
+                    "The node's sessions, most recently active first (500 of at most 5,000 read), or one session's timeline, events and every view's state at a rev (admin only).",
+                arguments: [
+                    .optionalWord("session").described("a session's id (s12) on this node; the list without it"),
+                    .optionalInteger("from", minimum: 0, placeholder: "from-rev").described(
+                        "the rev whose states to show, and after which the timeline and events start (the oldest kept without it)"),
+                ],
+                example: "inspect s12 40", adminOnly: true
+            )
+        ) { session, args async throws in try await inspect(from: session, args) },
         AnyCommand(
             spec: CommandSpec(
                 "slowlog", summary: "The newest commands slower than the server's threshold, newest first (default 10, at most 128; admin only).",
@@ -186,6 +204,43 @@ extension Session {
             return ["service": .string(backend.name), "count": .int(count)]
         },
     ]
+
+    /// The most sessions `inspect` lists, and the most it reads to choose them: each
+    /// read is a hop to that session's executor, so a node of 100,000 sessions is
+    /// sampled (in registry order), not read whole on every refresh.
+    static let inspectedSessions = 500
+    static let sessionsReadForInspect = 5_000
+
+    /// `inspect [session] [from-rev]`: read from each session on its own executor.
+    private static func inspect(from session: isolated Session, _ args: Arguments) async throws -> JSON {
+        let application = session.application
+        let node: JSON = application.cluster.map { cluster in ["id": .string(cluster.nodeID), "address": .string(cluster.node.address)] } ?? .null
+        let all = application.sessions.all
+        guard let id = args.optionalString("session") else {
+            var summaries: [JSON] = []
+            summaries.reserveCapacity(min(all.count, sessionsReadForInspect))
+            // Read in turn, each on its own executor.
+            for other in all.prefix(sessionsReadForInspect) {
+                summaries.append(other === session ? session.inspectionSummary() : await other.inspectionSummary())
+            }
+            summaries.sort { ($0["lastCommandAt"]?.stringValue ?? "") > ($1["lastCommandAt"]?.stringValue ?? "") }
+            return [
+                "node": node, "count": .int(all.count), "read": .int(min(all.count, sessionsReadForInspect)),
+                "recording": .bool(application.inspects),
+                "sessions": .array(Array(summaries.prefix(inspectedSessions))),
+            ]
+        }
+        guard let target = all.first(where: { $0.id == id }) else {
+            throw ProtocolError(.badArguments, "no session \(id) on this node; inspect lists them")
+        }
+        let from = args.int("from")
+        var inspection = target === session ? session.inspection(from: from) : await target.inspection(from: from)
+        if case .object(var object) = inspection {
+            object["node"] = node
+            inspection = .object(object)
+        }
+        return inspection
+    }
 
     /// `state`'s result, from the states' kept encodings: the reply copies their bytes.
     private static func stateResult(in session: isolated Session, _ args: Arguments) throws -> EncodedResult {

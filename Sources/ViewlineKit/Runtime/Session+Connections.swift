@@ -153,6 +153,7 @@ extension Session {
             "session": .string(id), "rev": .int(rev), "replayed": .int(missed?.count ?? 0), "snapshot": .bool(missed == nil),
         ]
         connection.send(.reply(re: re, result: .success(result)))
+        note(.connection(number, what: "attach"))
         if let missed {
             for line in missed { connection.send(line: line) }
         } else {
@@ -171,6 +172,7 @@ extension Session {
         let before = connections.count
         connections[number] = nil
         _ = held.end(number)
+        note(.connection(number, what: "detach"))
         connectionCountChanged(from: before)
     }
 
@@ -202,6 +204,7 @@ extension Session {
             connection.close()
             connections[number] = nil
             _ = held.end(number)
+            note(.connection(number, what: "bye revoked"))
             ended += 1
         }
         application.cluster?.changed(self)  // the record carries the new token's digest
@@ -248,6 +251,7 @@ extension Session {
         guard !closed else { return }
         let before = connections.count
         connections[number] = connection
+        note(.connection(number, what: "connect"))
         connectionCountChanged(from: before)
     }
 }

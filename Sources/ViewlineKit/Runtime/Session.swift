@@ -113,6 +113,10 @@ public actor Session {
     /// How to stop each followed observation.
     var observations: [ObjectIdentifier: @Sendable () -> Void] = [:]
 
+    /// What the inspector shows of the session beside its event log, when it is on
+    /// (see Session+Inspection.swift).
+    let timeline: SessionTimeline?
+
     /// Who is logged in (see Session+User.swift).
     public internal(set) var user: String?
 
@@ -153,6 +157,10 @@ public actor Session {
         writeOrder = application.cluster == nil ? nil : SessionWriteOrder()
         self.connections = connections
         log = application.makeEventLog(address: peer)
+        timeline =
+            application.inspects
+            ? SessionTimeline(maximumBytes: application.sessions.limits.eventLogBytes / 2, budget: application.eventLogBudget, share: log.share)
+            : nil
     }
 
     deinit {
@@ -194,52 +202,6 @@ public actor Session {
     /// a `bye` (PROTOCOL §4).
     var awaiting: [Int: JSON] = [:]
 
-    /// Runs one command from `connection` and sends it the reply, then every
-    /// attached connection the events the command caused.
-    package func handle(_ request: Request, from connection: Int = 0) async -> Outcome {
-        // A line that reached a session that ended meanwhile never runs (its connection
-        // was told `bye`, which no reply follows).
-        guard !closed else { return .keepOpen }
-        if let command = application.handler(for: request), !command.holdsEvents {
-            // Events flow while it runs (`wait`); its reply still comes, unless a `bye` answered it.
-            awaiting[connection] = request.id
-            let result: Result<JSON, ProtocolError>
-            do {
-                try checkAllowed(command)
-                result = .success(try await command.perform(self, request.arguments))
-            } catch {
-                result = .failure(protocolError(error, running: request.name))
-            }
-            guard awaiting.removeValue(forKey: connection) != nil else { return .keepOpen }
-            reply(to: connection, .reply(re: request.id, result: result))
-            return .keepOpen
-        }
-        if let outcome = handleNow(request, from: connection) { return outcome }
-        let started = starting(connection)
-        defer { commandsRunning -= 1 }
-        awaiting[connection] = request.id
-        let reply: Reply
-        var endsConnection = false
-        do {
-            let command = try runnable(request)
-            endsConnection = command.endsConnection
-            reply = .result(
-                try await Self.$commandConnection.withValue(connection) {
-                    try await SessionFence.$current.withValue(fence) {
-                        try await command.perform(self, request.arguments)
-                    }
-                })
-        } catch {
-            reply = .failure(protocolError(error, running: request.name))
-        }
-        guard awaiting.removeValue(forKey: connection) != nil || closed else {
-            // Answered already (`unfinished`), just before a `bye` to its connection.
-            _ = held.end(connection)
-            return .keepOpen
-        }
-        return finished(request, reply, started: started, from: connection, endsConnection: endsConnection)
-    }
-
     /// What a command still running gets just before its connection is told `bye`.
     static let unfinished = ProtocolError(
         .unavailable, "the session closed before this command finished; it may or may not have run")
@@ -256,125 +218,6 @@ public actor Session {
     package func answerUnfinishedCommands(_ error: ProtocolError) {
         guard !closed else { return }
         for (number, connection) in connections { answerUnfinished(number, on: connection, with: error) }
-    }
-
-    /// Runs a command whose work never suspends, all of it before returning (the
-    /// reply sent, its events released): what a connection does in the read that
-    /// brought the command. `nil` when the command awaits: ``handle(_:from:)`` runs it.
-    func handleNow(_ request: Request, from connection: Int) -> Outcome? {
-        guard let command = application.handler(for: request), let perform = command.performNow else { return nil }
-        let started = starting(connection)
-        defer { commandsRunning -= 1 }
-        do {
-            try checkAllowed(command)
-            if let performEncoded = command.performEncoded {
-                let result = try performEncoded(self, request.arguments)
-                return finished(request, .encoded(result), started: started, from: connection)
-            }
-            return finished(request, .result(try perform(self, request.arguments)), started: started, from: connection)
-        } catch {
-            return finished(request, .failure(protocolError(error, running: request.name)), started: started, from: connection)
-        }
-    }
-
-    /// A command starts: its events are held for `connection` until its reply is out.
-    private func starting(_ connection: Int) -> ContinuousClock.Instant {
-        held.begin(connection)
-        commandsRunning += 1
-        return .now
-    }
-
-    /// The handler for `request`, when this server runs it.
-    private func runnable(_ request: Request) throws(ProtocolError) -> AnyCommand {
-        guard let command = application.handler(for: request) else {
-            throw ProtocolError(.unknownCommand, "unknown command \"\(request.name)\"; try help")
-        }
-        try checkAllowed(command)
-        return command
-    }
-
-    private func checkAllowed(_ command: AnyCommand) throws(ProtocolError) {
-        if command.spec.adminOnly && !application.admin {
-            throw ProtocolError(.adminDisabled, "\(command.spec.name) is an admin command; start the server with --admin")
-        }
-    }
-
-    /// What the client is told of a command's error: its own code, or `internal_error`
-    /// with a generic message while the error itself goes to the log (with the session
-    /// and the command), never to the client.
-    private func protocolError(_ error: any Error, running name: String) -> ProtocolError {
-        switch error {
-        case let error as ProtocolError:
-            if let underlying = error.underlying {
-                logger.debug("a command failed", metadata: ["command": "\(name)", "code": "\(error.code.rawValue)", "error": "\(underlying)"])
-            }
-            return error
-        case let error as any ProtocolErrorConvertible:
-            var converted = error.protocolError
-            if converted.underlying == nil { converted.underlying = error }
-            logger.debug("a command failed", metadata: ["command": "\(name)", "code": "\(converted.code.rawValue)", "error": "\(error)"])
-            return converted
-        default:
-            logger.error(
-                "a command failed unexpectedly",
-                metadata: [
-                    "command": "\(name)", "error": "\(String(reflecting: error))",
-                ])
-            return ProtocolError(.internalError, "\(name) failed unexpectedly; the server's log has the details")
-        }
-    }
-
-    /// What a command answered.
-    private enum Reply {
-        case result(JSON)
-        /// A result already encoded: its bytes go into the reply's line as they are.
-        case encoded(EncodedResult)
-        case failure(ProtocolError)
-    }
-
-    /// A command is done: its reply goes out, then the events it caused; it is timed
-    /// into the slow log and the metrics.
-    /// `endsConnection`: the command closes its connection once acknowledged (`quit`;
-    /// never a command of the immediate path).
-    private func finished(
-        _ request: Request, _ answer: Reply, started: ContinuousClock.Instant, from connection: Int, endsConnection: Bool = false
-    ) -> Outcome {
-        // A command that finished after this node lost its lease answers `unavailable`,
-        // never its (possibly stale) result.
-        let answer = leased || replyIsDurable ? answer : .failure(Cluster.noLease)
-        replyIsDurable = false
-        switch answer {
-        case .result(let result):
-            reply(to: connection, .reply(re: request.id, result: .success(result)))
-        case .encoded(let result):
-            if !closed { connections[connection]?.send(reply: request.id, result: result) }
-        case .failure(let error):
-            reply(to: connection, .reply(re: request.id, result: .failure(error)))
-        }
-        let elapsed = ContinuousClock.now - started
-        if elapsed >= application.slowLog.threshold {
-            // Only a declared name: what a client typed may hold anything.
-            application.slowLog.record(session: id, command: application.handler(for: request) == nil ? "unknown" : request.name, duration: elapsed)
-        }
-        if let metrics = application.metrics {
-            let code: String? = if case .failure(let error) = answer { error.code.rawValue } else { nil }
-            metrics.command(request.name, at: request.command, failed: code, duration: elapsed)
-        }
-        let events = held.end(connection)
-        if !events.isEmpty, !closed, let output = connections[connection] {
-            for line in events { output.send(line: line) }
-        }
-        // Only an acknowledged `quit` ends the connection: one whose record could not
-        // be deleted answered `unavailable`, and the session goes on.
-        guard endsConnection else { return .keepOpen }
-        if case .failure = answer { return .keepOpen }
-        return .close
-    }
-
-    /// Replies a failure for a line that never became a command (bad JSON, too long...).
-    package func reject(re: JSON, _ error: ProtocolError, to connection: Int = 0, command: String = "unknown") {
-        application.metrics?.command(command, failed: error.code.rawValue, duration: nil)
-        reply(to: connection, .reply(re: re, result: .failure(error)))
     }
 
     /// Waits (up to `timeout`) until no background work runs: used when the client
@@ -413,7 +256,7 @@ public actor Session {
 
     // MARK: - Output
 
-    private func reply(to connection: Int, _ message: ServerMessage) {
+    func reply(to connection: Int, _ message: ServerMessage) {
         guard !closed else { return }
         connections[connection]?.send(message)
     }

@@ -14,9 +14,12 @@ import Synchronization
 final class ClientConnection: Sendable {
     enum Input: Sendable {
         case frame(LineFrame)
-        /// A line already decoded (it was read while nothing was queued, and its
-        /// command awaits: see ``runNow(_:)``).
-        case request(Request, bytes: Int)
+        /// A command already begun (it was read while nothing was queued, and it
+        /// awaits: see ``runNow(_:)``).
+        case begun(Session.Suspended, bytes: Int)
+        /// What the connection does next, as a command read at once said
+        /// (``Session/Step/sessionEnded``).
+        case step(Session.Step)
         /// The client closed its sending side (`nc -N`): finish work, flush, close.
         case inputEnded
         /// The connection is gone: detach from the session.
@@ -45,10 +48,12 @@ final class ClientConnection: Sendable {
     private let hungUp = Atomic<Bool>(false)
     /// This connection as its session sees it.
     var link: SessionConnection { SessionConnection(self) }
+    /// Where its commands come from, as the session's command path takes it.
+    private var origin: CommandOrigin { CommandOrigin(connection: number, client: self) }
     let peer: String?
     private unowned let server: ViewlineServer
     private let state: Mutex<State>
-    /// Whether each command is logged (debug level): checked once, not per command.
+    /// Whether a line that is no command is logged (debug level): checked once.
     private let logsCommands: Bool
     private let transport: ServerMetrics.Transport
     /// The server's logger; lines name the session (not kept per connection: an
@@ -152,24 +157,22 @@ final class ClientConnection: Sendable {
         return unsafeBitCast(run, to: Plain.self)(self, line, session)
     }
 
-    /// Decodes the line and runs its command if it never suspends; anything else
-    /// (a closed session, no lease, `attach`, `quit`, a command that awaits) is left
-    /// to the pump, decoded when it was.
+    /// Decodes the line and begins its command (``Session/begin(_:from:)``), which runs
+    /// all of it unless it awaits; what awaits goes on in the pump.
     private func runNow(_ line: ByteBuffer, on session: isolated Session) -> Immediate {
-        guard outbound.isOpen, admission(on: session) == .admitted else { return .queue(.frame(.line(line))) }
+        guard outbound.isOpen else { return .queue(.frame(.line(line))) }
         guard let decoded = decode(line) else { return .ran }
-        if logsCommands { log(decoded) }
         switch decoded {
         case .success(let request):
-            // attach moves the connection to another session: the pump hands it over
-            // (quit, which ends the connection, awaits its record and runs there too).
-            guard request.name != "attach", session.handleNow(request, from: number) != nil else {
-                return .queue(.request(request, bytes: line.readableBytes))
+            switch session.begin(request, from: origin) {
+            case .finished(.next): return .ran
+            case .finished(let step): return .queue(.step(step))
+            case .suspended(let command): return .queue(.begun(command, bytes: line.readableBytes))
             }
-            return .ran
         case .failure(let failure):
-            session.reject(re: failure.re, failure.error, to: number)
-            return .ran
+            if logsCommands { log(failure) }
+            let step = session.reject(failure.error, re: failure.re, from: origin)
+            return step == .next ? .ran : .queue(.step(step))
         }
     }
 
@@ -180,13 +183,20 @@ final class ClientConnection: Sendable {
         return line.withUnsafeReadableBytes { RequestDecoder.decode(buffer: $0.assumingMemoryBound(to: UInt8.self), commands: commands) }
     }
 
-    /// Runs the queue on `session`'s executor: straight onto it when this thread is
-    /// that executor (the common case), otherwise through one task.
+    /// Runs the queue on `session`'s executor, in a task that starts there (the
+    /// session's executor is its event loop: from that thread, no hop).
     private func startPump(on session: Session) {
         if session.eventLoop.inEventLoop {
-            session.assumeIsolated { $0.startPump(self) }
+            session.assumeIsolated { startPump(onItsExecutor: $0) }
         } else {
-            Task { await session.startPump(self) }
+            Task { await pump(session) }
+        }
+    }
+
+    /// A task isolated to `session` from its start (it captures the isolated parameter).
+    private func startPump(onItsExecutor session: isolated Session) {
+        Task {
+            await pump(session)
         }
     }
 
@@ -221,10 +231,7 @@ final class ClientConnection: Sendable {
         var sinceYield = 0
         while let input = next() {
             switch input {
-            case .frame, .request:
-                // Cut off (its backlog passed the limit, or it hung up), or told `bye`:
-                // the rest of what it sent is not run; the disconnect follows.
-                guard outbound.isOpen, !hungUp.load(ordering: .acquiring) else { continue }
+            case .frame, .begun, .step:
                 // Fair to the loop's other connections: a long pipelined burst gives
                 // the loop back every so often (as redis bounds what one client's
                 // pipeline runs per event loop turn), so their commands and I/O wait
@@ -234,6 +241,10 @@ final class ClientConnection: Sendable {
                     sinceYield = 0
                     await Task.yield()
                 }
+                // Cut off (its backlog passed the limit, or it hung up), or told `bye`
+                // (checked after the yield, which an `end-others` may have come in):
+                // the rest of what it sent is not run; the disconnect follows.
+                guard outbound.isOpen, !hungUp.load(ordering: .acquiring) else { continue }
                 switch await process(input, on: session) {
                 case .next:
                     continue
@@ -277,106 +288,56 @@ final class ClientConnection: Sendable {
         logger.info("disconnected", metadata: ["session": "\(session.id)"])
     }
 
-    private func log(_ decoded: Result<Request, RequestDecoder.Failure>) {
+    /// A line that is no command, at debug level (commands are logged where they run).
+    private func log(_ failure: RequestDecoder.Failure) {
         let session = state.withLock { $0.session }
-        var metadata: Logger.Metadata = ["session": "\(session.id)"]
-        // In a cluster, the record the command is served for (a token's lookup part,
-        // never its secret): `./dev chaos` checks from it that one node serves a
-        // session at a time.
-        if server.application.cluster != nil { metadata["record"] = "\(SessionRegistry.split(session.token).lookup)" }
-        switch decoded {
-        case .success(let request):
-            metadata["cmd"] = "\(request.name)"
-            logger.debug("command", metadata: metadata)
-        case .failure(let failure):
-            metadata["code"] = "\(failure.error.code.rawValue)"
-            logger.debug("rejected", metadata: metadata)
-        }
+        logger.debug("rejected", metadata: ["session": "\(session.id)", "code": "\(failure.error.code.rawValue)"])
     }
 
     private enum Step { case next, moved(Session), ended }
 
-    /// Whether a command may run on `session` now: the one check the immediate path
-    /// and the pump share (the immediate path leaves anything but `.admitted` to the
-    /// pump, which answers it).
-    private enum Admission { case admitted, sessionClosed, noLease }
-
-    private func admission(on session: isolated Session) -> Admission {
-        if session.isClosed { return .sessionClosed }
-        // In a cluster: no valid lease (another node may own this session by now), or
-        // records that cannot be written (nothing acknowledged here would survive
-        // this node), or this session's own record held back by another transaction's
-        // row lock. Nothing runs until the node (or the session's record) is back.
-        if let cluster = server.application.cluster, !cluster.acceptsCommands(for: session) { return .noLease }
-        return .admitted
-    }
-
+    /// Runs one queued input on `session` (through its command path) and says what
+    /// the connection does next.
     private func process(_ input: Input, on session: isolated Session) async -> Step {
-        let application = server.application
-        let admission = admission(on: session)
-        if admission == .sessionClosed {
+        let step: Session.Step
+        switch input {
+        case .frame(.line(let buffer)):
+            guard let decoded = decode(buffer) else { return .next }
+            switch decoded {
+            case .success(let request):
+                step = await session.run(request, from: origin)
+            case .failure(let failure):
+                if logsCommands { log(failure) }
+                step = session.reject(failure.error, re: failure.re, from: origin)
+            }
+        case .begun(let command, _):
+            step = await session.resume(command, from: origin)
+        case .step(let next):
+            step = next
+        case .frame(.tooLong):
+            step = session.reject(
+                ProtocolError(.lineTooLong, "line longer than \(server.configuration.maximumLineBytes) bytes; the rest of it was discarded"),
+                re: .null, from: origin)
+        case .inputEnded, .disconnected:
+            return .next
+        }
+        switch step {
+        case .next:
+            return .next
+        case .moved(let target):
+            return .moved(target)
+        case .endConnection:
+            // Its reply and `bye` are out once written.
+            try? await outbound.drain()
+            channel.close(promise: nil)
+            return .ended
+        case .sessionEnded:
             // The session ended under this connection (quit elsewhere, eviction,
             // expiry racing an attach): say so rather than go silent, unless the
             // session already told this connection its `bye` (one per connection).
             if !hungUp.load(ordering: .acquiring) { outbound.send(ServerMessage.bye(.ended).line) }
             outbound.flushThenClose()
             return .ended
-        }
-        let decoded: Result<Request, RequestDecoder.Failure>
-        switch input {
-        case .frame(.line(let buffer)):
-            guard let result = decode(buffer) else { return .next }
-            decoded = result
-            // Logged as served only when it runs: a command refused for want of a
-            // lease was not served here (`./dev chaos` reads these lines).
-            if logsCommands, admission == .admitted { log(decoded) }
-        case .request(let request, _):
-            decoded = .success(request)  // logged when it was decoded
-        case .frame(.tooLong):
-            guard admission == .admitted else { return .next }
-            session.reject(
-                re: .null,
-                ProtocolError(
-                    .lineTooLong, "line longer than \(server.configuration.maximumLineBytes) bytes; the rest of it was discarded"), to: number)
-            return .next
-        case .inputEnded, .disconnected:
-            return .next
-        }
-        if admission == .noLease {
-            // Lost sessions are closed when the lease is renewed; the others go on.
-            switch decoded {
-            case .success(let request): session.reject(re: request.id, Cluster.noLease, to: number, command: request.name)
-            case .failure(let failure): session.reject(re: failure.re, Cluster.noLease, to: number)
-            }
-            return .next
-        }
-        switch decoded {
-        case .success(let request) where request.name == "attach":
-            let started = ContinuousClock.now
-            let own = state.withLock { $0.own }
-            guard let target = await server.application.attach(request, from: session, own: own, as: number, link: link, peer: peer) else {
-                return .next
-            }
-            logger.debug("attached", metadata: ["session": "\(target.id)"])
-            if let metrics = application.metrics {
-                metrics.sessionsAttached.increment()
-                metrics.command("attach", failed: nil, duration: ContinuousClock.now - started)
-            }
-            return target === session ? .next : .moved(target)
-        case .success(let request):
-            if await session.handle(request, from: number) == .close {
-                // `quit` ends the session for good, on every connection.
-                application.sessions.remove(session)
-                session.close(.ended, except: number)
-                outbound.send(ServerMessage.bye(.quit).line)
-                try? await outbound.drain()
-                channel.close(promise: nil)
-                return .ended
-            }
-            return .next
-        case .failure(let failure):
-            session.reject(re: failure.re, failure.error, to: number)
-            return .next
         }
     }
 }
@@ -387,9 +348,9 @@ extension ClientConnection.Input {
     fileprivate var queuedBytes: Int? {
         switch self {
         case .frame(.line(let line)): line.readableBytes
-        case .request(_, let bytes): bytes
+        case .begun(_, let bytes): bytes
         case .frame(.tooLong): 0
-        case .inputEnded, .disconnected: nil
+        case .step, .inputEnded, .disconnected: nil
         }
     }
 }
@@ -405,9 +366,6 @@ extension ClientConnection: LineOutput {
     }
 }
 
-extension Session {
-    /// Starts a connection's pump as a task on this session's executor.
-    func startPump(_ connection: ClientConnection) {
-        Task { await connection.pump(self) }
-    }
+extension ClientConnection: MovableConnection {
+    var ownSession: Session? { state.withLock { $0.own } }
 }

@@ -230,10 +230,12 @@ public final class ViewlineServer: Service, Sendable {
         }
         bound.open()
         try await withTaskCancellationOrGracefulShutdownHandler {
-            // The cluster's loops are children of this run: they end when the shutdown
-            // leaves the cluster, before `serve` returns.
+            // The cluster's loops and the sessions' expiry are children of this run:
+            // the cluster's end when the shutdown leaves the cluster, before `serve`
+            // returns; the expiry when `serve` has returned.
             try await withThrowingTaskGroup(of: Void.self) { group in
                 if let cluster = application.cluster { group.addTask { await cluster.run() } }
+                group.addTask { await self.application.sessions.expire() }
                 try await self.serve()
                 group.cancelAll()  // stopped without a shutdown's leave: the loops end too
                 try await group.waitForAll()
@@ -358,7 +360,7 @@ public final class ViewlineServer: Service, Sendable {
                         try tls.addServerHandlers(to: channel.pipeline.syncOperations)
                     }
                     let guarded = HTTPConnectionGuard(admission: admission, timeout: timeout)
-                    let page = WebPageHandler(origins: origins)
+                    let page = WebPageHandler(origins: origins, inspector: application.admin)
                     let upgrader = WebSocketUpgrader(
                         shouldUpgrade: { channel, head in
                             head.uri.split(separator: "?").first == "/ws" && origins.acceptsHost(head)

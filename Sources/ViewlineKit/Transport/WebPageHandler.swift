@@ -3,17 +3,20 @@ import NIOHTTP1
 import NIOWebSocket
 
 /// The web listener's HTTP side: serves the page (`/`, its script and style, all
-/// from the binary) and refuses what it does not serve. `GET /ws` reaches it only
+/// from the binary; on a server with admin commands the inspector at `/inspect`) and refuses what it does not serve. `GET /ws` reaches it only
 /// when the WebSocket upgrade was refused: a foreign `Origin` gets 403.
 final class WebPageHandler: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
 
     private let origins: WebOrigins
+    /// Whether `/inspect` is served (a server with admin commands).
+    private let inspector: Bool
     private var request = HTTPRequestAssembly()
 
-    init(origins: WebOrigins) {
+    init(origins: WebOrigins, inspector: Bool) {
         self.origins = origins
+        self.inspector = inspector
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -42,7 +45,7 @@ final class WebPageHandler: ChannelInboundHandler, RemovableChannelHandler {
         if path == "/favicon.ico" {
             return send(.noContent, "", type: "image/x-icon", head: head, context: context, extra: [("Cache-Control", "max-age=86400")])
         }
-        guard let asset = WebAssets.asset(at: path) else {
+        guard let asset = WebAssets.asset(at: path, inspector: inspector) else {
             return send(.notFound, "not found\n", type: "text/plain; charset=utf-8", head: head, context: context)
         }
         HTTPReply.send(

@@ -11,12 +11,15 @@ enum WebAssets {
         var cacheControl: String
     }
 
-    /// The file served at `path`, or `nil` (404).
-    static func asset(at path: String) -> Asset? {
+    /// The file served at `path`, or `nil` (404); the inspector's only on a server
+    /// with admin commands (`inspector`).
+    static func asset(at path: String, inspector: Bool) -> Asset? {
         switch path {
         case "/", "/index.html": page
         case "/app.js": script
         case "/app.css": style
+        case "/inspect" where inspector, "/inspect.html" where inspector: inspectorPage
+        case "/inspect.js" where inspector: inspectorScript
         default: nil
         }
     }
@@ -28,6 +31,12 @@ enum WebAssets {
         cacheControl: "no-cache")
     static let script = Asset(
         body: ByteBuffer(bytes: PackageResources.app_js), contentType: "text/javascript; charset=utf-8",
+        cacheControl: "no-cache")
+    static let inspectorPage = Asset(
+        body: ByteBuffer(bytes: PackageResources.inspect_html), contentType: "text/html; charset=utf-8",
+        cacheControl: "no-cache")
+    static let inspectorScript = Asset(
+        body: ByteBuffer(bytes: PackageResources.inspect_js), contentType: "text/javascript; charset=utf-8",
         cacheControl: "no-cache")
     static let style = Asset(
         body: ByteBuffer(bytes: PackageResources.app_css), contentType: "text/css; charset=utf-8",

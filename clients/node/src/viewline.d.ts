@@ -151,6 +151,56 @@ export interface Help {
   errors: { code: ErrorCode | string; meaning: string }[];
 }
 
+/** One session in `inspect`'s list (admin only, 1.3). */
+export interface InspectedSession {
+  session: string;
+  rev: number;
+  connections: number;
+  address: string | null;
+  user: string | null;
+  /** The views it has shown. */
+  views: string[];
+  /** Alerts presented and waiting. */
+  alerts: number;
+  /** Task slots running. */
+  tasks: string[];
+  /** Present when the server keeps timelines (`--admin`). */
+  ageSeconds?: number;
+  lastCommand?: string;
+  lastCommandAt?: string;
+}
+
+/** `inspect`'s result without a session: the node's sessions. */
+export interface InspectList {
+  node: { id: string; address: string } | null;
+  count: number;
+  /** How many of `count` were read to choose the ones listed. */
+  read: number;
+  recording: boolean;
+  sessions: InspectedSession[];
+}
+
+/** One thing in a session's timeline. */
+export type TimelineEntry = { rev: number; at: string; durationMs?: number } & (
+  | { kind: 'command'; command: string; arguments: Record<string, unknown>; connection: number; error: string | null }
+  | { kind: 'call'; backend: string; error: string | null }
+  | { kind: 'connection'; connection: number; event: string }
+);
+
+/** `inspect <session> [from-rev]`'s result: every secret argument shows as `•••`. */
+export interface Inspection {
+  node: { id: string; address: string } | null;
+  session: InspectedSession;
+  from: number;
+  oldestRev: number;
+  /** Each view as displayed at `from`; `null` when older than the event log reaches. */
+  states: Record<string, unknown>;
+  timeline: TimelineEntry[];
+  /** The events sent after `from` that the log still holds. */
+  events: (Display | Alert | Dismiss)[];
+  recording: boolean;
+}
+
 export type Event = Display | Alert | Dismiss | Bye;
 export type ServerMessage = Welcome | Reply | Event;
 

@@ -11,7 +11,7 @@ from .errors import (ConnectError, ConnectionClosed, MovedError, ProtocolError, 
                      ThrottledError, Timeout, ViewlineError, printable)
 from .inline import quote, split
 from .messages import (Alert, ArgumentKind, Bye, ByeCode, Display, Dismiss, ErrorCode, Event, Help, HelpArgument,
-                       HelpCommand, HelpView, Reply, Welcome)
+                       HelpCommand, HelpView, InspectedSession, Inspection, InspectList, Reply, Welcome)
 from .state import SessionState
 
 __all__ = [
@@ -19,7 +19,7 @@ __all__ = [
     "MovedError", "RetryLaterError", "ThrottledError", "ServerBusyError", "Backoff", "ExponentialBackoff",
     "split", "quote", "printable", "SessionState",
     "Welcome", "Reply", "Display", "Alert", "Dismiss", "Bye", "Event", "ErrorCode", "ByeCode",
-    "Help", "HelpCommand", "HelpArgument", "HelpView", "ArgumentKind",
+    "Help", "HelpCommand", "HelpArgument", "HelpView", "ArgumentKind", "InspectList", "InspectedSession", "Inspection",
 ]
 __version__ = "1.1.0"
 PROTOCOL_VERSION = 1

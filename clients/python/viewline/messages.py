@@ -168,5 +168,48 @@ class Help(TypedDict):
     errors: List[HelpError]
 
 
+class _InspectedSessionOptional(TypedDict, total=False):
+    ageSeconds: float
+    lastCommand: str
+    lastCommandAt: str
+
+
+class InspectedSession(_InspectedSessionOptional):
+    """One session in ``inspect``'s list (admin only, 1.3)."""
+    session: str
+    rev: int
+    connections: int
+    address: Union[str, None]
+    user: Union[str, None]
+    views: List[str]
+    alerts: int
+    tasks: List[str]
+
+
+class InspectList(TypedDict):
+    """``inspect``'s result without a session: the node's sessions."""
+    node: Union[Dict[str, str], None]
+    count: int
+    read: int
+    recording: bool
+    sessions: List[InspectedSession]
+
+
+#: ``inspect <session> [from-rev]``'s result (``from`` is a Python keyword, hence this
+#: form); every secret argument shows as ``•••``. ``states`` are the views as displayed
+#: at ``from`` (``None``: older than the event log reaches); ``timeline`` and
+#: ``events`` come after it.
+Inspection = TypedDict("Inspection", {
+    "node": Union[Dict[str, str], None],
+    "session": InspectedSession,
+    "from": int,
+    "oldestRev": int,
+    "states": Dict[str, Any],
+    "timeline": List[Dict[str, Any]],
+    "events": List[Dict[str, Any]],
+    "recording": bool,
+})
+
+
 #: What ``events()``, ``next_event`` and ``wait_for`` give.
 Event = Union[Display, Alert, Dismiss, Bye]

@@ -1,0 +1,73 @@
+/// A command with its view-model's type erased, as the runtime keeps it: a class,
+/// so finding a command's handler for each line costs one reference, not a copy of
+/// its declaration and closures.
+final class AnyCommand: Sendable {
+    /// How a command runs, as its declaration says: the one thing the command path
+    /// (``Session/begin(_:from:)``) reads to run it.
+    enum Body: Sendable {
+        /// Never suspends: runs in the read that brought it, reply and events included.
+        case immediate(@Sendable (isolated Session, Arguments) throws -> JSON)
+        /// Never suspends, and its result comes encoded (`state`: the states'
+        /// encodings are kept for displays), so the reply copies bytes.
+        case encoded(@Sendable (isolated Session, Arguments) throws -> EncodedResult)
+        /// Awaits (a database, an alert's answer, the session's work), as `way` says.
+        case awaiting(@Sendable (isolated Session, Arguments) async throws -> JSON, Awaiting)
+        /// Moves the connection to another session (`attach`), which replies: the
+        /// session the connection is on afterwards, or `nil` (it stays, answered).
+        case moving(@Sendable (isolated Session, Request, CommandOrigin) async -> Session?)
+    }
+
+    /// How an awaiting command ends.
+    enum Awaiting: Sendable {
+        /// The events it causes wait for its reply.
+        case holdingEvents
+        /// Until the session's work settles (`wait`): the events of that work flow
+        /// meanwhile, and its time is the one the client asked for (not slow-logged).
+        case waiting
+        /// Once it is acknowledged, the connection ends (`quit`).
+        case ending
+    }
+
+    let spec: CommandSpec
+    let body: Body
+
+    private init(spec: CommandSpec, body: Body) {
+        self.spec = spec
+        self.body = body
+    }
+
+    /// A command that awaits, ending as `awaiting` says.
+    convenience init(
+        spec: CommandSpec, awaiting: Awaiting = .holdingEvents,
+        perform: @escaping @Sendable (isolated Session, Arguments) async throws -> JSON
+    ) {
+        self.init(spec: spec, body: .awaiting(perform, awaiting))
+    }
+
+    /// A command that never suspends.
+    convenience init(spec: CommandSpec, perform: @escaping @Sendable (isolated Session, Arguments) throws -> JSON) {
+        self.init(spec: spec, body: .immediate(perform))
+    }
+
+    /// A command whose result comes encoded (not an initializer: a third
+    /// trailing-closure candidate slowed type-checking the built-ins past its limit).
+    static func encoding(spec: CommandSpec, _ perform: @escaping @Sendable (isolated Session, Arguments) throws -> EncodedResult) -> AnyCommand {
+        AnyCommand(spec: spec, body: .encoded(perform))
+    }
+
+    /// A command that moves its connection to another session (`attach`).
+    static func moving(spec: CommandSpec, _ move: @escaping @Sendable (isolated Session, Request, CommandOrigin) async -> Session?) -> AnyCommand {
+        AnyCommand(spec: spec, body: .moving(move))
+    }
+
+    convenience init<Model>(_ command: Command<Model>) {
+        self.init(spec: command.spec, body: command.performNow.map { .immediate($0) } ?? .awaiting(command.perform, .holdingEvents))
+    }
+
+    /// The same command, declared as part of the view called `view`.
+    func shown(in view: String) -> AnyCommand {
+        var spec = spec
+        spec.view = view
+        return AnyCommand(spec: spec, body: body)
+    }
+}

@@ -1,0 +1,64 @@
+import NIOCore
+
+/// A command's result already encoded, as parts written one after another into the
+/// reply, straight into the connection's outbound buffer (a view's state is one
+/// part, kept encoded for displays; no copy of the whole is made first).
+struct EncodedResult: Sendable {
+    let parts: [[UInt8]]
+
+    init(_ parts: [[UInt8]]) { self.parts = parts }
+
+    var count: Int { parts.reduce(0) { $0 + $1.count } }
+
+    /// Writes the successful reply carrying this result, echoing `re`, part by part
+    /// through `write` (no line is made first): the bytes of one line, `\n` included.
+    func writeReply(re: JSON, _ write: ([UInt8]) -> Void) {
+        writeReply(id: Self.encoded(re), write)
+    }
+
+    /// Writes the successful reply carrying this result, echoing `re`, into `buffer`:
+    /// room is made once and every part copied into it (a `writeBytes` per part
+    /// checked the buffer's capacity and uniqueness each time).
+    func writeReply(re: JSON, into buffer: inout ByteBuffer) {
+        let id = Self.encoded(re)
+        let head = id.map { ServerMessage.replyHead.count + $0.count + ServerMessage.successfulReplyMiddle.count } ?? Self.nullReplyHead.count
+        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: head + count + ServerMessage.replyTail.count) { room in
+            var at = 0
+            writeReply(id: id) { bytes in
+                bytes.withUnsafeBytes { UnsafeMutableRawBufferPointer(rebasing: room[at...]).copyMemory(from: $0) }
+                at += bytes.count
+            }
+            return at
+        }
+    }
+
+    /// The reply's parts in order; `id` is `re` encoded, `nil` for an inline command
+    /// (no id of its own: its head up to the result is one kept array).
+    private func writeReply(id: [UInt8]?, _ write: ([UInt8]) -> Void) {
+        if let id {
+            write(ServerMessage.replyHead)
+            write(id)
+            write(ServerMessage.successfulReplyMiddle)
+        } else {
+            write(Self.nullReplyHead)
+        }
+        for part in parts { write(part) }
+        write(ServerMessage.replyTail)
+    }
+
+    private static func encoded(_ re: JSON) -> [UInt8]? {
+        guard !re.isNull else { return nil }
+        var id: [UInt8] = []
+        re.write(into: &id)
+        return id
+    }
+
+    /// A reply's start up to its result, for an inline command.
+    private static let nullReplyHead = ServerMessage.replyHead + Array("null".utf8) + ServerMessage.successfulReplyMiddle
+
+    /// The result as a tree (a reply to a connection that takes messages, a test).
+    var json: JSON {
+        let bytes = parts.flatMap { $0 }
+        return bytes.withUnsafeBufferPointer { (try? JSONParser.parse($0)) ?? .null }
+    }
+}

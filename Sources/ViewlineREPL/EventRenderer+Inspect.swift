@@ -1,0 +1,132 @@
+import ViewlineProtocol
+
+/// `inspect`'s replies (PROTOCOL §3, admin only): the node's sessions as a table, and
+/// one session's timeline — each command with its outcome and time, each backend
+/// call, each connection change, and each display as what changed since the previous
+/// display of its view.
+extension EventRenderer {
+    /// The list of sessions, or `nil` when `result` is not one.
+    func renderSessionList(_ result: JSON) -> String? {
+        guard let sessions = result["sessions"]?.arrayValue, result["count"] != nil else { return nil }
+        let rows = sessions.map { row -> [String] in
+            [
+                one(row["session"] ?? .null), one(row["rev"] ?? .null), one(row["connections"] ?? .null),
+                (row["views"]?.arrayValue ?? []).map { one($0) }.joined(separator: ","), one(row["alerts"] ?? .null),
+                (row["tasks"]?.arrayValue ?? []).map { one($0) }.joined(separator: ","), Self.oneLine(row["lastCommand"]?.stringValue ?? ""),
+                row["ageSeconds"].map { one($0) + " s" } ?? "",
+            ]
+        }
+        let count = result["count"]?.intValue ?? sessions.count
+        let head = style.dim(
+            "\(count) session\(count == 1 ? "" : "s") on this node\(result["recording"] == false ? " (no timelines: start with --admin)" : "")")
+        return head + "\n" + table(["SESSION", "REV", "CONN", "VIEWS", "ALERTS", "TASKS", "LAST", "AGE"], rows)
+    }
+
+    /// One session's inspection, or `nil` when `result` is not one.
+    func renderInspection(_ result: JSON) -> String? {
+        guard let timeline = result["timeline"]?.arrayValue, let states = result["states"]?.objectValue else { return nil }
+        let from = result["from"]?.intValue ?? 0
+        var lines = [style.dim("session \(one(result["session"]?["session"] ?? .null)) at rev \(from):")]
+        for (view, state) in states.pairs.sorted(by: { $0.key < $1.key }) {
+            lines.append("  \(Self.oneLine(view)) " + (state.isNull ? style.dim("(older than the log reaches)") : state.encoded))
+        }
+        // Entries and events in rev order; a command's entry comes before the events it caused.
+        var items: [(rev: Int, order: Int, text: String)] = []
+        for (index, entry) in timeline.enumerated() {
+            items.append((entry["rev"]?.intValue ?? 0, index, renderTimelineEntry(entry)))
+        }
+        var previous: [String: JSON] = states.pairs.reduce(into: [:]) { $0[$1.key] = $1.value }
+        for (index, event) in (result["events"]?.arrayValue ?? []).enumerated() {
+            let rev = event["rev"]?.intValue ?? 0
+            let text: String
+            switch event["type"]?.stringValue {
+            case "display":
+                let view = event["view"]?.stringValue ?? "?"
+                let state = event["state"] ?? .null
+                text = "display \(Self.oneLine(view)): " + Self.diff(from: previous[view] ?? .null, to: state).joined(separator: "; ")
+                previous[view] = state
+            case "alert":
+                text = "alert \(one(event["id"] ?? .null)) \(one(event["title"] ?? .null))"
+            case "dismiss":
+                text = "dismiss \(one(event["id"] ?? .null))"
+            default:
+                text = event.encoded
+            }
+            // An event at rev r follows the command that began at r - 1 or earlier.
+            items.append((rev - 1, timeline.count + index, style.cyan("  ↳ rev \(rev) ") + text))
+        }
+        items.sort { ($0.rev, $0.order) < ($1.rev, $1.order) }
+        if items.isEmpty { lines.append(style.dim("nothing after rev \(from) (the log holds from rev \(one(result["oldestRev"] ?? .null)))")) }
+        lines += items.map(\.text)
+        return lines.joined(separator: "\n")
+    }
+
+    private func renderTimelineEntry(_ entry: JSON) -> String {
+        let time = entry["durationMs"]?.doubleValue.map { " " + Self.milliseconds($0) } ?? ""
+        let failed = entry["error"].flatMap { $0.isNull ? nil : one($0) }
+        let outcome = failed.map { style.red(" ✗ \($0)") } ?? style.green(" ✓")
+        switch entry["kind"]?.stringValue {
+        case "command":
+            let arguments = (entry["arguments"]?.objectValue?.pairs ?? []).map { "\(Self.oneLine($0.key))=\(one($0.value))" }.joined(separator: " ")
+            return "rev \(one(entry["rev"] ?? .null)) \(one(entry["command"] ?? .null)) \(arguments)" + outcome + style.dim(time)
+        case "call":
+            return style.dim("  call \(one(entry["backend"] ?? .null))") + outcome + style.dim(time)
+        case "connection":
+            return style.dim("  connection \(one(entry["connection"] ?? .null)): \(one(entry["event"] ?? .null))")
+        default:
+            return entry.encoded
+        }
+    }
+
+    /// A server value on one line: a string's newlines, tabs and bidirectional
+    /// controls shown escaped, so no string can print a line that looks like another
+    /// entry (control characters are already replaced for the whole reply).
+    func one(_ value: JSON) -> String {
+        Self.oneLine(plain(value))
+    }
+
+    static func oneLine(_ text: String) -> String {
+        guard text.unicodeScalars.contains(where: { $0 == "\n" || $0 == "\t" || isBidiControl($0) }) else { return text }
+        var out = ""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\n": out += "\\n"
+            case "\t": out += "\\t"
+            case _ where isBidiControl(scalar): out += "\u{FFFD}"
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out
+    }
+
+    private static func isBidiControl(_ scalar: Unicode.Scalar) -> Bool {
+        (0x202A...0x202E).contains(scalar.value) || (0x2066...0x2069).contains(scalar.value) || scalar.value == 0x200E
+            || scalar.value == 0x200F || scalar.value == 0x061C
+    }
+
+    static func milliseconds(_ value: Double) -> String {
+        value < 10 ? "\((value * 10).rounded() / 10) ms" : "\(Int(value.rounded())) ms"
+    }
+
+    /// What changed from `old` to `new`: each changed field as `name: old → new`
+    /// (a list by its length), or the whole value when it is no object.
+    static func diff(from old: JSON, to new: JSON) -> [String] {
+        guard case .object(let before) = old, case .object(let after) = new else { return [short(new)] }
+        var changes: [String] = []
+        for (key, value) in after.pairs where before[key] != value {
+            let was = before[key] ?? .null
+            if case .array(let items) = value, case .array(let previous) = was {
+                changes.append("\(oneLine(key)): \(previous.count) → \(items.count) items")
+            } else {
+                changes.append("\(oneLine(key)): \(short(was)) → \(short(value))")
+            }
+        }
+        for (key, _) in before.pairs where after[key] == nil { changes.append("\(oneLine(key)) removed") }
+        return changes.isEmpty ? ["no change"] : changes
+    }
+
+    private static func short(_ value: JSON) -> String {
+        let text = value.encoded
+        return text.count > 40 ? String(text.prefix(39)) + "…" : text
+    }
+}

@@ -1,0 +1,147 @@
+import Synchronization
+import Testing
+import ViewlineTestSupport
+import ViewlineTesting
+
+@testable import ViewlineKit
+
+/// A view-model with a secret argument, for what the inspector must never show.
+enum Vault: ViewModel {
+    struct State: Codable, Sendable, Equatable {
+        var opened = 0
+    }
+
+    static let view = "vault"
+    static let stateSummary = "{opened}"
+    static func initialState(_ services: Services) -> State { State() }
+
+    static let commands: [Command<Vault>] = [
+        Command("open", summary: "Open the vault.", arguments: [.word("user"), .word("password", secure: true)]) { session, _ in
+            session.update(Vault.self) { $0.opened += 1 }
+            return ["opened": true]
+        }
+    ]
+}
+
+/// `inspect`: the node's sessions, and one session's timeline, events and states at
+/// any rev the event log still reaches — with no secret in the clear.
+@Suite struct InspectTests {
+    func application(admin: Bool = true) -> Application {
+        var services = Services()
+        services.adder = FakeAdder()
+        var configuration = ServerConfiguration()
+        configuration.admin = admin
+        return Application([Counter.self, Vault.self], services: services, configuration: configuration)
+    }
+
+    func inspect(_ line: String, on session: Session) async throws -> JSON {
+        let replies = Mutex<[Result<JSON, ProtocolError>]>([])
+        await session.connect(
+            SessionConnection(
+                send: { message in if case .reply(_, let result) = message { replies.withLock { $0.append(result) } } }, close: {}),
+            as: 9)
+        let request = try #require(RequestDecoder.decode(line: line, commands: session.application.commands)).get()
+        _ = await session.handle(request, from: 9)
+        await session.detach(9)
+        return try #require(try replies.withLock { $0 }.last?.get())
+    }
+
+    @Test func theListShowsEachSessionAndWhatItLastDid() async throws {
+        let application = application()
+        let watched = Session(id: "s1", application: application, output: { _ in })
+        let admin = Session(id: "s2", application: application, output: { _ in })
+        for session in [watched, admin] { _ = try application.sessions.register(session).get() }
+        _ = await watched.send("increment 3")
+        let list = try await inspect("inspect", on: admin)
+        let sessions = try #require(list["sessions"]?.arrayValue)
+        #expect(list["count"] == 2 && list["recording"] == true)
+        let row = try #require(sessions.first { $0["session"] == "s1" })
+        #expect(row["rev"] == 1 && row["lastCommand"] == "increment" && row["views"] == ["counter"])
+    }
+
+    @Test func aSessionsStatesAtAnEarlierRevAndWhatCameAfter() async throws {
+        let application = application()
+        let watched = Session(id: "s1", application: application, output: { _ in })
+        let admin = Session(id: "s2", application: application, output: { _ in })
+        for session in [watched, admin] { _ = try application.sessions.register(session).get() }
+        _ = await watched.send("increment 1")  // rev 1: count 1
+        _ = await watched.send("increment 2")  // rev 2: count 3
+        _ = await watched.send("label hello")  // rev 3
+        let atOne = try await inspect("inspect s1 1", on: admin)
+        #expect(atOne["states"]?["counter"]?["count"] == 1)
+        #expect(atOne["states"]?["counter"]?["label"] == "")
+        #expect(atOne["events"]?.arrayValue?.compactMap { $0["rev"]?.intValue } == [2, 3])
+        let commands = atOne["timeline"]?.arrayValue?.filter { $0["kind"] == "command" }.compactMap { $0["command"]?.stringValue }
+        #expect(commands == ["increment", "label"])
+        let now = try await inspect("inspect s1", on: admin)
+        #expect(now["oldestRev"] == 0 && now["from"] == 0)
+        #expect(now["states"]?["counter"]?["count"] == 0)  // nothing displayed yet at rev 0: the initial state
+        #expect(try await inspect("inspect s1 3", on: admin)["states"]?["counter"]?["count"] == 3)
+    }
+
+    @Test func aSecretArgumentIsNeverRecordedInTheClear() async throws {
+        let application = application()
+        let watched = Session(id: "s1", application: application, output: { _ in })
+        let admin = Session(id: "s2", application: application, output: { _ in })
+        for session in [watched, admin] { _ = try application.sessions.register(session).get() }
+        _ = await watched.send("open alice wonderland-secret")
+        _ = await watched.send(#"confirm a9 user=bob password=hunter2-secret"#)  // no alert: refused, still recorded
+        let inspection = try await inspect("inspect s1", on: admin)
+        let text = inspection.encoded
+        #expect(!text.contains("wonderland-secret") && !text.contains("hunter2-secret"))
+        let open = try #require(inspection["timeline"]?.arrayValue?.first { $0["command"] == "open" })
+        #expect(open["arguments"] == ["user": "alice", "password": "•••"])
+    }
+
+    @Test func aTokenGivenToAttachIsASecretToo() async throws {
+        let application = application()
+        let watched = Session(id: "s1", application: application, output: { _ in })
+        let admin = Session(id: "s2", application: application, output: { _ in })
+        for session in [watched, admin] { _ = try application.sessions.register(session).get() }
+        _ = await watched.send("attach \(admin.token) 3")
+        let inspection = try await inspect("inspect s1", on: admin)
+        #expect(!inspection.encoded.contains(admin.token))
+        let attach = try #require(inspection["timeline"]?.arrayValue?.first { $0["command"] == "attach" })
+        #expect(attach["arguments"] == ["token": "•••", "lastRev": 3])
+    }
+
+    @Test func aTimelineCountsAgainstTheServersEventLogBudget() async throws {
+        let budget = EventLogBudget(limit: 64 << 10)
+        let timeline = SessionTimeline(maximumBytes: 1 << 20, budget: budget)
+        let many = JSON.object(JSONObject((0..<1000).map { (key: "f\($0)", value: JSON.string("x")) }))
+        for rev in 0..<200 {
+            timeline.record(
+                .init(rev: rev, at: .now, duration: nil, kind: .command(name: "confirm", arguments: ["fields": many], connection: 1, failed: nil)))
+        }
+        // The budget is spent: the timeline keeps its newest entry and drops the rest.
+        #expect(timeline.count <= SessionTimeline.maximumEntries && timeline.bytes <= 64 << 10 + 200_000)
+        #expect(timeline.count < 200)
+        let confirm = Application([Counter.self]).commands.spec(named: "confirm")
+        #expect(SessionTimeline.shown(Arguments(["fields": many]), of: confirm)["fields"]?.objectValue?.pairs.count == 17)
+        // A command the timeline has no declaration for shows nothing of its arguments.
+        #expect(SessionTimeline.shown(Arguments(["user": "alice"]), of: nil) == ["user": "•••"])
+    }
+
+    @Test func backendCallsAreTimedIntoTheTimeline() async throws {
+        let application = application()
+        let adder = try #require(application.services.adder)
+        let watched = Session(id: "s1", application: application, output: { _ in })
+        let admin = Session(id: "s2", application: application, output: { _ in })
+        for session in [watched, admin] { _ = try application.sessions.register(session).get() }
+        _ = await watched.send("add 5")
+        try await adder.waitFor(1)
+        adder.fail(5)
+        _ = await watched.send("wait")
+        let timeline = try #require(try await inspect("inspect s1", on: admin)["timeline"]?.arrayValue)
+        let call = try #require(timeline.first { $0["kind"] == "call" })
+        #expect(call["backend"] == "adder" && call["error"]?.stringValue?.contains("the adder failed") == true)
+        #expect(call["durationMs"]?.doubleValue != nil)
+    }
+
+    @Test func aServerWithoutAdminKeepsNoTimeline() async throws {
+        let application = application(admin: false)
+        let session = Session(id: "s1", application: application, output: { _ in })
+        _ = await session.send("increment")
+        #expect(await session.inspection(from: nil)["recording"] == false)
+    }
+}

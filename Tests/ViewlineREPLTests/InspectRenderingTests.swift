@@ -1,0 +1,53 @@
+import Testing
+import ViewlineProtocol
+import ViewlineREPL
+
+/// How the REPL prints `inspect` (no colours): the sessions as a table, and a
+/// session's timeline with each display as what changed.
+@Suite struct InspectRenderingTests {
+    var renderer = EventRenderer(style: TerminalStyle(colors: false))
+
+    func reply(_ result: JSON) -> JSON { ["type": "reply", "re": nil, "ok": true, "result": result] }
+
+    @Test mutating func theSessionsAreATable() throws {
+        let rendered = renderer.render(
+            reply([
+                "node": nil, "count": 1, "recording": true,
+                "sessions": [
+                    [
+                        "session": "s1", "rev": 4, "connections": 1, "views": ["search"], "alerts": 0, "tasks": ["search"],
+                        "lastCommand": "search", "ageSeconds": 2.5,
+                    ]
+                ],
+            ]))
+        let text = try #require(rendered)
+        let lines = text.split(separator: "\n").map(String.init)
+        #expect(lines[0] == "1 session on this node")
+        #expect(lines[1].hasPrefix("SESSION") && lines[2].hasPrefix("s1"))
+        #expect(lines[2].contains("search") && lines[2].contains("2.5 s"))
+    }
+
+    @Test mutating func aTimelineShowsEachDisplayAsItsDiff() throws {
+        let rendered = renderer.render(
+            reply([
+                "session": ["session": "s1"], "from": 0, "oldestRev": 0,
+                "states": ["search": ["query": "", "loading": false, "results": []]],
+                "timeline": [
+                    [
+                        "rev": 0, "kind": "command", "command": "search", "arguments": ["query": "pizza"], "connection": 1, "error": nil,
+                        "durationMs": 0.2,
+                    ],
+                    ["rev": 1, "kind": "call", "backend": "search", "error": nil, "durationMs": 12.0],
+                ],
+                "events": [
+                    ["type": "display", "rev": 1, "view": "search", "state": ["query": "pizza", "loading": true, "results": []]],
+                    ["type": "display", "rev": 2, "view": "search", "state": ["query": "pizza", "loading": false, "results": [["name": "A"]]]],
+                ],
+            ]))
+        let text = try #require(rendered)
+        #expect(text.contains("rev 0 search query=pizza ✓ 0.2 ms"))
+        #expect(text.contains(#"display search: query: "" → "pizza"; loading: false → true"#))
+        #expect(text.contains("display search: loading: true → false; results: 0 → 1 items"))
+        #expect(text.contains("call search ✓ 12 ms"))
+    }
+}
