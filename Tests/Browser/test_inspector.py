@@ -1,0 +1,98 @@
+"""The inspector at /inspect (docs/inspector.md), in headless Chromium: a session
+driven over TCP appears, its search timeline shows the `loading` → results diff, an
+earlier rev shows the earlier state, the charts follow the node, the page passes
+axe-core and works by keyboard alone; a server without --admin serves none of it."""
+from __future__ import annotations
+
+import subprocess
+import urllib.error
+import urllib.request
+
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+
+from conftest import SERVER, Server, free_port
+from test_accessibility import assert_clean
+from test_page import named, status, wait
+
+
+def inspector(page, server: Server) -> None:
+    page.get(server.url + "inspect")
+    wait(page, lambda: status(page) == "connected")
+
+
+def timeline(page) -> str:
+    return "\n".join(item.text for item in page.find_elements(By.CSS_SELECTOR, "#timeline li"))
+
+
+def test_a_session_driven_over_tcp_shows_its_search_as_diffs_and_earlier_states(page, server: Server):
+    tcp = server.tcp()
+    session = tcp.welcome["session"]
+    tcp.command("search pizza")
+    tcp.until(lambda m: m.get("view") == "search" and m["state"].get("results"))
+    inspector(page, server)
+    button = wait(page, lambda: named(page, "button", f"inspect session {session}"))
+    button.click()
+    wait(page, lambda: "display search:" in timeline(page) and "results: 0 →" in timeline(page))
+    text = timeline(page)
+    assert "search query=pizza → ok" in text, text
+    assert 'query: "" → "pizza"' in text and "loading: false → true" in text, text
+    assert "loading: true → false" in text, text
+    # The state at rev 1 (the first display: loading, no results yet).
+    rev = named(page, "input", "State at rev")
+    rev.clear()
+    rev.send_keys("1", Keys.TAB)
+    wait(page, lambda: '"loading": true' in page.find_element(By.ID, "states").text)
+    assert named(page, "button", "Follow live").get_attribute("aria-pressed") == "false"
+
+
+def test_the_charts_follow_the_node_and_the_page_is_clean_and_keyboard_driven(page, server: Server):
+    inspector(page, server)
+    wait(page, lambda: page.find_elements(By.CSS_SELECTOR, "figure.chart figcaption"))
+    for _ in range(4):
+        server.tcp().command("ping")
+    wait(page, lambda: any(c.text.startswith("sessions: 5") for c in page.find_elements(By.CSS_SELECTOR, "figcaption")))
+    assert_clean(page, "the inspector's list")
+    # By keyboard: Tab to a session's button, Enter opens it.
+    body = page.find_element(By.TAG_NAME, "body")
+    for _ in range(12):
+        body.send_keys(Keys.TAB)
+        focused = page.switch_to.active_element
+        if (focused.accessible_name or "").startswith("inspect session"):
+            break
+    assert (page.switch_to.active_element.accessible_name or "").startswith("inspect session")
+    page.switch_to.active_element.send_keys(Keys.ENTER)
+    wait(page, lambda: page.find_element(By.ID, "session-section").is_displayed())
+    wait(page, lambda: timeline(page))
+    assert_clean(page, "a session's timeline")
+
+
+def test_hostile_strings_in_a_timeline_stay_text(page, server: Server):
+    tcp = server.tcp()
+    session = tcp.welcome["session"]
+    tcp.command('{"cmd":"search","args":{"query":"<img src=x onerror=alert(1)>"}}')
+    inspector(page, server)
+    wait(page, lambda: named(page, "button", f"inspect session {session}")).click()
+    wait(page, lambda: "<img src=x onerror=alert(1)>" in timeline(page))
+    assert not page.find_elements(By.CSS_SELECTOR, "#timeline img")
+
+
+def test_a_server_without_admin_serves_no_inspector():
+    port, web = free_port(), free_port()
+    process = subprocess.Popen(
+        [SERVER, "--port", str(port), "--web-port", str(web), "--db", ":memory:", "--log-level", "warning"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        assert process.stdout.readline().decode().startswith("listening on")
+        assert process.stdout.readline().decode().startswith("web on")
+        for path in ("/inspect", "/inspect.js", "/inspect.html"):
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{web}{path}", timeout=5)
+                raise AssertionError(f"{path} was served")
+            except urllib.error.HTTPError as error:
+                assert error.code == 404, (path, error.code)
+        with urllib.request.urlopen(f"http://127.0.0.1:{web}/", timeout=5) as page:
+            assert page.status == 200
+    finally:
+        process.terminate()
+        process.wait(10)
