@@ -52,7 +52,7 @@ function command(line) {
 
 // --- Vital signs: figures from `info`, drawn over the last minutes. -----------
 const history = { sessions: [], connections: [], commandsPerSecond: [], slowCommands: [] };
-const maximumPoints = 180;
+const maximumPoints = 60;  // a minute, one point a second
 let lastCommands = null;
 
 function chart(name, label, values, unit) {
@@ -69,8 +69,12 @@ function chart(name, label, values, unit) {
     $("charts").append(figure);
   }
   const svg = figure.querySelector("svg");
+  // The newest point at the right edge, one step per second; room above the peak.
   const top = Math.max(1, ...values);
-  const points = values.map((value, index) => `${index + (maximumPoints - values.length)},${40 - (value / top) * 38 - 1}`).join(" ");
+  const step = 180 / (maximumPoints - 1);
+  const points = values
+    .map((value, index) => `${(180 - (values.length - 1 - index) * step).toFixed(1)},${(38 - (value / (top * 1.25)) * 36).toFixed(1)}`)
+    .join(" ");
   svg.querySelector("polyline").setAttribute("points", points);
   const now = values.length ? values[values.length - 1] : 0;
   const text = `${label}: ${Math.round(now * 10) / 10}${unit} (peak ${Math.round(top * 10) / 10}${unit} over ${values.length} s)`;
