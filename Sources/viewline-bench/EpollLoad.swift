@@ -38,7 +38,9 @@ struct EpollLoad {
         let fd: Int32
         var pending = 0
         var sentAt: UInt64 = 0
-        /// Bytes since the last newline, and whether this line is a reply.
+        /// Where the reply lines are in what it reads.
+        var replies = ReplyLines()
+        /// Bytes since the last newline, and whether this message is a reply (WebSocket).
         var column = 0
         var isReply = false
         /// WebSocket framing: header bytes still expected, payload bytes left.
@@ -191,17 +193,7 @@ struct EpollLoad {
                         for byte in bytes[0..<count] where byte == 0x0A { lines += 1 }
                         return
                     }
-                    // `{"type":"reply"…`: the byte at column 9 tells a reply from an event.
-                    for byte in bytes[0..<count] {
-                        if byte == 0x0A {
-                            if connection.isReply { lines += 1 }
-                            connection.column = 0
-                            connection.isReply = false
-                        } else {
-                            if connection.column == 9 { connection.isReply = byte == UInt8(ascii: "r") }
-                            connection.column += 1
-                        }
-                    }
+                    lines = connection.replies.count(in: UnsafeRawBufferPointer(rebasing: bytes[0..<count]))
                 }
                 connection.pending -= lines
                 result.commands += lines
@@ -214,5 +206,28 @@ struct EpollLoad {
             }
         }
         return result
+    }
+}
+
+/// Counts the reply lines in a stream of a server's lines read in pieces: in
+/// `{"type":"reply"…` the byte at column 9 tells a reply from an event.
+struct ReplyLines {
+    private var column = 0
+    private var isReply = false
+
+    /// The replies that end in `bytes`.
+    mutating func count(in bytes: UnsafeRawBufferPointer) -> Int {
+        var replies = 0
+        for byte in bytes {
+            if byte == 0x0A {
+                if isReply { replies += 1 }
+                column = 0
+                isReply = false
+            } else {
+                if column == 9 { isReply = byte == UInt8(ascii: "r") }
+                column += 1
+            }
+        }
+        return replies
     }
 }

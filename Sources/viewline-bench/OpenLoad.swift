@@ -55,8 +55,7 @@ struct OpenLoad {
         var inFlightDue: UInt64 = 0
         var alertUp = false
         var sent = 0
-        var column = 0
-        var isReply = false
+        var replies = ReplyLines()
         init(fd: Int32, kind: Int) {
             self.fd = fd
             self.kind = kind
@@ -188,20 +187,7 @@ struct OpenLoad {
                 guard let connection = byDescriptor[fd] else { continue }
                 let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
                 guard count > 0 else { continue }
-                var replies = 0
-                buffer.withUnsafeBytes { bytes in
-                    // `{"type":"reply"…`: the byte at column 9 tells a reply from an event.
-                    for byte in bytes[0..<count] {
-                        if byte == 0x0A {
-                            if connection.isReply { replies += 1 }
-                            connection.column = 0
-                            connection.isReply = false
-                        } else {
-                            if connection.column == 9 { connection.isReply = byte == UInt8(ascii: "r") }
-                            connection.column += 1
-                        }
-                    }
-                }
+                let replies = buffer.withUnsafeBytes { connection.replies.count(in: UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
                 guard replies > 0, connection.inFlightDue != 0 else { continue }
                 let at = Self.now()
                 lastReply = at

@@ -49,27 +49,38 @@ import ViewlineTestSupport
         #expect(await session.resume(suspended, from: CommandOrigin(connection: 0)) == .next)
     }
 
-    /// `wait` ends like every command: a node that lost its lease while it waited
-    /// answers `unavailable`, never a result it may no longer give.
-    @Test func waitEndsThroughTheLeaseCheckLikeEveryCommand() async throws {
-        let directory = ClusterRuntimeTests.MemoryDirectory()
-        let cluster = Cluster(directory: directory, address: "10.0.0.1:7878", nodeTimeout: .seconds(1))
+    /// The results of the replies a session sent.
+    final class Replies: Sendable {
+        let results = Mutex<[Result<JSON, ProtocolError>]>([])
+    }
+
+    /// A session on a node of a cluster whose lease (1 s) is renewed once, never
+    /// again, and the results of the replies it sends.
+    func sessionOnANodeThatStopsRenewing() async throws -> (Session, Replies) {
+        let cluster = Cluster(directory: ClusterRuntimeTests.MemoryDirectory(), address: "10.0.0.1:7878", nodeTimeout: .seconds(1))
         try await cluster.renew()
         var services = Services()
         services.adder = FakeAdder()
         let application = Application([Counter.self], services: services, cluster: cluster)
         cluster.hold(application.sessions)
-        let replies = Mutex<[Result<JSON, ProtocolError>]>([])
+        let replies = Replies()
         let session = Session(
             id: "s1", application: application,
             output: { message in
-                if case .reply(_, let result) = message { replies.withLock { $0.append(result) } }
+                if case .reply(_, let result) = message { replies.results.withLock { $0.append(result) } }
             })
         _ = try application.sessions.register(session).get()
-        _ = await session.handle(Request(name: "reset"))  // work that waits on an alert: never settles
+        return (session, replies)
+    }
+
+    /// `wait` ends like every command: a node that lost its lease while it waited
+    /// answers `unavailable`, never a result it may no longer give.
+    @Test func waitEndsThroughTheLeaseCheckLikeEveryCommand() async throws {
+        let (session, replies) = try await sessionOnANodeThatStopsRenewing()
+        _ = await session.handle(Request(name: "add", arguments: Arguments(["amount": "5"])))  // the adder never answers: never settles
         _ = await session.handle(Request(name: "wait", arguments: Arguments(["timeout": .int(1500)])))
         // Not renewed: the lease lapsed while `wait` waited.
-        guard case .failure(let error) = replies.withLock({ $0.last }) else {
+        guard case .failure(let error) = replies.results.withLock({ $0.last }) else {
             Issue.record("wait must fail once the lease lapsed")
             return
         }
@@ -79,18 +90,7 @@ import ViewlineTestSupport
     /// A command that awaits is checked when it runs, not when its line was read: one
     /// queued behind a lease that lapsed meanwhile never runs.
     @Test func anAwaitingCommandIsAdmittedWhenItRunsNotWhenItWasRead() async throws {
-        let directory = ClusterRuntimeTests.MemoryDirectory()
-        let cluster = Cluster(directory: directory, address: "10.0.0.1:7878", nodeTimeout: .seconds(1))
-        try await cluster.renew()
-        let application = Application([Counter.self], cluster: cluster)
-        cluster.hold(application.sessions)
-        let replies = Mutex<[Result<JSON, ProtocolError>]>([])
-        let session = Session(
-            id: "s1", application: application,
-            output: { message in
-                if case .reply(_, let result) = message { replies.withLock { $0.append(result) } }
-            })
-        _ = try application.sessions.register(session).get()
+        let (session, replies) = try await sessionOnANodeThatStopsRenewing()
         guard case .suspended(let quit) = await session.begin(Request(name: "quit"), from: CommandOrigin(connection: 0)) else {
             Issue.record("quit awaits")
             return
@@ -98,7 +98,7 @@ import ViewlineTestSupport
         try await Task.sleep(for: .milliseconds(1100))  // not renewed: the lease lapses
         #expect(await session.resume(quit, from: CommandOrigin(connection: 0)) == .next)
         #expect(await !session.isClosed)
-        guard case .failure(let error) = replies.withLock({ $0.last }) else {
+        guard case .failure(let error) = replies.results.withLock({ $0.last }) else {
             Issue.record("the quit must be refused")
             return
         }
