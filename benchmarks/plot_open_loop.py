@@ -59,7 +59,7 @@ def main() -> None:
         out.append(f'<polyline points="{points}" fill="none" stroke="{colour}" stroke-width="2"/>')
         for row in rows:
             out.append(f'<circle cx="{x(row[1]):.1f}" cy="{y(row[2 + index]):.1f}" r="3" fill="{colour}"/>')
-        out.append(f'<text x="{width - right - 60}" y="{top + 16 * index + 10}" fill="{colour}">{name}</text>')
+        out.append(f'<text x="{left + 10}" y="{top + 16 * index + 12}" fill="{colour}">{name}</text>')
     out.append("</svg>")
     print("\n".join(out))
 

@@ -111,15 +111,15 @@ enum Vault: ViewModel {
         let many = JSON.object(JSONObject((0..<1000).map { (key: "f\($0)", value: JSON.string("x")) }))
         for rev in 0..<200 {
             timeline.record(
-                .init(rev: rev, at: .now, duration: nil, kind: .command(name: "confirm", arguments: ["fields": many], connection: 1, failed: nil)))
+                .init(rev: rev, at: .now, duration: nil, kind: .command(name: "confirm", arguments: Arguments(["fields": many]), connection: 1, failed: nil)))
         }
         // The budget is spent: the timeline keeps its newest entry and drops the rest.
         #expect(timeline.count <= SessionTimeline.maximumEntries && timeline.bytes <= 64 << 10 + 200_000)
         #expect(timeline.count < 200)
         let confirm = Application([Counter.self]).commands.spec(named: "confirm")
-        #expect(SessionTimeline.shown(Arguments(["fields": many]), of: confirm)["fields"]?.objectValue?.pairs.count == 17)
+        #expect(SessionTimeline.shown(Arguments(["fields": many]), of: confirm).json["fields"]?.objectValue?.pairs.count == 17)
         // A command the timeline has no declaration for shows nothing of its arguments.
-        #expect(SessionTimeline.shown(Arguments(["user": "alice"]), of: nil) == ["user": "•••"])
+        #expect(SessionTimeline.shown(Arguments(["user": "alice"]), of: nil) == Arguments(["user": "•••"]))
     }
 
     @Test func backendCallsAreTimedIntoTheTimeline() async throws {

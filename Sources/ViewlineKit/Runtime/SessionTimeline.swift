@@ -7,16 +7,24 @@ import Foundation
 /// `bye`. Kept only on a server with the inspector on (`--admin`).
 ///
 /// Bounded like the event log it sits beside: at most ``maximumEntries`` entries and
-/// `maximumBytes` bytes of them (strings counted by their UTF-8 size, each entry with
-/// a fixed overhead); the oldest go first. A long argument is cut to
-/// ``maximumTextBytes``. A reference, so a session without one holds a word.
+/// `maximumBytes` bytes of them (strings counted by their UTF-8 size, each entry and
+/// argument with a fixed overhead), in a ring whose oldest entries go first; a long
+/// argument is cut to ``maximumTextBytes``. Its bytes count against the server's
+/// event log budget (and the address's share), charged a block at a time, so a
+/// command does not touch the counters every session shares.
+///
+/// Cheap on the command path: an entry keeps the request's arguments as they are
+/// (one reference) unless the command declares a secret or alert fields, or one is
+/// too long, when the masked copy is made; the wall-clock time is read once per
+/// entry. A reference, so a session without a timeline holds a word.
 final class SessionTimeline {
     /// One thing that happened, at the session's `rev` then.
     struct Entry: Sendable {
         enum Kind: Sendable {
-            /// A command: its name, its arguments as the inspector shows them, the
-            /// connection it came from, and its error code (`nil`: it succeeded).
-            case command(name: String, arguments: JSON, connection: Int, failed: String?)
+            /// A command: its name, its arguments as the inspector may show them (the
+            /// secrets already masked), the connection it came from, and its error
+            /// code (`nil`: it succeeded).
+            case command(name: String, arguments: Arguments, connection: Int, failed: String?)
             /// A backend call and its error (`nil`: it returned).
             case call(backend: String, failed: String?)
             /// A connection attached, left, or was told `bye` (its code).
@@ -37,7 +45,7 @@ final class SessionTimeline {
             case .command(let name, let arguments, let connection, let failed):
                 object["kind"] = "command"
                 object["command"] = .string(name)
-                object["arguments"] = arguments
+                object["arguments"] = .object(arguments.json)
                 object["connection"] = .int(connection)
                 object["error"] = failed.map(JSON.string) ?? .null
             case .call(let backend, let failed):
@@ -52,20 +60,25 @@ final class SessionTimeline {
             return .object(object)
         }
 
-        /// What it is counted as against the timeline's bytes: its strings twice
-        /// (their storage and slack) and a slot per entry and argument.
+        /// What it is counted as against the timeline's bytes: its strings and a slot
+        /// per entry and argument (no encoding: this runs for every command).
         var size: Int {
             switch kind {
             case .command(let name, let arguments, _, let failed):
-                96 + name.utf8.count + 2 * arguments.encoded.utf8.count + 48 * Self.members(arguments) + (failed?.utf8.count ?? 0)
+                96 + name.utf8.count + Self.size(of: .object(arguments.json)) + (failed?.utf8.count ?? 0)
             case .call(let backend, let failed): 96 + backend.utf8.count + (failed?.utf8.count ?? 0)
             case .connection(_, let what): 96 + what.utf8.count
             }
         }
 
-        private static func members(_ value: JSON) -> Int {
-            guard case .object(let object) = value else { return 0 }
-            return object.pairs.reduce(object.pairs.count) { $0 + members($1.value) }
+        private static func size(of value: JSON) -> Int {
+            switch value {
+            case .string(let text): 16 + text.utf8.count
+            case .number(let text): 16 + text.utf8.count
+            case .object(let object): object.pairs.reduce(16) { $0 + 32 + $1.key.utf8.count + size(of: $1.value) }
+            case .array(let items): items.reduce(16) { $0 + size(of: $1) }
+            default: 16
+            }
         }
     }
 
@@ -74,6 +87,8 @@ final class SessionTimeline {
     static let maximumTextBytes = 256
     /// What a masked secret reads as.
     static let masked: JSON = "•••"
+    /// The budget is charged in blocks of this many bytes.
+    static let chargeBlock = 4096
 
     let maximumBytes: Int
     /// What the server's event logs and timelines hold together, and this session's
@@ -83,9 +98,13 @@ final class SessionTimeline {
     private let share: EventLogBudget.Share?
     /// When the session began.
     let created = Date()
-    private var entries: [Entry] = []
-    private var start = 0
+    /// The ring: `count` entries from `head` on (wrapping), with their sizes.
+    private var ring: [(entry: Entry, size: Int)] = []
+    private var head = 0
+    private(set) var count = 0
     private(set) var bytes = 0
+    /// What is charged to the budget now: `bytes` rounded up to a block.
+    private var charged = 0
 
     init(maximumBytes: Int, budget: EventLogBudget? = nil, share: EventLogBudget.Share? = nil) {
         self.maximumBytes = maximumBytes
@@ -94,11 +113,9 @@ final class SessionTimeline {
     }
 
     deinit {
-        budget?.add(-bytes)
-        share?.add(-bytes)
+        budget?.add(-charged)
+        share?.add(-charged)
     }
-
-    var count: Int { entries.count - start }
 
     private var overBudget: Bool {
         guard let budget else { return false }
@@ -108,21 +125,41 @@ final class SessionTimeline {
     func record(_ entry: Entry) {
         let size = entry.size
         guard size <= maximumBytes else { return }
-        while count > 0 && (count >= Self.maximumEntries || bytes + size > maximumBytes || overBudget) {
-            let dropped = entries[start].size
-            bytes -= dropped
-            budget?.add(-dropped)
-            share?.add(-dropped)
-            start += 1
+        while count > 0 && (count >= Self.maximumEntries || bytes + size > maximumBytes || (bytes + size > charged && overBudget)) {
+            bytes -= ring[head].size
+            ring[head] = (entry, 0)  // lets go of the dropped entry's strings now
+            head = (head + 1) % Self.maximumEntries
+            count -= 1
         }
-        if start >= 64 && start * 2 >= entries.count {
-            entries.removeFirst(start)
-            start = 0
-        }
-        entries.append(entry)
+        let slot = (head + count) % Self.maximumEntries
+        if slot < ring.count { ring[slot] = (entry, size) } else { ring.append((entry, size)) }
+        count += 1
         bytes += size
-        budget?.add(size)
-        share?.add(size)
+        settleCharge()
+    }
+
+    /// Charges the budget for what the timeline holds, a block at a time.
+    private func settleCharge() {
+        let block = Self.chargeBlock
+        let due = (bytes + block - 1) / block * block
+        guard due > charged || due + block < charged else { return }
+        budget?.add(due - charged)
+        share?.add(due - charged)
+        charged = due
+    }
+
+    /// The entries at or after `rev`, oldest first.
+    func entries(from rev: Int) -> [Entry] {
+        (0..<count).map { ring[(head + $0) % Self.maximumEntries].entry }.filter { $0.rev >= rev }
+    }
+
+    /// The last command recorded.
+    var lastCommand: Entry? {
+        for index in (0..<count).reversed() {
+            let entry = ring[(head + index) % Self.maximumEntries].entry
+            if case .command = entry.kind { return entry }
+        }
+        return nil
     }
 
     /// What a failure is recorded as: a service's or protocol error's message (what
@@ -136,40 +173,40 @@ final class SessionTimeline {
         case let error as ProtocolError: text = error.message
         default: text = String(describing: type(of: error))
         }
-        return text.utf8.count > maximumTextBytes ? String(decoding: text.utf8.prefix(maximumTextBytes), as: UTF8.self) + "…" : text
+        return cut(text)
     }
 
-    /// The entries at or after `rev`, oldest first.
-    func entries(from rev: Int) -> [Entry] {
-        entries[start...].filter { $0.rev >= rev }
-    }
-
-    /// The last command recorded.
-    var lastCommand: Entry? {
-        entries[start...].last { if case .command = $0.kind { true } else { false } }
+    private static func cut(_ text: String) -> String {
+        text.utf8.count > maximumTextBytes ? String(decoding: text.utf8.prefix(maximumTextBytes), as: UTF8.self) + "…" : text
     }
 
     /// `arguments` as the inspector may show them: every argument `spec` declares
     /// `secure` masked, every alert field's value masked (an answer's fields may be
-    /// a password: the alert that asked is gone by then), long text cut.
-    static func shown(_ arguments: Arguments, of spec: CommandSpec?) -> JSON {
+    /// a password: the alert that asked is gone by then; at most 16 names kept),
+    /// long text cut; without a declaration, every value masked. The arguments
+    /// themselves (no copy) when none of that applies, as for most commands.
+    static func shown(_ arguments: Arguments, of spec: CommandSpec?) -> Arguments {
+        if let spec, !spec.arguments.contains(where: { $0.isSecure || $0.kind == .fields }),
+            !arguments.json.pairs.contains(where: { $0.value.stringValue.map { $0.utf8.count > maximumTextBytes } ?? false })
+        {
+            return arguments
+        }
         var shown = JSONObject()
         for (name, value) in arguments.json.pairs {
             let argument = spec?.arguments.first { $0.name == name }
             if argument?.isSecure ?? true {
                 shown[name] = masked
             } else if case .object(let fields) = value {
-                // Names kept (at most 16), values masked.
                 var hidden = JSONObject()
                 for (field, _) in fields.pairs.prefix(16) { hidden[String(decoding: field.utf8.prefix(64), as: UTF8.self)] = masked }
                 if fields.pairs.count > 16 { hidden["…"] = .string("\(fields.pairs.count - 16) more") }
                 shown[name] = .object(hidden)
-            } else if case .string(let text) = value, text.utf8.count > maximumTextBytes {
-                shown[name] = .string(String(decoding: text.utf8.prefix(maximumTextBytes), as: UTF8.self) + "…")
+            } else if case .string(let text) = value {
+                shown[name] = .string(cut(text))
             } else {
                 shown[name] = value
             }
         }
-        return .object(shown)
+        return Arguments(shown)
     }
 }
