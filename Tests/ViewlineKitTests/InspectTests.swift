@@ -111,7 +111,9 @@ enum Vault: ViewModel {
         let many = JSON.object(JSONObject((0..<1000).map { (key: "f\($0)", value: JSON.string("x")) }))
         for rev in 0..<200 {
             timeline.record(
-                .init(rev: rev, at: .now, duration: nil, kind: .command(name: "confirm", arguments: Arguments(["fields": many]), connection: 1, failed: nil)))
+                .init(
+                    rev: rev, at: .now, duration: nil,
+                    kind: .command(name: "confirm", arguments: Arguments(["fields": many]), connection: 1, failed: nil)))
         }
         // The budget is spent: the timeline keeps its newest entry and drops the rest.
         #expect(timeline.count <= SessionTimeline.maximumEntries && timeline.bytes <= 64 << 10 + 200_000)
