@@ -86,6 +86,8 @@ let package = Package(
             // The browser page, compiled into the binary (no files to deploy beside it).
             resources: [
                 .embedInCode("Web/page/index.html"), .embedInCode("Web/page/app.js"), .embedInCode("Web/page/app.css"),
+                .embedInCode("Web/page/connection.js"), .embedInCode("Web/page/dialogs.js"), .embedInCode("Web/page/dom.js"),
+                .embedInCode("Web/page/draw.js"), .embedInCode("Web/page/forms.js"), .embedInCode("Web/page/log.js"),
                 .embedInCode("Web/page/inspect.html"), .embedInCode("Web/page/inspect.js"),
             ]
         ),

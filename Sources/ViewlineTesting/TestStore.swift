@@ -117,6 +117,9 @@ public final class TestStore {
         for backend in application.missingBackends {
             Issue.record("the view-models call the backend \"\(backend.name)\" but the store's services lack it", sourceLocation: sourceLocation)
         }
+        for issue in application.declarationIssues {
+            Issue.record(Comment(rawValue: issue), sourceLocation: sourceLocation)
+        }
         return application
     }
 

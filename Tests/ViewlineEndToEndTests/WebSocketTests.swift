@@ -107,9 +107,13 @@ import ViewlineTestSupport
             #expect(response.headers["cache-control"] != nil)
         }
         #expect(try get("/nothing-here", port: web).status == 404)
-        // The page never writes server strings as HTML.
-        let script = try get("/app.js", port: web).body
-        #expect(!script.contains("innerHTML") && !script.contains("insertAdjacentHTML") && !script.contains("document.write"))
+        // The page never writes server strings as HTML, in any of its modules.
+        for module in ["/app.js", "/connection.js", "/dialogs.js", "/dom.js", "/draw.js", "/forms.js", "/log.js"] {
+            let response = try get(module, port: web)
+            #expect(response.status == 200 && response.headers["content-type"]?.hasPrefix("text/javascript") == true, "\(module)")
+            let script = response.body
+            #expect(!script.contains("innerHTML") && !script.contains("insertAdjacentHTML") && !script.contains("document.write"), "\(module)")
+        }
     }
 
     @Test func anOversizeMessageGetsLineTooLongAndTheConnectionGoesOn() throws {

@@ -75,7 +75,7 @@ import ViewlineKit
         for code in resumable + ["a_code_from_a_later_server"] { #expect(!Bye.isFinal(code: code, reason: "client quit"), "\(code)") }
         #expect(Bye.finalReasonsBeforeCodes == Set(reasons))
         // The page's copy, in the script the server serves.
-        let page = Self.protocolDirectory.deletingLastPathComponent().appending(path: "Sources/ViewlineKit/Web/page/app.js")
+        let page = Self.protocolDirectory.deletingLastPathComponent().appending(path: "Sources/ViewlineKit/Web/page/connection.js")
         let script = try String(contentsOf: page, encoding: .utf8)
         #expect(Self.stringList(named: "FINAL_BYE_CODES", in: script) == final)
         #expect(Self.stringList(named: "FINAL_BYE_REASONS", in: script) == reasons)

@@ -18,6 +18,11 @@ public final class Application: Sendable {
     /// refuses to start with any (``ViewlineServer``), `TestStore` records each as a
     /// test issue, and a call to one fails with ``MissingBackend``.
     public let missingBackends: [Backend]
+    /// Where a view-model's declarations disagree with its `State`: a field the state
+    /// encodes that ``ViewModel/stateSummary`` does not name, a ``ViewModel/busyFields``
+    /// entry that is no boolean the state encodes (read from each initial state). A
+    /// server logs them at start; `TestStore` records each as an issue.
+    public let declarationIssues: [String]
     /// Every error code a reply can carry, in `help` order.
     public let errors: [ErrorCode]
     /// What every session's view-models reach.
@@ -128,6 +133,8 @@ public final class Application: Sendable {
         self.views = views
         self.backends = backends
         missingBackends = missing
+        declarationIssues = views.flatMap { $0.declarationIssues(services: services) }
+        for issue in declarationIssues { logger.warning("a view-model's declaration disagrees with its state", metadata: ["issue": "\(issue)"]) }
         self.errors = errors
         self.services = services
         self.faults = faults

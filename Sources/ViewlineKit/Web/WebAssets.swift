@@ -17,6 +17,12 @@ enum WebAssets {
         switch path {
         case "/", "/index.html": page
         case "/app.js": script
+        case "/connection.js": module(PackageResources.connection_js)
+        case "/dialogs.js": module(PackageResources.dialogs_js)
+        case "/dom.js": module(PackageResources.dom_js)
+        case "/draw.js": module(PackageResources.draw_js)
+        case "/forms.js": module(PackageResources.forms_js)
+        case "/log.js": module(PackageResources.log_js)
         case "/app.css": style
         case "/inspect" where inspector, "/inspect.html" where inspector: inspectorPage
         case "/inspect.js" where inspector: inspectorScript
@@ -32,6 +38,10 @@ enum WebAssets {
     static let script = Asset(
         body: ByteBuffer(bytes: PackageResources.app_js), contentType: "text/javascript; charset=utf-8",
         cacheControl: "no-cache")
+    /// One of the page's modules (app.js imports them along the page's seams).
+    private static func module(_ bytes: [UInt8]) -> Asset {
+        Asset(body: ByteBuffer(bytes: bytes), contentType: "text/javascript; charset=utf-8", cacheControl: "no-cache")
+    }
     static let inspectorPage = Asset(
         body: ByteBuffer(bytes: PackageResources.inspect_html), contentType: "text/html; charset=utf-8",
         cacheControl: "no-cache")

@@ -1,0 +1,11 @@
+// The page's two DOM helpers. Every server string goes in as text (textContent only:
+// never parsed as markup).
+
+export const $ = (id) => document.getElementById(id);
+
+export function text(tag, content, className = "") {
+  const element = document.createElement(tag);
+  element.textContent = String(content);
+  if (className) element.className = className;
+  return element;
+}
