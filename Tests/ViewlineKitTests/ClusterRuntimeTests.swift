@@ -41,6 +41,9 @@ import ViewlineTestSupport
         var lockedRows: Set<String> = []
         /// A statement holding one of these records fails (too slow to write in time).
         var failingLookups: Set<String> = []
+        /// Record batches commit, then fail (the reply lost: a node paused past its
+        /// deadline learns nothing of a write the database took).
+        var failingAfterCommit = false
         func save(_ saved: [SessionRecord]) async throws -> SavedRecords {
             lock.withLock { savesBegun += 1 }
             while lock.withLock({ hangingSaves }) { try await Task.sleep(for: .milliseconds(5)) }
@@ -58,6 +61,7 @@ import ViewlineTestSupport
                         refused.append(record.lookup)
                     }
                 }
+                if failingAfterCommit { throw Unreachable() }
                 return SavedRecords(refused: refused, skipped: skipped)
             }
         }
@@ -1117,6 +1121,35 @@ import ViewlineTestSupport
         let restored = await b.attach(attach, from: current, origin: origin)
         #expect(restored?.token == session.token)
         #expect(await restored?.state(Counter.self).count == 1)
+    }
+
+    /// An `end-others` whose record committed while its node learned nothing of it
+    /// (answered `unavailable`, the old token kept) leaves the old token good wherever
+    /// the session is restored: the chaos run's lost session (node paused mid-write).
+    @Test func anEndOthersWhoseOutcomeTheNodeNeverLearnedLeavesTheOldTokenGood() async throws {
+        let directory = MemoryDirectory()
+        let a = try await node(directory, "10.0.0.1:7878")
+        let b = try await node(directory, "10.0.0.2:7878")
+        let session = Session(id: "s1", application: a, output: { _ in })
+        _ = try a.sessions.register(session).get()
+        _ = await session.handle(Request(id: .null, name: "increment", arguments: Arguments()), from: 0)
+        await a.cluster!.flush()
+        let old = session.token
+        directory.lock.withLock { directory.failingAfterCommit = true }
+        _ = await session.handle(Request(id: .int(1), name: "end-others", arguments: Arguments()), from: 0)
+        directory.lock.withLock { directory.failingAfterCommit = false }
+        #expect(session.token == old)  // answered `unavailable`: the session keeps its token
+        #expect(directory.record(SessionRegistry.split(old).lookup)?.secretDigest != Cluster.digest(SessionRegistry.split(old).secret))
+        directory.kill(a.cluster!.nodeID)  // gone before it could write the old token back
+        guard case .restored(let restored) = try await b.cluster!.locate(old, application: b) else {
+            Issue.record("the session's own token must restore it")
+            return
+        }
+        #expect(restored.token == old)
+        #expect(await restored.state(Counter.self).count == 1)
+        // A token nobody was given never opens it.
+        let stranger = String(old.prefix(16)) + String(repeating: "0", count: old.count - 16)
+        #expect(Cluster.opens(SessionRegistry.split(stranger).secret, try #require(directory.record(SessionRegistry.split(old).lookup))) == false)
     }
 
     @Test func aRestoreTakesTheRecordAsClaimedNotAsFound() async throws {

@@ -591,10 +591,18 @@ public final class Cluster: Sendable {
     func recordToken(_ token: String, of session: Session) async throws(ProtocolError) {
         guard let (snapshot, rev) = await session.recordForTokenChange() else { return }
         let (lookup, secret) = SessionRegistry.split(token)
+        // The token it replaces stays good in the record until the change is known to
+        // have happened: a write that commits while its node is paused past its
+        // deadline and its lease is answered `unavailable`, and the session's owner
+        // keeps the old token; another node restoring the record takes that token too
+        // (and its next record drops the new one). The next record after an
+        // acknowledged change leaves it out.
+        let before = Self.tokenBeforePrefix(SessionRegistry.split(session.token).secret)
         let saved: SavedRecords
         do {
             saved = try await directory.save([
-                SessionRecord(lookup: lookup, secretDigest: Self.digest(secret), owner: nodeID, snapshot: snapshot, rev: rev)
+                SessionRecord(
+                    lookup: lookup, secretDigest: Self.digest(secret), owner: nodeID, snapshot: before + snapshot.dropFirst(), rev: rev)
             ])
         } catch {
             logger.warning("could not write a session record", metadata: ["session": "\(session.id)", "error": "\(String(reflecting: error))"])
@@ -607,6 +615,14 @@ public final class Cluster: Sendable {
         guard saved.skipped.isEmpty else {
             throw ProtocolError(.unavailable, "the session's record is busy right now; try again", retryAfter: 1)
         }
+        // Known to have happened: the same record again without the old token, so a
+        // failover after the reply lets the new one in alone. Should this write fail or
+        // its outcome be unknown, the change happened all the same (the reply gives the
+        // new token, which the record holds either way); the old one then stays good
+        // until the session's next record.
+        _ = try? await directory.save([
+            SessionRecord(lookup: lookup, secretDigest: Self.digest(secret), owner: nodeID, snapshot: snapshot, rev: rev)
+        ])
     }
 
     /// Writes the records of every session that changed since the last batch, then
@@ -869,10 +885,24 @@ public final class Cluster: Sendable {
         return try await locateOnce(token, application: application)
     }
 
+    /// How a record written by `end-others` begins: `{"tokenBefore":"<digest>",` with
+    /// the digest of the secret it replaces (``recordToken(_:of:)``).
+    static func tokenBeforePrefix(_ secret: [UInt8]) -> String {
+        #"{"tokenBefore":""# + Hex.string(digest(secret)) + #"","#
+    }
+
+    /// Whether `secret` opens `record`: its digest, or the one an `end-others` whose
+    /// outcome its node never learned replaced.
+    static func opens(_ secret: [UInt8], _ record: SessionRecord) -> Bool {
+        SessionRegistry.constantTimeEqual(digest(secret), record.secretDigest)
+            || (record.snapshot.hasPrefix(#"{"tokenBefore":""#)
+                && SessionRegistry.constantTimeEqual(
+                    Array(tokenBeforePrefix(secret).utf8), Array(record.snapshot.utf8.prefix(tokenBeforePrefix(secret).utf8.count))))
+    }
+
     private func locateOnce(_ token: String, application: Application) async throws -> Lookup {
         let (lookup, secret) = SessionRegistry.split(token)
-        guard let location = try await directory.find(lookup: lookup, nodeTimeout: nodeTimeout),
-            SessionRegistry.constantTimeEqual(Self.digest(secret), location.record.secretDigest)
+        guard let location = try await directory.find(lookup: lookup, nodeTimeout: nodeTimeout), Self.opens(secret, location.record)
         else { return .unknown }
         if location.record.owner == nodeID {
             // Restored here a moment ago by another connection's attach.
@@ -899,7 +929,7 @@ public final class Cluster: Sendable {
             return .moved(address: winner.ownerAddress, web: winner.ownerWeb)
         }
         logger.debug("claimed", metadata: ["record": "\(lookup)", "previous-owner": "\(location.record.owner)", "rev": "\(claimed.rev)"])
-        guard SessionRegistry.constantTimeEqual(Self.digest(secret), claimed.secretDigest) else {
+        guard Self.opens(secret, claimed) else {
             // The token got a new secret (`end-others`) between the find and the claim:
             // this one joins nothing, and the record goes back to be claimed with it.
             try? await directory.release(lookup: lookup, by: node, to: location.record.owner)
