@@ -615,14 +615,30 @@ public final class Cluster: Sendable {
         guard saved.skipped.isEmpty else {
             throw ProtocolError(.unavailable, "the session's record is busy right now; try again", retryAfter: 1)
         }
-        // Known to have happened: the same record again without the old token, so a
-        // failover after the reply lets the new one in alone. Should this write fail or
-        // its outcome be unknown, the change happened all the same (the reply gives the
-        // new token, which the record holds either way); the old one then stays good
-        // until the session's next record.
-        _ = try? await directory.save([
-            SessionRecord(lookup: lookup, secretDigest: Self.digest(secret), owner: nodeID, snapshot: snapshot, rev: rev)
-        ])
+        // Known to have happened: the same record again without the old token, and only
+        // then the `ok` — so a failover after the reply lets the new token in alone, and
+        // a node that restored the session for the old token meanwhile (this one paused
+        // past its lease) has this write refused: the client is told `unavailable` and
+        // keeps the old token, the one that session has.
+        let confirmed: SavedRecords
+        do {
+            confirmed = try await directory.save([
+                SessionRecord(lookup: lookup, secretDigest: Self.digest(secret), owner: nodeID, snapshot: snapshot, rev: rev)
+            ])
+        } catch {
+            logger.warning("could not write a session record", metadata: ["session": "\(session.id)", "error": "\(String(reflecting: error))"])
+            throw ProtocolError(.unavailable, "the change could not be recorded right now; try again")
+        }
+        guard confirmed.refused.isEmpty else {
+            await close(lost: Set(confirmed.refused))
+            throw Self.noLease
+        }
+        guard confirmed.skipped.isEmpty else {
+            throw ProtocolError(.unavailable, "the session's record is busy right now; try again", retryAfter: 1)
+        }
+        // Later records are written at this rev at least: one at a lower rev would be
+        // taken for late and leave this record as it is.
+        await session.tokenRecorded(at: rev)
     }
 
     /// Writes the records of every session that changed since the last batch, then

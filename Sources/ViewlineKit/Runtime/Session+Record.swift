@@ -76,6 +76,12 @@ extension Session {
     /// that may have committed unacknowledged (``tokenRecordFailed(at:)``).
     var recordRev: Int { max(rev, recordRevFloor) }
 
+    /// `end-others`' record at `rev` was written: the session's next records are
+    /// written at that rev at least (a lower one would be taken for late).
+    func tokenRecorded(at rev: Int) {
+        recordRevFloor = max(recordRevFloor, rev)
+    }
+
     /// `end-others`' record at `rev` failed, or its reply was lost after it committed:
     /// the session keeps its token, and its next record is written above `rev`, so the
     /// database holds the token the session has again (a batch at a lower rev would
