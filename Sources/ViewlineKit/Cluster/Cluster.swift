@@ -598,12 +598,27 @@ public final class Cluster: Sendable {
         // (and its next record drops the new one). The next record after an
         // acknowledged change leaves it out.
         let before = Self.tokenBeforePrefix(SessionRegistry.split(session.token).secret)
+        let digest = Self.digest(secret)
+        try await writeTokenRecord(
+            SessionRecord(lookup: lookup, secretDigest: digest, owner: nodeID, snapshot: before + snapshot.dropFirst(), rev: rev), of: session)
+        // Known to have happened: the same record again without the old token, and only
+        // then the `ok` — so a failover after the reply lets the new token in alone, and
+        // a node that restored the session for the old token meanwhile (this one paused
+        // past its lease) has this write refused: the client is told `unavailable` and
+        // keeps the old token, the one that session has.
+        try await writeTokenRecord(SessionRecord(lookup: lookup, secretDigest: digest, owner: nodeID, snapshot: snapshot, rev: rev), of: session)
+        // Later records are written at this rev at least: one at a lower rev would be
+        // taken for late and leave this record as it is.
+        await session.tokenRecorded(at: rev)
+    }
+
+    /// Writes one of `end-others`' records, or says why not: the database failed
+    /// (`unavailable`), another node owns the session now (its sessions close as lost;
+    /// no lease), or another transaction holds its row (`unavailable`, try again).
+    private func writeTokenRecord(_ record: SessionRecord, of session: Session) async throws(ProtocolError) {
         let saved: SavedRecords
         do {
-            saved = try await directory.save([
-                SessionRecord(
-                    lookup: lookup, secretDigest: Self.digest(secret), owner: nodeID, snapshot: before + snapshot.dropFirst(), rev: rev)
-            ])
+            saved = try await directory.save([record])
         } catch {
             logger.warning("could not write a session record", metadata: ["session": "\(session.id)", "error": "\(String(reflecting: error))"])
             throw ProtocolError(.unavailable, "the change could not be recorded right now; try again")
@@ -615,30 +630,6 @@ public final class Cluster: Sendable {
         guard saved.skipped.isEmpty else {
             throw ProtocolError(.unavailable, "the session's record is busy right now; try again", retryAfter: 1)
         }
-        // Known to have happened: the same record again without the old token, and only
-        // then the `ok` — so a failover after the reply lets the new token in alone, and
-        // a node that restored the session for the old token meanwhile (this one paused
-        // past its lease) has this write refused: the client is told `unavailable` and
-        // keeps the old token, the one that session has.
-        let confirmed: SavedRecords
-        do {
-            confirmed = try await directory.save([
-                SessionRecord(lookup: lookup, secretDigest: Self.digest(secret), owner: nodeID, snapshot: snapshot, rev: rev)
-            ])
-        } catch {
-            logger.warning("could not write a session record", metadata: ["session": "\(session.id)", "error": "\(String(reflecting: error))"])
-            throw ProtocolError(.unavailable, "the change could not be recorded right now; try again")
-        }
-        guard confirmed.refused.isEmpty else {
-            await close(lost: Set(confirmed.refused))
-            throw Self.noLease
-        }
-        guard confirmed.skipped.isEmpty else {
-            throw ProtocolError(.unavailable, "the session's record is busy right now; try again", retryAfter: 1)
-        }
-        // Later records are written at this rev at least: one at a lower rev would be
-        // taken for late and leave this record as it is.
-        await session.tokenRecorded(at: rev)
     }
 
     /// Writes the records of every session that changed since the last batch, then
