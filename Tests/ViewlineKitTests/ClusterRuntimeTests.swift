@@ -29,6 +29,8 @@ import ViewlineTestSupport
             }
         }
         func leave(_ node: ClusterNode) async throws { lock.withLock { nodes[node.id] = nil } }
+        /// Whether the node's lease row is there (it has not left).
+        func isNodeListed(_ id: String) -> Bool { lock.withLock { nodes[id] != nil } }
         /// Records written so far, by lookup.
         var writes: [String: Int] = [:]
         /// Record batches fail (the database takes the lease but not the records).
@@ -714,6 +716,50 @@ import ViewlineTestSupport
         await a.cluster!.leave()
         #expect(!a.cluster!.acceptsCommands())
         directory.lock.withLock { directory.hangingSaves = false }
+    }
+
+    /// A clean shutdown writes every record before the node leaves, a record whose
+    /// row another transaction held at the last batch included: leaving at once would
+    /// let another node restore the session from an older record. (`./dev chaos`: at a
+    /// SIGTERM, a draft save's fence held a session's row during the last batch; the
+    /// node left, another restored the session, and the searches it had acknowledged
+    /// since its last record were gone.)
+    @Test(.timeLimit(.minutes(1))) func leavingWritesARecordWhoseRowWasHeldAtTheLastBatch() async throws {
+        let directory = MemoryDirectory()
+        let a = try await leasedNode(directory, "10.0.0.1:7878", timeout: .seconds(2))
+        let session = Session(id: "s1", application: a, output: { _ in })
+        #expect(throws: Never.self) { try a.sessions.register(session).get() }
+        let lookup = SessionRegistry.split(session.token).lookup
+        a.cluster!.changed(session)
+        directory.lock.withLock { _ = directory.lockedRows.insert(lookup) }
+        let release = Task {
+            // The row is held while the last batch runs, and let go within the node timeout.
+            while directory.lock.withLock({ directory.writes[lookup] ?? 0 }) == 0 { try await Task.sleep(for: .milliseconds(5)) }
+            try await Task.sleep(for: .milliseconds(300))
+            directory.lock.withLock { _ = directory.lockedRows.remove(lookup) }
+        }
+        await a.cluster!.leave()
+        try await release.value
+        #expect(directory.record(lookup) != nil, "the record is written before the node leaves")
+        #expect(directory.lock.withLock { directory.writes[lookup] ?? 0 } >= 2)
+        #expect(!a.cluster!.hasUnwrittenRecords)
+    }
+
+    /// When the row is held past the node timeout, the node stops without leaving the
+    /// directory: its sessions wait for its lease to run out, as after a kill, and are
+    /// restored from their last records.
+    @Test(.timeLimit(.minutes(1))) func leavingWithARecordStillUnwrittenAtTheNodeTimeoutLeavesTheLeaseToAge() async throws {
+        let directory = MemoryDirectory()
+        let a = try await leasedNode(directory, "10.0.0.1:7878", timeout: .seconds(2))
+        let session = Session(id: "s1", application: a, output: { _ in })
+        #expect(throws: Never.self) { try a.sessions.register(session).get() }
+        let lookup = SessionRegistry.split(session.token).lookup
+        a.cluster!.changed(session)
+        directory.lock.withLock { _ = directory.lockedRows.insert(lookup) }
+        await a.cluster!.leave()
+        #expect(!a.cluster!.acceptsCommands())
+        #expect(a.cluster!.hasUnwrittenRecords)
+        #expect(directory.isNodeListed(a.cluster!.nodeID), "the node's row stays to age: nothing restores the session at once")
     }
 
     @Test func aBatchIsSplitIntoStatementsOfAtMostBatchBytes() {
