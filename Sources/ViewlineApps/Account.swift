@@ -58,9 +58,9 @@ public enum Account: ViewModel {
         },
     ]
 
-    public static func userChanged(in session: isolated Session, from previous: String?) async {
+    public static func userChanged(in session: isolated ViewSession<Account>, from previous: String?) async {
         let user = session.user
-        session.update(Account.self) {
+        session.update {
             $0.user = user
             if user == nil { $0.accessToken = nil }
         }
@@ -69,10 +69,10 @@ public enum Account: ViewModel {
     /// Restored on another node: the session's user stays logged in (the client
     /// proved the session with its token) with a fresh access token, since the old
     /// one never left the node that died.
-    public static func restored(in session: isolated Session) async {
+    public static func restored(in session: isolated ViewSession<Account>) async {
         let services = session.services
         let user = session.user
-        session.update(Account.self, display: false) {
+        session.update(display: false) {
             $0.user = user
             $0.accessToken = user.map {
                 AccessToken(value: Session.makeSecret(), user: $0, expiresAt: services.clock.now() + services.tokenLifetime)
@@ -111,7 +111,7 @@ public enum Account: ViewModel {
     ///
     /// The password is hashed on the bounded password pool, never on the session's
     /// executor; guessing is throttled per user and per address.
-    public static func logIn(user: String, password: String, in session: isolated Session) async -> LoginOutcome {
+    public static func logIn<Model>(user: String, password: String, in session: isolated ViewSession<Model>) async -> LoginOutcome {
         let services = session.services
         let throttle = services.loginThrottle
         let keys = FailureThrottle.keys(user: user, peer: session.peer)
@@ -137,19 +137,19 @@ public enum Account: ViewModel {
         throttle.succeeded(FailureThrottle.successKey(user: user, peer: session.peer))
         if let current = session.user, current != user { await session.signOut() }
         let token = AccessToken(value: Session.makeSecret(), user: user, expiresAt: services.clock.now() + services.tokenLifetime)
-        session.update(Account.self, display: false) { $0.accessToken = token }
+        session.sibling(Account.self) { account in account.update(display: false) { $0.accessToken = token } }
         await session.signIn(user)
         return .success
     }
 
     /// Whether the session holds an access token that has not expired.
-    public static func hasValidToken(in session: isolated Session) -> Bool {
-        guard let token = session.state(Account.self).accessToken else { return false }
+    public static func hasValidToken<Model>(in session: isolated ViewSession<Model>) -> Bool {
+        guard let token = session.sibling(Account.self, { $0.state.accessToken }) else { return false }
         return session.services.clock.now() < token.expiresAt
     }
 
     /// The session's user, or `login_required` naming the command that needs one.
-    public static func requireUser(for command: String, in session: isolated Session) throws(ProtocolError) -> String {
+    public static func requireUser<Model>(for command: String, in session: isolated ViewSession<Model>) throws(ProtocolError) -> String {
         guard let user = session.user else {
             throw ProtocolError(.loginRequired, "\(command) needs a logged-in session; log in with: login <user> <password>")
         }

@@ -38,10 +38,10 @@ public enum Contacts: ViewModel {
 
     public static let commands: [Command<Contacts>] = [
         Command("contacts", summary: "Open the contacts view (local database) and start a background sync.", primary: true) { session, _ in
-            if !session.state(Contacts.self).open {
+            if !session.state.open {
                 // Start from what the database holds right now.
                 let snapshot = try await session.services.store.contactsSnapshot()
-                session.update(Contacts.self, display: false) {
+                session.update(display: false) {
                     _ = $0.apply(snapshot)
                     $0.open = true
                 }
@@ -61,35 +61,35 @@ public enum Contacts: ViewModel {
     /// Restored on another node: a view that was opened follows the store again, an
     /// empty one included (its items come back; a sync that was running there is not
     /// resumed).
-    public static func restored(in session: isolated Session) async {
-        session.update(Contacts.self, display: false) { $0.syncing = false }
-        guard session.hasDisplayed(Contacts.self) else { return }
-        session.update(Contacts.self, display: false) { $0.open = true }
+    public static func restored(in session: isolated ViewSession<Contacts>) async {
+        session.update(display: false) { $0.syncing = false }
+        guard session.hasDisplayed else { return }
+        session.update(display: false) { $0.open = true }
         session.observe(session.services.contactsObservation) { session, snapshot in
             changed(snapshot, in: session)
         }
     }
 
-    private static func startSync(in session: isolated Session) {
+    private static func startSync(in session: isolated ViewSession<Contacts>) {
         guard !session.isRunning(.sync) else { return }  // this session already waits on a sync
         session.run(.sync) { session in await sync(in: session) }
     }
 
-    private static func sync(in session: isolated Session) async {
-        if session.state(Contacts.self).open { session.update(Contacts.self) { $0.syncing = true } }
+    private static func sync(in session: isolated ViewSession<Contacts>) async {
+        if session.state.open { session.update { $0.syncing = true } }
         var failure: (any Error)?
         do {
             _ = try await session.services.contactsSync.sync()
         } catch {
             failure = error
         }
-        if session.state(Contacts.self).open {
+        if session.state.open {
             // One display when the sync ends, read from the database: changes the
             // observation delivered meanwhile are in it (and were not shown one by one,
             // so every client sees the same sequence). Observation values older than
             // this read are ignored when they arrive.
             let snapshot = try? await session.services.store.contactsSnapshot()
-            session.update(Contacts.self) {
+            session.update {
                 if let snapshot { _ = $0.apply(snapshot) }
                 $0.syncing = false
             }
@@ -100,12 +100,12 @@ public enum Contacts: ViewModel {
     }
 
     /// A new state of the table from the shared observation.
-    private static func changed(_ snapshot: ContactsSnapshot, in session: isolated Session) {
-        let state = session.state(Contacts.self)
+    private static func changed(_ snapshot: ContactsSnapshot, in session: isolated ViewSession<Contacts>) {
+        let state = session.state
         guard state.open else { return }
         // While a sync runs, its end shows the result in one display.
-        let changed = session.update(Contacts.self, display: false) { $0.apply(snapshot) }
-        if changed && !state.syncing { session.display(Contacts.self) }
+        let changed = session.update(display: false) { $0.apply(snapshot) }
+        if changed && !state.syncing { session.display() }
     }
 }
 

@@ -36,7 +36,7 @@ public enum Drafts: ViewModel {
             }
             // Durable before the reply: a client or server that dies now loses nothing.
             try await session.services.store.setDraft(user: user, text: text, at: session.services.clock.now())
-            session.update(Drafts.self) {
+            session.update {
                 $0.text = text
                 $0.pending = true
             }
@@ -44,19 +44,19 @@ public enum Drafts: ViewModel {
         },
         Command("save", summary: "Save the pending draft to the remote store; on failure, asks to save again.") { session, _ in
             let user = try Account.requireUser(for: "save", in: session)
-            guard !session.state(Drafts.self).saving, !session.isRunning(.save) else {
+            guard !session.state.saving, !session.isRunning(.save) else {
                 // Running but not saving: the flow waits on its alert (save again? or
                 // the draft left from last time), not on the remote store.
                 throw ProtocolError(
                     .busy,
-                    session.state(Drafts.self).saving
+                    session.state.saving
                         ? "a save is already in progress"
                         : "the draft waits for your answer to its alert: confirm to save it, cancel to discard it")
             }
             guard let draft = try await session.services.store.pendingDraft(user: user) else {
                 throw ProtocolError(.nothingToSave, "there is no pending draft; set one with: draft <text>")
             }
-            session.update(Drafts.self, display: false) {
+            session.update(display: false) {
                 $0.text = draft.text
                 $0.pending = true
             }
@@ -82,10 +82,10 @@ public enum Drafts: ViewModel {
         },
     ]
 
-    public static func userChanged(in session: isolated Session, from previous: String?) async {
+    public static func userChanged(in session: isolated ViewSession<Drafts>, from previous: String?) async {
         guard let user = session.user else {
             session.cancel(.save)
-            session.update(Drafts.self) { $0 = State() }
+            session.update { $0 = State() }
             return
         }
         // A draft this user left pending earlier is offered with Save/Discard.
@@ -93,7 +93,7 @@ public enum Drafts: ViewModel {
             let draft = try? await session.services.store.pendingDraft(user: user),
             session.user == user
         else { return }
-        session.update(Drafts.self) { $0 = State(text: draft.text, pending: true, saving: false) }
+        session.update { $0 = State(text: draft.text, pending: true, saving: false) }
         session.run(.save) { session in
             switch await session.ask(unsavedDraftAlert) {
             case .confirmed: await saveLoop(user: user, in: session)
@@ -105,8 +105,8 @@ public enum Drafts: ViewModel {
 
     /// Restored on another node: the save that may have been running there is gone;
     /// the pending draft (in the store) is offered again, as at login.
-    public static func restored(in session: isolated Session) async {
-        session.update(Drafts.self, display: false) { $0.saving = false }
+    public static func restored(in session: isolated ViewSession<Drafts>) async {
+        session.update(display: false) { $0.saving = false }
         await userChanged(in: session, from: session.user)
     }
 
@@ -125,22 +125,22 @@ public enum Drafts: ViewModel {
         actions: [.confirm("Save"), .cancel("Discard")])
 
     /// Save; on failure ask "save again?" until it succeeds or the user discards.
-    private static func saveLoop(user: String, in session: isolated Session) async {
+    private static func saveLoop(user: String, in session: isolated ViewSession<Drafts>) async {
         let store = session.services.store
         while true {  // until saved, discarded, or the alert is dismissed (also when replaced)
             guard let draft = try? await store.pendingDraft(user: user) else {
-                session.update(Drafts.self) { $0 = State() }
+                session.update { $0 = State() }
                 return
             }
-            session.update(Drafts.self) { $0 = State(text: draft.text, pending: true, saving: true) }
+            session.update { $0 = State(text: draft.text, pending: true, saving: true) }
             do {
                 _ = try await session.call(RemoteStoreKey.self) { remote in try await remote.save(user: user, text: draft.text) }
                 _ = try? await store.deleteDraft(user: user, ifText: draft.text)
                 let remaining = try? await store.pendingDraft(user: user)
-                session.update(Drafts.self) { $0 = State(text: remaining?.text ?? "", pending: remaining != nil, saving: false) }
+                session.update { $0 = State(text: remaining?.text ?? "", pending: remaining != nil, saving: false) }
                 return
             } catch {
-                session.update(Drafts.self) { $0.saving = false }
+                session.update { $0.saving = false }
                 switch await session.ask(saveFailedAlert(ServiceError.describe(error))) {
                 case .confirmed: continue
                 case .cancelled:
@@ -152,9 +152,9 @@ public enum Drafts: ViewModel {
         }
     }
 
-    private static func discard(user: String, in session: isolated Session) async {
+    private static func discard(user: String, in session: isolated ViewSession<Drafts>) async {
         _ = try? await session.services.store.deleteDraft(user: user)
-        session.update(Drafts.self) { $0 = State() }
+        session.update { $0 = State() }
     }
 }
 

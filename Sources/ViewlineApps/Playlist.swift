@@ -18,25 +18,25 @@ public enum Playlist: ViewModel {
             "playlist", summary: "Start the playlist flow: check the token, log in if needed, fetch the first page.", primary: true
         ) { session, _ in
             let valid = Account.hasValidToken(in: session)
-            let action = try session.update(Playlist.self) { flow throws(ProtocolError) in try flow.start(tokenValid: valid) }
+            let action = try session.update { flow throws(ProtocolError) in try flow.start(tokenValid: valid) }
             session.run(.playlist) { session in await drive(action, in: session) }
-            return ["accepted": true, "step": .string(session.state(Playlist.self).step.rawValue)]
+            return ["accepted": true, "step": .string(session.state.step.rawValue)]
         },
         Command("more", summary: "Fetch the next playlist page (the reserved step).", paging: true) { session, _ in
             let valid = Account.hasValidToken(in: session)
-            let action = try session.update(Playlist.self) { flow throws(ProtocolError) in try flow.more(tokenValid: valid) }
+            let action = try session.update { flow throws(ProtocolError) in try flow.more(tokenValid: valid) }
             session.run(.playlist) { session in await drive(action, in: session) }
-            return ["accepted": true, "step": .string(session.state(Playlist.self).step.rawValue)]
+            return ["accepted": true, "step": .string(session.state.step.rawValue)]
         },
     ]
 
-    public static func userChanged(in session: isolated Session, from previous: String?) async {
+    public static func userChanged(in session: isolated ViewSession<Playlist>, from previous: String?) async {
         guard session.user != nil else {
             session.cancel(.playlist)
-            session.update(Playlist.self) { $0 = PlaylistFlow() }
+            session.update { $0 = PlaylistFlow() }
             return
         }
-        if session.state(Playlist.self).step == .awaitingLogin, session.presentedAlertContent == loginAlert,
+        if session.state.step == .awaitingLogin, session.presentedAlertContent == loginAlert,
             let id = session.presentedAlertID
         {
             // Logged in by command while the login alert was up: the alert is moot
@@ -59,7 +59,7 @@ public enum Playlist: ViewModel {
         }
     }
 
-    private static func drive(_ first: PlaylistFlow.Action, in session: isolated Session) async {
+    private static func drive(_ first: PlaylistFlow.Action, in session: isolated ViewSession<Playlist>) async {
         var next: PlaylistFlow.Action? = first
         while let action = next {
             next = nil
@@ -69,29 +69,29 @@ public enum Playlist: ViewModel {
                 case .confirmed(let fields):
                     let outcome = await Account.logIn(user: fields["user"] ?? "", password: fields["password"] ?? "", in: session)
                     if outcome == .success {
-                        next = session.update(Playlist.self, display: false) { $0.loginSucceeded() }
+                        next = session.update(display: false) { $0.loginSucceeded() }
                     } else {
-                        session.update(Playlist.self) { $0.loginFailed() }
+                        session.update { $0.loginFailed() }
                         session.showAlert(.error(loginFailureMessage(outcome), title: "Login failed"))
                     }
                 case .cancelled:
-                    session.update(Playlist.self) { $0.loginCancelled() }
+                    session.update { $0.loginCancelled() }
                 case .dismissed:
                     // Logged in some other way while the alert was up: go on.
                     if Account.hasValidToken(in: session) {
-                        next = session.update(Playlist.self, display: false) { $0.loginSucceeded() }
+                        next = session.update(display: false) { $0.loginSucceeded() }
                     }
                 }
-                if next != nil { session.display(Playlist.self) }
+                if next != nil { session.display() }
             case .fetchPage(let offset):
                 guard let user = session.user else { return }
                 do {
                     let page = try await session.call(PlaylistsKey.self) { playlists in
                         try await playlists.page(user: user, offset: offset, limit: PlaylistFlow.pageSize)
                     }
-                    session.update(Playlist.self) { $0.pageLoaded(offset: offset, page) }
+                    session.update { $0.pageLoaded(offset: offset, page) }
                 } catch {
-                    session.update(Playlist.self) { $0.pageFailed() }
+                    session.update { $0.pageFailed() }
                     session.showAlert(.error("Could not load the playlist: \(ServiceError.describe(error))"))
                 }
             }

@@ -31,7 +31,7 @@ public enum Search: ViewModel {
             guard query.utf8.count <= maximumQueryBytes else {
                 throw ProtocolError(.badArguments, "a query is at most \(maximumQueryBytes) bytes (got \(query.utf8.count))")
             }
-            session.update(Search.self) {
+            session.update {
                 $0.query = query
                 $0.loading = true
             }
@@ -45,22 +45,22 @@ public enum Search: ViewModel {
     public static let maximumQueryBytes = 256
 
     /// Restored on another node: a search that was loading runs again (its answer was lost with the node).
-    public static func restored(in session: isolated Session) async {
-        let state = session.state(Search.self)
+    public static func restored(in session: isolated ViewSession<Search>) async {
+        let state = session.state
         guard state.loading else { return }
         session.run(.search) { session in await perform(state.query, in: session) }
     }
 
-    private static func perform(_ query: String, in session: isolated Session) async {
+    private static func perform(_ query: String, in session: isolated ViewSession<Search>) async {
         do {
             let results = try await session.call(PlacesKey.self) { places in try await places.search(query) }
             // A newer search replaced this one: the runtime drops its results.
-            session.update(Search.self) {
+            session.update {
                 $0.results = results
                 $0.loading = false
             }
         } catch {
-            session.update(Search.self) { $0.loading = false }
+            session.update { $0.loading = false }
             session.showAlert(.error(ServiceError.describe(error)))
         }
     }

@@ -43,7 +43,7 @@ public final class TestStore {
 
     /// The session under test; its application is built from the store's apps. In
     /// ``Mode/live`` it is the server's session for the store's connection.
-    public let session: Session
+    package let session: Session
     /// Where the session runs.
     public let mode: Mode
     private let live: LiveConnection?

@@ -21,19 +21,19 @@ enum Counter: ViewModel {
         Command("increment", summary: "Add one.", arguments: [.optionalInteger("by", minimum: 1)]) { session, args in
             let by = args.int("by") ?? 1
             guard by <= 100 else { throw ProtocolError(.tooBig, "at most 100 at a time") }
-            session.update(Counter.self) { $0.count += by }
-            return ["count": .int(session.state(Counter.self).count)]
+            session.update { $0.count += by }
+            return ["count": .int(session.state.count)]
         },
         Command("label", summary: "Name the counter.", arguments: [.text("text")], example: "label my counter") { session, args in
             let text = args.string("text")
-            session.update(Counter.self) { $0.label = text }
+            session.update { $0.label = text }
             return ["label": .string(text)]
         },
         Command("reset", summary: "Ask, then set the count to zero.") { session, _ in
             session.run(.reset) { session in
                 switch await session.ask(resetAlert) {
                 case .confirmed(let fields):
-                    session.update(Counter.self) {
+                    session.update {
                         $0.count = 0
                         $0.label = fields["note"] ?? ""
                     }
@@ -44,17 +44,17 @@ enum Counter: ViewModel {
         },
         Command("add", summary: "Add slowly through the adder; the latest add wins.", arguments: [.word("amount")]) { session, args in
             let amount = Int(args.string("amount")) ?? 0
-            session.update(Counter.self) { $0.busy = true }
+            session.update { $0.busy = true }
             session.run(.add) { session in
                 do {
                     // No checks: a replaced add's update and alert are dropped by the runtime.
                     let total = try await session.call(AdderKey.self) { adder in try await adder.add(amount) }
-                    session.update(Counter.self) {
+                    session.update {
                         $0.count = total
                         $0.busy = false
                     }
                 } catch {
-                    session.update(Counter.self) { $0.busy = false }
+                    session.update { $0.busy = false }
                     session.showAlert(.error(ServiceError.describe(error)))
                 }
             }
@@ -62,7 +62,7 @@ enum Counter: ViewModel {
         },
         Command("follow", summary: "Show the shared total whenever it changes.") { session, _ in
             session.observe(session.services.total) { session, total in
-                session.update(Counter.self) { $0.count = total }
+                session.update { $0.count = total }
             }
             return ["following": true]
         },

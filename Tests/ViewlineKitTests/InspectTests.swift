@@ -17,7 +17,7 @@ enum Vault: ViewModel {
 
     static let commands: [Command<Vault>] = [
         Command("open", summary: "Open the vault.", arguments: [.word("user"), .word("password", secure: true)]) { session, _ in
-            session.update(Vault.self) { $0.opened += 1 }
+            session.update { $0.opened += 1 }
             return ["opened": true]
         }
     ]

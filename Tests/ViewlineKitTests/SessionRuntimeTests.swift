@@ -224,7 +224,7 @@ enum Quiet: ViewModel {
     static let commands: [Command<Quiet>] = [
         Command("quietly", summary: "Set the value, shown to nobody.", arguments: [.optionalInteger("value", minimum: 0)]) { session, args in
             let value = args.int("value") ?? 0
-            session.update(Quiet.self, display: false) { $0.value = value }
+            session.update(display: false) { $0.value = value }
             return ["value": .int(value)]
         }
     ]

@@ -1,4 +1,4 @@
-/// A backend a view-model calls through ``Session/call(_:_:)-(Backend.Type,_)``: the key of its value
+/// A backend a view-model calls through ``ViewSession/call(_:_:)``: the key of its value
 /// in ``Services``, the name `fault <name>` makes fail, and what `help` says of it.
 ///
 /// One type ties the three together, so a view-model cannot call a backend it never

@@ -9,12 +9,12 @@
 /// A `perform` without `await` is synchronous (Swift picks that initializer for it):
 /// the server then runs it in the read that brought the command, with no task and
 /// no suspension, as most commands are (update a state, start work with
-/// ``Session/run(_:_:)``, reply). One that awaits (a database read, an alert's
+/// ``ViewSession/run(_:_:)``, reply). One that awaits (a database read, an alert's
 /// answer) runs in a task on the session, the same order kept either way.
 ///
 /// `live: true` says a page may send the command as the person types (a search
 /// box): declare it only for a command whose work lets the latest one win
-/// (``Session/run(_:_:)`` in a ``TaskSlot``), so older results never follow newer ones.
+/// (``ViewSession/run(_:_:)`` in a ``TaskSlot``), so older results never follow newer ones.
 /// `paging: true` says the command fetches the next page of the view's list: a page
 /// draws it as "Load more" under the list (hidden while the state's `hasMore` is false).
 /// `primary: true` marks the view's main action (at most one per view-model): a page
@@ -23,16 +23,16 @@ public struct Command<Model: ViewModel>: Sendable {
     /// The declaration: name, summary, arguments, example.
     public let spec: CommandSpec
     /// What the command does; its result is the reply's `result`.
-    public let perform: @Sendable (isolated Session, Arguments) async throws -> JSON
+    public let perform: @Sendable (isolated ViewSession<Model>, Arguments) async throws -> JSON
     /// `perform` when it never suspends.
-    let performNow: (@Sendable (isolated Session, Arguments) throws -> JSON)?
+    let performNow: (@Sendable (isolated ViewSession<Model>, Arguments) throws -> JSON)?
 
     /// Declares a command whose work awaits: `arguments` become its inline and JSON
     /// forms, its usage and its `help` entry.
     public init(
         _ name: String, summary: String, arguments: [Argument] = [], example: String? = nil,
         adminOnly: Bool = false, live: Bool = false, paging: Bool = false, primary: Bool = false,
-        perform: @escaping @Sendable (isolated Session, Arguments) async throws -> JSON
+        perform: @escaping @Sendable (isolated ViewSession<Model>, Arguments) async throws -> JSON
     ) {
         spec = CommandSpec(
             name, summary: summary, arguments: arguments, example: example, adminOnly: adminOnly, live: live, paging: paging, primary: primary)
@@ -45,7 +45,7 @@ public struct Command<Model: ViewModel>: Sendable {
     public init(
         _ name: String, summary: String, arguments: [Argument] = [], example: String? = nil,
         adminOnly: Bool = false, live: Bool = false, paging: Bool = false, primary: Bool = false,
-        perform: @escaping @Sendable (isolated Session, Arguments) throws -> JSON
+        perform: @escaping @Sendable (isolated ViewSession<Model>, Arguments) throws -> JSON
     ) {
         spec = CommandSpec(
             name, summary: summary, arguments: arguments, example: example, adminOnly: adminOnly, live: live, paging: paging, primary: primary)

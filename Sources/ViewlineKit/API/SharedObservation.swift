@@ -6,7 +6,7 @@ import Synchronization
 /// many sessions show its value, and each change is read once.
 ///
 /// Create one per query when the server starts, keep it in ``Services``, and let a
-/// view-model follow it with ``Session/observe(_:_:)``. The upstream starts with the
+/// view-model follow it with ``ViewSession/observe(_:_:)``. The upstream starts with the
 /// first watcher and stops after the last; a new watcher gets the latest value at once.
 public final class SharedObservation<Value: Sendable>: Sendable {
     private let makeUpstream: @Sendable () -> AsyncThrowingStream<Value, any Error>

@@ -4,7 +4,7 @@
 /// A view-model is a declaration, like a `ParsableCommand`: the runtime derives the
 /// inline parsing, JSON `args` checking, `help`, REPL completion and the docs from
 /// ``commands``, keeps one ``State`` per session, and sends it as a `display` event
-/// whenever a command or an effect calls ``Session/update(_:display:_:)``.
+/// whenever a command or an effect calls ``ViewSession/update(display:_:)``.
 ///
 /// ```swift
 /// enum Counter: ViewModel {
@@ -14,8 +14,8 @@
 ///     static func initialState(_ services: Services) -> State { State() }
 ///     static let commands: [Command<Counter>] = [
 ///         Command("increment", summary: "Add one.") { session, _ in
-///             session.update(Counter.self) { $0.count += 1 }
-///             return ["count": .int(session.state(Counter.self).count)]
+///             session.update { $0.count += 1 }
+///             return ["count": .int(session.state.count)]
 ///         },
 ///     ]
 /// }
@@ -41,16 +41,16 @@ public protocol ViewModel: SendableMetatype {
     static var commands: [Command<Self>] { get }
     /// Error codes this view-model's commands may reply with, for `help` and the docs.
     static var errors: [ErrorCode] { get }
-    /// The backends it calls through ``Session/call(_:_:)-(Backend.Type,_)``: each must be in the
+    /// The backends it calls through ``ViewSession/call(_:_:)``: each must be in the
     /// server's ``Services``, is a target for `fault`, and is listed by `help`.
     static var backends: [any BackendKey.Type] { get }
-    /// Called on every session after its user changed (``Session/signIn(_:)``,
-    /// ``Session/signOut()``), in the order the server lists its view-models.
-    static func userChanged(in session: isolated Session, from previous: String?) async
+    /// Called on every session after its user changed (``ViewSession/signIn(_:)``,
+    /// ``ViewSession/signOut()``), in the order the server lists its view-models.
+    static func userChanged(in session: isolated ViewSession<Self>, from previous: String?) async
     /// Called on a session another node restored from its cluster record (its node
     /// died), after the user and every `Decodable` state came back; running work did
     /// not. Start again what must go on, from what the store holds.
-    static func restored(in session: isolated Session) async
+    static func restored(in session: isolated ViewSession<Self>) async
 }
 
 extension ViewModel {
@@ -61,9 +61,9 @@ extension ViewModel {
     /// No busy flags declared: clients guess from the field names.
     public static var busyFields: [String] { [] }
     /// Does nothing when the user changes.
-    public static func userChanged(in session: isolated Session, from previous: String?) async {}
+    public static func userChanged(in session: isolated ViewSession<Self>, from previous: String?) async {}
     /// Does nothing after a restore.
-    public static func restored(in session: isolated Session) async {}
+    public static func restored(in session: isolated ViewSession<Self>) async {}
 }
 
 /// A backend as `help` and `fault` list it (a ``BackendKey``'s name and summary).

@@ -60,8 +60,16 @@ final class AnyCommand: Sendable {
         AnyCommand(spec: spec, body: .moving(move))
     }
 
+    /// A view-model's command, run with the handle of its model.
     convenience init<Model>(_ command: Command<Model>) {
-        self.init(spec: command.spec, body: command.performNow.map { .immediate($0) } ?? .awaiting(command.perform, .holdingEvents))
+        if let performNow = command.performNow {
+            self.init(spec: command.spec) { session, arguments in
+                try ViewSession<Model>(session).entered { try performNow($0, arguments) }
+            }
+        } else {
+            let perform = command.perform
+            self.init(spec: command.spec) { session, arguments in try await perform(ViewSession<Model>(session), arguments) }
+        }
     }
 
     /// The same command, declared as part of the view called `view`.

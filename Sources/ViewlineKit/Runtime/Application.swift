@@ -248,11 +248,11 @@ extension ViewModel {
     }
 
     static var erasedUserChanged: @Sendable (isolated Session, String?) async -> Void {
-        { session, previous in await userChanged(in: session, from: previous) }
+        { session, previous in await userChanged(in: ViewSession(session), from: previous) }
     }
 
     static var erasedRestored: @Sendable (isolated Session) async -> Void {
-        { session in await restored(in: session) }
+        { session in await restored(in: ViewSession(session)) }
     }
 }
 

@@ -15,28 +15,29 @@ import Synchronization
 /// it until its reply is out; other connections get them at once), and `rev` grows
 /// by one for every display, alert or dismiss, in the order they are sent.
 ///
-/// View-model code runs isolated to the session (commands, ``run(_:_:)`` bodies,
-/// observation callbacks), so it reads and updates states without `await`.
+/// View-model code gets a ``ViewSession`` for its model, an actor on this one's
+/// executor (commands, `run` bodies, observation callbacks), so it reads and updates
+/// states without `await`; the session itself is the runtime's, not public.
 ///
 /// The actor runs on an event loop: a server's session on its first connection's
 /// loop, so a command read there runs, replies and is written without leaving that
 /// thread.
-public actor Session {
+package actor Session {
     /// The event loop this session's code runs on.
     package nonisolated let eventLoop: any EventLoop
     /// The actor's executor: the session's event loop.
-    public nonisolated let unownedExecutor: UnownedSerialExecutor
+    package nonisolated let unownedExecutor: UnownedSerialExecutor
     /// The session's name in `welcome` and logs (`s1`).
-    public nonisolated let id: String
+    package nonisolated let id: String
     /// The secret that identifies this session to its owner; never logged. It keeps
     /// its lookup part for life; `end-others` changes the rest (``revokeOtherConnections(keeping:)``).
     package nonisolated var token: String { tokenBox.withLock { $0 } }
     private nonisolated let tokenBox: Mutex<String>
     /// The view-models this session runs, and their services.
-    public nonisolated let application: Application
+    package nonisolated let application: Application
     /// The client's address when it came over the network, as every per-client limit
     /// keys on it: an IPv4 address, or an IPv6 /64 (`SocketAddress.clientKey`). `nil` in tests.
-    public nonisolated let peer: String?
+    package nonisolated let peer: String?
     /// The order of this session's store writes, in a cluster only (``SessionWriteOrder``).
     private nonisolated let writeOrder: SessionWriteOrder?
 
@@ -118,7 +119,7 @@ public actor Session {
     let timeline: SessionTimeline?
 
     /// Who is logged in (see Session+User.swift).
-    public internal(set) var user: String?
+    package internal(set) var user: String?
 
     /// What the connection should do after a command.
     package enum Outcome: Sendable, Equatable {
@@ -176,14 +177,14 @@ public actor Session {
 
     /// The server's logger with this session's id in its metadata (`session=s1`): what
     /// view-model code logs through, and where the runtime logs a command's errors.
-    public nonisolated var logger: Logger {
+    package nonisolated var logger: Logger {
         var logger = application.logger
         logger[metadataKey: "session"] = "\(id)"
         return logger
     }
 
     /// The backends, database and clock this session's view-models reach.
-    public nonisolated var services: Services { application.services }
+    package nonisolated var services: Services { application.services }
 
     /// The first line a new connection gets.
     package nonisolated var welcome: ServerMessage {

@@ -43,7 +43,7 @@ public enum Todos: ViewModel {
 
     public static let commands: [Command<Todos>] = [
         Command("add", summary: "Add a to-do item.", arguments: [.text("title")], example: "add buy milk", primary: true) { session, args in
-            let item = session.update(Todos.self) { state in
+            let item = session.update { state in
                 let item = Todo(id: state.nextID, title: args.string("title"), done: false)
                 state.nextID += 1
                 state.items.append(item)
@@ -54,7 +54,7 @@ public enum Todos: ViewModel {
         },
         Command("done", summary: "Check an item off.", arguments: [.word("id")], example: "done 1") { session, args in
             let index = try position(of: args.string("id"), in: session)
-            session.update(Todos.self) { $0.items[index].done = true }
+            session.update { $0.items[index].done = true }
             save(in: session)
             return ["done": true]
         },
@@ -64,7 +64,7 @@ public enum Todos: ViewModel {
             "filter", summary: "Show only the items whose title contains the text (any case); no text shows them all.",
             arguments: [.optionalText("text").described("part of a title")], example: "filter milk", live: true
         ) { session, args in
-            let shown = session.update(Todos.self) { state in
+            let shown = session.update { state in
                 state.filter = args.string("text")
                 state.shown = pageSize
                 return state.visible.count
@@ -72,7 +72,7 @@ public enum Todos: ViewModel {
             return ["shown": .int(shown)]
         },
         Command("more", summary: "Show the next page of items.", paging: true) { session, _ in
-            let shown = session.update(Todos.self) { state in
+            let shown = session.update { state in
                 state.shown += pageSize
                 return state.visible.count
             }
@@ -80,11 +80,11 @@ public enum Todos: ViewModel {
         },
         Command("delete", summary: "Delete an item; an alert offers to undo it.", arguments: [.word("id")], example: "delete 1") { session, args in
             let index = try position(of: args.string("id"), in: session)
-            let item = session.update(Todos.self) { $0.items.remove(at: index) }
+            let item = session.update { $0.items.remove(at: index) }
             save(in: session)
             session.run(TaskSlot("undo-\(item.id)")) { session in
                 guard case .confirmed = await session.ask(undoAlert(for: item)) else { return }
-                session.update(Todos.self) { state in
+                session.update { state in
                     state.items.insert(item, at: min(index, state.items.count))
                 }
                 save(in: session)
@@ -100,23 +100,23 @@ public enum Todos: ViewModel {
 
     /// Saves the list in the background: the latest save wins, and `saving` never
     /// sticks, whether the save succeeds, fails (an alert says so) or is replaced.
-    static func save(in session: isolated Session) {
-        let items = session.state(Todos.self).items
-        session.update(Todos.self) { $0.saving = true }
+    static func save(in session: isolated ViewSession<Todos>) {
+        let items = session.state.items
+        session.update { $0.saving = true }
         session.run(.saveTodos) { session in
             do {
                 // A newer save replaced this one: the runtime drops what it shows.
                 try await session.call(TodoStoreKey.self) { store in try await store.save(items) }
-                session.update(Todos.self) { $0.saving = false }
+                session.update { $0.saving = false }
             } catch {
-                session.update(Todos.self) { $0.saving = false }
+                session.update { $0.saving = false }
                 session.showAlert(.error("Saving the list failed: \(ServiceError.describe(error))"))
             }
         }
     }
 
-    static func position(of id: String, in session: isolated Session) throws(ProtocolError) -> Int {
-        guard let number = Int(id), let index = session.state(Todos.self).items.firstIndex(where: { $0.id == number }) else {
+    static func position(of id: String, in session: isolated ViewSession<Todos>) throws(ProtocolError) -> Int {
+        guard let number = Int(id), let index = session.state.items.firstIndex(where: { $0.id == number }) else {
             throw ProtocolError(.noSuchTodo, "there is no item \(id); state todos lists them")
         }
         return index

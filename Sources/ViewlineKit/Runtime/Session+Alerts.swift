@@ -1,13 +1,5 @@
-/// How the client answered an alert.
-public enum AlertAnswer: Sendable, Equatable {
-    /// The confirm action, with the alert's field values by field name.
-    case confirmed(fields: [String: String])
-    /// The cancel action.
-    case cancelled
-    /// The alert went away unanswered (its task was cancelled, or it became moot).
-    case dismissed
-}
-
+/// Alerts: modal, one presented at a time, the rest queued (the runtime side of
+/// ``ViewSession/ask(_:)`` and ``ViewSession/showAlert(_:)``).
 extension Session {
     /// Shows an alert and waits for the user's answer: the one-liner flows use.
     ///
@@ -20,7 +12,7 @@ extension Session {
     ///
     /// Alerts are modal: if one is up, this one queues behind it. If the calling task
     /// is cancelled, the alert is taken down (`dismiss`) and `.dismissed` is returned.
-    public func ask(_ content: AlertContent) async -> AlertAnswer {
+    func ask(_ content: AlertContent) async -> AlertAnswer {
         let id = "a\(nextAlertNumber)"
         nextAlertNumber += 1
         // Waiting for a person is not background work: `wait` must not wait for it.
@@ -43,7 +35,7 @@ extension Session {
 
     /// Shows an alert nobody waits on (an error with an OK button); nothing from
     /// background work that was replaced or cancelled.
-    public func showAlert(_ content: AlertContent) {
+    func showAlert(_ content: AlertContent) {
         guard !isStaleWork else { return }
         let id = "a\(nextAlertNumber)"
         nextAlertNumber += 1
@@ -139,7 +131,7 @@ extension Session {
     }
 
     /// Takes an alert down unanswered: `dismiss` if it was presented, silently if queued.
-    public func dismissAlert(id: String) {
+    func dismissAlert(id: String) {
         if presentedAlert?.id == id, let alert = presentedAlert {
             presentedAlert = nil
             emit { .dismiss(rev: $0, id: id) }
@@ -155,8 +147,8 @@ extension Session {
     package var queuedAlertCount: Int { queuedAlerts.count }
 
     /// The id of the presented alert, for tests and `state`.
-    public var presentedAlertID: String? { presentedAlert?.id }
+    package var presentedAlertID: String? { presentedAlert?.id }
 
     /// What the presented alert shows, if one is up.
-    public var presentedAlertContent: AlertContent? { presentedAlert?.content }
+    package var presentedAlertContent: AlertContent? { presentedAlert?.content }
 }

@@ -4,7 +4,7 @@ extension Session {
     /// Calls `onChange` on this session with the observation's latest value now (if
     /// it has one) and after every change, until the session closes or
     /// ``stopObserving(_:)``. Observing the same observation again does nothing.
-    public func observe<Value>(
+    func observe<Value>(
         _ observation: SharedObservation<Value>,
         _ onChange: @escaping @Sendable (isolated Session, Value) -> Void
     ) {
@@ -18,7 +18,7 @@ extension Session {
     }
 
     /// Stops following an observation.
-    public func stopObserving<Value>(_ observation: SharedObservation<Value>) {
+    func stopObserving<Value>(_ observation: SharedObservation<Value>) {
         observations.removeValue(forKey: ObjectIdentifier(observation))?()
     }
 

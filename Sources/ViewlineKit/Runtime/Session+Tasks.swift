@@ -8,7 +8,7 @@ extension Session {
     /// goes nowhere — ``update(_:display:_:)`` changes a scratch copy and displays
     /// nothing, ``showAlert(_:)`` shows nothing, ``ask(_:)`` answers `.dismissed` at
     /// once, and ``call(_:_:)-(Backend.Type,_)`` throws `CancellationError` before the backend is called.
-    public func run(_ slot: TaskSlot, _ body: @escaping @Sendable (isolated Session) async -> Void) {
+    func run(_ slot: TaskSlot, _ body: @escaping @Sendable (isolated Session) async -> Void) {
         tasks[slot]?.task.cancel()
         taskGeneration += 1
         let generation = taskGeneration
@@ -28,12 +28,12 @@ extension Session {
     }
 
     /// Cancels the work in `slot`, if any.
-    public func cancel(_ slot: TaskSlot) {
+    func cancel(_ slot: TaskSlot) {
         tasks[slot]?.task.cancel()
     }
 
     /// Whether work runs in `slot` (until it ends, even once cancelled).
-    public func isRunning(_ slot: TaskSlot) -> Bool {
+    func isRunning(_ slot: TaskSlot) -> Bool {
         tasks[slot] != nil
     }
 
@@ -42,49 +42,6 @@ extension Session {
 
     /// Background work that was replaced or cancelled: what it shows goes nowhere.
     var isStaleWork: Bool { Self.inBackgroundWork && Task.isCancelled }
-
-    /// Calls a backend with its service: `operation` gets the value ``Services`` holds
-    /// for `backend`.
-    ///
-    /// ```swift
-    /// let results = try await session.call(PlacesKey.self) { places in try await places.search(query) }
-    /// ```
-    ///
-    /// Before `operation` runs: work that was replaced or cancelled gets
-    /// `CancellationError` (the latest wins), a failure `fault` armed for the backend's
-    /// name is thrown, and a backend the server's ``Services`` lack throws
-    /// ``MissingBackend`` (the client gets `internal_error`). While `operation` runs,
-    /// a ``BlockingPool`` it uses keys its jobs by this session's client address
-    /// (``BlockingPool/callerKey``): one address cannot starve the others' calls.
-    public func call<Backend: BackendKey, T: Sendable>(
-        _ backend: Backend.Type, _ operation: (Backend.Value) async throws -> T
-    ) async throws -> T {
-        try Task.checkCancellation()
-        guard let service = services.value(for: backend) else { throw MissingBackend(name: Backend.name) }
-        guard timeline != nil else {
-            try application.faults.check(Backend.name)
-            return try await BlockingPool.$callerKey.withValue(peer ?? "local") { try await operation(service) }
-        }
-        // The inspector is on: the call goes into the session's timeline.
-        let started = ContinuousClock.now
-        do {
-            try application.faults.check(Backend.name)
-            let value = try await BlockingPool.$callerKey.withValue(peer ?? "local") { try await operation(service) }
-            note(.call(backend: Backend.name, failed: nil), duration: .now - started)
-            return value
-        } catch {
-            note(.call(backend: Backend.name, failed: SessionTimeline.failure(error)), duration: .now - started)
-            throw error
-        }
-    }
-
-    /// Calls a backend known only by name, failing first if `fault` armed a failure for it.
-    @available(*, deprecated, message: "declare a BackendKey and call it: session.call(TodoStoreKey.self) { store in … }")
-    public func call<T: Sendable>(_ backend: String, _ operation: () async throws -> T) async throws -> T {
-        try Task.checkCancellation()
-        try application.faults.check(backend)
-        return try await BlockingPool.$callerKey.withValue(peer ?? "local") { try await operation() }
-    }
 
     // MARK: - wait
 

@@ -4,14 +4,14 @@
 extension Session {
     /// Makes `user` the session's user and lets every view-model react
     /// (``ViewModel/userChanged(in:from:)``), in the server's order.
-    public func signIn(_ user: String) async {
+    func signIn(_ user: String) async {
         let previous = self.user
         self.user = user
         for hook in application.userChangedHooks { await hook(self, previous) }
     }
 
     /// Forgets the session's user and lets every view-model react.
-    public func signOut() async {
+    func signOut() async {
         guard let previous = user else { return }
         user = nil
         for hook in application.userChangedHooks { await hook(self, previous) }
