@@ -745,6 +745,31 @@ import ViewlineTestSupport
         #expect(!a.cluster!.hasUnwrittenRecords)
     }
 
+    /// Background work that goes on changing a session while the node leaves shows
+    /// nothing (the node speaks for no session from the moment it begins leaving), so
+    /// the leave writes what was shown by then and goes, without waiting for the
+    /// session to be still.
+    @Test(.timeLimit(.minutes(1))) func aSessionThatKeepsChangingDoesNotHoldTheLeaveBack() async throws {
+        let directory = MemoryDirectory()
+        let a = try await leasedNode(directory, "10.0.0.1:7878", timeout: .seconds(10))
+        let session = Session(id: "s1", application: a, output: { _ in })
+        #expect(throws: Never.self) { try a.sessions.register(session).get() }
+        let cluster = a.cluster!
+        let busy = Task {
+            while !Task.isCancelled {
+                cluster.changed(session)
+                try await Task.sleep(for: .milliseconds(1))
+            }
+        }
+        let started = ContinuousClock.now
+        await cluster.leave()
+        let took = ContinuousClock.now - started
+        busy.cancel()
+        #expect(took < .seconds(5), "the leave took \(took), not the node timeout")
+        #expect(!directory.isNodeListed(cluster.nodeID), "the node left the directory")
+        #expect(directory.record(SessionRegistry.split(session.token).lookup) != nil)
+    }
+
     /// When the row is held past the node timeout, the node stops without leaving the
     /// directory: its sessions wait for its lease to run out, as after a kill, and are
     /// restored from their last records.

@@ -456,10 +456,13 @@ public final class Cluster: Sendable {
     /// lapse, the node speaks for no session until its next renewal has closed those
     /// another node claimed.
     func writeFenced(session: String) {
-        lease.withLock { lease in
+        let leaving = lease.withLock { lease -> Bool in
+            guard !lease.left else { return true }  // leaving: every write is refused, nothing to check
             lease.reconciling = true
             lease.lapsesNoticed &+= 1
+            return false
         }
+        guard !leaving else { return }
         logger.warning(
             "the database refused a write for a session this node may no longer hold; checking its sessions",
             metadata: [
@@ -510,37 +513,31 @@ public final class Cluster: Sendable {
     }
 
     /// Writes every record left, whatever the rate limit (a clean shutdown loses
-    /// nothing), and leaves the directory; given up on after one node timeout (the
-    /// directory's calls end when cancelled), when the node stops serving and what
-    /// was left unwritten is left to the node timeout.
+    /// nothing), and leaves the directory; given up on after one node timeout, when
+    /// the node stops serving and what was left unwritten is left to the node
+    /// timeout (its row stays: the lease ages as after a kill).
+    ///
+    /// The node speaks for no session from the moment it begins (the cut-off): what
+    /// background work changes afterwards is shown to nobody, so only the changes up
+    /// to the cut-off must be written. Waiting for the writer ends at the node timeout
+    /// whether or not its statement does (postgres-nio's queries do not end when
+    /// cancelled; their own deadlines close the connection).
     private func leaveWithinNodeTimeout() async {
-        let inTime = await withTaskGroup(of: Bool.self) { group in
-            group.addTask {
-                await self.flush(final: true)
-                // No batch comes after this one: records it could not write (a row a
-                // store write's fence held, `SKIP LOCKED`; a part that failed) are
-                // written again now, until none is left. Leaving with one unwritten
-                // would let another node restore that session at once, from a record
-                // older than what this node acknowledged (a chaos run lost searches
-                // so, at a SIGTERM while a draft save held the session's row).
-                while self.hasUnwrittenRecords, !Task.isCancelled {
-                    try? await Task.sleep(for: Self.finalRetryPause)
-                    await self.flush(final: true)
-                }
-                guard !Task.isCancelled else { return false }
-                self.lease.withLock { $0.left = true }
-                try? await self.directory.leave(self.node)
-                return true
-            }
-            group.addTask { [nodeTimeout] in
-                try? await Task.sleep(for: nodeTimeout)
-                return false
-            }
-            let first = await group.next() ?? false
-            group.cancelAll()
-            return first
+        let cutOff = lease.withLock { lease -> ContinuousClock.Instant in
+            lease.left = true
+            return .now
         }
-        lease.withLock { $0.left = true }
+        let (outcomes, outcome) = AsyncStream<Bool>.makeStream()
+        let writer = Task { outcome.yield(await self.writeWhatWasShownAndLeave(shownBy: cutOff)) }
+        let timer = Task { [nodeTimeout] in
+            try? await Task.sleep(for: nodeTimeout)
+            outcome.yield(false)
+        }
+        var first = outcomes.makeAsyncIterator()
+        let inTime = await first.next() ?? false
+        writer.cancel()
+        timer.cancel()
+        outcome.finish()
         if !inTime {
             logger.warning(
                 "leaving the cluster took longer than the node timeout; stopping without waiting for the database",
@@ -548,6 +545,29 @@ public final class Cluster: Sendable {
                     "node-timeout": "\(nodeTimeout)"
                 ])
         }
+    }
+
+    /// The last batches and the directory's leave: records the last batch could not
+    /// write (a row a store write's fence held, `SKIP LOCKED`; a part that failed) and
+    /// deletes it could not make are tried again until none is left. Leaving with one
+    /// unwritten would let another node restore that session at once from a record
+    /// older than what this node showed (a chaos run lost acknowledged searches so, at
+    /// a SIGTERM while a draft save held the session's row). Returns whether it left.
+    private func writeWhatWasShownAndLeave(shownBy cutOff: ContinuousClock.Instant) async -> Bool {
+        await flush(final: true)
+        while hasUnwrittenRecords(shownBy: cutOff) {
+            do { try await Task.sleep(for: Self.finalRetryPause) } catch { return false }
+            await flush(final: true)
+        }
+        guard !Task.isCancelled else { return false }
+        try? await directory.leave(node)
+        return true
+    }
+
+    /// Whether a change made by `cutOff` is in no record yet, or a session that ended
+    /// by then still has its record.
+    private func hasUnwrittenRecords(shownBy cutOff: ContinuousClock.Instant) -> Bool {
+        dirty.withLock { $0.sessions.values.contains { $0.since <= cutOff } } || !endedLookups.withLock { $0.isEmpty }
     }
 
     /// Whether some session's changes are in no record yet (waiting for a batch, or
