@@ -35,16 +35,17 @@ public enum Account: ViewModel {
     public static func initialState(_ services: Services) -> State { State() }
     public static let errors: [ErrorCode] = [.loginRequired, .loginFailed, .loginThrottled]
 
+    /// `login`'s arguments.
+    static let user = ArgumentKey.word("user").described("who you are")
+    static let password = ArgumentKey.word("password", allowsEmpty: true, secure: true).described("your password")
+
     public static let commands: [Command<Account>] = [
         Command(
             "login", summary: "Log in; the session gets an access token with a lifetime.",
-            arguments: [
-                .word("user").described("who you are"),
-                .word("password", allowsEmpty: true, secure: true).described("your password"),
-            ], example: "login alice wonderland", primary: true
+            arguments: [user.argument, password.argument], example: "login alice wonderland", primary: true
         ) { session, args in
-            let user = args.string("user")
-            switch await logIn(user: user, password: args.string("password"), in: session) {
+            let user = args[Account.user]
+            switch await logIn(user: user, password: args[Account.password], in: session) {
             case .success:
                 return ["user": .string(user), "expiresIn": .int(Int(session.services.tokenLifetime))]
             case let failure:

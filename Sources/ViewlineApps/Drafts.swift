@@ -27,10 +27,10 @@ public enum Drafts: ViewModel {
     public static let commands: [Command<Drafts>] = [
         Command(
             "draft", summary: "Set your unsaved draft; it is stored locally before the reply.",
-            arguments: [.text("text").described("what the draft says")], example: "draft buy milk", primary: true
+            arguments: [text.argument], example: "draft buy milk", primary: true
         ) { session, args in
             let user = try Account.requireUser(for: "draft", in: session)
-            let text = args.string("text")
+            let text = args[Drafts.text]
             guard text.utf8.count <= SavedDraft.maximumTextBytes else {
                 throw ProtocolError(.badArguments, "a draft is at most \(SavedDraft.maximumTextBytes) bytes (got \(text.utf8.count))")
             }
@@ -65,10 +65,10 @@ public enum Drafts: ViewModel {
         },
         Command(
             "saved", summary: "List your saved drafts, newest first, 20 a page (the newest 100 are kept).",
-            arguments: [.optionalInteger("page", minimum: 1, maximum: savedPages).described("which page of 20, newest first")], example: "saved 2"
+            arguments: [page.argument], example: "saved 2"
         ) { session, args in
             let user = try Account.requireUser(for: "saved", in: session)
-            let page = args.int("page") ?? 1  // 1...savedPages: checked before this runs
+            let page = args[Drafts.page] ?? 1  // 1...savedPages: checked before this runs
             let saved = try await session.services.remoteStore.saved(user: user)
             let pages = max(1, (saved.count + savedPageSize - 1) / savedPageSize)
             guard page <= pages else {
@@ -115,6 +115,10 @@ public enum Drafts: ViewModel {
 
     /// The most pages `saved` can have: the remote store keeps the newest 100.
     static let savedPages = (SavedDraft.maximumPerUser + savedPageSize - 1) / savedPageSize
+    /// `draft`'s argument.
+    static let text = ArgumentKey.text("text").described("what the draft says")
+    /// `saved`'s argument.
+    static let page = ArgumentKey.optionalInteger("page", minimum: 1, maximum: savedPages).described("which page of 20, newest first")
 
     static func saveFailedAlert(_ reason: String) -> AlertContent {
         AlertContent(title: "Error", message: "Saving failed: \(reason). Save again?", actions: [.confirm("Save"), .cancel("Discard")])

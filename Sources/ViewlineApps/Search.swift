@@ -21,13 +21,16 @@ public enum Search: ViewModel {
     public static func initialState(_ services: Services) -> State { State() }
     public static let backends: [any BackendKey.Type] = [PlacesKey.self]
 
+    /// `search`'s argument.
+    static let query = ArgumentKey.text("query").described("what to look for: a cuisine, a dish or a place")
+
     public static let commands: [Command<Search>] = [
         Command(
             "search", summary: "Search places by name, cuisine, dish or neighbourhood; the latest search wins.",
-            arguments: [.text("query").described("what to look for: a cuisine, a dish or a place")], example: "search thai food", live: true,
+            arguments: [query.argument], example: "search thai food", live: true,
             primary: true
         ) { session, args in
-            let query = args.string("query")
+            let query = args[Search.query]
             guard query.utf8.count <= maximumQueryBytes else {
                 throw ProtocolError(.badArguments, "a query is at most \(maximumQueryBytes) bytes (got \(query.utf8.count))")
             }

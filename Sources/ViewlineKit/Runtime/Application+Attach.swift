@@ -39,7 +39,7 @@ extension Application {
                 to: number, command: "attach")
             return nil
         }
-        let token = request.arguments.string("token")
+        let token = request.arguments[BuiltInArgument.token]
         let badToken = ProtocolError(.badToken, "no session has that token (it may have expired)")
         guard Session.isWellFormedToken(token) else {
             // Not a token this server makes: no lookup (a NUL byte or a quote never reaches
@@ -124,7 +124,7 @@ extension Application {
         }
         // A success clears nothing: attaching to one's own session must not buy
         // more guesses at others' (failures are forgotten after a quiet while).
-        let lastRev = request.arguments.int("lastRev")
+        let lastRev = request.arguments[BuiltInArgument.lastRev]
         if target === current {
             let left = await current.leave(number)
             do {

@@ -17,10 +17,10 @@ extension Session {
         AnyCommand(
             spec: CommandSpec(
                 "help", summary: "List every command with its usage, or show one command with an example.",
-                arguments: [.optionalWord("command").described("a command to show alone")], example: "help confirm"
+                arguments: [BuiltInArgument.command.argument], example: "help confirm"
             )
         ) { session, args in
-            guard let name = args.optionalString("command") else { return session.application.helpResult }
+            guard let name = args[BuiltInArgument.command] else { return session.application.helpResult }
             guard let spec = session.application.commands.spec(named: name) else {
                 throw ProtocolError(.unknownCommand, "unknown command \"\(name)\"; help lists every command")
             }
@@ -32,21 +32,18 @@ extension Session {
         AnyCommand.encoding(
             spec: CommandSpec(
                 "state", summary: "Show the current state of one view, or of all views.",
-                arguments: [.optionalWord("view").described("one view; all of them without it")], example: "state search"
+                arguments: [BuiltInArgument.view.argument], example: "state search"
             )
         ) { session, args in try stateResult(in: session, args) },
         AnyCommand(
             spec: CommandSpec(
                 "wait", summary: "Reply once no background work is running (default timeout 10000 ms): handy at the end of a script.",
-                arguments: [
-                    .optionalInteger("timeout", maximum: maximumWaitMilliseconds, unit: "milliseconds", placeholder: "timeout-ms").described(
-                        "how long to wait, in milliseconds (10,000 by default)")
-                ],
+                arguments: [BuiltInArgument.timeout.argument],
                 example: "wait 5000"
             ),
             awaiting: .waiting  // the events of the work it waits for flow meanwhile
         ) { session, args async throws in
-            let timeout = args.int("timeout") ?? 10_000
+            let timeout = args[BuiltInArgument.timeout] ?? 10_000
             guard await session.waitUntilSettled(timeout: .milliseconds(timeout)) else {
                 throw ProtocolError(.timeout, "background work still running after \(timeout) ms")
             }
@@ -68,10 +65,7 @@ extension Session {
                 "attach",
                 summary:
                     "Join the session that owns token (this connection's own session is dropped); with last-rev, get every event after it again.",
-                arguments: [
-                    .word("token", secure: true).described("the session's token, from its welcome or a `token` shown elsewhere"),
-                    .optionalInteger("lastRev", placeholder: "last-rev").described("the last rev this client saw: what came after is replayed"),
-                ], example: "attach 3f9c…e1 42"
+                arguments: [BuiltInArgument.token.argument, BuiltInArgument.lastRev.argument], example: "attach 3f9c…e1 42"
             )
         ) { session, request, origin in
             await session.application.attach(request, from: session, origin: origin)
@@ -132,22 +126,18 @@ extension Session {
                 "inspect",
                 summary:
                     "The node's sessions, most recently active first (500 of at most 5,000 read), or one session's timeline, events and every view's state at a rev (admin only).",
-                arguments: [
-                    .optionalWord("session").described("a session's id (s12) on this node; the list without it"),
-                    .optionalInteger("from", minimum: 0, placeholder: "from-rev").described(
-                        "the rev whose states to show, and after which the timeline and events start (the oldest kept without it)"),
-                ],
+                arguments: [BuiltInArgument.session.argument, BuiltInArgument.fromRev.argument],
                 example: "inspect s12 40", adminOnly: true
             )
         ) { session, args async throws in try await inspect(from: session, args) },
         AnyCommand(
             spec: CommandSpec(
                 "slowlog", summary: "The newest commands slower than the server's threshold, newest first (default 10, at most 128; admin only).",
-                arguments: [.optionalInteger("count", minimum: 1, maximum: SlowLog.capacity).described("how many of the slowest to list")],
+                arguments: [BuiltInArgument.slowCount.argument],
                 example: "slowlog 5", adminOnly: true
             )
         ) { session, args in
-            let count = args.int("count") ?? 10
+            let count = args[BuiltInArgument.slowCount] ?? 10
             let log = session.application.slowLog
             return [
                 "thresholdMs": .int(Int(log.threshold.components.seconds * 1000 + log.threshold.components.attoseconds / 1_000_000_000_000_000)),
@@ -163,44 +153,37 @@ extension Session {
         AnyCommand(
             spec: CommandSpec(
                 "confirm", summary: "Answer the presented alert with its confirm action, filling its input fields.",
-                arguments: [
-                    .optionalWord("alert", placeholder: "alert-id").described("the alert to answer; the presented one without it"),
-                    .fields("fields").described("the alert's input fields, name=value"),
-                ],
+                arguments: [BuiltInArgument.alert.argument, BuiltInArgument.fields.argument],
                 example: "confirm a2 user=alice password=wonderland"
             )
         ) { session, args in
-            try session.answerAlert(id: args.optionalString("alert"), confirm: true, fields: args.fields("fields"))
+            try session.answerAlert(id: args[BuiltInArgument.alert], confirm: true, fields: args[BuiltInArgument.fields])
         },
         AnyCommand(
             spec: CommandSpec(
                 "cancel", summary: "Answer the presented alert with its cancel action.",
-                arguments: [.optionalWord("alert", placeholder: "alert-id").described("the alert to answer; the presented one without it")],
+                arguments: [BuiltInArgument.alert.argument],
                 example: "cancel a2"
             )
         ) { session, args in
-            try session.answerAlert(id: args.optionalString("alert"), confirm: false, fields: [:])
+            try session.answerAlert(id: args[BuiltInArgument.alert], confirm: false, fields: [:])
         },
         AnyCommand(
             spec: CommandSpec(
                 "fault", summary: "Make the next count calls (default 1) of a backend service fail (admin only).",
-                arguments: [
-                    .word("service").described("a backend `help` lists under services"),
-                    .optionalInteger("count", maximum: 1_000_000).described("how many of its next calls fail (1 by default; 0 clears)"),
-                    .optionalText("message").described("what the failure says"),
-                ],
+                arguments: [BuiltInArgument.service.argument, BuiltInArgument.faultCount.argument, BuiltInArgument.message.argument],
                 example: "fault save 2 disk full", adminOnly: true
             )
         ) { session, args in
             let application = session.application
-            let name = args.string("service").lowercased()
+            let name = args[BuiltInArgument.service].lowercased()
             guard let backend = application.backends.first(where: { $0.name == name }) else {
                 throw ProtocolError(
                     .unknownService,
-                    "no service named \"\(args.string("service"))\"; services: \(application.backends.map(\.name).joined(separator: ", "))")
+                    "no service named \"\(args[BuiltInArgument.service])\"; services: \(application.backends.map(\.name).joined(separator: ", "))")
             }
-            let count = args.int("count") ?? 1
-            application.faults.arm(backend.name, count: count, message: args.optionalString("message"))
+            let count = args[BuiltInArgument.faultCount] ?? 1
+            application.faults.arm(backend.name, count: count, message: args[BuiltInArgument.message])
             return ["service": .string(backend.name), "count": .int(count)]
         },
     ]
@@ -216,7 +199,7 @@ extension Session {
         let application = session.application
         let node: JSON = application.cluster.map { cluster in ["id": .string(cluster.nodeID), "address": .string(cluster.node.address)] } ?? .null
         let all = application.sessions.all
-        guard let id = args.optionalString("session") else {
+        guard let id = args[BuiltInArgument.session] else {
             var summaries: [JSON] = []
             summaries.reserveCapacity(min(all.count, sessionsReadForInspect))
             // Read in turn, each on its own executor.
@@ -233,7 +216,7 @@ extension Session {
         guard let target = all.first(where: { $0.id == id }) else {
             throw ProtocolError(.badArguments, "no session \(id) on this node; inspect lists them")
         }
-        let from = args.int("from")
+        let from = args[BuiltInArgument.fromRev]
         var inspection = target === session ? session.inspection(from: from) : await target.inspection(from: from)
         if case .object(var object) = inspection {
             object["node"] = node
@@ -245,7 +228,7 @@ extension Session {
     /// `state`'s result, from the states' kept encodings: the reply copies their bytes.
     private static func stateResult(in session: isolated Session, _ args: Arguments) throws -> EncodedResult {
         let views = session.application.views
-        guard let name = args.optionalString("view") else {
+        guard let name = args[BuiltInArgument.view] else {
             var parts = [Array(#"{"views":{"#.utf8)]
             for index in views.indices {
                 var key = index > 0 ? [UInt8(ascii: ",")] : []

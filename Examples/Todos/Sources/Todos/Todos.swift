@@ -41,10 +41,16 @@ public enum Todos: ViewModel {
     public static let backends: [any BackendKey.Type] = [TodoStoreKey.self]
     public static let errors = [ErrorCode.noSuchTodo]
 
+    // The commands' arguments, declared once: each command lists the ones it takes
+    // and reads them through the same tokens (`args[Todos.title]`), typed.
+    static let title = ArgumentKey.text("title")
+    static let id = ArgumentKey.word("id")
+    static let filterText = ArgumentKey.optionalText("text").described("part of a title")
+
     public static let commands: [Command<Todos>] = [
-        Command("add", summary: "Add a to-do item.", arguments: [.text("title")], example: "add buy milk", primary: true) { session, args in
+        Command("add", summary: "Add a to-do item.", arguments: [title.argument], example: "add buy milk", primary: true) { session, args in
             let item = session.update { state in
-                let item = Todo(id: state.nextID, title: args.string("title"), done: false)
+                let item = Todo(id: state.nextID, title: args[Todos.title], done: false)
                 state.nextID += 1
                 state.items.append(item)
                 return item
@@ -52,8 +58,8 @@ public enum Todos: ViewModel {
             save(in: session)
             return ["id": .int(item.id)]
         },
-        Command("done", summary: "Check an item off.", arguments: [.word("id")], example: "done 1") { session, args in
-            let index = try position(of: args.string("id"), in: session)
+        Command("done", summary: "Check an item off.", arguments: [id.argument], example: "done 1") { session, args in
+            let index = try position(of: args[Todos.id], in: session)
             session.update { $0.items[index].done = true }
             save(in: session)
             return ["done": true]
@@ -62,10 +68,10 @@ public enum Todos: ViewModel {
         // always the one shown: a page may send it as the person types.
         Command(
             "filter", summary: "Show only the items whose title contains the text (any case); no text shows them all.",
-            arguments: [.optionalText("text").described("part of a title")], example: "filter milk", live: true
+            arguments: [filterText.argument], example: "filter milk", live: true
         ) { session, args in
             let shown = session.update { state in
-                state.filter = args.string("text")
+                state.filter = args[Todos.filterText] ?? ""
                 state.shown = pageSize
                 return state.visible.count
             }
@@ -78,8 +84,8 @@ public enum Todos: ViewModel {
             }
             return ["shown": .int(shown)]
         },
-        Command("delete", summary: "Delete an item; an alert offers to undo it.", arguments: [.word("id")], example: "delete 1") { session, args in
-            let index = try position(of: args.string("id"), in: session)
+        Command("delete", summary: "Delete an item; an alert offers to undo it.", arguments: [id.argument], example: "delete 1") { session, args in
+            let index = try position(of: args[Todos.id], in: session)
             let item = session.update { $0.items.remove(at: index) }
             save(in: session)
             session.run(TaskSlot("undo-\(item.id)")) { session in
