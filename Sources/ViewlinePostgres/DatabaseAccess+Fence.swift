@@ -24,15 +24,19 @@ extension DatabaseAccess {
             return transaction ? try await self.transaction(work) : try await call(work)
         }
         let number = fence.writes.next()
-        guard fence.isHeld else {
-            fence.refused()
-            throw SessionFenced()
-        }
+        // Not held by the node's own clock: refused at once. Nothing new to tell the
+        // node (it knows; its renewal reconciles), and telling it again on every
+        // retried write would keep it from ever ending its reconciling.
+        guard fence.isHeld else { throw SessionFenced() }
         do {
             return try await call { [logger] connection in
                 try await Self.ensureRecordRow(for: fence, on: connection, logger: logger)
                 return try await connection.inTransaction(logger: logger) {
-                    guard try await Self.holds(fence, on: connection, logger: logger) else { throw SessionFenced() }
+                    switch try await Self.holds(fence, on: connection, logger: logger) {
+                    case .held: break
+                    case .leaseLapsed: throw SessionFenced()
+                    case .ownedElsewhere: throw OwnedElsewhere()
+                    }
                     guard try await Self.isNewest(number, of: fence, on: connection, logger: logger) else {
                         throw SessionWriteSuperseded()
                     }
@@ -48,8 +52,18 @@ extension DatabaseAccess {
         } catch let error as SessionFenced {
             fence.refused()
             throw error
+        } catch is OwnedElsewhere {
+            fence.refusedOwnedElsewhere()
+            throw SessionFenced()
         }
     }
+
+    /// The fence found another node owning the session (or it ended) while this node's
+    /// lease is valid (turned into ``SessionFenced`` for the caller).
+    private struct OwnedElsewhere: Error {}
+
+    /// What the database says of a fenced write's session.
+    private enum Holding { case held, leaseLapsed, ownedElsewhere }
 
     /// Gives a session with no record yet a row to fence on, committed before the
     /// write's transaction begins: owned by this node, with no secret digest and no
@@ -67,23 +81,23 @@ extension DatabaseAccess {
     }
 
     /// Whether `fence`'s node holds its session's lease now, by the database's clock
-    /// (and the session has not ended: a quit's tombstone fences its late writes off);
-    /// locks the session's record until the transaction ends, so a claim (and the
+    /// (and the session has not ended: a quit's tombstone fences its late writes off),
+    /// and if not, why: its lease lapsed, or the session is another node's; locks the session's record until the transaction ends, so a claim (and the
     /// node's own record batch, which skips a locked row) waits for the write.
-    private static func holds(_ fence: SessionFence, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
+    private static func holds(_ fence: SessionFence, on connection: PostgresConnection, logger: Logger) async throws -> Holding {
         let seconds = fence.nodeTimeout.inSeconds
-        var held = false
-        for try await value in try await connection.query(
+        var holding = Holding.leaseLapsed
+        for try await (owned, fresh) in try await connection.query(
             """
             WITH record AS (SELECT owner, ended FROM viewline_sessions WHERE lookup = \(fence.session) FOR SHARE)
-            SELECT NOT EXISTS (SELECT 1 FROM record WHERE owner <> \(fence.node) OR ended)
-               AND EXISTS (SELECT 1 FROM viewline_nodes WHERE id = \(fence.node)
+            SELECT NOT EXISTS (SELECT 1 FROM record WHERE owner <> \(fence.node) OR ended),
+                   EXISTS (SELECT 1 FROM viewline_nodes WHERE id = \(fence.node)
                            AND heartbeat_at > clock_timestamp() - make_interval(secs => \(seconds)))
             """, logger: logger
-        ).decode(Bool.self) {
-            held = value
+        ).decode((Bool, Bool).self) {
+            holding = !fresh ? .leaseLapsed : owned ? .held : .ownedElsewhere
         }
-        return held
+        return holding
     }
 
     /// Whether `fence`'s node's heartbeat is younger than the node timeout now, by the

@@ -35,25 +35,38 @@ import ViewlineTestSupport
     /// What became of a write made for the session.
     enum Outcome: Equatable { case written, fenced, superseded }
 
+    /// How the node was told of the last fenced write.
+    enum Refusal: Equatable { case leaseLapsed, ownedElsewhere, refusedLocally }
+    /// The last fenced write's refusal, as the node was told it.
+    final class LastRefusal: @unchecked Sendable {
+        var value: Refusal?
+    }
+    let last = LastRefusal()
+
     /// Runs `write` as `node` acting for the session, its number taken from `writes`.
     func writing(
         as node: ClusterNode, nodeTimeout: Duration = .seconds(30), isHeld: Bool = true,
         writes: SessionWriteOrder = SessionWriteOrder(), _ write: () async throws -> Void
     ) async throws -> Outcome {
-        let refusals = Atomic(0)
+        let lapses = Atomic(0)
+        let elsewhere = Atomic(0)
         let fence = SessionFence(
-            session: session, node: node.id, nodeTimeout: nodeTimeout, isHeld: { isHeld }, refused: { refusals.add(1, ordering: .relaxed) },
-            writes: writes)
+            session: session, node: node.id, nodeTimeout: nodeTimeout, isHeld: { isHeld },
+            refused: { lapses.add(1, ordering: .relaxed) }, ownedElsewhere: { elsewhere.add(1, ordering: .relaxed) }, writes: writes)
+        last.value = nil
         do {
             try await SessionFence.$current.withValue(fence) { try await write() }
         } catch is SessionFenced {
-            #expect(refusals.load(ordering: .relaxed) == 1, "a refusal is reported to the node once")
+            let (lapsed, moved) = (lapses.load(ordering: .relaxed), elsewhere.load(ordering: .relaxed))
+            // Refused by the node's own clock: nothing new to tell it. By the database: once.
+            #expect(lapsed + moved == (isHeld ? 1 : 0), "a refusal by the database is reported to the node once")
+            last.value = lapsed == 1 ? .leaseLapsed : moved == 1 ? .ownedElsewhere : .refusedLocally
             return .fenced
         } catch is SessionWriteSuperseded {
-            #expect(refusals.load(ordering: .relaxed) == 0, "an older write is not a lease lapse")
+            #expect(lapses.load(ordering: .relaxed) + elsewhere.load(ordering: .relaxed) == 0, "an older write is not a lease lapse")
             return .superseded
         }
-        #expect(refusals.load(ordering: .relaxed) == 0)
+        #expect(lapses.load(ordering: .relaxed) + elsewhere.load(ordering: .relaxed) == 0)
         return .written
     }
 
@@ -103,6 +116,9 @@ import ViewlineTestSupport
         // database refuses every write it makes for the session all the same.
         _ = try await directory.renewLease(zombie, nodeTimeout: .seconds(30), recordsExpireAfter: .seconds(86_400))
         #expect(try await acting(as: zombie) { try await store.setDraft(user: "alice", text: "stale", at: Date()) })
+        // Its lease is fresh: this session alone moved, and the node is told so (it
+        // closes that session and serves the others; a lapse is its renewal's to find).
+        #expect(last.value == .ownedElsewhere)
         #expect(try await acting(as: zombie) { _ = try await store.insertSavedDraft(user: "alice", text: "stale", at: Date()) })
         #expect(try await acting(as: zombie) { try await store.deleteDraft(user: "alice") })
         #expect(try await acting(as: zombie) { try await store.storeUser("mallory", passwordHash: "x") })
@@ -131,8 +147,12 @@ import ViewlineTestSupport
         #expect(try await !acting(as: zombie, nodeTimeout: .seconds(30)) { try await store.setDraft(user: "bob", text: "one", at: Date()) })
         try await Task.sleep(for: .milliseconds(300))
         #expect(try await acting(as: zombie, nodeTimeout: .milliseconds(200)) { try await store.setDraft(user: "bob", text: "late", at: Date()) })
-        // A node that knows its lease lapsed refuses without asking the database.
+        #expect(last.value == .leaseLapsed)
+        // A node that knows its lease lapsed refuses without asking the database, and
+        // without telling itself again (a write retried while it reconciles would
+        // otherwise keep it from ever ending the reconciling).
         #expect(try await acting(as: zombie, isHeld: false) { try await store.setDraft(user: "bob", text: "late", at: Date()) })
+        #expect(last.value == .refusedLocally)
         #expect(try await store.pendingDraft(user: "bob")?.text == "one")
     }
 
@@ -153,6 +173,7 @@ import ViewlineTestSupport
         _ = try await directory.renewLease(zombie, nodeTimeout: .seconds(30), recordsExpireAfter: .seconds(86_400))
         // Fresh when it begins; a second old when the lock lets it go on.
         #expect(try await acting(as: zombie, nodeTimeout: .milliseconds(700)) { try await store.setDraft(user: "bob", text: "late", at: Date()) })
+        #expect(last.value == .leaseLapsed)
         _ = try await holder.value
         #expect(try await store.pendingDraft(user: "bob")?.text == "one")
     }
@@ -165,6 +186,7 @@ import ViewlineTestSupport
         #expect(try await directory.save([record(owner: zombie)]) == SavedRecords())
         #expect(try await directory.remove(lookups: [session], by: zombie) == SavedRecords())
         #expect(try await acting(as: zombie) { try await store.setDraft(user: "bob", text: "after quit", at: Date()) })
+        #expect(last.value == .ownedElsewhere, "an ended session alone is closed")
         #expect(try await store.pendingDraft(user: "bob") == nil)
     }
 

@@ -770,6 +770,27 @@ import ViewlineTestSupport
         #expect(directory.record(SessionRegistry.split(session.token).lookup) != nil)
     }
 
+    /// A store write refused because another node holds that one session (its lease
+    /// fresh) closes that session alone: the node goes on serving the others. (A
+    /// node-wide check on every such refusal refused every session of a healthy node
+    /// for up to 3.6 s in a chaos run.)
+    @Test(.timeLimit(.minutes(1))) func aWriteRefusedForASessionAnotherNodeHoldsClosesThatSessionAlone() async throws {
+        let directory = MemoryDirectory()
+        let a = try await leasedNode(directory, "10.0.0.1:7878", timeout: .seconds(10))
+        let cluster = a.cluster!
+        let moved = Session(id: "s1", application: a, output: { _ in })
+        let other = Session(id: "s2", application: a, output: { _ in })
+        for session in [moved, other] { #expect(throws: Never.self) { try a.sessions.register(session).get() } }
+        let fence = SessionFence(session: SessionRegistry.split(moved.token).lookup, cluster: cluster, writes: SessionWriteOrder())
+        fence.refusedOwnedElsewhere()
+        #expect(cluster.isServing(), "the node serves on")
+        while a.sessions.all.contains(where: { $0 === moved }) { try await Task.sleep(for: .milliseconds(5)) }
+        #expect(a.sessions.all.contains { $0 === other })
+        // A lapse by the database's clock is another matter: every session waits for the check.
+        fence.refused()
+        #expect(!cluster.isServing())
+    }
+
     /// When the row is held past the node timeout, the node stops without leaving the
     /// directory: its sessions wait for its lease to run out, as after a kill, and are
     /// restored from their last records.

@@ -470,6 +470,17 @@ public final class Cluster: Sendable {
             ])
     }
 
+    /// A store refused a write made for `session` because another node owns its record
+    /// (or it ended) while this node's lease was valid: that session alone moved, so it
+    /// alone is closed here (its clients attach again and are sent on), and the node
+    /// goes on serving the others. Had its lease lapsed meanwhile, the next renewal
+    /// finds it (`previousExpired`) and checks every session.
+    func ownedElsewhere(session lookup: String) {
+        guard !lease.withLock({ $0.left }) else { return }
+        logger.info("the database refused a write for a session another node holds now; closing it here", metadata: ["record": "\(lookup)"])
+        Task { await self.close(lost: [lookup]) }
+    }
+
     /// Closes every held session whose record another node claimed while this node
     /// had no valid lease: its clients are told `bye "session moved"` and attach again
     /// (another node sends them on with `moved`).

@@ -11,9 +11,11 @@
 /// ```swift
 /// // In a store over the cluster's database:
 /// if let fence = SessionFence.current {
-///     guard fence.isHeld, try await databaseSaysNodeOwns(fence.session, fence.node, fence.nodeTimeout) else {
-///         fence.refused()
-///         throw SessionFenced()
+///     guard fence.isHeld else { throw SessionFenced() }
+///     switch try await databaseSays(fence.session, fence.node, fence.nodeTimeout) {
+///     case .held: break
+///     case .leaseLapsed: fence.refused(); throw SessionFenced()
+///     case .ownedElsewhere: fence.refusedOwnedElsewhere(); throw SessionFenced()
 ///     }
 /// }
 /// ```
@@ -30,6 +32,7 @@ public struct SessionFence: Sendable {
     public let writes: SessionWriteOrder
     private let held: @Sendable () -> Bool
     private let onRefusal: @Sendable () -> Void
+    private let onElsewhere: @Sendable () -> Void
 
     /// A fence for `session` acting as `node`. The runtime makes one for each session of
     /// a ``Cluster``; a store's tests make their own.
@@ -38,14 +41,17 @@ public struct SessionFence: Sendable {
     ///   - node: the node that acts for it.
     ///   - nodeTimeout: the cluster's lease length.
     ///   - isHeld: whether the node's lease is valid by its own clock.
-    ///   - refused: called when a store refuses a write.
+    ///   - refused: called when a store refuses a write because the node's lease has
+    ///     lapsed by the database's clock.
+    ///   - ownedElsewhere: called when a store refuses a write because another node owns
+    ///     the session (or it ended) while this node's lease is valid.
     ///   - writes: the order of the session's writes; pass the same one to every fence
     ///     of one run of the session. A new one by default (its writes are not ordered
     ///     against any other fence's).
     public init(
         session: String, node: String, nodeTimeout: Duration,
         isHeld: @escaping @Sendable () -> Bool = { true }, refused: @escaping @Sendable () -> Void = {},
-        writes: SessionWriteOrder = SessionWriteOrder()
+        ownedElsewhere: @escaping @Sendable () -> Void = {}, writes: SessionWriteOrder = SessionWriteOrder()
     ) {
         self.session = session
         self.node = node
@@ -53,23 +59,34 @@ public struct SessionFence: Sendable {
         self.writes = writes
         self.held = isHeld
         self.onRefusal = refused
+        self.onElsewhere = ownedElsewhere
     }
 
     init(session: String, cluster: Cluster, writes: SessionWriteOrder) {
         self.init(
             session: session, node: cluster.nodeID, nodeTimeout: cluster.nodeTimeout,
-            isHeld: { cluster.isServing() }, refused: { cluster.writeFenced(session: session) }, writes: writes)
+            isHeld: { cluster.isServing() }, refused: { cluster.writeFenced(session: session) },
+            ownedElsewhere: { cluster.ownedElsewhere(session: session) }, writes: writes)
     }
 
     /// Whether the node's lease is valid by its own clock: a store refuses at once,
-    /// without asking the database, when it is not.
+    /// without asking the database (and without ``refused()``: the node knows), when
+    /// it is not.
     public var isHeld: Bool { held() }
 
-    /// The database refused a write: this node may have lost the session (its lease
-    /// lapsed, or another node claimed it). The node stops speaking for every session
-    /// until its next renewal has closed those another node owns.
+    /// The database refused a write because this node's lease had lapsed by its clock:
+    /// another node may have claimed any of its sessions. The node stops speaking for
+    /// every session until its next renewal has closed those another node owns.
     public func refused() {
         onRefusal()
+    }
+
+    /// The database refused a write because another node owns this session's record
+    /// (or the session ended) while this node's lease is valid: this session alone is
+    /// lost here, and the node closes it (its clients are sent on) and goes on serving
+    /// the others. A lapse that let the claim happen is the next renewal's to find.
+    public func refusedOwnedElsewhere() {
+        onElsewhere()
     }
 
     /// The session the current task acts for, in a cluster; `nil` on a single node and
