@@ -9,13 +9,33 @@ public struct EventRenderer: Sendable {
     /// The busy flags each view declares (`help`'s `busy`): for those views, only these
     /// booleans read as work under way; others are guessed from their names.
     public var busyFields: [String: Set<String>] = [:]
-    /// The playlist rows printed so far: a page appended to them prints only the new rows.
-    private var shownPlaylist: [JSON] = []
+    /// Each view's command that fetches the next page of its list (`help`'s
+    /// `paging: true`): for those views a page appended to the rows already printed
+    /// prints only the new rows, and `hasMore` reads as the hint to type it.
+    public var pagingCommands: [String: String] = [:]
+    /// The views in the order the server declares them (`help`'s `views`): how
+    /// `state` lists them.
+    public var viewOrder: [String] = []
+    /// The list rows printed so far, by view (paging views only).
+    private var shownRows: [String: [JSON]] = [:]
 
     public init(style: TerminalStyle) { self.style = style }
 
-    /// The views of the bundled seed server in the order its `state` lists them.
-    static let viewOrder = ["search", "session", "draft", "contacts", "playlist"]
+    /// Takes what the REPL needs from `help`'s result: each view's busy flags and
+    /// paging command, and the views' order. Nothing else about the apps is known:
+    /// every view is drawn from its shape.
+    public mutating func learn(help: JSON) {
+        var order: [String] = []
+        for view in help["views"]?.arrayValue ?? [] {
+            guard let name = view["name"]?.stringValue else { continue }
+            order.append(name)
+            if let busy = view["busy"]?.arrayValue { busyFields[name] = Set(busy.compactMap(\.stringValue)) }
+        }
+        viewOrder = order
+        for command in help["commands"]?.arrayValue ?? [] where command["paging"]?.boolValue == true {
+            if let view = command["view"]?.stringValue, let name = command["name"]?.stringValue { pagingCommands[view] = name }
+        }
+    }
 
     /// The text for one server message, or `nil` for messages shown elsewhere. Every
     /// string the server sent is printed with its control characters replaced
@@ -29,9 +49,8 @@ public struct EventRenderer: Sendable {
             return style.dim("connected to \(server), session \(session); type help for commands")
         case "display":
             let view = message["view"]?.stringValue ?? "?", state = message["state"] ?? .null
-            if view == "playlist" { return renderPlaylistDisplay(state) }
             if view == "connections" { return renderConnections(state["count"]?.intValue ?? 1) }
-            return renderDisplay(view: view, state: state)
+            return renderDisplayEvent(view: view, state: state)
         case "alert":
             return renderAlert(message)
         case "dismiss":
@@ -70,8 +89,8 @@ public struct EventRenderer: Sendable {
         if let list = renderSessionList(result) { return list }
         if let inspection = renderInspection(result) { return inspection }
         if let views = result["views"]?.objectValue {
-            // Decoding does not keep the server's key order: list views in the protocol's.
-            let known = Self.viewOrder
+            // Decoding does not keep the server's key order: list views in the server's (`help`).
+            let known = viewOrder
             let names = known.filter { views[$0] != nil } + views.keys.filter { !known.contains($0) }.sorted()
             return names.map { renderDisplay(view: $0, state: views[$0] ?? .null) }.joined(separator: "\n")
         }
@@ -113,18 +132,6 @@ public struct EventRenderer: Sendable {
         if result["settled"]?.boolValue == true { return "no work running" }
         if result["pending"]?.boolValue == true { return "stored locally" }
         return nil
-    }
-
-    /// "4.6 $$" from a place's `rating` and `price`; empty where the server sends neither.
-    static func rating(_ place: JSON) -> String {
-        let stars = place["rating"]?.doubleValue.map { value -> String in
-            // Any JSON number, from any server: only a rating that fits is rounded.
-            guard value.isFinite, abs(value) < 1e9 else { return "\(value)" }
-            let tenths = Int((value * 10).rounded())
-            return "\(tenths < 0 ? "-" : "")\(abs(tenths) / 10).\(abs(tenths) % 10)"
-        }
-        let price = place["price"]?.intValue.map { String(repeating: "$", count: max(1, min(4, $0))) }
-        return [stars, price].compactMap { $0 }.joined(separator: " ")
     }
 
     static func duration(seconds: Int) -> String {
@@ -172,62 +179,60 @@ public struct EventRenderer: Sendable {
 
     // MARK: - Views
 
+    /// A view's whole state, drawn from its shape (``renderByShape(view:state:rows:)``).
     public func renderDisplay(view: String, state: JSON) -> String {
-        let title = style.bold(style.cyan("[\(view)]"))
-        switch view {
-        case "search":
-            let query = state["query"]?.stringValue ?? ""
-            let results = state["results"]?.arrayValue ?? []
-            if state["loading"]?.boolValue == true {
-                return "\(title) searching \"\(query)\"…"
-            }
-            if query.isEmpty && results.isEmpty { return "\(title) no search yet" }
-            let head = "\(title) \"\(query)\": \(results.count) result\(results.count == 1 ? "" : "s")"
-            guard !results.isEmpty else { return head }
-            return head + "\n"
-                + table(
-                    ["NAME", "CUISINE", "RATING", "ADDRESS"],
-                    results.map {
-                        [$0["name"]?.stringValue ?? "", $0["cuisine"]?.stringValue ?? "", Self.rating($0), $0["address"]?.stringValue ?? ""]
-                    })
-        case "session":
-            if state["loggedIn"]?.boolValue == true {
-                return "\(title) logged in as \(style.bold(state["user"]?.stringValue ?? "?"))"
-            }
-            return "\(title) not logged in"
-        case "draft":
-            let text = state["text"]?.stringValue ?? ""
-            if state["saving"]?.boolValue == true { return "\(title) saving \"\(text)\"…" }
-            if state["pending"]?.boolValue == true { return "\(title) unsaved: \"\(text)\"" }
-            return "\(title) nothing unsaved"
-        case "contacts":
-            let items = state["items"]?.arrayValue ?? []
-            let syncing = state["syncing"]?.boolValue == true ? style.dim(" (syncing…)") : ""
-            let head = "\(title) \(items.count) contact\(items.count == 1 ? "" : "s")\(syncing)"
-            guard !items.isEmpty else { return head }
-            return head + "\n"
-                + table(
-                    ["NAME", "PHONE", "ADDRESS"],
-                    items.map {
-                        [$0["name"]?.stringValue ?? "", $0["phone"]?.stringValue ?? "", $0["address"]?.stringValue ?? ""]
-                    })
-        case "playlist":
-            return renderPlaylist(state, rows: state["items"]?.arrayValue ?? [])
-        default:
-            return renderByShape(title: title, state: state, busy: busyFields[view])
-        }
+        renderByShape(view: view, state: state)
     }
 
-    /// Any other view-model's state, drawn from its shape alone (the REPL knows nothing
-    /// of the app): busy flags (`saving`, `loading`, any `…ing` that is true) as "saving…",
-    /// other scalar fields as `name: value`, each list of records as a table whose
-    /// columns are the records' keys in order, an empty list as "no items".
-    func renderByShape(title: String, state: JSON, busy declared: Set<String>? = nil) -> String {
+    /// A `display` event: as ``renderDisplay(view:state:)``, except that in a paging
+    /// view a page appended to the rows already printed prints only the new rows
+    /// (`state <view>` shows them all).
+    mutating func renderDisplayEvent(view: String, state: JSON) -> String {
+        guard pagingCommands[view] != nil, let (name, rows) = Self.firstList(in: state) else {
+            return renderDisplay(view: view, state: state)
+        }
+        let shown = shownRows[view] ?? []
+        let appended = !shown.isEmpty && rows.count >= shown.count && Array(rows.prefix(shown.count)) == shown
+        if !isBusy(view: view, state: state) { shownRows[view] = rows }
+        return renderByShape(view: view, state: state, rows: appended ? (name, Array(rows.dropFirst(shown.count))) : nil)
+    }
+
+    /// The first field of `state` that is a list of records, and its rows.
+    static func firstList(in state: JSON) -> (String, [JSON])? {
+        for (name, value) in state.objectValue?.pairs ?? [] {
+            if case .array(let items) = value, items.allSatisfy({ $0.objectValue != nil }) { return (name, items) }
+        }
+        return nil
+    }
+
+    /// Whether one of the view's busy flags is true.
+    func isBusy(view: String, state: JSON) -> Bool {
+        let declared = busyFields[view]
+        return state.objectValue?.pairs.contains { name, value in
+            value.boolValue == true && (declared?.contains(name) ?? Self.isBusyFlag(name))
+        } ?? false
+    }
+
+    /// A view's state drawn from its shape alone (the REPL knows nothing of the app):
+    /// busy flags (the view's declared ones; else `saving`, `loading`, any `…ing`) that
+    /// are true as "saving…", other scalar fields as `name: value`, each list of
+    /// records as a table whose columns are the records' keys in order, an empty list
+    /// as "no items". In a view with a paging command, `hasMore` reads as the hint to
+    /// type it. `rows` replaces a list's rows in its table (the new page alone).
+    func renderByShape(view: String, state: JSON, rows: (String, [JSON])? = nil) -> String {
+        let title = style.bold(style.cyan("[\(view)]"))
+        let declared = busyFields[view]
+        let paging = pagingCommands[view]
         guard let fields = state.objectValue else { return "\(title) \(plain(state))" }
         var head: [String] = []
         var busy: [String] = []
         var tables: [String] = []
+        var hint = ""
         for (name, value) in fields.pairs {
+            if let paging, name == "hasMore", case .bool(let more) = value {
+                if more { hint = style.dim(" — type \(paging) for the next page") }
+                continue
+            }
             switch value {
             case .bool(let flag) where declared?.contains(name) ?? Self.isBusyFlag(name):
                 if flag { busy.append("\(name)…") }
@@ -235,6 +240,8 @@ public struct EventRenderer: Sendable {
                 head.append("no \(name)")
             case .array(let items) where items.allSatisfy({ $0.objectValue != nil }):
                 head.append("\(items.count) \(name)")
+                let items = rows.flatMap { $0.0 == name ? $0.1 : nil } ?? items
+                guard !items.isEmpty else { continue }
                 var columns: [String] = []
                 for item in items { for key in item.objectValue?.keys ?? [] where !columns.contains(key) { columns.append(key) } }
                 tables.append(table(columns.map { $0.uppercased() }, items.map { item in columns.map { cell(item[$0] ?? .null) } }))
@@ -242,7 +249,8 @@ public struct EventRenderer: Sendable {
                 head.append("\(name): \(cell(value))")
             }
         }
-        let line = ([title] + head).joined(separator: " ") + (busy.isEmpty ? "" : " " + style.dim("(" + busy.joined(separator: ", ") + ")"))
+        let line =
+            ([title] + head).joined(separator: " ") + (busy.isEmpty ? "" : " " + style.dim("(" + busy.joined(separator: ", ") + ")")) + hint
         return ([line] + tables).joined(separator: "\n")
     }
 
@@ -253,42 +261,15 @@ public struct EventRenderer: Sendable {
             || name.lowercased().hasSuffix("ing")
     }
 
-    /// One value in a table cell or after a label: booleans as yes/no, `null` as "—".
+    /// One value in a table cell or after a label: booleans as yes/no, `null` as "—",
+    /// an empty string as `""` (so a label never looks like it lost its value).
     func cell(_ value: JSON) -> String {
         switch value {
         case .bool(let flag): flag ? "yes" : "no"
         case .null: "—"
+        case .string(let text) where text.isEmpty: #""""#
         default: plain(value)
         }
-    }
-
-    /// The playlist view with the given rows of it (all, or only a new page).
-    func renderPlaylist(_ state: JSON, rows: [JSON]) -> String {
-        let title = style.bold(style.cyan("[playlist]"))
-        let count = state["items"]?.arrayValue?.count ?? 0
-        let step = state["step"]?.stringValue ?? "?"
-        var head = "\(title) \(count) item\(count == 1 ? "" : "s"), step \(step)"
-        if state["loading"]?.boolValue == true { return head + style.dim(" (loading…)") }
-        if state["hasMore"]?.boolValue == true { head += style.dim(" — type more for the next page") }
-        guard !rows.isEmpty else { return head }
-        return head + "\n"
-            + table(
-                ["#", "TITLE", "ARTIST"],
-                rows.map {
-                    [plain($0["position"] ?? .null), $0["title"]?.stringValue ?? "", $0["artist"]?.stringValue ?? ""]
-                })
-    }
-
-    /// A playlist display event: when a page was appended to the rows already
-    /// printed, only the new rows are printed (`state playlist` shows them all).
-    mutating func renderPlaylistDisplay(_ state: JSON) -> String {
-        let items = state["items"]?.arrayValue ?? []
-        let appended =
-            !shownPlaylist.isEmpty && items.count >= shownPlaylist.count
-            && Array(items.prefix(shownPlaylist.count)) == shownPlaylist
-        let rows = appended ? Array(items.dropFirst(shownPlaylist.count)) : items
-        if state["loading"]?.boolValue != true { shownPlaylist = items }
-        return renderPlaylist(state, rows: rows)
     }
 
     // MARK: - Alerts

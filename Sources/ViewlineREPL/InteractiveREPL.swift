@@ -243,11 +243,7 @@ public final class InteractiveREPL {
     private func fetchCommandNames() {
         guard let help = try? bridge.run({ try await $0.send("help", arguments: [:]) }) else { return }
         client.observe(["type": "reply", "ok": true, "result": help])
-        for view in help["views"]?.arrayValue ?? [] {
-            if let name = view["name"]?.stringValue, let busy = view["busy"]?.arrayValue {
-                renderer.busyFields[name] = Set(busy.compactMap(\.stringValue))
-            }
-        }
+        renderer.learn(help: help)
     }
 
     private func say(_ text: String) {

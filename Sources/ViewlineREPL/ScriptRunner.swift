@@ -26,6 +26,9 @@ public struct ScriptRunner {
         let welcome = (try? bridge.run { await $0.welcome }) ?? .null
         client.observe(welcome)
         show(welcome)
+        // What the views are drawn with (busy flags, paging commands, their order),
+        // asked quietly as the interactive REPL does.
+        if !raw, let help = perform("help", printReply: false)?["result"] { renderer.learn(help: help) }
         var failed = false
         while let line = Swift.readLine(strippingNewline: true) {
             let trimmed = line.trimmingCharacters(in: " \t\r")

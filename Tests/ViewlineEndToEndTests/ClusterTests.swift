@@ -456,7 +456,7 @@ import ViewlineTestSupport
         try terminal.expect("attached to session")
         try terminal.expect("viewline> ")
         terminal.type("search ramen\r")
-        try terminal.expect("\"ramen\": ")
+        try terminal.expect("query: ramen ")
         usleep(300_000)
         nodes[0].signal(SIGKILL)  // node A dies: the REPL goes to node B, which restores the session
         try terminal.expect("connection lost; reconnecting")

@@ -74,7 +74,7 @@ import ViewlineTestSupport
         terminal.type("wonderland\r")
         let shown = try terminal.expect("Blue Monday")
         #expect(!shown.contains("wonderland"))
-        #expect(shown.contains("logged in as alice"))
+        #expect(shown.contains("user: alice"))
     }
 
     @Test func eventsPrintAboveAHalfTypedLineWhichIsRedrawn() throws {
@@ -126,13 +126,13 @@ import ViewlineTestSupport
         try second.expect("attached to session s1")
         try second.expect("viewline> ")
         second.type("search thai\r")
-        try first.expect("\"thai\": ")  // the first terminal sees the second's search
+        try first.expect("query: thai ")  // the first terminal sees the second's search
         // Pull the network from under the first; the second searches meanwhile.
         proxy.cut()
         try first.expect("connection lost; reconnecting")
         second.type("search korean\r")
         try first.expect("attached to session s1", timeout: .seconds(20))
-        try first.expect("\"korean\": ")
+        try first.expect("query: korean ")
         first.type("ping\r")
         try first.expect("pong")
     }
@@ -143,7 +143,7 @@ import ViewlineTestSupport
         let terminal = try startREPL(first, arguments: ["--nodes", "127.0.0.1:\(second.port)"])
         try terminal.expect("viewline> ")
         terminal.type("search ramen\r")
-        try terminal.expect("\"ramen\": ")
+        try terminal.expect("query: ramen ")
         first.signal(SIGKILL)  // its sessions die with it: the other server never knew them
         try terminal.expect("connection lost; reconnecting")
         try terminal.expect("the session expired; this is a new session", timeout: .seconds(30))

@@ -64,8 +64,8 @@ import ViewlineTestSupport
         let port = String(server.port)
         let run = try Self.client(["--port", port, "--ca", certificate], input: "search pizza\nlogin alice wonderland\n")
         #expect(run.status == 0, "\(run.output)")
-        #expect(run.output.contains("\"pizza\": 18 results"))
-        #expect(run.output.contains("logged in as alice"))
+        #expect(run.output.contains("query: pizza 18 results"))
+        #expect(run.output.contains("user: alice"))
         // Without trusting the certificate, the client refuses the server.
         let refused = try Self.client(["--port", port, "--tls"], input: "ping\n")
         #expect(refused.status != 0 && refused.output.contains("not trusted"))

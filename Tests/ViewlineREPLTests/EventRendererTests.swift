@@ -37,7 +37,7 @@ import ViewlineREPL
                 """)
     }
 
-    @Test func searchResultsAreAnAlignedTable() {
+    @Test func searchResultsAreAnAlignedTableOfTheRecordsKeys() {
         let display: JSON = [
             "type": "display", "rev": 2, "view": "search",
             "state": [
@@ -52,13 +52,52 @@ import ViewlineREPL
         ]
         #expect(
             renderer.render(display) == """
-                [search] "thai": 3 results
-                NAME         CUISINE  RATING    ADDRESS
-                Blue Basil   thai     4.6 $$    2098 Divisadero St
-                Jade Pepper  thai     4.0 $$$$  3970 Market St
-                Old Spoon    thai               1 Main St
+                [search] query: thai 3 results
+                NAME         CUISINE  ADDRESS             LAT  LON  RATING  PRICE
+                Blue Basil   thai     2098 Divisadero St  0    0    4.6     2
+                Jade Pepper  thai     3970 Market St      0    0    4       4
+                Old Spoon    thai     1 Main St           0    0    —       —
                 """)
     }
+
+    /// The seed views' screens, pinned: each is what the shape rules make of its
+    /// state and of `help`'s declarations (busy flags, the paging command), with no
+    /// code of its own in the REPL.
+    @Test func everySeedViewIsDrawnByTheShapeRules() {
+        renderer.renderer.learn(help: Self.seedHelp)
+        func display(_ view: String, _ state: JSON) -> String? {
+            renderer.render(["type": "display", "rev": 1, "view": .string(view), "state": state])
+        }
+        #expect(display("search", ["query": "thai", "loading": true, "results": []]) == "[search] query: thai no results (loading…)")
+        #expect(display("search", ["query": "", "loading": false, "results": []]) == #"[search] query: "" no results"#)
+        #expect(display("session", ["user": "alice", "loggedIn": true]) == "[session] user: alice loggedIn: yes")
+        #expect(display("session", ["user": nil, "loggedIn": false]) == "[session] user: — loggedIn: no")
+        #expect(display("draft", ["text": "buy milk", "pending": true, "saving": true]) == "[draft] text: buy milk pending: yes (saving…)")
+        #expect(display("draft", ["text": "buy milk", "pending": true, "saving": false]) == "[draft] text: buy milk pending: yes")
+        #expect(
+            display("contacts", ["items": [["name": "Ada", "phone": "555-0100", "address": "1 Loop Rd"]], "syncing": true])
+                == """
+                [contacts] 1 items (syncing…)
+                NAME  PHONE     ADDRESS
+                Ada   555-0100  1 Loop Rd
+                """)
+        #expect(
+            display("playlist", playlist(2, hasMore: true)["state"]!) == """
+                [playlist] 2 items step: ready — type more for the next page
+                POSITION  TITLE   ARTIST
+                1         Song 1  Someone
+                2         Song 2  Someone
+                """)
+    }
+
+    /// What the seed server's `help` declares about its views, as far as drawing goes.
+    static let seedHelp: JSON = [
+        "views": [
+            ["name": "search", "busy": ["loading"]], ["name": "session", "busy": []], ["name": "draft", "busy": ["saving"]],
+            ["name": "contacts", "busy": ["syncing"]], ["name": "playlist", "busy": ["loading"]],
+        ],
+        "commands": [["name": "more", "view": "playlist", "paging": true], ["name": "search", "view": "search"]],
+    ]
 
     static let helpCommands: [JSON] = [
         ["name": "search", "usage": "search <query>", "summary": "Search places by name, cuisine, dish or neighbourhood; the latest search wins."],
@@ -106,12 +145,13 @@ import ViewlineREPL
                 """)
     }
 
-    @Test func anAppendedPlaylistPagePrintsOnlyItsNewRows() throws {
+    @Test func anAppendedPageOfAPagingViewPrintsOnlyItsNewRows() throws {
+        renderer.renderer.learn(help: Self.seedHelp)
         let first = try #require(renderer.render(playlist(2, hasMore: true)))
         #expect(first.contains("Song 1") && first.contains("Song 2"))
-        #expect(renderer.render(playlist(2, hasMore: true, loading: true)) == "[playlist] 2 items, step ready (loading…)")
+        #expect(renderer.render(playlist(2, hasMore: true, loading: true)) == "[playlist] 2 items step: ready (loading…) — type more for the next page")
         let second = try #require(renderer.render(playlist(3, hasMore: false)))
-        #expect(second.hasPrefix("[playlist] 3 items, step ready\n"))
+        #expect(second.hasPrefix("[playlist] 3 items step: ready\n"))
         #expect(second.contains("Song 3") && !second.contains("Song 1"))
         // Asked for explicitly, the view is shown whole.
         let state = reply(["view": "playlist", "state": playlist(3, hasMore: false)["state"]!])
@@ -170,13 +210,14 @@ import ViewlineREPL
         #expect(renderer.render(failed) == "error no_alert: no alert is presented")
     }
 
-    @Test func stateListsTheViewsInTheProtocolsOrder() throws {
+    @Test func stateListsTheViewsInTheServersOrder() throws {
         // Parsed JSON objects do not keep the server's key order.
         let views: JSON = [
             "playlist": ["items": [], "hasMore": false, "loading": false, "step": "idle"],
             "session": ["user": nil, "loggedIn": false],
             "search": ["query": "", "loading": false, "results": []],
         ]
+        renderer.renderer.learn(help: Self.seedHelp)
         let text = try #require(renderer.render(reply(["views": views])))
         #expect(text.split(separator: "\n").map { String($0.prefix { $0 != " " }) } == ["[search]", "[session]", "[playlist]"])
     }
