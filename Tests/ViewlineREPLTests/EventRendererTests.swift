@@ -149,7 +149,8 @@ import ViewlineREPL
         renderer.renderer.learn(help: Self.seedHelp)
         let first = try #require(renderer.render(playlist(2, hasMore: true)))
         #expect(first.contains("Song 1") && first.contains("Song 2"))
-        #expect(renderer.render(playlist(2, hasMore: true, loading: true)) == "[playlist] 2 items step: ready (loading…) — type more for the next page")
+        #expect(
+            renderer.render(playlist(2, hasMore: true, loading: true)) == "[playlist] 2 items step: ready (loading…) — type more for the next page")
         let second = try #require(renderer.render(playlist(3, hasMore: false)))
         #expect(second.hasPrefix("[playlist] 3 items step: ready\n"))
         #expect(second.contains("Song 3") && !second.contains("Song 1"))
