@@ -471,14 +471,48 @@ public final class Cluster: Sendable {
     }
 
     /// A store refused a write made for `session` because another node owns its record
-    /// (or it ended) while this node's lease was valid: that session alone moved, so it
-    /// alone is closed here (its clients attach again and are sent on), and the node
-    /// goes on serving the others. Had its lease lapsed meanwhile, the next renewal
-    /// finds it (`previousExpired`) and checks every session.
+    /// (or it ended) while this node's lease is valid by the database's clock now. A
+    /// claim needs the owner's lease expired, so this node's lease did lapse a while
+    /// (a renewal that ran late and whose answer was lost, say), and any of its
+    /// sessions may have been claimed then. Like any lapse, the node speaks for no
+    /// session from this moment; but it need not wait for a renewal to check them:
+    /// its lease is valid again, so no claim can come any more, and every claim of the
+    /// lapse committed before the refusing write saw the fresh lease. One query for
+    /// all the held sessions closes the lost ones, and the node serves the rest again.
     func ownedElsewhere(session lookup: String) {
-        guard !lease.withLock({ $0.left }) else { return }
-        logger.info("the database refused a write for a session another node holds now; closing it here", metadata: ["record": "\(lookup)"])
-        Task { await self.close(lost: [lookup]) }
+        let noticed = lease.withLock { lease -> Int? in
+            guard !lease.left else { return nil }
+            lease.reconciling = true
+            lease.lapsesNoticed &+= 1
+            return lease.lapsesNoticed
+        }
+        guard let noticed else { return }
+        logger.info(
+            "the database refused a write for a session another node holds now; checking this node's sessions",
+            metadata: ["record": "\(lookup)"])
+        Task { await self.checkSessionsNow(noticed: noticed) }
+    }
+
+    /// Closes the held sessions other nodes own now and, unless another lapse was
+    /// noticed meanwhile or the lease lapsed by this node's clock, serves the rest
+    /// again without waiting for the next renewal. A check that fails leaves it to
+    /// the renewal.
+    private func checkSessionsNow(noticed: Int) async {
+        do {
+            try await closeLostSessions()
+        } catch {
+            return
+        }
+        let serving = lease.withLock { lease -> Bool in
+            guard lease.lapsesNoticed == noticed, !lease.left, let renewed = lease.renewedAt,
+                ContinuousClock.now - renewed < nodeTimeout - leaseMargin
+            else { return false }
+            lease.reconciling = false
+            return true
+        }
+        if serving, let sessions = registry.withLock({ $0.sessions }) {
+            for session in sessions.all { await session.leaseRestored() }
+        }
     }
 
     /// Closes every held session whose record another node claimed while this node

@@ -82,9 +82,10 @@ public struct SessionFence: Sendable {
     }
 
     /// The database refused a write because another node owns this session's record
-    /// (or the session ended) while this node's lease is valid: this session alone is
-    /// lost here, and the node closes it (its clients are sent on) and goes on serving
-    /// the others. A lapse that let the claim happen is the next renewal's to find.
+    /// (or the session ended) while this node's lease is valid now: its lease lapsed a
+    /// while before (a claim needs that), so the node speaks for no session until it
+    /// has checked them all, which it does at once (one query) instead of waiting for
+    /// its next renewal; the lost ones are closed, the others served again.
     public func refusedOwnedElsewhere() {
         onElsewhere()
     }
