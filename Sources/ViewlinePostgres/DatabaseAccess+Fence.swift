@@ -36,6 +36,7 @@ extension DatabaseAccess {
                     case .held: break
                     case .leaseLapsed: throw SessionFenced()
                     case .ownedElsewhere: throw OwnedElsewhere()
+                    case .endedHere: throw EndedHere()
                     }
                     guard try await Self.isNewest(number, of: fence, on: connection, logger: logger) else {
                         throw SessionWriteSuperseded()
@@ -55,6 +56,8 @@ extension DatabaseAccess {
         } catch is OwnedElsewhere {
             fence.refusedOwnedElsewhere()
             throw SessionFenced()
+        } catch is EndedHere {
+            throw SessionFenced()  // this node ended it (quit, expiry): nothing to check
         }
     }
 
@@ -62,8 +65,12 @@ extension DatabaseAccess {
     /// lease is valid (turned into ``SessionFenced`` for the caller).
     private struct OwnedElsewhere: Error {}
 
+    /// The fence found the session ended by this very node (a background write after
+    /// its `quit` or expiry): refused, and nothing for the node to check.
+    private struct EndedHere: Error {}
+
     /// What the database says of a fenced write's session.
-    private enum Holding { case held, leaseLapsed, ownedElsewhere }
+    private enum Holding { case held, leaseLapsed, ownedElsewhere, endedHere }
 
     /// Gives a session with no record yet a row to fence on, committed before the
     /// write's transaction begins: owned by this node, with no secret digest and no
@@ -87,15 +94,16 @@ extension DatabaseAccess {
     private static func holds(_ fence: SessionFence, on connection: PostgresConnection, logger: Logger) async throws -> Holding {
         let seconds = fence.nodeTimeout.inSeconds
         var holding = Holding.leaseLapsed
-        for try await (owned, fresh) in try await connection.query(
+        for try await (owned, endedHere, fresh) in try await connection.query(
             """
             WITH record AS (SELECT owner, ended FROM viewline_sessions WHERE lookup = \(fence.session) FOR SHARE)
             SELECT NOT EXISTS (SELECT 1 FROM record WHERE owner <> \(fence.node) OR ended),
+                   EXISTS (SELECT 1 FROM record WHERE owner = \(fence.node) AND ended),
                    EXISTS (SELECT 1 FROM viewline_nodes WHERE id = \(fence.node)
                            AND heartbeat_at > clock_timestamp() - make_interval(secs => \(seconds)))
             """, logger: logger
-        ).decode((Bool, Bool).self) {
-            holding = !fresh ? .leaseLapsed : owned ? .held : .ownedElsewhere
+        ).decode((Bool, Bool, Bool).self) {
+            holding = !fresh ? .leaseLapsed : owned ? .held : endedHere ? .endedHere : .ownedElsewhere
         }
         return holding
     }

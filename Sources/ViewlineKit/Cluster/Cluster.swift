@@ -60,6 +60,12 @@ public final class Cluster: Sendable {
         /// Lapses noticed other than by a renewal (a fenced write): a renewal that
         /// began before one does not end the reconciling it calls for.
         var lapsesNoticed = 0
+        /// Of those, the refusals for a session another node holds while this node's
+        /// lease was fresh (``ownedElsewhere(session:)``): the node checks its sessions
+        /// itself, at once, while nothing else was noticed.
+        var elsewhereNoticed = 0
+        /// That check is running (one at a time; it goes again while refusals come).
+        var checkingNow = false
         /// Left the cluster: never serves again.
         var left = false
         /// When the oldest change the batch being written holds was made (monotonic):
@@ -432,7 +438,10 @@ public final class Cluster: Sendable {
         if renewal.previousExpired {
             // Sent in time by this node's clock but run late by the database's: the
             // lease lapsed all the same, and another node may hold some sessions now.
-            lease.withLock { $0.reconciling = true }
+            lease.withLock { lease in
+                lease.reconciling = true
+                lease.lapsesNoticed &+= 1  // a check of ``ownedElsewhere(session:)`` running now leaves it to this renewal
+            }
             if !lapsed { logger.warning("this node's lease lapsed by the database's clock; checking its sessions") }
         }
         let (reconciled, noticed) = lease.withLock { (lapsed || $0.reconciling, $0.lapsesNoticed) }
@@ -480,38 +489,56 @@ public final class Cluster: Sendable {
     /// lapse committed before the refusing write saw the fresh lease. One query for
     /// all the held sessions closes the lost ones, and the node serves the rest again.
     func ownedElsewhere(session lookup: String) {
-        let noticed = lease.withLock { lease -> Int? in
+        let check = lease.withLock { lease -> Bool? in
             guard !lease.left else { return nil }
             lease.reconciling = true
             lease.lapsesNoticed &+= 1
-            return lease.lapsesNoticed
+            lease.elsewhereNoticed &+= 1
+            defer { lease.checkingNow = true }
+            return !lease.checkingNow
         }
-        guard let noticed else { return }
+        guard let check else { return }
         logger.info(
             "the database refused a write for a session another node holds now; checking this node's sessions",
             metadata: ["record": "\(lookup)"])
-        Task { await self.checkSessionsNow(noticed: noticed) }
+        if check { Task { await self.checkSessionsNow() } }
     }
 
-    /// Closes the held sessions other nodes own now and, unless another lapse was
-    /// noticed meanwhile or the lease lapsed by this node's clock, serves the rest
-    /// again without waiting for the next renewal. A check that fails leaves it to
-    /// the renewal.
-    private func checkSessionsNow(noticed: Int) async {
-        do {
-            try await closeLostSessions()
-        } catch {
-            return
-        }
-        let serving = lease.withLock { lease -> Bool in
-            guard lease.lapsesNoticed == noticed, !lease.left, let renewed = lease.renewedAt,
-                ContinuousClock.now - renewed < nodeTimeout - leaseMargin
-            else { return false }
-            lease.reconciling = false
-            return true
-        }
-        if serving, let sessions = registry.withLock({ $0.sessions }) {
-            for session in sessions.all { await session.leaseRestored() }
+    private enum CheckOutcome { case serve, again, stop }
+
+    /// Closes the held sessions other nodes own now and serves the rest again without
+    /// waiting for the next renewal, unless meanwhile a lapse other than such a
+    /// refusal was noticed (the database said the lease lapsed: the renewal's to
+    /// settle) or the lease lapsed by this node's clock. Goes again while refusals
+    /// come; a check that fails leaves it to the renewal.
+    private func checkSessionsNow() async {
+        while true {
+            let (lapses, elsewhere) = lease.withLock { ($0.lapsesNoticed, $0.elsewhereNoticed) }
+            var checked = true
+            do { try await closeLostSessions() } catch { checked = false }
+            let outcome = lease.withLock { lease -> CheckOutcome in
+                let (moreLapses, moreElsewhere) = (lease.lapsesNoticed &- lapses, lease.elsewhereNoticed &- elsewhere)
+                var outcome = CheckOutcome.stop
+                if checked, !lease.left, moreLapses == moreElsewhere {
+                    if moreElsewhere > 0 {
+                        outcome = .again
+                    } else if let renewed = lease.renewedAt, ContinuousClock.now - renewed < nodeTimeout - leaseMargin {
+                        lease.reconciling = false
+                        outcome = .serve
+                    }
+                }
+                if outcome != .again { lease.checkingNow = false }
+                return outcome
+            }
+            switch outcome {
+            case .again: continue
+            case .stop: return
+            case .serve:
+                if let sessions = registry.withLock({ $0.sessions }) {
+                    for session in sessions.all { await session.leaseRestored() }
+                }
+                return
+            }
         }
     }
 
