@@ -753,7 +753,7 @@ import ViewlineTestSupport
     /// session to be still.
     @Test(.timeLimit(.minutes(1))) func aSessionThatKeepsChangingDoesNotHoldTheLeaveBack() async throws {
         let directory = MemoryDirectory()
-        let a = try await leasedNode(directory, "10.0.0.1:7878", timeout: .seconds(10))
+        let a = try await leasedNode(directory, "10.0.0.1:7878", timeout: .seconds(30))
         let session = Session(id: "s1", application: a, output: { _ in })
         #expect(throws: Never.self) { try a.sessions.register(session).get() }
         let cluster = a.cluster!
@@ -767,7 +767,7 @@ import ViewlineTestSupport
         await cluster.leave()
         let took = ContinuousClock.now - started
         busy.cancel()
-        #expect(took < .seconds(5), "the leave took \(took), not the node timeout")
+        #expect(took < .seconds(20), "the leave took \(took), not the node timeout (30 s; a loaded test run is slow)")
         #expect(!directory.isNodeListed(cluster.nodeID), "the node left the directory")
         #expect(directory.record(SessionRegistry.split(session.token).lookup) != nil)
     }
@@ -780,8 +780,8 @@ import ViewlineTestSupport
     /// chaos run; closing only the refused one let another claimed session be served.)
     @Test(.timeLimit(.minutes(1))) func aWriteRefusedForASessionAnotherNodeHoldsChecksEverySessionAtOnce() async throws {
         let directory = MemoryDirectory()
-        let a = try await leasedNode(directory, "10.0.0.1:7878", timeout: .seconds(10))
-        let b = try await leasedNode(directory, "10.0.0.2:7878", timeout: .seconds(10))
+        let a = try await leasedNode(directory, "10.0.0.1:7878", timeout: .seconds(30))
+        let b = try await leasedNode(directory, "10.0.0.2:7878", timeout: .seconds(30))
         let cluster = a.cluster!
         let refused = Session(id: "s1", application: a, output: { _ in })
         let alsoClaimed = Session(id: "s2", application: a, output: { _ in })
@@ -797,6 +797,7 @@ import ViewlineTestSupport
             directory.hand(SessionRegistry.split(session.token).lookup, to: b.cluster!.nodeID)
         }
         let fence = SessionFence(session: SessionRegistry.split(refused.token).lookup, cluster: cluster, writes: SessionWriteOrder())
+        try await cluster.renew()  // no lease loop runs here: the lease is fresh by a's clock as the refusal comes
         fence.refusedOwnedElsewhere()
         #expect(!cluster.isServing(), "from the refusal on, the node speaks for no session")
         while !cluster.isServing() { try await Task.sleep(for: .milliseconds(5)) }
