@@ -53,9 +53,10 @@ At the end it checks, and writes a markdown report:
   (`unavailable` does not move it), so a node that missed its lapse is seen serving;
 - time from each fault to its clients working again, `unavailable` replies;
 - liveness: a session refused (`unavailable`) by a node with no fault near it (none
-  on that node within two node timeouts and a half before, none cluster-wide, no lock
-  on the session's own record) for longer than one node timeout is listed (and is a
-  violation with --strict-liveness);
+  on that node — nor on any other node that refused it in the same streak, as when
+  the client tried elsewhere meanwhile — within two node timeouts and a half before,
+  none cluster-wide, no lock on the session's own record) for longer than one node
+  timeout is listed (and is a violation with --strict-liveness);
 - each node's RSS at the start and the end.
 Exits 1 on any violation.
 """
@@ -76,7 +77,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, FrozenSet, List, Optional, Tuple
 
 NODE_TIMEOUT = 2.0          # seconds: --node-timeout of every node
 COMMAND_TIMEOUT = 6.0       # a command unanswered this long: the connection is dropped
@@ -574,13 +575,15 @@ class Client(threading.Thread):
     def refused(self, port: int) -> None:
         """An `unavailable` from the node at `port`: a refusal streak begins (or goes on)."""
         if self.refused_since is None and self.token:
-            self.refused_since = (now(), port, self.token[:16], self.served_by)
+            self.refused_since = (now(), port, self.token[:16], self.served_by, {port})
+        elif self.refused_since is not None:
+            self.refused_since[4].add(port)  # the streak went on at another node
 
     def success(self, port: Optional[int] = None) -> None:
         if self.refused_since is not None:
-            since, refused_by, lookup, home = self.refused_since
+            since, refused_by, lookup, home, ports = self.refused_since
             with self.run_state.lock:
-                self.run_state.refusals.append((since, now(), refused_by, lookup, home))
+                self.run_state.refusals.append((since, now(), refused_by, lookup, home, frozenset(ports)))
             self.refused_since = None
         self.served_by = port if port is not None else self.doing[2] or self.served_by
         self.run_state.successes += 1
@@ -1049,7 +1052,7 @@ class Run:
         self.fault_scope: List[Tuple[float, float, Optional[int], Optional[str]]] = []
         # Each time a client's session was refused (`unavailable`) until it worked
         # again: (first refusal, next success, the refusing node's port, the lookup).
-        self.refusals: List[Tuple[float, float, int, str, Optional[int]]] = []
+        self.refusals: List[Tuple[float, float, int, str, Optional[int], FrozenSet[int]]] = []
         self.end_others = {"ok": 0, "unavailable": 0, "in doubt": 0}
         self.big_records = 0   # largest session record seen during a big-records fault (bytes)
         self.current: Optional[Tuple[float, float, str]] = None   # the fault under way
@@ -1478,12 +1481,14 @@ def drive(args, run: Run, rng: random.Random, nodes: List[Node], serve_log: Serv
     # and checks its sessions: up to two node timeouts after its fault ended).
     # A fault on the node that last served the session counts too: the session's
     # owner is that node, and another node may claim it only once its lease expired.
-    def fault_near(start: float, end: float, port: int, lookup: str, home: Optional[int]) -> bool:
+    # A streak that went on at other nodes (the client tried elsewhere) counts a fault
+    # on any node that refused it as near: it is that node's refusal the client saw.
+    def fault_near(start: float, end: float, ports: frozenset, lookup: str, home: Optional[int]) -> bool:
         return any(f_start <= end and f_end >= start - RECOVERY_WINDOW
-                   and (f_port is None and f_lookup is None or f_port in (port, home) or f_lookup == lookup)
+                   and (f_port is None and f_lookup is None or f_port in ports or f_port == home or f_lookup == lookup)
                    for f_start, f_end, f_port, f_lookup in run.fault_scope)
-    streaks = [(start, end, port, lookup) for start, end, port, lookup, home in run.refusals
-               if not fault_near(start, end, port, lookup, home)]
+    streaks = [(start, end, port, lookup) for start, end, port, lookup, home, ports in run.refusals
+               if not fault_near(start, end, ports, lookup, home)]
     unrelated = sorted(end - start for start, end, _, _ in streaks)
     over = [v for v in unrelated if v > LIVENESS_BOUND]
     for start, end, port, lookup in streaks:
