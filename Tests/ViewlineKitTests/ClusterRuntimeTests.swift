@@ -819,8 +819,11 @@ import ViewlineTestSupport
         directory.lock.withLock { _ = directory.lockedRows.insert(lookup) }
         await a.cluster!.leave()
         #expect(!a.cluster!.acceptsCommands())
-        #expect(a.cluster!.hasUnwrittenRecords)
+        // The writer, given up on, may still be in its last batch (postgres-nio's do not
+        // end when cancelled): whatever it does after, it never leaves the directory.
+        try await Task.sleep(for: .milliseconds(300))
         #expect(directory.isNodeListed(a.cluster!.nodeID), "the node's row stays to age: nothing restores the session at once")
+        #expect(directory.record(lookup) == nil)
     }
 
     @Test func aBatchIsSplitIntoStatementsOfAtMostBatchBytes() {
