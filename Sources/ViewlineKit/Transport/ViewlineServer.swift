@@ -8,7 +8,7 @@ import ServiceLifecycle
 import Synchronization
 
 /// Serves view-models over TCP: accepts connections, frames lines, hands each line
-/// to its connection's ``Session`` and writes what the session sends. A new
+/// to its connection's session and writes what the session sends. A new
 /// connection's session runs on the connection's event loop (see
 /// `ClientConnection`). One client's error never reaches another.
 ///
