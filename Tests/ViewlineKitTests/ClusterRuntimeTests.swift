@@ -728,12 +728,7 @@ import ViewlineTestSupport
     /// since its last record were gone.)
     @Test(.timeLimit(.minutes(1))) func leavingWritesARecordWhoseRowWasHeldAtTheLastBatch() async throws {
         let directory = MemoryDirectory()
-        let a = try await leasedNode(directory, "10.0.0.1:7878", timeout: .seconds(2))
-        let session = Session(id: "s1", application: a, output: { _ in })
-        #expect(throws: Never.self) { try a.sessions.register(session).get() }
-        let lookup = SessionRegistry.split(session.token).lookup
-        a.cluster!.changed(session)
-        directory.lock.withLock { _ = directory.lockedRows.insert(lookup) }
+        let (a, lookup) = try await nodeWithAChangeWhoseRowIsHeld(directory)
         let release = Task {
             // The row is held while the last batch runs, and let go within the node timeout.
             while directory.lock.withLock({ directory.writes[lookup] ?? 0 }) == 0 { try await Task.sleep(for: .milliseconds(5)) }
@@ -811,12 +806,7 @@ import ViewlineTestSupport
     /// restored from their last records.
     @Test(.timeLimit(.minutes(1))) func leavingWithARecordStillUnwrittenAtTheNodeTimeoutLeavesTheLeaseToAge() async throws {
         let directory = MemoryDirectory()
-        let a = try await leasedNode(directory, "10.0.0.1:7878", timeout: .seconds(2))
-        let session = Session(id: "s1", application: a, output: { _ in })
-        #expect(throws: Never.self) { try a.sessions.register(session).get() }
-        let lookup = SessionRegistry.split(session.token).lookup
-        a.cluster!.changed(session)
-        directory.lock.withLock { _ = directory.lockedRows.insert(lookup) }
+        let (a, lookup) = try await nodeWithAChangeWhoseRowIsHeld(directory)
         await a.cluster!.leave()
         #expect(!a.cluster!.acceptsCommands())
         // The writer, given up on, may still be in its last batch (postgres-nio's do not
@@ -899,6 +889,18 @@ import ViewlineTestSupport
     }
 
     /// A node with a short timeout, for lease tests.
+    /// A node (2 s node timeout) with one session changed since its last record, whose
+    /// record row another transaction holds; and that row's lookup.
+    func nodeWithAChangeWhoseRowIsHeld(_ directory: MemoryDirectory) async throws -> (Application, String) {
+        let a = try await leasedNode(directory, "10.0.0.1:7878", timeout: .seconds(2))
+        let session = Session(id: "s1", application: a, output: { _ in })
+        #expect(throws: Never.self) { try a.sessions.register(session).get() }
+        let lookup = SessionRegistry.split(session.token).lookup
+        a.cluster!.changed(session)
+        directory.lock.withLock { _ = directory.lockedRows.insert(lookup) }
+        return (a, lookup)
+    }
+
     func leasedNode(_ directory: MemoryDirectory, _ address: String, timeout: Duration) async throws -> Application {
         let cluster = Cluster(directory: directory, address: address, nodeTimeout: timeout)
         try await cluster.renew()
