@@ -728,7 +728,8 @@ import ViewlineTestSupport
     /// since its last record were gone.)
     @Test(.timeLimit(.minutes(1))) func leavingWritesARecordWhoseRowWasHeldAtTheLastBatch() async throws {
         let directory = MemoryDirectory()
-        let (a, lookup) = try await nodeWithAChangeWhoseRowIsHeld(directory)
+        // A node timeout a loaded test run cannot use up while the row is held 300 ms.
+        let (a, lookup) = try await nodeWithAChangeWhoseRowIsHeld(directory, timeout: .seconds(15))
         let release = Task {
             // The row is held while the last batch runs, and let go within the node timeout.
             while directory.lock.withLock({ directory.writes[lookup] ?? 0 }) == 0 { try await Task.sleep(for: .milliseconds(5)) }
@@ -806,7 +807,7 @@ import ViewlineTestSupport
     /// restored from their last records.
     @Test(.timeLimit(.minutes(1))) func leavingWithARecordStillUnwrittenAtTheNodeTimeoutLeavesTheLeaseToAge() async throws {
         let directory = MemoryDirectory()
-        let (a, lookup) = try await nodeWithAChangeWhoseRowIsHeld(directory)
+        let (a, lookup) = try await nodeWithAChangeWhoseRowIsHeld(directory, timeout: .seconds(2))
         await a.cluster!.leave()
         #expect(!a.cluster!.acceptsCommands())
         // The writer, given up on, may still be in its last batch (postgres-nio's do not
@@ -888,11 +889,10 @@ import ViewlineTestSupport
         #expect(record["nextAlert"]?.intValue == 2)
     }
 
-    /// A node with a short timeout, for lease tests.
-    /// A node (2 s node timeout) with one session changed since its last record, whose
-    /// record row another transaction holds; and that row's lookup.
-    func nodeWithAChangeWhoseRowIsHeld(_ directory: MemoryDirectory) async throws -> (Application, String) {
-        let a = try await leasedNode(directory, "10.0.0.1:7878", timeout: .seconds(2))
+    /// A node with one session changed since its last record, whose record row
+    /// another transaction holds; and that row's lookup.
+    func nodeWithAChangeWhoseRowIsHeld(_ directory: MemoryDirectory, timeout: Duration) async throws -> (Application, String) {
+        let a = try await leasedNode(directory, "10.0.0.1:7878", timeout: timeout)
         let session = Session(id: "s1", application: a, output: { _ in })
         #expect(throws: Never.self) { try a.sessions.register(session).get() }
         let lookup = SessionRegistry.split(session.token).lookup
@@ -901,6 +901,7 @@ import ViewlineTestSupport
         return (a, lookup)
     }
 
+    /// A leased node with the given node timeout, for lease tests.
     func leasedNode(_ directory: MemoryDirectory, _ address: String, timeout: Duration) async throws -> Application {
         let cluster = Cluster(directory: directory, address: address, nodeTimeout: timeout)
         try await cluster.renew()
