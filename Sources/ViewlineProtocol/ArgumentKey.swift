@@ -15,7 +15,7 @@
 public struct ArgumentKey<Value: Sendable>: Sendable {
     /// The declaration: what `help`, the inline parsing and the JSON checking use.
     public let argument: Argument
-    private let read: @Sendable (Arguments) -> Value
+    @usableFromInline let read: @Sendable (Arguments) -> Value
 
     private init(_ argument: Argument, read: @escaping @Sendable (Arguments) -> Value) {
         self.argument = argument
@@ -26,9 +26,6 @@ public struct ArgumentKey<Value: Sendable>: Sendable {
     public func described(_ summary: String) -> ArgumentKey {
         ArgumentKey(argument.described(summary), read: read)
     }
-
-    /// The argument's value in `arguments`.
-    func value(in arguments: Arguments) -> Value { read(arguments) }
 }
 
 extension ArgumentKey where Value == String {
@@ -74,5 +71,5 @@ extension ArgumentKey where Value == [String: String] {
 
 extension Arguments {
     /// The value of a declared argument, typed by what it takes.
-    public subscript<Value>(_ key: ArgumentKey<Value>) -> Value { key.value(in: self) }
+    @inlinable public subscript<Value>(_ key: ArgumentKey<Value>) -> Value { key.read(self) }
 }

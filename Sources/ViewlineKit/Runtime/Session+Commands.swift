@@ -192,18 +192,25 @@ extension Session {
     /// `answeredEarly`: its connection already got an answer for it (``answerUnfinished(_:on:with:)``),
     /// just before its `bye`: nothing more goes to it.
     private func finished(
-        _ request: Request, _ answer: Reply, command: AnyCommand?, started: Start, from connection: Int, holding: Bool,
+        _ request: Request, _ outcome: consuming Reply, command: AnyCommand?, started: Start, from connection: Int, holding: Bool,
         answeredEarly: Bool = false
     ) -> Step {
         // A command that finished after this node lost its lease answers `unavailable`,
-        // never its (possibly stale) result.
-        var answer = answer
-        if case .replied = answer {} else if !(leased || replyIsDurable) { answer = .failure(Cluster.noLease) }
+        // never its (possibly stale) result. (The reply is moved, not copied: an
+        // encoded result's parts are retained once.)
+        let answer: Reply
+        if leased || replyIsDurable {
+            answer = outcome
+        } else if case .replied = outcome {
+            answer = outcome
+        } else {
+            answer = .failure(Cluster.noLease)
+        }
         replyIsDurable = false
         if holding { commandsRunning -= 1 }
         var step = Step.next
         var failed: String?
-        switch answer {
+        switch consume answer {
         case .result(let result):
             if !answeredEarly { reply(to: connection, .reply(re: request.id, result: .success(result))) }
         case .encoded(let result):
