@@ -243,14 +243,21 @@ public struct PostgresSessionDirectory: SessionDirectory {
             refused: lookups.filter { !done.contains($0) && !skipped.contains($0) }, skipped: lookups.filter { skipped.contains($0) })
     }
 
-    public func liveNodes(nodeTimeout: Duration) async throws -> Int? {
+    public func liveNodes(nodeTimeout: Duration) async throws -> [ClusterNode]? {
         try await database.collect(
             """
-            SELECT count(*)::int8 FROM viewline_nodes
+            SELECT id, address, web FROM viewline_nodes
             WHERE heartbeat_at > clock_timestamp() - make_interval(secs => \(nodeTimeout.inSeconds))
+            ORDER BY id LIMIT \(Self.liveNodesListed)
             """, timeout: statementTimeout
-        ) { row in Int(try row.decode(Int64.self)) }.first
+        ) { row in
+            let (id, address, web) = try row.decode((String, String, String).self)
+            return ClusterNode(id: id, address: address, web: web)
+        }
     }
+
+    /// At most this many live nodes are listed (a bound on what one renewal reads).
+    static let liveNodesListed = 1_000
 
     public func find(lookup: String, nodeTimeout: Duration) async throws -> SessionLocation? {
         try await database.collect(

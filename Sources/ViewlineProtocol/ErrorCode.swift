@@ -57,9 +57,10 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConve
     public static let unknownService = ErrorCode("unknown_service", meaning: "`fault` named a backend service that does not exist.")
     /// `timeout`: `wait` timed out before the session settled.
     public static let timeout = ErrorCode("timeout", meaning: "`wait` timed out before the session settled.")
-    /// `bad_token`: `attach` named a session token that is unknown, expired or wrong (which one is not said).
+    /// `bad_token`: `attach` named a session token that is unknown, expired or wrong (which one is not said), or `inspector` a wrong inspector token.
     public static let badToken = ErrorCode(
-        "bad_token", meaning: "`attach` named a session token that is unknown, expired or wrong (which one is not said).")
+        "bad_token",
+        meaning: "`attach` named a session token that is unknown, expired or wrong (which one is not said), or `inspector` a wrong inspector token.")
     /// `attach_throttled`: Too many failed `attach` attempts from this address; the message says how long to wait.
     public static let attachThrottled = ErrorCode(
         "attach_throttled", meaning: "Too many failed `attach` attempts from this address; the message says how long to wait.")

@@ -26,6 +26,10 @@ struct ViewlineServerCommand: AsyncParsableCommand {
     @Flag(help: "Enable admin commands (`fault`).") var admin = false
     @Option(
         help: ArgumentHelp(
+            "A file whose first line is the inspector token (16+ characters): /inspect and `inspect`/`info` for a connection that gives it, without --admin.",
+            valueName: "file")) var inspectorTokenFile: String?
+    @Option(
+        help: ArgumentHelp(
             "Event loop threads serving connections and sessions; the core count by default. On a machine the load generator shares, 1 may serve more.",
             valueName: "n")) var eventLoops: Int?
     @Option(
@@ -106,6 +110,21 @@ struct ViewlineServerCommand: AsyncParsableCommand {
             "text (for people) or json (one object per line: time, level, message and every field such as session, cmd, peer, code).",
             valueName: "format")) var logFormat = "text"
 
+    /// The token in `path`'s first line (surrounding white space dropped): kept off
+    /// the command line, where every user of the host can read it.
+    static func inspectorToken(from path: String) throws -> String {
+        let text: String
+        do { text = try String(contentsOfFile: path, encoding: .utf8) } catch {
+            throw ValidationError("--inspector-token-file: cannot read \(path): \(error.localizedDescription)")
+        }
+        let token = String(text.split(separator: "\n", maxSplits: 1, omittingEmptySubsequences: false).first ?? "")
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        guard token.utf8.count >= Application.shortestInspectorToken else {
+            throw ValidationError("--inspector-token-file: the token has fewer than \(Application.shortestInspectorToken) characters")
+        }
+        return token
+    }
+
     func validate() throws {
         guard (0...65535).contains(port) else { throw ValidationError("--port must be between 0 and 65535") }
         if let eventLoops, !(1...256).contains(eventLoops) { throw ValidationError("--event-loops must be between 1 and 256") }
@@ -159,6 +178,7 @@ struct ViewlineServerCommand: AsyncParsableCommand {
         configuration.host = host
         configuration.port = port
         configuration.admin = admin
+        if let inspectorTokenFile { configuration.inspectorToken = try Self.inspectorToken(from: inspectorTokenFile) }
         configuration.maximumLineBytes = maxLineBytes
         configuration.maximumClients = maxClients
         if let tlsCert, let tlsKey { configuration.tls = try TLS(certificateChainFile: tlsCert, privateKeyFile: tlsKey) }

@@ -33,8 +33,9 @@ def free_port() -> int:
 class Server:
     """viewline-server on fixed free ports (so a restart comes back on them)."""
 
-    def __init__(self, extra: Optional[List[str]] = None, web_port: Optional[int] = None):
+    def __init__(self, extra: Optional[List[str]] = None, web_port: Optional[int] = None, admin: bool = True):
         self.extra = extra or []
+        self.admin = admin
         self.port = free_port()
         self.web_port = web_port or free_port()
         self.process: Optional[subprocess.Popen] = None
@@ -48,10 +49,13 @@ class Server:
     def start(self) -> None:
         self.process = subprocess.Popen(
             [SERVER, "--port", str(self.port), "--web-port", str(self.web_port), "--db", ":memory:",
-             "--demo", "--admin", "--log-level", "warning", *self.extra],
+             "--demo", *(["--admin"] if self.admin else []), "--log-level", "warning", *self.extra],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        # `listening on`, then `web on` (a `metrics on` line may come between).
         first = self.process.stdout.readline().decode()
         second = self.process.stdout.readline().decode()
+        if second.startswith("metrics on"):
+            second = self.process.stdout.readline().decode()
         assert first.startswith("listening on") and second.startswith("web on"), (first, second)
 
     def tcp(self) -> LineClient:

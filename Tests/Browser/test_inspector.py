@@ -5,6 +5,7 @@ axe-core and works by keyboard alone; a server without --admin serves none of it
 from __future__ import annotations
 
 import subprocess
+import time
 import urllib.error
 import urllib.request
 
@@ -65,6 +66,56 @@ def test_the_charts_follow_the_node_and_the_page_is_clean_and_keyboard_driven(pa
     wait(page, lambda: page.find_element(By.ID, "session-section").is_displayed())
     wait(page, lambda: timeline(page))
     assert_clean(page, "a session's timeline")
+
+
+def test_latency_charts_move_under_load_on_a_server_that_records_metrics(page):
+    server = Server(extra=["--metrics-port", str(free_port())])
+    try:
+        inspector(page, server)
+        tcp = server.tcp()
+        caption = lambda name: page.find_element(By.CSS_SELECTOR, f"#chart-{name} figcaption").text
+        wait(page, lambda: page.find_elements(By.ID, "chart-p99"))
+        # Searches for a few seconds: every second's p50 and p99 come from the commands
+        # run in it, so the lines leave zero.
+        for attempt in range(40):
+            tcp.command(f"search pizza {attempt}")
+            tcp.command("state search")
+            if "peak 0 ms" not in caption("p99") and "peak 0 ms" not in caption("p50"):
+                break
+            time.sleep(0.1)
+        wait(page, lambda: "peak 0 ms" not in caption("p99"))
+        assert caption("p50").startswith("p50 command latency: "), caption("p50")
+        assert caption("rate").startswith("commands/s: "), caption("rate")
+    finally:
+        for client in server.clients:
+            client.sock.close()
+        server.stop()
+
+
+def test_an_inspector_token_opens_the_inspector_without_admin(page, tmp_path):
+    token_file = tmp_path / "inspector-token"
+    token_file.write_text("a5c1f0e2d3b4a5968778695a4b3c2d1e\n")
+    server = Server(extra=["--inspector-token-file", str(token_file)], admin=False)
+    try:
+        tcp = server.tcp()
+        assert tcp.command("fault search")["error"]["code"] == "admin_disabled"
+        inspector(page, server)
+        field = wait(page, lambda: (found := named(page, "input", "Token")) and found.is_displayed() and found)
+        field.send_keys("not-the-token-at-all", Keys.ENTER)
+        wait(page, lambda: "not this server's inspector token" in page.find_element(By.ID, "token-error").text)
+        field.send_keys("a5c1f0e2d3b4a5968778695a4b3c2d1e", Keys.ENTER)
+        session = tcp.welcome["session"]
+        wait(page, lambda: named(page, "button", f"inspect session {session}"))
+        assert not page.find_element(By.ID, "token-form").is_displayed()
+        assert_clean(page, "the inspector after its token")
+        # The token never reaches the page's address or a timeline.
+        assert "a5c1f0e2" not in page.current_url
+        named(page, "button", f"inspect session {session}").click()
+        assert "a5c1f0e2" not in page.find_element(By.TAG_NAME, "body").text
+    finally:
+        for client in server.clients:
+            client.sock.close()
+        server.stop()
 
 
 def test_hostile_strings_in_a_timeline_stay_text(page, server: Server):

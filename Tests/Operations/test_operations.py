@@ -121,7 +121,7 @@ def test_readyz_is_503_while_the_database_is_down_and_200_when_it_is_back():
     try:
         process = subprocess.Popen(
             [SERVER, "--port", "0", "--metrics-port", "0", "--postgres", pg.new_database(), "--node-timeout", "2",
-             "--demo", "--log-level", "error"], stdout=subprocess.PIPE)
+             "--demo", "--admin", "--log-level", "error"], stdout=subprocess.PIPE)
         process_port = process.stdout.readline().decode().rsplit(":", 1)[1]
         base = process.stdout.readline().decode().split()[-1].rsplit("/", 1)[0]
         assert status(base + "/readyz") == (200, "ready\n")
@@ -141,6 +141,10 @@ def test_readyz_is_503_while_the_database_is_down_and_200_when_it_is_back():
         assert samples[("viewline_cluster_records_per_batch_count", ())] > 0
         assert samples[("viewline_cluster_lease_valid", ())] == 1
         assert samples[("viewline_cluster_nodes_live", ())] == 1  # this node, alone
+        cluster = client.command("info")["result"]["cluster"]
+        assert cluster["liveNodes"] == 1 and [node["node"] for node in cluster["nodes"]] == [cluster["node"]]
+        assert cluster["nodes"][0]["address"].endswith(":" + process_port.strip())
+        assert 0 <= cluster["recordLagSeconds"] < 2  # written within the node timeout
 
         def wait_for(code: int) -> str:
             deadline = time.monotonic() + 15
@@ -174,7 +178,12 @@ def test_info_groups_the_figures_and_slowlog_names_commands_never_arguments():
         assert a.command("login alice wonderland")["ok"]
         assert a.command("search pizza")["ok"]
         info = a.command("info")["result"]
-        assert set(info) == {"server", "clients", "sessions", "commands", "cluster"}
+        assert set(info) == {"server", "clients", "sessions", "commands", "latency", "cluster"}
+        # Every command's latency as one cumulative histogram: login and search so far.
+        latency = info["latency"]
+        assert len(latency["cumulative"]) == len(latency["bucketsSeconds"]) + 1
+        assert latency["cumulative"] == sorted(latency["cumulative"]) and latency["cumulative"][-1] == 2
+        assert latency["bucketsSeconds"][0] == 0.0001
         assert info["clients"]["connected"] == 1 and info["clients"]["byTransport"]["tcp"] == 1
         assert info["sessions"]["live"] == 1 and info["sessions"]["attached"] == 1
         assert info["commands"]["login"] == {"ok": 1} and info["commands"]["search"] == {"ok": 1}

@@ -26,12 +26,28 @@ enum Vault: ViewModel {
 /// `inspect`: the node's sessions, and one session's timeline, events and states at
 /// any rev the event log still reaches — with no secret in the clear.
 @Suite struct InspectTests {
-    func application(admin: Bool = true) -> Application {
+    func application(admin: Bool = true, inspectorToken: String? = nil) -> Application {
         var services = Services()
         services.adder = FakeAdder()
         var configuration = ServerConfiguration()
         configuration.admin = admin
+        configuration.inspectorToken = inspectorToken
         return Application([Counter.self, Vault.self], services: services, configuration: configuration)
+    }
+
+    /// The replies to `lines`, sent in turn from one connection of `session`.
+    func replies(to lines: [String], on session: Session, connection: Int = 9) async throws -> [Result<JSON, ProtocolError>] {
+        let replies = Mutex<[Result<JSON, ProtocolError>]>([])
+        await session.connect(
+            SessionConnection(
+                send: { message in if case .reply(_, let result) = message { replies.withLock { $0.append(result) } } }, close: {}),
+            as: connection)
+        for line in lines {
+            let request = try #require(RequestDecoder.decode(line: line, commands: session.application.commands)).get()
+            _ = await session.handle(request, from: connection)
+        }
+        await session.detach(connection)
+        return replies.withLock { $0 }
     }
 
     func inspect(_ line: String, on session: Session) async throws -> JSON {
@@ -140,10 +156,61 @@ enum Vault: ViewModel {
         #expect(call["durationMs"]?.doubleValue != nil)
     }
 
+    /// A server started with an inspector token and no `--admin` records timelines, and
+    /// opens `inspect` and `info` to a connection that gives the token — that
+    /// connection alone, and none of the other admin commands.
+    @Test func anInspectorTokenOpensTheInspectorsCommandsToItsConnectionAlone() async throws {
+        let token = "0123456789abcdef-inspector"
+        let application = application(admin: false, inspectorToken: token)
+        let session = Session(id: "s1", application: application, output: { _ in })
+        _ = try application.sessions.register(session).get()
+        _ = await session.send("increment")
+        let before = try await replies(to: ["inspect"], on: session)
+        #expect(before.first?.failure?.code == .adminDisabled)
+        #expect(before.first?.failure?.message.contains("inspector <token>") == true)
+        let given = try await replies(to: ["inspector \(token)", "inspect s1", "info", "fault search", "sessions"], on: session)
+        #expect(try given[0].get() == ["inspector": true])
+        #expect(try given[1].get()["recording"] == true)
+        #expect(try given[1].get()["timeline"]?.arrayValue?.isEmpty == false)
+        #expect(try given[2].get()["sessions"]?["live"] == 1)
+        #expect(given[3].failure?.code == .adminDisabled, "fault stays an admin command")
+        #expect(given[4].failure?.code == .adminDisabled)
+        // Another connection (and the same number once it left) must give it again.
+        #expect(try await replies(to: ["info"], on: session, connection: 10).first?.failure?.code == .adminDisabled)
+        #expect(try await replies(to: ["info"], on: session).first?.failure?.code == .adminDisabled)
+    }
+
+    /// A wrong token is `bad_token` after a second, and is never recorded in the clear.
+    @Test func aWrongInspectorTokenIsRefusedAndNeverRecorded() async throws {
+        let application = application(admin: false, inspectorToken: "0123456789abcdef-inspector")
+        let session = Session(id: "s1", application: application, output: { _ in })
+        let started = ContinuousClock.now
+        let replies = try await replies(to: ["inspector guess-0123456789", "inspect"], on: session)
+        #expect(ContinuousClock.now - started >= Session.wrongInspectorTokenDelay)
+        #expect(replies[0].failure?.code == .badToken && replies[1].failure?.code == .adminDisabled)
+        let timeline = await session.inspection(from: nil)["timeline"]
+        #expect(!"\(timeline ?? .null)".contains("guess-0123456789"))
+        #expect("\(timeline ?? .null)".contains("inspector"))
+    }
+
+    @Test func aServerWithoutAnInspectorTokenOrAdminRefusesTheToken() async throws {
+        let session = Session(id: "s1", application: application(admin: false), output: { _ in })
+        let replies = try await replies(to: ["inspector 0123456789abcdef"], on: session)
+        #expect(replies.first?.failure?.code == .adminDisabled)
+    }
+
     @Test func aServerWithoutAdminKeepsNoTimeline() async throws {
         let application = application(admin: false)
         let session = Session(id: "s1", application: application, output: { _ in })
         _ = await session.send("increment")
         #expect(await session.inspection(from: nil)["recording"] == false)
+    }
+}
+
+extension Result where Failure == ProtocolError {
+    /// The error of a failed reply; `nil` for a result.
+    fileprivate var failure: ProtocolError? {
+        if case .failure(let error) = self { return error }
+        return nil
     }
 }

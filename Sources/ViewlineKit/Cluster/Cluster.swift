@@ -148,8 +148,8 @@ public final class Cluster: Sendable {
     /// on each: two connections attaching to the same orphaned session at once share
     /// one restore (the first runs it; the others wait for it to end).
     private let inFlight = Mutex<[String: [CheckedContinuation<Void, Never>]]>([:])
-    /// Nodes with a valid lease, as last counted (−1: not yet, or the directory cannot tell).
-    private let liveNodeCount = Atomic<Int>(-1)
+    /// Nodes with a valid lease, as last listed (`nil`: not yet, or the directory cannot tell).
+    private let liveNodeList = Mutex<[ClusterNode]?>(nil)
     private let logger: Logger
 
     /// - Parameters:
@@ -402,18 +402,23 @@ public final class Cluster: Sendable {
         return stepDown
     }
 
-    /// How many nodes held a valid lease at the last count (one a lease renewal,
-    /// counted beside the renewal, never delaying it); `nil` before the first count
-    /// or when the directory cannot tell.
-    public var liveNodes: Int? {
-        let count = liveNodeCount.load(ordering: .relaxed)
-        return count >= 0 ? count : nil
+    /// The nodes that held a valid lease at the last look (one a lease renewal,
+    /// listed beside the renewal, never delaying it), this one included; `nil` before
+    /// the first look or when the directory cannot tell.
+    public var liveNodes: [ClusterNode]? {
+        liveNodeList.withLock { $0 }
     }
 
     private func countLiveNodes() async {
-        if let count = try? await directory.liveNodes(nodeTimeout: nodeTimeout) {
-            liveNodeCount.store(count, ordering: .relaxed)
+        if let nodes = try? await directory.liveNodes(nodeTimeout: nodeTimeout) {
+            liveNodeList.withLock { $0 = nodes }
         }
+    }
+
+    /// How long the oldest change not yet in a written record has waited (zero when
+    /// every record is written): the record lag the inspector charts.
+    func recordLag(now: ContinuousClock.Instant = .now) -> Duration {
+        dirty.withLock { $0.since }.map { now - $0 } ?? .zero
     }
 
     /// The sessions this node holds: what a lapse is reconciled against.

@@ -67,14 +67,14 @@ public protocol SessionDirectory: Sendable {
     /// could not renew its lease). A lookup with no record is not lost: no other
     /// node could have restored it.
     func lost(_ lookups: [String], by node: ClusterNode) async throws -> [String]
-    /// How many nodes hold a lease younger than `nodeTimeout` now (this one
-    /// included): the cluster's `live nodes` figure. `nil` when the directory cannot
-    /// tell (the default).
-    func liveNodes(nodeTimeout: Duration) async throws -> Int?
+    /// The nodes that hold a lease younger than `nodeTimeout` now (this one
+    /// included), by id: the cluster's `live nodes` figure and the inspector's links
+    /// to the other nodes. `nil` when the directory cannot tell (the default).
+    func liveNodes(nodeTimeout: Duration) async throws -> [ClusterNode]?
 }
 
 extension SessionDirectory {
-    public func liveNodes(nodeTimeout: Duration) async throws -> Int? { nil }
+    public func liveNodes(nodeTimeout: Duration) async throws -> [ClusterNode]? { nil }
 }
 
 /// What ``SessionDirectory/save(_:)`` did not write, by lookup.

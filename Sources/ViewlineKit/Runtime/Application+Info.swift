@@ -31,16 +31,27 @@ extension Application {
                         (name, .object(JSONObject(outcomes.sorted { $0.key < $1.key }.map { ($0.key, .int($0.value)) })))
                     }))
         }
+        var latency: JSON = .null
+        if let histogram = metrics?.latency {
+            latency = [
+                "bucketsSeconds": .array(histogram.boundsSeconds.map { .double($0) }), "cumulative": .array(histogram.cumulative.map { .int($0) }),
+            ]
+        }
         var clusterGroup: JSON = .null
         if let cluster {
+            let lag = cluster.recordLag()
             clusterGroup = [
                 "node": .string(cluster.nodeID), "leaseValid": .bool(cluster.isServing()),
-                "liveNodes": cluster.liveNodes.map { .int($0) } ?? .null,
+                "liveNodes": cluster.liveNodes.map { .int($0.count) } ?? .null,
+                "nodes": cluster.liveNodes.map { nodes in
+                    .array(nodes.map { ["node": .string($0.id), "address": .string($0.address), "web": .string($0.web)] })
+                } ?? .null,
+                "recordLagSeconds": .double(Double(lag.components.seconds) + Double(lag.components.attoseconds) / 1e18),
             ]
         }
         return [
             "server": .object(server), "clients": .object(clients), "sessions": .object(sessionsGroup),
-            "commands": commands, "cluster": clusterGroup,
+            "commands": commands, "latency": latency, "cluster": clusterGroup,
         ]
     }
 }

@@ -57,6 +57,10 @@ public final class Application: Sendable {
     public let slowLog: SlowLog
     /// Event loops serving this application (`info`): set by the server that runs it.
     let eventLoopCount = Atomic<Int>(System.coreCount)
+    /// The shortest inspector token a server takes: 16 characters (a guess in 2^64
+    /// at the very least, where each try costs a round trip).
+    public static let shortestInspectorToken = 16
+
     /// When this application started (`info`'s uptime).
     public let startedAt = ContinuousClock.now
     /// Where a command's unexpected error goes, with its session and command (the
@@ -66,8 +70,11 @@ public final class Application: Sendable {
     /// Whether each command is logged (debug level): checked once, not per command.
     let logsCommands: Bool
     /// Whether sessions keep a timeline for the inspector (`inspect`): on a server with
-    /// admin commands.
+    /// admin commands or an inspector token.
     let inspects: Bool
+    /// SHA-256 of the inspector token (``ServerConfiguration/inspectorToken``), the
+    /// only form it is kept in; `nil` without one.
+    let inspectorTokenDigest: [UInt8]?
     /// Connections open now by transport, kept by the server (`info`, `/metrics`).
     public let connections = ConnectionCounts()
     let helpResult: JSON
@@ -97,7 +104,13 @@ public final class Application: Sendable {
         let slowCommandThreshold = configuration.slowCommandThreshold
         self.logger = logger
         logsCommands = logger.logLevel <= .debug
-        inspects = configuration.admin
+        inspects = configuration.admin || configuration.inspectorToken != nil
+        if let token = configuration.inspectorToken {
+            precondition(token.utf8.count >= Self.shortestInspectorToken, "an inspector token has at least \(Self.shortestInspectorToken) characters")
+            inspectorTokenDigest = Cluster.digest(Array(token.utf8))
+        } else {
+            inspectorTokenDigest = nil
+        }
         var views: [ViewDescription] = []
         var modelCommands: [AnyCommand] = []
         var backends: [Backend] = []

@@ -196,11 +196,29 @@ public final class ServerMetrics: Sendable {
         eventLoops.record(eventLoopCount)
         if let cluster {
             clusterServing?.record(cluster.isServing() ? 1 : 0)
-            if let live = cluster.liveNodes { clusterLiveNodes?.record(live) }
+            if let live = cluster.liveNodes { clusterLiveNodes?.record(live.count) }
         }
         var out = registry.emitToBuffer()
         writeTallies(into: &out)
         return out
+    }
+
+    /// Every command's latencies together, as a histogram: the bucket bounds in
+    /// seconds, and how many commands took at most each bound, then how many ran in
+    /// all (cumulative, like `/metrics`' `_bucket` series). What the inspector's
+    /// latency charts read (two readings a second apart give that second's p50/p99).
+    var latency: (boundsSeconds: [Double], cumulative: [Int]) {
+        var buckets = [Int](repeating: 0, count: Self.latencyBounds.count + 1)
+        for name in commandNames {
+            let base = commandSlots[name]!
+            for bucket in buckets.indices { buckets[bucket] += tally.sum(base + bucket) }
+        }
+        var total = 0
+        let cumulative = buckets.map { count in
+            total += count
+            return total
+        }
+        return (Self.latencyBounds.map { Double($0) / 1e9 }, cumulative)
     }
 
     /// The sharded figures in the Prometheus text format, after the registry's (which

@@ -132,6 +132,29 @@ extension Session {
         ) { session, args async throws in try await inspect(from: session, args) },
         AnyCommand(
             spec: CommandSpec(
+                "inspector",
+                summary: "Give the server's inspector token: this connection may then run inspect and info.",
+                arguments: [BuiltInArgument.inspectorToken.argument], example: "inspector 6f1d…9a"
+            )
+        ) { session, args async throws in
+            guard let connection = Session.commandConnection else {
+                throw ProtocolError(.badToken, "inspector needs a connection of its own")
+            }
+            if session.application.admin { return ["inspector": true] }  // every admin command is open already
+            guard let digest = session.application.inspectorTokenDigest else {
+                throw ProtocolError(.adminDisabled, "this server has no inspector; start it with --inspector-token-file or --admin")
+            }
+            guard SessionRegistry.constantTimeEqual(Cluster.digest(Array(args[BuiltInArgument.inspectorToken].utf8)), digest) else {
+                session.logger.warning("a wrong inspector token", metadata: ["connection": "\(connection)"])
+                // A wrong guess costs its connection a second (its next line waits behind it).
+                try? await Task.sleep(for: Session.wrongInspectorTokenDelay)
+                throw ProtocolError(.badToken, "that is not this server's inspector token")
+            }
+            session.inspectorConnections.insert(connection)
+            return ["inspector": true]
+        },
+        AnyCommand(
+            spec: CommandSpec(
                 "slowlog", summary: "The newest commands slower than the server's threshold, newest first (default 10, at most 128; admin only).",
                 arguments: [BuiltInArgument.slowCount.argument],
                 example: "slowlog 5", adminOnly: true
@@ -224,6 +247,9 @@ extension Session {
         }
         return inspection
     }
+
+    /// How long a wrong `inspector` token keeps its connection waiting.
+    static let wrongInspectorTokenDelay = Duration.seconds(1)
 
     /// `state`'s result, from the states' kept encodings: the reply copies their bytes.
     private static func stateResult(in session: isolated Session, _ args: Arguments) throws -> EncodedResult {

@@ -171,6 +171,7 @@ extension Session {
     package func detach(_ number: Int) {
         let before = connections.count
         connections[number] = nil
+        inspectorConnections.remove(number)
         _ = held.end(number)
         note(.connection(number, what: "detach"))
         connectionCountChanged(from: before)
@@ -203,6 +204,7 @@ extension Session {
             connection.send(.bye(.revoked))
             connection.close()
             connections[number] = nil
+            inspectorConnections.remove(number)
             _ = held.end(number)
             note(.connection(number, what: "bye revoked"))
             ended += 1

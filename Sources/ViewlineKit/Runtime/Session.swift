@@ -97,6 +97,9 @@ package actor Session {
     /// The command being finished was recorded durably before its reply (`end-others`
     /// once its token is recorded): its reply goes out even if the lease lapsed since.
     var replyIsDurable = false
+    /// The connections that gave the inspector token (`inspector`): they may run the
+    /// inspector's commands while they stay on this session.
+    var inspectorConnections: Set<Int> = []
 
     // Alerts (see Session+Alerts.swift).
     var nextAlertNumber = 1

@@ -8,6 +8,12 @@ public struct ServerConfiguration: Sendable {
     public var port = 7878
     /// Enables admin commands (`fault`).
     public var admin = false
+    /// A secret that opens the inspector on a server without ``admin``: the page at
+    /// `/inspect` is served, sessions keep their timelines, and a connection that
+    /// gives it (`inspector <token>`) may run the inspector's read-only commands
+    /// (`inspect`, `info`), never the other admin commands. At least 16 characters
+    /// (a random one: `openssl rand -hex 16`); `nil` for none.
+    public var inspectorToken: String?
     /// Longest accepted line; longer ones get `line_too_long`.
     public var maximumLineBytes = 64 * 1024
     /// Most connections open at once; one more is told `bye` ("max clients

@@ -360,7 +360,7 @@ public final class ViewlineServer: Service, Sendable {
                         try tls.addServerHandlers(to: channel.pipeline.syncOperations)
                     }
                     let guarded = HTTPConnectionGuard(admission: admission, timeout: timeout)
-                    let page = WebPageHandler(origins: origins, inspector: application.admin)
+                    let page = WebPageHandler(origins: origins, inspector: application.inspects)
                     let upgrader = WebSocketUpgrader(
                         shouldUpgrade: { channel, head in
                             head.uri.split(separator: "?").first == "/ws" && origins.acceptsHost(head)

@@ -1,4 +1,4 @@
-// The inspector (/inspect, on a server started with --admin): the node's sessions,
+// The inspector (/inspect, on a server started with --admin or an inspector token): the node's sessions,
 // one session's timeline with each display as a diff and its views at any rev the
 // event log still holds, and live charts of the node's vital signs. It speaks the
 // protocol like any client, over this origin's /ws, with the admin commands
@@ -20,9 +20,12 @@ const pending = new Map();
 
 function connect() {
   socket = new WebSocket(`${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/ws`);
-  socket.addEventListener("open", () => {
+  socket.addEventListener("open", async () => {
     status.textContent = "connected";
     status.dataset.state = "connected";
+    // A new connection gives the token again (it opens the inspector per connection).
+    const token = sessionStorage.getItem(tokenKey);
+    if (token) await giveToken(token);
   });
   socket.addEventListener("close", () => {
     status.textContent = "disconnected; reconnecting…";
@@ -42,18 +45,84 @@ function connect() {
 }
 
 function command(line) {
+  return socketCommand({ line });
+}
+
+// A JSON command (`{cmd, args}` or `{line}`), its reply matched by id.
+function socketCommand(body) {
   if (!socket || socket.readyState !== WebSocket.OPEN) return Promise.resolve(null);
   const id = nextId++;
   return new Promise((resolve) => {
     pending.set(id, resolve);
-    socket.send(JSON.stringify({ id, line }));
+    socket.send(JSON.stringify({ id, ...body }));
   });
 }
 
+// --- The inspector token: on a server started with one rather than --admin. -------
+// Kept for this tab only (sessionStorage), so a reconnect gives it again.
+const tokenKey = "viewline-inspector-token";
+
+async function giveToken(token) {
+  const reply = await socketCommand({ cmd: "inspector", args: { token } });
+  if (!reply) return false;
+  if (!reply.ok) {
+    sessionStorage.removeItem(tokenKey);
+    askForToken(reply.error?.message ?? "the token was refused");
+    return false;
+  }
+  sessionStorage.setItem(tokenKey, token);
+  $("token-form").hidden = true;
+  return true;
+}
+
+function askForToken(why) {
+  if (why !== undefined) $("token-error").textContent = why;
+  const form = $("token-form");
+  if (form.hidden) {
+    form.hidden = false;
+    $("token").focus();
+  }
+}
+
+// Whether a reply says the inspector needs the token on this connection.
+function needsToken(reply) {
+  return reply && !reply.ok && reply.error?.code === "admin_disabled" && /inspector token/.test(reply.error?.message ?? "");
+}
+
+$("token-form").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const input = $("token");
+  const token = input.value;
+  input.value = "";
+  if (await giveToken(token)) await sessions();
+});
+
 // --- Vital signs: figures from `info`, drawn over the last minutes. -----------
-const history = { sessions: [], connections: [], commandsPerSecond: [], slowCommands: [] };
+const history = { sessions: [], connections: [], commandsPerSecond: [], slowCommands: [], p50: [], p99: [], recordLag: [] };
 const maximumPoints = 60;  // a minute, one point a second
 let lastCommands = null;
+let lastLatency = null;
+
+// The `quantile` of the commands counted between two readings of `info.latency`
+// (cumulative bucket counts), in milliseconds: linear within its bucket, as
+// Prometheus's histogram_quantile estimates it; a quantile past the last bound is
+// that bound. `null` when no command ran between them.
+function quantile(q, bounds, before, after) {
+  const counts = after.map((count, index) => count - (before?.[index] ?? 0));
+  const total = counts[counts.length - 1];
+  if (!(total > 0)) return null;
+  const rank = q * total;
+  for (let index = 0; index < bounds.length; index++) {
+    if (counts[index] >= rank) {
+      const lower = index === 0 ? 0 : bounds[index - 1];
+      const below = index === 0 ? 0 : counts[index - 1];
+      const inBucket = counts[index] - below;
+      const fraction = inBucket > 0 ? (rank - below) / inBucket : 1;
+      return (lower + (bounds[index] - lower) * fraction) * 1000;
+    }
+  }
+  return bounds[bounds.length - 1] * 1000;
+}
 
 function chart(name, label, values, unit) {
   let figure = document.getElementById(`chart-${name}`);
@@ -77,13 +146,20 @@ function chart(name, label, values, unit) {
     .join(" ");
   svg.querySelector("polyline").setAttribute("points", points);
   const now = values.length ? values[values.length - 1] : 0;
-  const text = `${label}: ${Math.round(now * 10) / 10}${unit} (peak ${Math.round(top * 10) / 10}${unit} over ${values.length} s)`;
+  const peak = Math.max(0, ...values);
+  const text = `${label}: ${figure2(now)}${unit} (peak ${figure2(peak)}${unit} over ${values.length} s)`;
   svg.setAttribute("aria-label", text);
   figure.querySelector("figcaption").textContent = text;
 }
 
+// Two significant digits below 10 (a latency of 0.043 ms stays readable), whole above.
+function figure2(value) {
+  return value >= 10 ? Math.round(value) : Number(value.toPrecision(2));
+}
+
 async function vitals() {
   const reply = await command("info");
+  if (needsToken(reply)) return askForToken();
   if (!reply || !reply.ok) return;
   const info = reply.result;
   const push = (series, value) => {
@@ -99,11 +175,62 @@ async function vitals() {
     if (lastCommands !== null) push(history.commandsPerSecond, Math.max(0, total - lastCommands));
     lastCommands = total;
   }
+  const latency = info.latency;
+  if (latency && Array.isArray(latency.bucketsSeconds) && Array.isArray(latency.cumulative)) {
+    if (lastLatency) {
+      // A second with no command keeps the line flat at zero rather than breaking it.
+      push(history.p50, quantile(0.5, latency.bucketsSeconds, lastLatency, latency.cumulative) ?? 0);
+      push(history.p99, quantile(0.99, latency.bucketsSeconds, lastLatency, latency.cumulative) ?? 0);
+    }
+    lastLatency = latency.cumulative;
+  }
+  if (info.cluster) push(history.recordLag, Number(info.cluster.recordLagSeconds) || 0);
   chart("sessions", "sessions", history.sessions, "");
   chart("connections", "connections", history.connections, "");
   chart("slow", "slow commands", history.slowCommands, "");
   if (info.commands) chart("rate", "commands/s", history.commandsPerSecond, "");
-  if (info.cluster) $("node").textContent = `node ${info.cluster.node} · lease ${info.cluster.leaseValid ? "valid" : "not valid"} · ${info.cluster.liveNodes ?? "?"} live nodes`;
+  if (latency) {
+    chart("p50", "p50 command latency", history.p50, " ms");
+    chart("p99", "p99 command latency", history.p99, " ms");
+  }
+  if (info.cluster) {
+    chart("lag", "record lag", history.recordLag, " s");
+    nodes(info.cluster);
+  }
+}
+
+// In a cluster: this node, and a link to each other live node's inspector.
+function nodes(cluster) {
+  const line = $("node");
+  const others = (Array.isArray(cluster.nodes) ? cluster.nodes : []).filter((node) => node.node !== cluster.node);
+  line.replaceChildren(
+    element("span", `node ${cluster.node} · lease ${cluster.leaseValid ? "valid" : "not valid"} · ${cluster.liveNodes ?? "?"} live nodes`),
+  );
+  if (!others.length) return;
+  line.append(element("span", " · other nodes: "));
+  others.forEach((node, index) => {
+    if (index > 0) line.append(element("span", ", "));
+    const href = inspectorOf(node.web);
+    if (href) {
+      const link = element("a", node.node);
+      link.href = href;
+      link.title = `${node.node}'s inspector (${node.address})`;
+      line.append(link);
+    } else {
+      line.append(element("span", `${node.node} (${node.address}, no web listener)`));
+    }
+  });
+}
+
+// A node's `web` (`http://host:port/`) as its inspector's address; `null` for
+// anything but an http(s) URL (a hostile directory row never becomes a script link).
+function inspectorOf(web) {
+  try {
+    const url = new URL("inspect", web);
+    return url.protocol === "http:" || url.protocol === "https:" ? url.href : null;
+  } catch {
+    return null;
+  }
 }
 
 // --- Sessions. -------------------------------------------------------------------
@@ -113,6 +240,7 @@ let following = true;
 async function sessions() {
   const reply = await command("inspect");
   if (!reply) return;
+  if (needsToken(reply)) return askForToken();
   if (!reply.ok) {
     $("sessions-count").textContent = reply.error?.message ?? "inspect failed";
     return;
