@@ -134,7 +134,8 @@ enum Vault: ViewModel {
         // The budget is spent: the timeline keeps its newest entry and drops the rest.
         #expect(timeline.count <= SessionTimeline.maximumEntries && timeline.bytes <= 64 << 10 + 200_000)
         #expect(timeline.count < 200)
-        let confirm = Application([Counter.self]).commands.spec(named: "confirm")
+        let application = Application([Counter.self])
+        let confirm = application.handler(for: Request(name: "confirm"))
         #expect(SessionTimeline.shown(Arguments(["fields": many]), of: confirm).json["fields"]?.objectValue?.pairs.count == 17)
         // A command the timeline has no declaration for shows nothing of its arguments.
         #expect(SessionTimeline.shown(Arguments(["user": "alice"]), of: nil) == Arguments(["user": "•••"]))

@@ -30,10 +30,14 @@ final class AnyCommand: Sendable {
 
     let spec: CommandSpec
     let body: Body
+    /// Whether the inspector's timeline must mask some of its arguments (a `secure`
+    /// one, alert fields): decided once here, not on every command.
+    let masksArguments: Bool
 
     private init(spec: CommandSpec, body: Body) {
         self.spec = spec
         self.body = body
+        masksArguments = spec.arguments.contains { $0.isSecure || $0.kind == .fields }
     }
 
     /// A command that awaits, ending as `awaiting` says.

@@ -236,8 +236,8 @@ extension Session {
             if timeline != nil {
                 note(
                     .command(
-                        name: request.name, arguments: SessionTimeline.shown(request.arguments, of: command?.spec), connection: connection,
-                        failed: target == nil ? "refused" : nil), duration: .now - started.at, rev: started.rev)
+                        name: request.name, arguments: SessionTimeline.shown(request.arguments, of: command), connection: connection,
+                        failed: target == nil ? "refused" : nil), at: started.at, duration: .now - started.at, rev: started.rev)
             }
             // A refusal was counted as it was answered (``reject(re:_:to:command:)``).
             guard let target else { return .next }
@@ -257,9 +257,9 @@ extension Session {
         if timeline != nil, command.map({ if case .moving = $0.body { false } else { true } }) ?? true {
             note(
                 .command(
-                    name: request.name, arguments: SessionTimeline.shown(request.arguments, of: command?.spec), connection: connection, failed: failed
+                    name: request.name, arguments: SessionTimeline.shown(request.arguments, of: command), connection: connection, failed: failed
                 ),
-                duration: elapsed, rev: started.rev)
+                at: started.at, duration: elapsed, rev: started.rev)
         }
         if holding {
             let events = held.end(connection)

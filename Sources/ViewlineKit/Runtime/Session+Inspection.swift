@@ -7,9 +7,9 @@ import Foundation
 extension Session {
     /// Notes what happened in the session's timeline, when the inspector is on, at
     /// `rev` (the session's now; a command's, the rev it started at).
-    func note(_ kind: SessionTimeline.Entry.Kind, duration: Duration? = nil, rev: Int? = nil) {
+    func note(_ kind: SessionTimeline.Entry.Kind, at: ContinuousClock.Instant = .now, duration: Duration? = nil, rev: Int? = nil) {
         guard let timeline else { return }
-        timeline.record(SessionTimeline.Entry(rev: rev ?? self.rev, at: Date(), duration: duration, kind: kind))
+        timeline.record(SessionTimeline.Entry(rev: rev ?? self.rev, at: at, duration: duration, kind: kind))
     }
 
     /// One line of `inspect`'s list: where the session is and what it does.
@@ -25,7 +25,7 @@ extension Session {
             summary["ageSeconds"] = .double((now.timeIntervalSince(timeline.created) * 10).rounded() / 10)
             if let last = timeline.lastCommand, case .command(let name, _, _, _) = last.kind {
                 summary["lastCommand"] = .string(name)
-                summary["lastCommandAt"] = .string(last.at.formatted(.iso8601))
+                summary["lastCommandAt"] = .string(timeline.date(of: last.at).formatted(.iso8601))
             }
         }
         return .object(summary)
@@ -72,7 +72,8 @@ extension Session {
         }
         return [
             "session": inspectionSummary(), "from": .int(from), "oldestRev": .int(oldest), "states": .object(states),
-            "timeline": .array((timeline?.entries(from: from) ?? []).map(\.json)), "events": .array(events),
+            "timeline": .array(timeline.map { timeline in timeline.entries(from: from).map { $0.json(at: timeline.date(of: $0.at)) } } ?? []),
+            "events": .array(events),
             "recording": .bool(timeline != nil),
         ]
     }

@@ -31,13 +31,15 @@ final class SessionTimeline {
             case connection(Int, what: String)
         }
         let rev: Int
-        let at: Date
+        /// When it happened, by the monotonic clock the command path reads anyway
+        /// (the timeline turns it into wall-clock time when it is read).
+        let at: ContinuousClock.Instant
         let duration: Duration?
         let kind: Kind
 
-        /// The wire form `inspect` gives.
-        var json: JSON {
-            var object: JSONObject = ["rev": .int(rev), "at": .string(at.formatted(.iso8601))]
+        /// The wire form `inspect` gives, `at` being its wall-clock time.
+        func json(at date: Date) -> JSON {
+            var object: JSONObject = ["rev": .int(rev), "at": .string(date.formatted(.iso8601))]
             if let duration {
                 object["durationMs"] = .double(Double(duration.components.seconds) * 1000 + Double(duration.components.attoseconds) / 1e15)
             }
@@ -65,7 +67,9 @@ final class SessionTimeline {
         var size: Int {
             switch kind {
             case .command(let name, let arguments, _, let failed):
-                96 + name.utf8.count + Self.size(of: .object(arguments.json)) + (failed?.utf8.count ?? 0)
+                arguments.json.pairs.reduce(112 + name.utf8.count + (failed?.utf8.count ?? 0)) {
+                    $0 + 32 + $1.key.utf8.count + Self.size(of: $1.value)
+                }
             case .call(let backend, let failed): 96 + backend.utf8.count + (failed?.utf8.count ?? 0)
             case .connection(_, let what): 96 + what.utf8.count
             }
@@ -89,6 +93,8 @@ final class SessionTimeline {
     static let masked: JSON = "•••"
     /// The budget is charged in blocks of this many bytes.
     static let chargeBlock = 4096
+    /// What a dropped entry's slot holds until it is used again.
+    private static let vacant = Entry(rev: 0, at: ContinuousClock.Instant.now, duration: nil, kind: .connection(0, what: ""))
 
     let maximumBytes: Int
     /// What the server's event logs and timelines hold together, and this session's
@@ -96,10 +102,20 @@ final class SessionTimeline {
     /// and drops its own oldest entries first when either is spent.
     private let budget: EventLogBudget?
     private let share: EventLogBudget.Share?
-    /// When the session began.
+    /// When the session began, by the wall clock and by the monotonic clock: an
+    /// entry's wall-clock time is read from these, not taken for every entry.
     let created = Date()
-    /// The ring: `count` entries from `head` on (wrapping), with their sizes.
-    private var ring: [(entry: Entry, size: Int)] = []
+    private let createdInstant = ContinuousClock.now
+
+    /// The wall-clock time of `instant`.
+    func date(of instant: ContinuousClock.Instant) -> Date {
+        let offset = (instant - createdInstant).components
+        return created.addingTimeInterval(Double(offset.seconds) + Double(offset.attoseconds) / 1e18)
+    }
+    /// The ring: `count` entries from `head` on (wrapping), and each slot's size in
+    /// an array of its own (reading a size never copies an entry).
+    private var ring: [Entry] = []
+    private var sizes: [Int] = []
     private var head = 0
     private(set) var count = 0
     private(set) var bytes = 0
@@ -122,17 +138,27 @@ final class SessionTimeline {
         return budget.isOver || (share.map { $0.bytes > budget.addressLimit } ?? false)
     }
 
-    func record(_ entry: Entry) {
+    /// Keeps `entry` (moved in: its strings and arguments are not retained again).
+    func record(_ entry: consuming Entry) {
         let size = entry.size
         guard size <= maximumBytes else { return }
         while count > 0 && (count >= Self.maximumEntries || bytes + size > maximumBytes || (bytes + size > charged && overBudget)) {
-            bytes -= ring[head].size
-            ring[head] = (entry, 0)  // lets go of the dropped entry's strings now
+            bytes -= sizes[head]
+            sizes[head] = 0
+            // A full ring's oldest slot takes the new entry (written once, below);
+            // any other dropped entry lets go of its strings now.
+            if count < Self.maximumEntries { ring[head] = Self.vacant }
             head = (head + 1) % Self.maximumEntries
             count -= 1
         }
         let slot = (head + count) % Self.maximumEntries
-        if slot < ring.count { ring[slot] = (entry, size) } else { ring.append((entry, size)) }
+        if slot < ring.count {
+            ring[slot] = consume entry
+            sizes[slot] = size
+        } else {
+            ring.append(consume entry)
+            sizes.append(size)
+        }
         count += 1
         bytes += size
         settleCharge()
@@ -150,13 +176,13 @@ final class SessionTimeline {
 
     /// The entries at or after `rev`, oldest first.
     func entries(from rev: Int) -> [Entry] {
-        (0..<count).map { ring[(head + $0) % Self.maximumEntries].entry }.filter { $0.rev >= rev }
+        (0..<count).map { ring[(head + $0) % Self.maximumEntries] }.filter { $0.rev >= rev }
     }
 
     /// The last command recorded.
     var lastCommand: Entry? {
         for index in (0..<count).reversed() {
-            let entry = ring[(head + index) % Self.maximumEntries].entry
+            let entry = ring[(head + index) % Self.maximumEntries]
             if case .command = entry.kind { return entry }
         }
         return nil
@@ -176,6 +202,11 @@ final class SessionTimeline {
         return cut(text)
     }
 
+    private static func isLong(_ value: JSON) -> Bool {
+        if case .string(let text) = value { return text.utf8.count > maximumTextBytes }
+        return false
+    }
+
     private static func cut(_ text: String) -> String {
         text.utf8.count > maximumTextBytes ? String(decoding: text.utf8.prefix(maximumTextBytes), as: UTF8.self) + "…" : text
     }
@@ -185,12 +216,11 @@ final class SessionTimeline {
     /// a password: the alert that asked is gone by then; at most 16 names kept),
     /// long text cut; without a declaration, every value masked. The arguments
     /// themselves (no copy) when none of that applies, as for most commands.
-    static func shown(_ arguments: Arguments, of spec: CommandSpec?) -> Arguments {
-        if let spec, !spec.arguments.contains(where: { $0.isSecure || $0.kind == .fields }),
-            !arguments.json.pairs.contains(where: { $0.value.stringValue.map { $0.utf8.count > maximumTextBytes } ?? false })
-        {
+    static func shown(_ arguments: Arguments, of command: AnyCommand?) -> Arguments {
+        if let command, !command.masksArguments, !arguments.json.pairs.contains(where: { Self.isLong($0.value) }) {
             return arguments
         }
+        let spec = command?.spec
         var shown = JSONObject()
         for (name, value) in arguments.json.pairs {
             let argument = spec?.arguments.first { $0.name == name }
