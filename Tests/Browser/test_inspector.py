@@ -9,6 +9,7 @@ import time
 import urllib.error
 import urllib.request
 
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 
@@ -22,6 +23,21 @@ def inspector(page, server: Server) -> None:
     wait(page, lambda: status(page) == "connected")
 
 
+def open_session(page, session: str) -> None:
+    """Clicks the session's button in the list, which is drawn again every second
+    (a button found just before a redraw is gone: find it again)."""
+    def clicked() -> bool:
+        try:
+            button = named(page, "button", f"inspect session {session}")
+            if button is None:
+                return False
+            button.click()
+            return True
+        except StaleElementReferenceException:
+            return False
+    wait(page, clicked)
+
+
 def timeline(page) -> str:
     return "\n".join(item.text for item in page.find_elements(By.CSS_SELECTOR, "#timeline li"))
 
@@ -32,8 +48,7 @@ def test_a_session_driven_over_tcp_shows_its_search_as_diffs_and_earlier_states(
     tcp.command("search pizza")
     tcp.until(lambda m: m.get("view") == "search" and m["state"].get("results"))
     inspector(page, server)
-    button = wait(page, lambda: named(page, "button", f"inspect session {session}"))
-    button.click()
+    open_session(page, session)
     wait(page, lambda: "display search:" in timeline(page) and "results: 0 →" in timeline(page))
     text = timeline(page)
     assert "search query=pizza → ok" in text, text
@@ -110,7 +125,7 @@ def test_an_inspector_token_opens_the_inspector_without_admin(page, tmp_path):
         assert_clean(page, "the inspector after its token")
         # The token never reaches the page's address or a timeline.
         assert "a5c1f0e2" not in page.current_url
-        named(page, "button", f"inspect session {session}").click()
+        open_session(page, session)
         assert "a5c1f0e2" not in page.find_element(By.TAG_NAME, "body").text
     finally:
         for client in server.clients:
@@ -123,7 +138,7 @@ def test_hostile_strings_in_a_timeline_stay_text(page, server: Server):
     session = tcp.welcome["session"]
     tcp.command('{"cmd":"search","args":{"query":"<img src=x onerror=alert(1)>"}}')
     inspector(page, server)
-    wait(page, lambda: named(page, "button", f"inspect session {session}")).click()
+    open_session(page, session)
     wait(page, lambda: "<img src=x onerror=alert(1)>" in timeline(page))
     assert not page.find_elements(By.CSS_SELECTOR, "#timeline img")
 
