@@ -56,7 +56,10 @@ class Server:
         second = self.process.stdout.readline().decode()
         if second.startswith("metrics on"):
             second = self.process.stdout.readline().decode()
-        assert first.startswith("listening on") and second.startswith("web on"), (first, second)
+        if not (first.startswith("listening on") and second.startswith("web on")):
+            self.process.kill()  # never left running behind a failed start
+            self.process.wait(10)
+            raise AssertionError(f"the server did not start: {first!r} {second!r}")
 
     def tcp(self) -> LineClient:
         client = LineClient(self.port)

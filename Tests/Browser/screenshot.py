@@ -13,7 +13,7 @@ import sys
 import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
-from conftest import ROOT, Server, chromium  # noqa: E402
+from conftest import ROOT, Server, chromium, free_port  # noqa: E402
 from test_page import dialog, run, status, view, wait  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 
@@ -47,7 +47,13 @@ def inspect_session(driver, server: Server) -> None:
     driver.switch_to.window(driver.window_handles[-1])
     driver.get(server.url + "inspect")
     wait(driver, lambda: status(driver) == "connected")
-    time.sleep(4)  # a few seconds of charts
+    # A few seconds of charts, with commands running (the latency charts need them).
+    load = server.tcp()
+    for second in range(5):
+        for query in ("pizza", "thai", "sushi", "tacos"):
+            load.command(f"search {query} {second}")
+            load.command("state search")
+        time.sleep(1)
 
     def open_the_search_session() -> bool:
         # The list is drawn anew every second: find the row afresh each try.
@@ -61,7 +67,7 @@ def inspect_session(driver, server: Server) -> None:
     wait(driver, lambda: "display search" in driver.find_element(By.ID, "timeline").text)
 
 
-server = Server()
+server = Server(extra=["--metrics-port", str(free_port())])  # the latency charts read its histogram
 driver = chromium()
 try:
     set_up(driver, server)
