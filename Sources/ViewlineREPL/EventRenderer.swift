@@ -25,6 +25,9 @@ public struct EventRenderer: Sendable {
     /// paging command, and the views' order. Nothing else about the apps is known:
     /// every view is drawn from its shape.
     public mutating func learn(help: JSON) {
+        // Names learned here are printed later (`type more for the next page`): cleaned
+        // of control characters like everything else the server sent.
+        let help = help.cleanedForTerminal
         var order: [String] = []
         for view in help["views"]?.arrayValue ?? [] {
             guard let name = view["name"]?.stringValue else { continue }
@@ -146,14 +149,23 @@ public struct EventRenderer: Sendable {
         var rows = commands.map { ($0["usage"]?.stringValue ?? "", $0["summary"]?.stringValue ?? "") }
         rows.append(("y / n / <label>", "Answer the presented alert (REPL shortcut)."))
         rows.append(("token", "Show this session's token, to join it from another terminal with viewline --attach (REPL)."))
-        let column = (rows.map(\.0.count).max() ?? 0) + 2
+        // The usage column is as wide as the widest usage up to half the terminal: a
+        // longer one (a hostile server's) gets a line of its own, and the column
+        // never pushes the descriptions past the terminal.
+        let widest = max(8, width / 2)
+        let column = (rows.map(\.0.count).filter { $0 <= widest }.max() ?? 8) + 2
         let indent = String(repeating: " ", count: column)
         let descriptionWidth = max(20, width - column - 1)
         var lines = [style.dim("COMMAND".padding(column) + "DESCRIPTION")]
         for (usage, summary) in rows {
             let wrapped = wrap(summary, width: descriptionWidth)
-            lines.append(usage.padding(column) + (wrapped.first ?? ""))
-            lines += wrapped.dropFirst().map { indent + $0 }
+            if usage.count + 2 > column {
+                lines += wrap(usage, width: max(20, width - 1))
+                lines += wrapped.map { indent + $0 }
+            } else {
+                lines.append(usage.padding(column) + (wrapped.first ?? ""))
+                lines += wrapped.dropFirst().map { indent + $0 }
+            }
         }
         if !services.isEmpty {
             let names = services.compactMap { $0["name"]?.stringValue }.joined(separator: ", ")
@@ -278,15 +290,20 @@ public struct EventRenderer: Sendable {
     public static func key(for role: String) -> String { role == "cancel" ? "n" : "y" }
 
     public func renderAlert(_ alert: JSON) -> String {
-        let title = alert["title"]?.stringValue ?? ""
+        let fullTitle = alert["title"]?.stringValue ?? ""
         let message = alert["message"]?.stringValue ?? ""
         let actions = (alert["actions"]?.arrayValue ?? []).map {
             "[\(Self.key(for: $0["role"]?.stringValue ?? "confirm"))] \($0["label"]?.stringValue ?? "")"
         }.joined(separator: "  ")
         let fields = (alert["fields"]?.arrayValue ?? []).compactMap { $0["label"]?.stringValue }
+        // Every line of the box is wrapped to at most 56 columns, the title too: a
+        // server's 100,000-character title would otherwise pad every line to its width.
         var body: [String] = wrap(message, width: 56)
-        if !fields.isEmpty { body.append("fields: " + fields.joined(separator: ", ")) }
-        body.append(actions)
+        // The fields and the actions keep a line each unless one is past 76 columns.
+        for line in (fields.isEmpty ? [] : ["fields: " + fields.joined(separator: ", ")]) + [actions] {
+            body += line.count > 76 ? wrap(line, width: 56) : [line]
+        }
+        let title = fullTitle.count > 54 ? String(fullTitle.prefix(53)) + "…" : fullTitle
         let width = max(body.map(\.count).max() ?? 0, title.count + 2, 20)
         let heading = title.isEmpty ? "" : " \(title) "
         let top = "┌─" + heading + String(repeating: "─", count: max(0, width - heading.count)) + "─┐"
@@ -309,10 +326,21 @@ public struct EventRenderer: Sendable {
     }
 
     func wrap(_ text: String, width: Int) -> [String] {
+        let width = max(1, width)
         var lines: [String] = []
         for paragraph in text.split(separator: "\n", omittingEmptySubsequences: false) {
             var line = ""
-            for word in paragraph.split(separator: " ") {
+            for whole in paragraph.split(separator: " ") {
+                // A word longer than a line is cut into lines of its own: no line is
+                // ever wider than `width`, whatever the server sent.
+                var word = Substring(whole)
+                while word.count > width {
+                    if !line.isEmpty { lines.append(line) }
+                    lines.append(String(word.prefix(width)))
+                    word = word.dropFirst(width)
+                    line = ""
+                }
+                guard !word.isEmpty else { continue }
                 if !line.isEmpty && line.count + 1 + word.count > width {
                     lines.append(line)
                     line = ""

@@ -28,6 +28,34 @@ import ViewlineClient
         #expect(try JSON.parse(line) == message)
     }
 
+    /// A paging command's name is learned from `help` and printed under a list: it is
+    /// cleaned like every other string the server sent.
+    @Test func aPagingCommandNamedWithEscapesPrintsNone() {
+        var renderer = renderer
+        renderer.learn(help: [
+            "commands": [["name": "more\u{1B}]0;PWNED\u{07}\u{1B}[2J", "paging": true, "view": "search"]],
+            "views": [["name": "search"]],
+        ])
+        let text = renderer.render(["type": "display", "rev": 1, "view": "search", "state": ["hasMore": true, "items": [["a": 1]]]]) ?? ""
+        #expect(text.contains("PWNED"))
+        #expect(!text.unicodeScalars.contains { $0.value < 0x20 && $0 != "\n" })
+    }
+
+    /// Output stays in proportion to what the server sent: a long title or usage is
+    /// cut or wrapped, never a width every other line is padded to.
+    @Test func aHugeTitleOrUsageDoesNotMultiplyTheOutput() {
+        var renderer = renderer
+        let title = String(repeating: "t", count: 100_000)
+        let message = String(repeating: "w ", count: 50_000)
+        let alert = renderer.render(["type": "alert", "rev": 1, "id": "a1", "title": .string(title), "message": .string(message)]) ?? ""
+        #expect(alert.utf8.count < 4 * (title.utf8.count + message.utf8.count))
+        #expect(alert.split(separator: "\n").allSatisfy { $0.count < 80 })
+        let help = renderer.renderHelp(
+            [["usage": .string(String(repeating: "u", count: 100_000)), "summary": .string(String(repeating: "s ", count: 20_000))]], services: [])
+        #expect(help.utf8.count < 400_000)
+        #expect(help.split(separator: "\n").allSatisfy { $0.count <= renderer.width })
+    }
+
     @Test func controlCharactersFromTheServerNeverReachTheTerminal() throws {
         var renderer = renderer
         let hostile = "A\u{1B}]0;pwned\u{07}B\u{1B}[2J\u{1B}]52;c;ZXZpbA==\u{07}\u{1B}[10;10H\u{9B}31m\u{7F}\r"
