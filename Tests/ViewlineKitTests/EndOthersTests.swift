@@ -35,6 +35,21 @@ import ViewlineProtocol
 
     /// A connection of the session attaches elsewhere and that attach fails: it goes
     /// back only if the session's `end-others` did not run while it was away.
+    /// A connection told `bye` while its `attach` waited (another connection's
+    /// `end-others` or `quit`) cannot leave for the target: nothing follows its `bye`.
+    @Test func aConnectionToldByeWhileItsAttachWaitedLeavesForNothing() async throws {
+        let application = Application([Counter.self], services: Services())
+        let session = Session(id: "s1", application: application)
+        try application.sessions.register(session).get()
+        await session.connect(SessionConnection(send: { _ in }, close: {}), as: 1)
+        await session.connect(SessionConnection(send: { _ in }, close: {}), as: 2)
+        _ = await session.handle(Request(id: .int(1), name: "end-others", arguments: Arguments()), from: 1)
+        #expect(await session.leave(2) == nil, "revoked: told bye")
+        #expect(await session.leave(7) == nil, "never on the session")
+        _ = await session.handle(Request(id: .int(2), name: "quit", arguments: Arguments()), from: 1)
+        #expect(await session.leave(1) == nil, "the session ended: told bye")
+    }
+
     @Test func aConnectionAwayOnAFailedAttachDoesNotComeBackAfterEndOthers() async throws {
         let application = Application([Counter.self], services: Services())
         let session = Session(id: "s1", application: application)
@@ -43,14 +58,14 @@ import ViewlineProtocol
         let link = SessionConnection(send: { _ in }, close: {})
         await session.connect(link, as: 2)
         // Connection 2 leaves for an attach elsewhere…
-        let left = await session.leave(2)
+        let left = try #require(await session.leave(2))
         // …the owner ends the others meanwhile…
         _ = await session.handle(Request(id: .int(1), name: "end-others", arguments: Arguments()), from: 1)
         // …and the failed attach cannot bring connection 2 back.
         #expect(!(await session.rejoin(link, as: 2, left: left)))
         #expect(await session.connectionCount == 1)
         // Without an end-others in between, it comes back.
-        let stay = await session.leave(1)
+        let stay = try #require(await session.leave(1))
         #expect(await session.rejoin(link, as: 1, left: stay))
     }
 }

@@ -126,7 +126,8 @@ extension Application {
         // more guesses at others' (failures are forgotten after a quiet while).
         let lastRev = request.arguments[BuiltInArgument.lastRev]
         if target === current {
-            let left = await current.leave(number)
+            // Told `bye` meanwhile: its attach ends there, unanswered (PROTOCOL §4).
+            guard let left = await current.leave(number) else { return nil }
             do {
                 if try await target.attach(link, as: number, lastRev: lastRev, re: request.id, token: token) { return target }
             } catch {
@@ -147,7 +148,12 @@ extension Application {
         // session follows the attach's reply (an old `display` after the snapshot).
         // If the join fails, it goes back to `current`, which answers the error.
         sessions.attached(target)
-        let left = await current.leave(number)
+        guard let left = await current.leave(number) else {
+            // Told `bye` meanwhile (its session ended, or `end-others` revoked it): it
+            // joins nothing, and nothing more is sent to it (PROTOCOL §4).
+            sessions.detached(target)
+            return nil
+        }
         let joined: Bool
         do {
             joined = try await target.attach(link, as: number, lastRev: lastRev, re: request.id, token: token)

@@ -233,8 +233,12 @@ extension Session {
 
 extension Session {
     /// Detaches a connection that is attaching to another session, and returns the
-    /// token the session had at that step: ``rejoin(_:as:left:)`` checks it.
-    package func leave(_ number: Int) -> String {
+    /// token the session had at that step: ``rejoin(_:as:left:)`` checks it. `nil`
+    /// when the connection is no longer on the session: it was told `bye` while its
+    /// `attach` waited (the session ended, or `end-others` revoked it), and nothing
+    /// may follow that `bye` — not the attach's reply, not another session's snapshot.
+    package func leave(_ number: Int) -> String? {
+        guard !closed, connections[number] != nil else { return nil }
         detach(number)
         return token
     }
