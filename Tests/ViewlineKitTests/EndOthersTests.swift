@@ -50,6 +50,18 @@ import ViewlineProtocol
         #expect(await session.leave(1) == nil, "the session ended: told bye")
     }
 
+    /// Work started on a session that ended (a retry loop going on, a handle kept past
+    /// the end) never runs: the session's work was cancelled as it closed.
+    @Test func anEndedSessionStartsNoWork() async throws {
+        let session = Session(id: "s1", application: Application([Counter.self], services: Services()))
+        await session.close()
+        let ran = Mutex(false)
+        await session.run(TaskSlot("retry")) { _ in ran.withLock { $0 = true } }
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(!ran.withLock { $0 })
+        #expect(await session.runningWork == 0)
+    }
+
     @Test func aConnectionAwayOnAFailedAttachDoesNotComeBackAfterEndOthers() async throws {
         let application = Application([Counter.self], services: Services())
         let session = Session(id: "s1", application: application)

@@ -9,6 +9,10 @@ extension Session {
     /// nothing, ``showAlert(_:)`` shows nothing, ``ask(_:)`` answers `.dismissed` at
     /// once, and ``call(_:_:)-(Backend.Type,_)`` throws `CancellationError` before the backend is called.
     func run(_ slot: TaskSlot, _ body: @escaping @Sendable (isolated Session) async -> Void) {
+        // An ended session starts nothing: its work was cancelled as it closed, and work
+        // that went on to start more (a retry loop, a handle kept past the end) would
+        // otherwise run uncancelled, holding the session, for good.
+        guard !closed else { return }
         tasks[slot]?.task.cancel()
         taskGeneration += 1
         let generation = taskGeneration
