@@ -39,14 +39,14 @@ extension Application {
         }
         var clusterGroup: JSON = .null
         if let cluster {
-            let lag = cluster.recordLag()
+            let live = cluster.liveNodes
             clusterGroup = [
                 "node": .string(cluster.nodeID), "leaseValid": .bool(cluster.isServing()),
-                "liveNodes": cluster.liveNodes.map { .int($0.count) } ?? .null,
-                "nodes": cluster.liveNodes.map { nodes in
+                "liveNodes": live.map { .int($0.count) } ?? .null,
+                "nodes": live.map { nodes in
                     .array(nodes.map { ["node": .string($0.id), "address": .string($0.address), "web": .string($0.web)] })
                 } ?? .null,
-                "recordLagSeconds": .double(Double(lag.components.seconds) + Double(lag.components.attoseconds) / 1e18),
+                "recordLagSeconds": .double(cluster.recordLag().seconds),
             ]
         }
         return [

@@ -109,8 +109,7 @@ final class SessionTimeline {
 
     /// The wall-clock time of `instant`.
     func date(of instant: ContinuousClock.Instant) -> Date {
-        let offset = (instant - createdInstant).components
-        return created.addingTimeInterval(Double(offset.seconds) + Double(offset.attoseconds) / 1e18)
+        created.addingTimeInterval((instant - createdInstant).seconds)
     }
     /// The ring: `count` entries from `head` on (wrapping), and each slot's size in
     /// an array of its own (reading a size never copies an entry).
