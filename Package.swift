@@ -72,6 +72,8 @@ let package = Package(
         // (one function; a second BoringSSL build in every package that uses the kit would cost minutes).
         .target(name: "CSHA256", linkerSettings: [.linkedLibrary("crypto")]),
         .target(name: "CEpoll"),
+        // A cache prefetch hint (a compiler builtin Swift has no spelling for).
+        .target(name: "CPrefetch"),
         // The runtime as a library: view-model API, sessions, alerts, task slots,
         // shared observations, and the SwiftNIO transport. Knows no app.
         .target(
@@ -81,7 +83,7 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
-                "CSHA256",
+                "CSHA256", "CPrefetch",
             ],
             // The browser page, compiled into the binary (no files to deploy beside it).
             resources: [

@@ -127,9 +127,8 @@ enum Vault: ViewModel {
         let many = JSON.object(JSONObject((0..<1000).map { (key: "f\($0)", value: JSON.string("x")) }))
         for rev in 0..<200 {
             timeline.record(
-                .init(
-                    rev: rev, at: .now, duration: nil,
-                    kind: .command(name: "confirm", arguments: Arguments(["fields": many]), connection: 1, failed: nil)))
+                .command(name: "confirm", arguments: Arguments(["fields": many]), connection: 1, failed: nil), rev: rev, at: .now,
+                duration: nil)
         }
         // The budget is spent: the timeline keeps its newest entry and drops the rest.
         #expect(timeline.count <= SessionTimeline.maximumEntries && timeline.bytes <= 64 << 10 + 200_000)
@@ -192,6 +191,37 @@ enum Vault: ViewModel {
         let timeline = await session.inspection(from: nil)["timeline"]
         #expect(!"\(timeline ?? .null)".contains("guess-0123456789"))
         #expect("\(timeline ?? .null)".contains("inspector"))
+    }
+
+    /// Each wrong guess costs its connection a second; guesses from one address over
+    /// many connections are counted together, and past a few the address waits
+    /// (even with the right token), told for how long.
+    @Test func wrongInspectorTokensFromOneAddressAreThrottled() async throws {
+        let token = "0123456789abcdef-inspector"
+        let application = application(admin: false, inspectorToken: token)
+        let guessers = (0..<7).map { Session(id: "g\($0)", application: application, peer: "203.0.113.7", output: { _ in }) }
+        let started = ContinuousClock.now
+        let guesses = try await withThrowingTaskGroup(of: Result<JSON, ProtocolError>.self) { group in
+            for session in guessers.prefix(6) {
+                group.addTask { try await self.replies(to: ["inspector guess-\(session.id)-0123456789"], on: session)[0] }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(guesses.allSatisfy { $0.failure?.code == .badToken })
+        #expect(ContinuousClock.now - started < .seconds(4))  // side by side, a second each
+        let throttled = try await replies(to: ["inspector \(token)"], on: guessers[6])[0]
+        #expect(throttled.failure?.code == .badToken && (throttled.failure?.retryAfter ?? 0) >= 1)
+        // Another address is not held back by this one's guesses.
+        let other = Session(id: "o1", application: application, peer: "198.51.100.9", output: { _ in })
+        #expect(try await replies(to: ["inspector \(token)"], on: other)[0].failure == nil)
+        // The guesses' deliberate delay is not a slow command.
+        #expect(application.slowLog.newest(128).allSatisfy { $0.command != "inspector" })
+    }
+
+    @Test func aServerRefusesToStartWithAShortInspectorToken() throws {
+        var configuration = ServerConfiguration()
+        configuration.inspectorToken = "short"
+        #expect(throws: ViewlineServer.ConfigurationError.self) { try ViewlineServer(apps: [Counter.self], configuration: configuration) }
     }
 
     @Test func aServerWithoutAnInspectorTokenOrAdminRefusesTheToken() async throws {

@@ -26,6 +26,10 @@ final class AnyCommand: Sendable {
         case waiting
         /// Once it is acknowledged, the connection ends (`quit`).
         case ending
+        /// Its events wait for its reply, as for ``holdingEvents``; a failure's time is
+        /// the delay a wrong guess is made to wait (`inspector`), so it is neither
+        /// slow-logged nor timed into the latency figures.
+        case delayingFailures
     }
 
     let spec: CommandSpec

@@ -135,7 +135,8 @@ extension Session {
                 "inspector",
                 summary: "Give the server's inspector token: this connection may then run inspect and info.",
                 arguments: [BuiltInArgument.inspectorToken.argument], example: "inspector 6f1d…9a"
-            )
+            ),
+            awaiting: .delayingFailures
         ) { session, args async throws in
             guard let connection = Session.commandConnection else {
                 throw ProtocolError(.badToken, "inspector needs a connection of its own")
@@ -144,10 +145,22 @@ extension Session {
             guard let digest = session.application.inspectorTokenDigest else {
                 throw ProtocolError(.adminDisabled, "this server has no inspector; start it with --inspector-token-file or --admin")
             }
+            // Guesses are counted per address (the session's: a connection reaches
+            // another address's session only with its token), on top of the second
+            // each wrong one costs its own connection: many connections from one
+            // address guess no faster than a few.
+            let throttle = session.application.attachPolicy.throttle
+            let keys = FailureThrottle.key("inspector", peer: session.peer)
+            if let seconds = throttle.wait(for: keys, now: Date()) {
+                throw ProtocolError(.badToken, "too many wrong inspector tokens from this address; try again in \(seconds) s", retryAfter: seconds)
+            }
             guard SessionRegistry.constantTimeEqual(Cluster.digest(Array(args[BuiltInArgument.inspectorToken].utf8)), digest) else {
+                // At most a few per address before the throttle holds it back.
                 session.logger.warning("a wrong inspector token", metadata: ["connection": "\(connection)"])
-                // A wrong guess costs its connection a second (its next line waits behind it).
+                // A wrong guess costs its connection a second (its next line waits behind
+                // it), and counts against the address once it is answered.
                 try? await Task.sleep(for: Session.wrongInspectorTokenDelay)
+                throttle.failed(keys, now: Date())
                 throw ProtocolError(.badToken, "that is not this server's inspector token")
             }
             session.inspectorConnections.insert(connection)

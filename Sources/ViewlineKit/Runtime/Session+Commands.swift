@@ -179,7 +179,10 @@ extension Session {
         let rev: Int
     }
 
-    private func now() -> Start { Start(at: .now, rev: rev) }
+    private func now() -> Start {
+        timeline?.prepare()
+        return Start(at: .now, rev: rev)
+    }
 
     /// A command starts: its events are held for `connection` until its reply is out,
     /// and a drain waits for it.
@@ -248,12 +251,14 @@ extension Session {
             application.metrics?.sessionsAttached.increment()
         }
         let elapsed = ContinuousClock.now - started.at
-        // `wait`'s time is the one its client asked for; only a declared name is
-        // logged (what a client typed may hold anything).
-        if elapsed >= application.slowLog.threshold, !isWaiting(command) {
+        // `wait`'s time is the one its client asked for, a wrong `inspector` guess's
+        // the delay it is made to wait; only a declared name is logged (what a
+        // client typed may hold anything).
+        let delayed = failed != nil && isDelayingFailures(command)
+        if elapsed >= application.slowLog.threshold, !isWaiting(command), !delayed {
             application.slowLog.record(session: id, command: command == nil ? "unknown" : request.name, duration: elapsed)
         }
-        application.metrics?.command(request.name, at: request.command, failed: failed, duration: elapsed)
+        application.metrics?.command(request.name, at: request.command, failed: failed, duration: delayed ? nil : elapsed)
         if timeline != nil, command.map({ if case .moving = $0.body { false } else { true } }) ?? true {
             note(
                 .command(
@@ -281,6 +286,11 @@ extension Session {
 
     private func isWaiting(_ command: AnyCommand?) -> Bool {
         if case .awaiting(_, .waiting)? = command?.body { return true }
+        return false
+    }
+
+    private func isDelayingFailures(_ command: AnyCommand?) -> Bool {
+        if case .awaiting(_, .delayingFailures)? = command?.body { return true }
         return false
     }
 

@@ -7,9 +7,9 @@ import Foundation
 extension Session {
     /// Notes what happened in the session's timeline, when the inspector is on, at
     /// `rev` (the session's now; a command's, the rev it started at).
-    func note(_ kind: SessionTimeline.Entry.Kind, at: ContinuousClock.Instant = .now, duration: Duration? = nil, rev: Int? = nil) {
+    func note(_ kind: SessionTimeline.Kind, at: ContinuousClock.Instant = .now, duration: Duration? = nil, rev: Int? = nil) {
         guard let timeline else { return }
-        timeline.record(SessionTimeline.Entry(rev: rev ?? self.rev, at: at, duration: duration, kind: kind))
+        timeline.record(kind, rev: rev ?? self.rev, at: at, duration: duration)
     }
 
     /// One line of `inspect`'s list: where the session is and what it does.
@@ -23,8 +23,8 @@ extension Session {
         ]
         if let timeline {
             summary["ageSeconds"] = .double((now.timeIntervalSince(timeline.created) * 10).rounded() / 10)
-            if let last = timeline.lastCommand, case .command(let name, _, _, _) = last.kind {
-                summary["lastCommand"] = .string(name)
+            if let last = timeline.lastCommand {
+                summary["lastCommand"] = .string(last.name)
                 summary["lastCommandAt"] = .string(timeline.date(of: last.at).formatted(.iso8601))
             }
         }

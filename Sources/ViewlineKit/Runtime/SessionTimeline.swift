@@ -1,3 +1,4 @@
+import CPrefetch
 import Foundation
 
 /// What the inspector shows of one session beside its event log (which keeps the
@@ -13,73 +14,81 @@ import Foundation
 /// event log budget (and the address's share), charged a block at a time, so a
 /// command does not touch the counters every session shares.
 ///
-/// Cheap on the command path: an entry keeps the request's arguments as they are
-/// (one reference) unless the command declares a secret or alert fields, or one is
-/// too long, when the masked copy is made; the wall-clock time is read once per
-/// entry. A reference, so a session without a timeline holds a word.
+/// Cheap on the command path: an entry is a flat value written into its ring slot;
+/// it keeps the request's arguments as they are (one reference, none for a command
+/// without) unless the command declares a secret or alert fields, or one is too
+/// long, when the masked copy is made; no wall-clock time is read. A reference, so
+/// a session without a timeline holds a word.
 final class SessionTimeline {
-    /// One thing that happened, at the session's `rev` then.
+    /// What happened, as it is noted (``Session/note(_:at:duration:rev:)``).
+    enum Kind: Sendable {
+        /// A command: its name, its arguments as the inspector may show them (the
+        /// secrets already masked), the connection it came from, and its error code
+        /// (`nil`: it succeeded).
+        case command(name: String, arguments: Arguments, connection: Int, failed: String?)
+        /// A backend call and its error (`nil`: it returned).
+        case call(backend: String, failed: String?)
+        /// A connection attached, left, or was told `bye` (its code).
+        case connection(Int, what: String)
+    }
+
+    /// One thing that happened, at the session's `rev` then: a flat value of plain
+    /// fields (no enum payload, no wall-clock time), so the ring's slot is written
+    /// and its old entry released by a few inlined stores on the command path.
     struct Entry: Sendable {
-        enum Kind: Sendable {
-            /// A command: its name, its arguments as the inspector may show them (the
-            /// secrets already masked), the connection it came from, and its error
-            /// code (`nil`: it succeeded).
-            case command(name: String, arguments: Arguments, connection: Int, failed: String?)
-            /// A backend call and its error (`nil`: it returned).
-            case call(backend: String, failed: String?)
-            /// A connection attached, left, or was told `bye` (its code).
-            case connection(Int, what: String)
-        }
+        enum What: UInt8, Sendable { case command, call, connection }
+        let what: What
+        /// What it is counted as against the timeline's bytes.
+        let size: Int32
         let rev: Int
-        /// When it happened, by the monotonic clock the command path reads anyway
-        /// (the timeline turns it into wall-clock time when it is read).
-        let at: ContinuousClock.Instant
-        let duration: Duration?
-        let kind: Kind
+        /// When it happened, in ticks since the timeline began (by the monotonic clock
+        /// the command path reads anyway); ``SessionTimeline/date(of:)`` gives its
+        /// wall-clock time.
+        let at: Int64
+        /// How long it took, in ticks; negative: not timed.
+        let duration: Int64
+        let connection: Int
+        /// The command's name, the backend's, or what the connection did.
+        let name: String
+        /// The error code or failure (`nil`: none).
+        let failed: String?
+        /// A command's arguments as shown (`nil`: none).
+        let arguments: JSONObject?
 
         /// The wire form `inspect` gives, `at` being its wall-clock time.
         func json(at date: Date) -> JSON {
             var object: JSONObject = ["rev": .int(rev), "at": .string(date.formatted(.iso8601))]
-            if let duration {
-                object["durationMs"] = .double(Double(duration.components.seconds) * 1000 + Double(duration.components.attoseconds) / 1e15)
-            }
-            switch kind {
-            case .command(let name, let arguments, let connection, let failed):
+            if duration >= 0 { object["durationMs"] = .double(SessionTimeline.seconds(ticks: duration) * 1000) }
+            switch what {
+            case .command:
                 object["kind"] = "command"
                 object["command"] = .string(name)
-                object["arguments"] = .object(arguments.json)
+                object["arguments"] = .object(arguments ?? JSONObject())
                 object["connection"] = .int(connection)
                 object["error"] = failed.map(JSON.string) ?? .null
-            case .call(let backend, let failed):
+            case .call:
                 object["kind"] = "call"
-                object["backend"] = .string(backend)
+                object["backend"] = .string(name)
                 object["error"] = failed.map(JSON.string) ?? .null
-            case .connection(let number, let what):
+            case .connection:
                 object["kind"] = "connection"
-                object["connection"] = .int(number)
-                object["event"] = .string(what)
+                object["connection"] = .int(connection)
+                object["event"] = .string(name)
             }
             return .object(object)
         }
 
-        /// What it is counted as against the timeline's bytes: its strings and a slot
-        /// per entry and argument (no encoding: this runs for every command).
-        var size: Int {
-            switch kind {
-            case .command(let name, let arguments, _, let failed):
-                arguments.json.pairs.reduce(112 + name.utf8.count + (failed?.utf8.count ?? 0)) {
-                    $0 + 32 + $1.key.utf8.count + Self.size(of: $1.value)
-                }
-            case .call(let backend, let failed): 96 + backend.utf8.count + (failed?.utf8.count ?? 0)
-            case .connection(_, let what): 96 + what.utf8.count
-            }
+        /// What `arguments` are counted as: their strings and a slot per argument (no
+        /// encoding: this runs for every command).
+        static func size(of arguments: JSONObject) -> Int {
+            arguments.pairs.reduce(0) { $0 + 32 + $1.key.utf8.count + size(of: $1.value) }
         }
 
         private static func size(of value: JSON) -> Int {
             switch value {
             case .string(let text): 16 + text.utf8.count
             case .number(let text): 16 + text.utf8.count
-            case .object(let object): object.pairs.reduce(16) { $0 + 32 + $1.key.utf8.count + size(of: $1.value) }
+            case .object(let object): 16 + size(of: object)
             case .array(let items): items.reduce(16) { $0 + size(of: $1) }
             default: 16
             }
@@ -94,7 +103,8 @@ final class SessionTimeline {
     /// The budget is charged in blocks of this many bytes.
     static let chargeBlock = 4096
     /// What a dropped entry's slot holds until it is used again.
-    private static let vacant = Entry(rev: 0, at: ContinuousClock.Instant.now, duration: nil, kind: .connection(0, what: ""))
+    private static let vacant = Entry(
+        what: .connection, size: 0, rev: 0, at: 0, duration: -1, connection: 0, name: "", failed: nil, arguments: nil)
 
     let maximumBytes: Int
     /// What the server's event logs and timelines hold together, and this session's
@@ -107,19 +117,30 @@ final class SessionTimeline {
     let created = Date()
     private let createdInstant = ContinuousClock.now
 
-    /// The wall-clock time of `instant`.
-    func date(of instant: ContinuousClock.Instant) -> Date {
-        created.addingTimeInterval((instant - createdInstant).seconds)
+    /// The wall-clock time of an entry's `at`.
+    func date(of at: Int64) -> Date {
+        created.addingTimeInterval(Self.seconds(ticks: at))
     }
-    /// The ring: `count` entries from `head` on (wrapping), and each slot's size in
-    /// an array of its own (reading a size never copies an entry).
-    private var ring: [Entry] = []
-    private var sizes: [Int] = []
-    private var head = 0
-    private(set) var count = 0
-    private(set) var bytes = 0
-    /// What is charged to the budget now: `bytes` rounded up to a block.
-    private var charged = 0
+
+    /// A duration in ticks of 2^30 attoseconds (about 1.07 ns): a shift of the
+    /// clock's own count, where nanoseconds would be a 128-bit division on every
+    /// command. (An `Int64` of them spans three centuries.)
+    private static func ticks(_ duration: Duration) -> Int64 {
+        Int64(truncatingIfNeeded: duration.attoseconds >> 30)
+    }
+
+    /// Seconds of `ticks`.
+    static func seconds(ticks: Int64) -> Double {
+        Double(ticks) * 0x1p30 / 1e18
+    }
+
+    /// The entries and what they count for, in one value. Only its session's
+    /// executor touches it, one access at a time, so the runtime's exclusivity check
+    /// (two calls per access, on every command) is left out.
+    @exclusivity(unchecked) private var ring = Ring()
+
+    var count: Int { ring.count }
+    var bytes: Int { ring.bytes }
 
     init(maximumBytes: Int, budget: EventLogBudget? = nil, share: EventLogBudget.Share? = nil) {
         self.maximumBytes = maximumBytes
@@ -128,63 +149,104 @@ final class SessionTimeline {
     }
 
     deinit {
-        budget?.add(-charged)
-        share?.add(-charged)
+        budget?.add(-ring.charged)
+        share?.add(-ring.charged)
     }
 
-    private var overBudget: Bool {
-        guard let budget else { return false }
-        return budget.isOver || (share.map { $0.bytes > budget.addressLimit } ?? false)
+    /// Fetches the slot the next entry goes into, ahead of ``record(_:rev:at:duration:)``
+    /// (called as a command starts). Every session's slots together are past the
+    /// cache, and the command's own work hides the fetch.
+    func prepare() {
+        ring.slots.withUnsafeBufferPointer { slots in
+            let slot = (ring.head + ring.count) % Self.maximumEntries
+            guard slot < slots.count, let base = slots.baseAddress else { return }
+            viewline_prefetch_for_write(base + slot, UInt(MemoryLayout<Entry>.stride))
+        }
     }
 
-    /// Keeps `entry` (moved in: its strings and arguments are not retained again).
-    func record(_ entry: consuming Entry) {
-        let size = entry.size
+    /// Keeps what happened at `rev`, at `instant`, taking `duration`.
+    func record(_ kind: Kind, rev: Int, at instant: ContinuousClock.Instant, duration: Duration?) {
+        let what: Entry.What, name: String, failed: String?, connection: Int, arguments: JSONObject?, size: Int
+        switch kind {
+        case .command(let command, let given, let number, let failure):
+            (what, name, failed, connection) = (Entry.What.command, command, failure, number)
+            arguments = given.json.pairs.isEmpty ? nil : given.json
+            size = 112 + command.utf8.count + (failure?.utf8.count ?? 0) + (arguments.map(Entry.size(of:)) ?? 0)
+        case .call(let backend, let failure):
+            (what, name, failed, connection, arguments) = (Entry.What.call, backend, failure, 0, nil)
+            size = 96 + backend.utf8.count + (failure?.utf8.count ?? 0)
+        case .connection(let number, let event):
+            (what, name, failed, connection, arguments) = (Entry.What.connection, event, nil, number, nil)
+            size = 96 + event.utf8.count
+        }
         guard size <= maximumBytes else { return }
-        while count > 0 && (count >= Self.maximumEntries || bytes + size > maximumBytes || (bytes + size > charged && overBudget)) {
-            bytes -= sizes[head]
-            sizes[head] = 0
-            // A full ring's oldest slot takes the new entry (written once, below);
-            // any other dropped entry lets go of its strings now.
-            if count < Self.maximumEntries { ring[head] = Self.vacant }
-            head = (head + 1) % Self.maximumEntries
-            count -= 1
+        // Built in the call, so it is moved into its slot, never copied.
+        let change = ring.keep(
+            Entry(
+                what: what, size: Int32(clamping: size), rev: rev, at: Self.ticks(instant - createdInstant),
+                duration: duration.map(Self.ticks) ?? -1, connection: connection, name: name, failed: failed, arguments: arguments),
+            maximumBytes: maximumBytes,
+            isOverBudget: { [budget, share] in
+                guard let budget else { return false }
+                return budget.isOver || (share.map { $0.bytes > budget.addressLimit } ?? false)
+            })
+        if change != 0 {
+            budget?.add(change)
+            share?.add(change)
         }
-        let slot = (head + count) % Self.maximumEntries
-        if slot < ring.count {
-            ring[slot] = consume entry
-            sizes[slot] = size
-        } else {
-            ring.append(consume entry)
-            sizes.append(size)
-        }
-        count += 1
-        bytes += size
-        settleCharge()
-    }
-
-    /// Charges the budget for what the timeline holds, a block at a time.
-    private func settleCharge() {
-        let block = Self.chargeBlock
-        let due = (bytes + block - 1) / block * block
-        guard due > charged || due + block < charged else { return }
-        budget?.add(due - charged)
-        share?.add(due - charged)
-        charged = due
     }
 
     /// The entries at or after `rev`, oldest first.
     func entries(from rev: Int) -> [Entry] {
-        (0..<count).map { ring[(head + $0) % Self.maximumEntries] }.filter { $0.rev >= rev }
+        (0..<ring.count).map { ring.slots[(ring.head + $0) % Self.maximumEntries] }.filter { $0.rev >= rev }
     }
 
     /// The last command recorded.
     var lastCommand: Entry? {
-        for index in (0..<count).reversed() {
-            let entry = ring[(head + index) % Self.maximumEntries]
-            if case .command = entry.kind { return entry }
+        for index in (0..<ring.count).reversed() {
+            let entry = ring.slots[(ring.head + index) % Self.maximumEntries]
+            if entry.what == .command { return entry }
         }
         return nil
+    }
+
+    /// The ring: `count` entries from `head` on (wrapping), `bytes` of them, and what
+    /// is charged to the budget for them (`bytes` rounded up to a block).
+    private struct Ring {
+        var slots: [Entry] = []
+        var head = 0
+        var count = 0
+        var bytes = 0
+        var charged = 0
+
+        /// Keeps `entry`, dropping the oldest entries first while the ring is full,
+        /// `maximumBytes` would be passed, or (past what is charged already) the
+        /// budget is spent; returns what the budget's charge changes by (a block at a
+        /// time).
+        mutating func keep(_ entry: consuming Entry, maximumBytes: Int, isOverBudget: () -> Bool) -> Int {
+            let size = Int(entry.size)
+            while count > 0 && (count >= maximumEntries || bytes + size > maximumBytes || (bytes + size > charged && isOverBudget())) {
+                bytes -= Int(slots[head].size)
+                // A full ring's oldest slot takes the new entry (written once, below);
+                // any other dropped entry lets go of its strings now.
+                if count < maximumEntries { slots[head] = vacant }
+                head = (head + 1) % maximumEntries
+                count -= 1
+            }
+            let slot = (head + count) % maximumEntries
+            if slot < slots.count {
+                slots[slot] = consume entry
+            } else {
+                slots.append(consume entry)
+            }
+            count += 1
+            bytes += size
+            let block = chargeBlock
+            let due = (bytes + block - 1) / block * block
+            guard due > charged || due + block < charged else { return 0 }
+            defer { charged = due }
+            return due - charged
+        }
     }
 
     /// What a failure is recorded as: a service's or protocol error's message (what
@@ -216,6 +278,7 @@ final class SessionTimeline {
     /// long text cut; without a declaration, every value masked. The arguments
     /// themselves (no copy) when none of that applies, as for most commands.
     static func shown(_ arguments: Arguments, of command: AnyCommand?) -> Arguments {
+        if arguments.json.pairs.isEmpty { return arguments }
         if let command, !command.masksArguments, !arguments.json.pairs.contains(where: { Self.isLong($0.value) }) {
             return arguments
         }

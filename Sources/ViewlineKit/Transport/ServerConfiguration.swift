@@ -12,7 +12,9 @@ public struct ServerConfiguration: Sendable {
     /// `/inspect` is served, sessions keep their timelines, and a connection that
     /// gives it (`inspector <token>`) may run the inspector's read-only commands
     /// (`inspect`, `info`), never the other admin commands. At least 16 characters
-    /// (a random one: `openssl rand -hex 16`); `nil` for none.
+    /// (a random one: `openssl rand -hex 16`; a shorter one makes
+    /// ``ViewlineServer/init(application:configuration:logger:)`` throw); `nil` for
+    /// none.
     public var inspectorToken: String?
     /// Longest accepted line; longer ones get `line_too_long`.
     public var maximumLineBytes = 64 * 1024

@@ -113,8 +113,12 @@ public final class ViewlineServer: Service, Sendable {
     /// A server for an assembled application; ``run()`` binds the port.
     ///
     /// - Throws: ``ConfigurationError`` naming every backend the view-models declare
-    ///   and the application's ``Services`` lack.
+    ///   and the application's ``Services`` lack, or for an inspector token shorter
+    ///   than ``Application/shortestInspectorToken``.
     public init(application: Application, configuration: ServerConfiguration, logger: Logger) throws {
+        if let token = configuration.inspectorToken, token.utf8.count < Application.shortestInspectorToken {
+            throw ConfigurationError(description: "the inspector token has fewer than \(Application.shortestInspectorToken) characters")
+        }
         if !application.missingBackends.isEmpty {
             let names = application.missingBackends.map { "\"\($0.name)\" (\($0.summary))" }
             throw ConfigurationError(description: "the view-models call backends the server's Services lack: \(names.joined(separator: ", "))")
