@@ -68,6 +68,8 @@ def test_the_charts_follow_the_node_and_the_page_is_clean_and_keyboard_driven(pa
     for _ in range(4):
         server.tcp().command("ping")
     wait(page, lambda: any(c.text.startswith("sessions: 5") for c in page.find_elements(By.CSS_SELECTOR, "figcaption")))
+    # Every client keeps up: nothing backs up.
+    assert page.find_element(By.CSS_SELECTOR, "#chart-backlog figcaption").text.startswith("output backlog: 0 KiB")
     assert_clean(page, "the inspector's list")
     # By keyboard: Tab to a session's button, Enter opens it.
     body = page.find_element(By.TAG_NAME, "body")

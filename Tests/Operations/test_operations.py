@@ -185,6 +185,7 @@ def test_info_groups_the_figures_and_slowlog_names_commands_never_arguments():
         assert latency["cumulative"] == sorted(latency["cumulative"]) and latency["cumulative"][-1] == 2
         assert latency["bucketsSeconds"][0] == 0.0001
         assert info["clients"]["connected"] == 1 and info["clients"]["byTransport"]["tcp"] == 1
+        assert info["clients"]["outputBacklog"] == {"connections": 0, "bytes": 0}  # every client keeps up
         assert info["sessions"]["live"] == 1 and info["sessions"]["attached"] == 1
         assert info["commands"]["login"] == {"ok": 1} and info["commands"]["search"] == {"ok": 1}
         assert info["cluster"] is None

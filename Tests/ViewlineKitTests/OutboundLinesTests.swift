@@ -20,7 +20,21 @@ import Testing
     /// 64 KiB budget and a small kernel send buffer, so the backlog stays in NIO.
     final class Harness: Sendable {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        final class Accepted: Sendable { let channel = Mutex<(any Channel)?>(nil) }
+        final class Accepted: Sendable {
+            let channel = Mutex<(any Channel)?>(nil)
+            let outbound = Mutex<OutboundLines?>(nil)
+        }
+        /// Tells the connection's output when the channel's writability changes, as
+        /// the server's last handler does.
+        final class Relay: ChannelInboundHandler, Sendable {
+            typealias InboundIn = ByteBuffer
+            let accepted: Accepted
+            init(_ accepted: Accepted) { self.accepted = accepted }
+            func channelWritabilityChanged(context: ChannelHandlerContext) {
+                accepted.outbound.withLock { $0 }?.writabilityChanged()
+            }
+        }
+        let counts = ConnectionCounts()
         let accepted = Accepted()
         let port: Int
         let listener: any Channel
@@ -33,7 +47,7 @@ import Testing
                 .childChannelOption(.socketOption(.so_sndbuf), value: 4096)
                 .childChannelInitializer { channel in
                     accepted.channel.withLock { $0 = channel }
-                    return channel.eventLoop.makeSucceededVoidFuture()
+                    return channel.pipeline.addHandler(Relay(accepted))
                 }
                 .bind(host: "127.0.0.1", port: 0).wait()
             port = listener.localAddress!.port!
@@ -58,7 +72,9 @@ import Testing
                 if channel == nil { usleep(5_000) }
             }
             let server = try #require(channel)
-            return (fd, OutboundLines(channel: server, logger: Logger(label: "test")), server)
+            let outbound = OutboundLines(channel: server, logger: Logger(label: "test"), counts: counts)
+            accepted.outbound.withLock { $0 = outbound }
+            return (fd, outbound, server)
         }
 
         deinit {
@@ -104,5 +120,34 @@ import Testing
         try channel.closeFuture.wait()
         // What reached the socket before the cut is far less than the flood.
         #expect(Self.readAll(fd, limit: 8 << 20) < 256 * 1024 + Harness.budget * 4)
+    }
+
+    /// `info`'s output backlog: a connection whose client reads slower than it is
+    /// written to is counted with what it holds, and leaves the count once it drains
+    /// or closes; a connection that keeps up is never in it.
+    @Test func aConnectionPastItsWatermarkIsInTheOutputBacklogUntilItDrains() throws {
+        let harness = try Harness()
+        let (fd, outbound, channel) = try harness.connect()
+        defer { close(fd) }
+        outbound.send([UInt8](repeating: UInt8(ascii: "x"), count: 100) + [UInt8(ascii: "\n")])
+        #expect(Self.readAll(fd, limit: 101) == 101)
+        #expect(harness.counts.outputBacklog.connections == 0)
+        // Four times the budget in one line, unread: the connection backs up.
+        let line = [UInt8](repeating: UInt8(ascii: "y"), count: 4 * Harness.budget) + [UInt8(ascii: "\n")]
+        outbound.send(line)
+        for _ in 0..<200 where harness.counts.outputBacklog.connections == 0 { usleep(5_000) }
+        let backlog = harness.counts.outputBacklog
+        #expect(backlog.connections == 1 && backlog.bytes > Harness.budget)
+        // The client reads it all: the connection drains and leaves the backlog.
+        #expect(Self.readAll(fd, limit: line.count) == line.count)
+        for _ in 0..<200 where harness.counts.outputBacklog.connections > 0 { usleep(5_000) }
+        #expect(harness.counts.outputBacklog.connections == 0)
+        // Backed up again, then closed: it leaves with its channel.
+        outbound.send(line)
+        for _ in 0..<200 where harness.counts.outputBacklog.connections == 0 { usleep(5_000) }
+        #expect(harness.counts.outputBacklog.connections == 1)
+        try channel.close().wait()
+        for _ in 0..<200 where harness.counts.outputBacklog.connections > 0 { usleep(5_000) }
+        #expect(harness.counts.outputBacklog == (0, 0))
     }
 }

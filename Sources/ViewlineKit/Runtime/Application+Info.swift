@@ -15,8 +15,10 @@ extension Application {
         if let resident = ProcessFigures.residentBytes() { server["residentBytes"] = .int(resident) }
         if let files = ProcessFigures.openFiles() { server["openFiles"] = .int(files) }
         let byTransport = connections.byTransport
+        let backlog = connections.outputBacklog
         let clients: JSONObject = [
             "connected": .int(byTransport.values.reduce(0, +)),
+            "outputBacklog": ["connections": .int(backlog.connections), "bytes": .int(backlog.bytes)],
             "byTransport": .object(JSONObject(ServerMetrics.Transport.allCases.map { ($0.rawValue, .int(byTransport[$0] ?? 0)) })),
         ]
         let sessionsGroup: JSONObject = [

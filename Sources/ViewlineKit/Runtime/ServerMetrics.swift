@@ -286,15 +286,32 @@ enum ProcessFigures {
     }
 }
 
-/// Connections open now, by transport: kept by the server, read by `info` and `/metrics`.
+/// Connections open now, by transport, and those whose output backs up: kept by the
+/// server, read by `info` and `/metrics`.
 public final class ConnectionCounts: Sendable {
     private let counts = Mutex<[ServerMetrics.Transport: Int]>([:])
+    /// Each connection whose client reads slower than it is written to (its output
+    /// past the write buffer's high watermark), with the bytes it held when last
+    /// flushed. Touched only as a connection passes the watermark or drains below
+    /// it, never for a connection that keeps up.
+    private let backedUp = Mutex<[ObjectIdentifier: Int]>([:])
 
     /// No connections yet.
     public init() {}
 
     func opened(_ transport: ServerMetrics.Transport) { counts.withLock { $0[transport, default: 0] += 1 } }
     func closed(_ transport: ServerMetrics.Transport) { counts.withLock { $0[transport, default: 0] -= 1 } }
+
+    /// The connection `id` holds `bytes` of output past its watermark (`nil`: it
+    /// drained below it, or closed).
+    func backlog(of id: ObjectIdentifier, bytes: Int?) {
+        backedUp.withLock { $0[id] = bytes }
+    }
+
+    /// The connections whose output is past their watermark, and the bytes they hold.
+    public var outputBacklog: (connections: Int, bytes: Int) {
+        backedUp.withLock { ($0.count, $0.values.reduce(0, +)) }
+    }
 
     /// Every transport with its count (zeros included).
     public var byTransport: [ServerMetrics.Transport: Int] {

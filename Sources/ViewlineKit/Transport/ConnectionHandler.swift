@@ -52,6 +52,11 @@ final class ConnectionHandler: ChannelInboundHandler {
         context.fireUserInboundEventTriggered(event)
     }
 
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        connection?.outbound.writabilityChanged()
+        context.fireChannelWritabilityChanged()
+    }
+
     func channelInactive(context: ChannelHandlerContext) {
         connection?.receive(.disconnected)
         connection = nil

@@ -26,10 +26,36 @@ final class OutboundLines: Sendable {
     /// channel's loop only): the backlog may stay over by that much while it drains.
     private let allowance = Atomic<Int>(0)
 
-    init(channel: any Channel, logger: Logger, metrics: ServerMetrics? = nil) {
+    /// Where a backlog is told (``ConnectionCounts/backlog(of:bytes:)``), and whether
+    /// this connection's is there now (touched on the channel's loop only).
+    private let counts: ConnectionCounts?
+    private let backedUp = Atomic<Bool>(false)
+
+    init(channel: any Channel, logger: Logger, metrics: ServerMetrics? = nil, counts: ConnectionCounts? = nil) {
         self.channel = channel
         self.logger = logger
         self.metrics = metrics
+        self.counts = counts
+        if counts != nil {
+            // However the connection ends, its backlog goes with it.
+            channel.closeFuture.whenComplete { [weak self] _ in self?.writabilityChanged() }
+        }
+    }
+
+    /// The channel's writability changed, or it closed (on its loop): a connection
+    /// that drained below its watermark leaves the backlog.
+    func writabilityChanged() {
+        guard backedUp.load(ordering: .relaxed), channel.isWritable || !channel.isActive else { return }
+        backedUp.store(false, ordering: .relaxed)
+        counts?.backlog(of: ObjectIdentifier(self), bytes: nil)
+    }
+
+    /// Tells the backlog what this connection holds now, past its watermark.
+    private func noteBacklog() {
+        guard let counts else { return }
+        let buffered = (try? channel.syncOptions?.getOption(.bufferedWritableBytes)) ?? 0
+        backedUp.store(true, ordering: .relaxed)
+        counts.backlog(of: ObjectIdentifier(self), bytes: buffered)
     }
 
     /// Bytes gathered before they are handed to NIO at once, even mid-burst: what
@@ -125,6 +151,7 @@ final class OutboundLines: Sendable {
         metrics?.wrote(bytes: size)
         channel.writeAndFlush(pending, promise: nil)
         if channel.isWritable { return }
+        noteBacklog()
         if wasWritable {
             // This flush alone took the backlog over the limit (a line larger than the
             // budget, or the last of a burst): it goes out whole while the client reads.
@@ -139,6 +166,8 @@ final class OutboundLines: Sendable {
             // lives on for the client to attach again).
             logger.warning("closing a connection whose client stopped reading")
             metrics?.outputCutOffs.increment()
+            backedUp.store(false, ordering: .relaxed)
+            counts?.backlog(of: ObjectIdentifier(self), bytes: nil)
             channel.close(promise: nil)
         }
     }

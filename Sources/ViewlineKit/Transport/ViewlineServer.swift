@@ -472,7 +472,7 @@ public final class ViewlineServer: Service, Sendable {
     /// `welcome`, or `bye` when the server is full.
     func accept(_ channel: any Channel, transport: ServerMetrics.Transport, budget: InputBudget) -> ClientConnection? {
         let number = registry.nextNumber()
-        let outbound = OutboundLines(channel: channel, logger: logger, metrics: application.metrics)
+        let outbound = OutboundLines(channel: channel, logger: logger, metrics: application.metrics, counts: application.connections)
         if let refusal = registry.add(
             number, channel: channel, outbound: outbound, limit: maximumClients, perAddress: configuration.maximumClientsPerAddress)
         {

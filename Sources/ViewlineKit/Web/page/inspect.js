@@ -98,7 +98,7 @@ $("token-form").addEventListener("submit", async (event) => {
 });
 
 // --- Vital signs: figures from `info`, drawn over the last minutes. -----------
-const history = { sessions: [], connections: [], commandsPerSecond: [], slowCommands: [], p50: [], p99: [], recordLag: [] };
+const history = { sessions: [], connections: [], backlog: [], commandsPerSecond: [], slowCommands: [], p50: [], p99: [], recordLag: [] };
 const maximumPoints = 60;  // a minute, one point a second
 let lastCommands = null;
 let lastLatency = null;
@@ -169,6 +169,7 @@ async function vitals() {
   push(history.sessions, info.sessions?.live ?? 0);
   push(history.connections, info.clients?.connected ?? 0);
   push(history.slowCommands, info.sessions?.slowCommands ?? 0);
+  push(history.backlog, (Number(info.clients?.outputBacklog?.bytes) || 0) / 1024);
   if (info.commands) {
     let total = 0;
     for (const outcomes of Object.values(info.commands)) for (const count of Object.values(outcomes)) total += Number(count) || 0;
@@ -188,6 +189,7 @@ async function vitals() {
   chart("sessions", "sessions", history.sessions, "");
   chart("connections", "connections", history.connections, "");
   chart("slow", "slow commands", history.slowCommands, "");
+  chart("backlog", "output backlog", history.backlog, " KiB");
   if (info.commands) chart("rate", "commands/s", history.commandsPerSecond, "");
   if (latency) {
     chart("p50", "p50 command latency", history.p50, " ms");
