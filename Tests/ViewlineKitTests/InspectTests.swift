@@ -140,6 +140,24 @@ enum Vault: ViewModel {
         #expect(SessionTimeline.shown(Arguments(["user": "alice"]), of: nil) == Arguments(["user": "•••"]))
     }
 
+    /// The ring keeps the newest entries in order, whether its slots or its bytes run
+    /// out first, and as it grows.
+    @Test func aTimelineKeepsItsNewestEntriesInOrder() {
+        func record(_ count: Int, into timeline: SessionTimeline) {
+            for rev in 0..<count {
+                timeline.record(.command(name: "ping", arguments: Arguments(), connection: 1, failed: nil), rev: rev, at: .now, duration: .zero)
+            }
+        }
+        let bySlots = SessionTimeline(maximumBytes: 1 << 20)
+        record(300, into: bySlots)
+        #expect(bySlots.entries(from: 0).map(\.rev) == Array(172..<300))
+        // 116 bytes an entry: twenty fit, and the ring wraps inside its 32 slots.
+        let byBytes = SessionTimeline(maximumBytes: 116 * 20)
+        record(50, into: byBytes)
+        #expect(byBytes.entries(from: 0).map(\.rev) == Array(30..<50) && byBytes.bytes == 116 * 20)
+        #expect(byBytes.entries(from: 45).map(\.rev) == Array(45..<50) && byBytes.lastCommand?.rev == 49)
+    }
+
     @Test func backendCallsAreTimedIntoTheTimeline() async throws {
         let application = application()
         let adder = try #require(application.services.adder)

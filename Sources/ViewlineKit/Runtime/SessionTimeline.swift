@@ -151,17 +151,15 @@ final class SessionTimeline {
     deinit {
         budget?.add(-ring.charged)
         share?.add(-ring.charged)
+        ring.release()
     }
 
     /// Fetches the slot the next entry goes into, ahead of ``record(_:rev:at:duration:)``
     /// (called as a command starts). Every session's slots together are past the
     /// cache, and the command's own work hides the fetch.
     func prepare() {
-        ring.slots.withUnsafeBufferPointer { slots in
-            let slot = (ring.head + ring.count) % Self.maximumEntries
-            guard slot < slots.count, let base = slots.baseAddress else { return }
-            viewline_prefetch_for_write(base + slot, UInt(MemoryLayout<Entry>.stride))
-        }
+        guard let next = ring.nextSlot else { return }
+        viewline_prefetch_for_write(next, UInt(MemoryLayout<Entry>.stride))
     }
 
     /// Keeps what happened at `rev`, at `instant`, taking `duration`.
@@ -198,26 +196,45 @@ final class SessionTimeline {
 
     /// The entries at or after `rev`, oldest first.
     func entries(from rev: Int) -> [Entry] {
-        (0..<ring.count).map { ring.slots[(ring.head + $0) % Self.maximumEntries] }.filter { $0.rev >= rev }
+        (0..<ring.count).map { ring[$0] }.filter { $0.rev >= rev }
     }
 
     /// The last command recorded.
     var lastCommand: Entry? {
         for index in (0..<ring.count).reversed() {
-            let entry = ring.slots[(ring.head + index) % Self.maximumEntries]
+            let entry = ring[index]
             if entry.what == .command { return entry }
         }
         return nil
     }
 
-    /// The ring: `count` entries from `head` on (wrapping), `bytes` of them, and what
-    /// is charged to the budget for them (`bytes` rounded up to a block).
+    /// The ring: `count` entries from `head` on (wrapping) in `capacity` slots, the
+    /// first `initialized` of them holding an entry (a live one or ``vacant``),
+    /// `bytes` of them, and what is charged to the budget for them (`bytes` rounded
+    /// up to a block). Its own memory, not an array: a command's entry is written
+    /// into its slot with no uniqueness or bounds check, and its slot's address is
+    /// known ahead (``nextSlot``). It grows by doubling up to ``maximumEntries``
+    /// slots; ``release()`` frees it.
     private struct Ring {
-        var slots: [Entry] = []
-        var head = 0
-        var count = 0
-        var bytes = 0
-        var charged = 0
+        private var slots: UnsafeMutablePointer<Entry>?
+        private var capacity = 0
+        private var initialized = 0
+        private(set) var head = 0
+        private(set) var count = 0
+        private(set) var bytes = 0
+        private(set) var charged = 0
+
+        /// The `index`th live entry, oldest first.
+        subscript(index: Int) -> Entry {
+            slots![(head + index) % capacity]
+        }
+
+        /// Where the next entry goes, when that slot holds one already.
+        var nextSlot: UnsafeMutablePointer<Entry>? {
+            guard let slots, count < capacity || capacity == maximumEntries else { return nil }
+            let slot = (head + count) % capacity
+            return slot < initialized ? slots + slot : nil
+        }
 
         /// Keeps `entry`, dropping the oldest entries first while the ring is full,
         /// `maximumBytes` would be passed, or (past what is charged already) the
@@ -226,18 +243,20 @@ final class SessionTimeline {
         mutating func keep(_ entry: consuming Entry, maximumBytes: Int, isOverBudget: () -> Bool) -> Int {
             let size = Int(entry.size)
             while count > 0 && (count >= maximumEntries || bytes + size > maximumBytes || (bytes + size > charged && isOverBudget())) {
-                bytes -= Int(slots[head].size)
+                bytes -= Int(slots![head].size)
                 // A full ring's oldest slot takes the new entry (written once, below);
                 // any other dropped entry lets go of its strings now.
-                if count < maximumEntries { slots[head] = vacant }
-                head = (head + 1) % maximumEntries
+                if count < maximumEntries { slots![head] = vacant }
+                head = (head + 1) % capacity
                 count -= 1
             }
-            let slot = (head + count) % maximumEntries
-            if slot < slots.count {
-                slots[slot] = consume entry
+            if count == capacity { grow() }
+            let slot = (head + count) % capacity
+            if slot < initialized {
+                slots![slot] = consume entry
             } else {
-                slots.append(consume entry)
+                (slots! + slot).initialize(to: consume entry)
+                initialized += 1
             }
             count += 1
             bytes += size
@@ -246,6 +265,28 @@ final class SessionTimeline {
             guard due > charged || due + block < charged else { return 0 }
             defer { charged = due }
             return due - charged
+        }
+
+        /// Twice the slots (16 at first, at most ``maximumEntries``), the live entries
+        /// moved to the start in order.
+        private mutating func grow() {
+            let larger = min(maximumEntries, max(16, capacity * 2))
+            let fresh = UnsafeMutablePointer<Entry>.allocate(capacity: larger)
+            if let slots {
+                for index in 0..<count { (fresh + index).moveInitialize(from: slots + (head + index) % capacity, count: 1) }
+                // The slots left hold dropped entries' vacant values: let them go.
+                for index in count..<initialized { (slots + (head + index) % capacity).deinitialize(count: 1) }
+                slots.deallocate()
+            }
+            (slots, capacity, initialized, head) = (fresh, larger, count, 0)
+        }
+
+        /// Lets go of every entry and the slots.
+        mutating func release() {
+            guard let slots else { return }
+            slots.deinitialize(count: initialized)
+            slots.deallocate()
+            self.slots = nil
         }
     }
 
