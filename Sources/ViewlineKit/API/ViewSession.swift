@@ -46,14 +46,17 @@ public final actor ViewSession<Model: ViewModel> {
 
     /// The view-model's current state in this session.
     public var state: Model.State {
-        withSession { $0.states[index] as! Model.State }
+        withSession { $0.currentState(index) as! Model.State }
     }
 
     /// Changes the state and, unless `display` is false, shows the client the new
     /// state (a `display` event with the next `rev`).
     ///
     /// From background work that was replaced or cancelled (``run(_:_:)``), the change
-    /// is made to a scratch copy and dropped: the latest work wins.
+    /// is made to a scratch copy and dropped: the latest work wins. Inside `change`,
+    /// ``state`` (and a ``display()``) read the state as it is changing; an `update`
+    /// of this same view-model from inside `change` is made to a copy and dropped,
+    /// with an error in the log: make that change to the closure's argument.
     @discardableResult
     public func update<Result>(display: Bool = true, _ change: (inout Model.State) throws -> Result) rethrows -> Result {
         try withoutActuallyEscaping(change) { change in

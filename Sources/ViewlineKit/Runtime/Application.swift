@@ -203,6 +203,8 @@ public struct ViewDescription: Sendable {
     public let busyFields: [String]
     let makeState: @Sendable (Services) -> any Sendable
     let encodeState: @Sendable (any Sendable) -> EncodedState
+    /// A copy of the state at `pointer` (one being changed by ``Session/update(_:as:display:_:)``).
+    let copyState: @Sendable (UnsafeRawPointer) -> any Sendable
     /// Reads a state back from its wire form, when the state is `Decodable` (a
     /// session restored on another node of a cluster).
     let decodeState: (@Sendable (JSON) -> (any Sendable)?)?
@@ -221,6 +223,7 @@ public struct ViewDescription: Sendable {
         stateReplyHead = head
         displayViewPart = DisplayEvent.viewPart(model.view)
         makeState = { model.initialState($0) }
+        copyState = { $0.assumingMemoryBound(to: Model.State.self).pointee }
         let encodeTree: @Sendable (Model.State) -> JSON = { state in
             do {
                 return try JSON(encoding: state)

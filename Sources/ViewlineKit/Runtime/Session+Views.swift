@@ -8,22 +8,55 @@ extension Session {
         _ index: Int, as type: State.Type, display: Bool, _ change: (inout State) throws -> Result
     ) rethrows -> Result {
         if isStaleWork {
-            var scratch = states[index] as! State
+            var scratch = currentState(index) as! State
+            return try change(&scratch)
+        }
+        if changingState(index) != nil {
+            // An update of this view-model from inside its own update: the outer change
+            // holds the state. The inner one is made to a copy and dropped, said in the
+            // log (the change belongs in the outer closure, which has the state).
+            logger.error("a view-model updated its state inside its own update; that inner change is dropped", metadata: ["view": "\(application.views[index].name)"])
+            var scratch = currentState(index) as! State
             return try change(&scratch)
         }
         var state = states[index] as! State
         states[index] = 0  // keep the state uniquely referenced while it changes
         defer { states[index] = state }
-        let result = try change(&state)
+        let result = try withUnsafeMutablePointer(to: &state) { pointer in
+            // What the change reads of its own view-model (its `state`, a `display`)
+            // is the state as it is changing.
+            try withUnsafePointer(to: StateChange(index: index, state: UnsafeMutableRawPointer(pointer), outer: changing)) { frame in
+                changing = frame
+                defer { changing = frame.pointee.outer }
+                return try change(&pointer.pointee)
+            }
+        }
         states[index] = state
         if display { self.display(index) }
         return result
     }
 
+    /// The state of the view at `index` now: the one being changed, during its change.
+    func currentState(_ index: Int) -> any Sendable {
+        if let changed = changingState(index) { return application.views[index].copyState(changed) }
+        return states[index]
+    }
+
+    /// Where the state at `index` is while its change runs; `nil` when it is not
+    /// changing.
+    private func changingState(_ index: Int) -> UnsafeMutableRawPointer? {
+        var frame = changing
+        while let current = frame {
+            if current.pointee.index == index { return current.pointee.state }
+            frame = current.pointee.outer
+        }
+        return nil
+    }
+
     /// A view-model's current state in this session (for tests and tools; view-model
     /// code reads ``ViewSession/state``).
     package func state<Model: ViewModel>(_ model: Model.Type) -> Model.State {
-        states[application.index(of: model)] as! Model.State
+        currentState(application.index(of: model)) as! Model.State
     }
 
     /// Whether a view-model's view has been displayed in this session.
@@ -40,15 +73,16 @@ extension Session {
     func display(_ index: Int) {
         displayedViews.insert(index)
         let view = application.views[index]
-        let state = view.encodeState(states[index])
-        if let canonical = state.canonical { states[index] = canonical }  // equal: share its storage
+        let state = view.encodeState(currentState(index))
+        // Equal to another session's: share its storage (not while it changes).
+        if let canonical = state.canonical, changing == nil { states[index] = canonical }
         (lastEncodedView, lastEncodedBytes) = (index, state.bytes)
         emitDisplay(viewPart: view.displayViewPart, state: state)
     }
 
     /// A view's state as the client sees it, and its encoding.
     func encodedState(_ index: Int) -> EncodedState {
-        application.views[index].encodeState(states[index])
+        application.views[index].encodeState(currentState(index))
     }
 
     /// A view's state's encoding: the one kept since the view was last encoded, while
@@ -59,4 +93,12 @@ extension Session {
         (lastEncodedView, lastEncodedBytes) = (index, bytes)
         return bytes
     }
+}
+
+/// A state change running (``Session/update(_:as:display:_:)``): the view, where its
+/// state is while it changes, and the change it runs inside.
+struct StateChange {
+    let index: Int
+    let state: UnsafeMutableRawPointer
+    let outer: UnsafePointer<StateChange>?
 }

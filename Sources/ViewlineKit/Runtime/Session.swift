@@ -64,6 +64,11 @@ package actor Session {
     // Views: one state per view-model, in the application's order, made on first
     // use (an idle session holds none).
     private var madeStates: [any Sendable] = []
+    /// The innermost state change running (``update(_:as:display:_:)``), linked to
+    /// the ones it runs inside: where each state is while it changes (its slot in
+    /// `states` holds a placeholder then), for what the change itself reads of its
+    /// own view-model. On the changes' stacks: no allocation, a word per session.
+    var changing: UnsafePointer<StateChange>?
     var states: [any Sendable] {
         _read {
             makeStatesIfNeeded()
