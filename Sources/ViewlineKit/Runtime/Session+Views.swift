@@ -15,7 +15,9 @@ extension Session {
             // An update of this view-model from inside its own update: the outer change
             // holds the state. The inner one is made to a copy and dropped, said in the
             // log (the change belongs in the outer closure, which has the state).
-            logger.error("a view-model updated its state inside its own update; that inner change is dropped", metadata: ["view": "\(application.views[index].name)"])
+            logger.error(
+                "a view-model updated its state inside its own update; that inner change is dropped",
+                metadata: ["view": "\(application.views[index].name)"])
             var scratch = currentState(index) as! State
             return try change(&scratch)
         }
