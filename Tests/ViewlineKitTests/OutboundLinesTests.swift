@@ -150,4 +150,23 @@ import Testing
         for _ in 0..<200 where harness.counts.outputBacklog.connections > 0 { usleep(5_000) }
         #expect(harness.counts.outputBacklog == (0, 0))
     }
+
+    /// A backed-up connection whose client goes away leaves the backlog even when its
+    /// output object is gone before the close completes (as the server's is, once the
+    /// connection is finished).
+    @Test func aBackedUpConnectionWhoseClientLeavesLeavesTheBacklog() throws {
+        let harness = try Harness()
+        let (fd, channel): (Int32, any Channel) = try {
+            let (fd, outbound, channel) = try harness.connect()
+            outbound.send([UInt8](repeating: UInt8(ascii: "y"), count: 4 * Harness.budget) + [UInt8(ascii: "\n")])
+            return (fd, channel)
+        }()
+        for _ in 0..<200 where harness.counts.outputBacklog.connections == 0 { usleep(5_000) }
+        #expect(harness.counts.outputBacklog.connections == 1)
+        harness.accepted.outbound.withLock { $0 = nil }  // nothing holds the output now
+        close(fd)
+        try channel.closeFuture.wait()
+        for _ in 0..<200 where harness.counts.outputBacklog.connections > 0 { usleep(5_000) }
+        #expect(harness.counts.outputBacklog == (0, 0))
+    }
 }

@@ -294,7 +294,8 @@ public final class ConnectionCounts: Sendable {
     /// past the write buffer's high watermark), with the bytes it held when last
     /// flushed. Touched only as a connection passes the watermark or drains below
     /// it, never for a connection that keeps up.
-    private let backedUp = Mutex<[ObjectIdentifier: Int]>([:])
+    private let backedUp = Mutex<[Int: Int]>([:])
+    private let nextBacklogID = Atomic<Int>(0)
 
     /// No connections yet.
     public init() {}
@@ -302,9 +303,14 @@ public final class ConnectionCounts: Sendable {
     func opened(_ transport: ServerMetrics.Transport) { counts.withLock { $0[transport, default: 0] += 1 } }
     func closed(_ transport: ServerMetrics.Transport) { counts.withLock { $0[transport, default: 0] -= 1 } }
 
+    /// A number for a connection's backlog, never given to another.
+    func makeBacklogID() -> Int {
+        nextBacklogID.wrappingAdd(1, ordering: .relaxed).newValue
+    }
+
     /// The connection `id` holds `bytes` of output past its watermark (`nil`: it
     /// drained below it, or closed).
-    func backlog(of id: ObjectIdentifier, bytes: Int?) {
+    func backlog(of id: Int, bytes: Int?) {
         backedUp.withLock { $0[id] = bytes }
     }
 

@@ -155,12 +155,12 @@ extension Session {
                 throw ProtocolError(.badToken, "too many wrong inspector tokens from this address; try again in \(seconds) s", retryAfter: seconds)
             }
             guard SessionRegistry.constantTimeEqual(Cluster.digest(Array(args[BuiltInArgument.inspectorToken].utf8)), digest) else {
-                // At most a few per address before the throttle holds it back.
-                session.logger.warning("a wrong inspector token", metadata: ["connection": "\(connection)"])
-                // A wrong guess costs its connection a second (its next line waits behind
-                // it), and counts against the address once it is answered.
-                try? await Task.sleep(for: Session.wrongInspectorTokenDelay)
+                // Counted before the delay, so guesses sent side by side meet the throttle
+                // too; at most a few are logged per address before it holds them back.
                 throttle.failed(keys, now: Date())
+                session.logger.warning("a wrong inspector token", metadata: ["connection": "\(connection)"])
+                // A wrong guess costs its connection a second (its next line waits behind it).
+                try? await Task.sleep(for: Session.wrongInspectorTokenDelay)
                 throw ProtocolError(.badToken, "that is not this server's inspector token")
             }
             session.inspectorConnections.insert(connection)

@@ -29,6 +29,7 @@ final class OutboundLines: Sendable {
     /// Where a backlog is told (``ConnectionCounts/backlog(of:bytes:)``), and whether
     /// this connection's is there now (touched on the channel's loop only).
     private let counts: ConnectionCounts?
+    private let backlogID: Int
     private let backedUp = Atomic<Bool>(false)
 
     init(channel: any Channel, logger: Logger, metrics: ServerMetrics? = nil, counts: ConnectionCounts? = nil) {
@@ -36,9 +37,11 @@ final class OutboundLines: Sendable {
         self.logger = logger
         self.metrics = metrics
         self.counts = counts
-        if counts != nil {
-            // However the connection ends, its backlog goes with it.
-            channel.closeFuture.whenComplete { [weak self] _ in self?.writabilityChanged() }
+        backlogID = counts?.makeBacklogID() ?? 0
+        if let counts {
+            // However the connection ends, its backlog goes with it (by its number: this
+            // object may be gone by the time the close completes).
+            channel.closeFuture.whenComplete { [backlogID] _ in counts.backlog(of: backlogID, bytes: nil) }
         }
     }
 
@@ -47,7 +50,7 @@ final class OutboundLines: Sendable {
     func writabilityChanged() {
         guard backedUp.load(ordering: .relaxed), channel.isWritable || !channel.isActive else { return }
         backedUp.store(false, ordering: .relaxed)
-        counts?.backlog(of: ObjectIdentifier(self), bytes: nil)
+        counts?.backlog(of: backlogID, bytes: nil)
     }
 
     /// Tells the backlog what this connection holds now, past its watermark.
@@ -55,7 +58,7 @@ final class OutboundLines: Sendable {
         guard let counts else { return }
         let buffered = (try? channel.syncOptions?.getOption(.bufferedWritableBytes)) ?? 0
         backedUp.store(true, ordering: .relaxed)
-        counts.backlog(of: ObjectIdentifier(self), bytes: buffered)
+        counts.backlog(of: backlogID, bytes: buffered)
     }
 
     /// Bytes gathered before they are handed to NIO at once, even mid-burst: what
@@ -167,7 +170,7 @@ final class OutboundLines: Sendable {
             logger.warning("closing a connection whose client stopped reading")
             metrics?.outputCutOffs.increment()
             backedUp.store(false, ordering: .relaxed)
-            counts?.backlog(of: ObjectIdentifier(self), bytes: nil)
+            counts?.backlog(of: backlogID, bytes: nil)
             channel.close(promise: nil)
         }
     }
