@@ -102,6 +102,8 @@ def test_every_counter_moves_by_exactly_what_was_done(server):
     assert moved("viewline_sessions_attached_total") == 1
     assert moved("viewline_bytes_written_total") > 0
     assert after[("viewline_connections", (("transport", "tcp"),))] == 2
+    assert after[("viewline_output_backlog_connections", ())] == 0  # both clients read what they are sent
+    assert after[("viewline_output_backlog_bytes", ())] == 0
     assert after[("viewline_sessions", (("state", "attached"),))] == 1  # b's own session ended when it left
     assert after[("viewline_process_resident_memory_bytes", ())] > 1_000_000
     assert after[("viewline_process_open_fds", ())] > 3

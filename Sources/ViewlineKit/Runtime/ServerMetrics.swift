@@ -47,6 +47,9 @@ public final class ServerMetrics: Sendable {
     // Set when scraped.
     private let sessionGauges: (attached: CoreMetrics.Gauge, detached: CoreMetrics.Gauge)
     private let connectionGauges: [Transport: CoreMetrics.Gauge]
+    /// The connections whose output is past their watermark, and the bytes they hold
+    /// (`info.clients.outputBacklog`).
+    private let outputBacklog: (connections: CoreMetrics.Gauge, bytes: CoreMetrics.Gauge)
     private let residentBytes: CoreMetrics.Gauge
     private let openFiles: CoreMetrics.Gauge
     private let eventLoops: CoreMetrics.Gauge
@@ -86,6 +89,10 @@ public final class ServerMetrics: Sendable {
             uniqueKeysWithValues: Transport.allCases.map {
                 ($0, CoreMetrics.Gauge(label: "viewline_connections", dimensions: [("transport", $0.rawValue)], factory: factory))
             })
+        outputBacklog = (
+            CoreMetrics.Gauge(label: "viewline_output_backlog_connections", factory: factory),
+            CoreMetrics.Gauge(label: "viewline_output_backlog_bytes", factory: factory)
+        )
         sessionsCreated = CoreMetrics.Counter(label: "viewline_sessions_created_total", factory: factory)
         sessionsAttached = CoreMetrics.Counter(label: "viewline_sessions_attached_total", factory: factory)
         sessionsRestored = CoreMetrics.Counter(label: "viewline_sessions_restored_total", factory: factory)
@@ -191,6 +198,9 @@ public final class ServerMetrics: Sendable {
         sessionGauges.attached.record(counts.attached)
         sessionGauges.detached.record(counts.sessions - counts.attached)
         for (transport, count) in connections.byTransport { connectionGauges[transport]?.record(count) }
+        let backlog = connections.outputBacklog
+        outputBacklog.connections.record(backlog.connections)
+        outputBacklog.bytes.record(backlog.bytes)
         if let resident = ProcessFigures.residentBytes() { residentBytes.record(resident) }
         if let files = ProcessFigures.openFiles() { openFiles.record(files) }
         eventLoops.record(eventLoopCount)
