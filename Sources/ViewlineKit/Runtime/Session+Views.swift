@@ -7,17 +7,15 @@ extension Session {
     func update<State: Sendable, Result>(
         _ index: Int, as type: State.Type, display: Bool, _ change: (inout State) throws -> Result
     ) rethrows -> Result {
-        if isStaleWork {
-            var scratch = currentState(index) as! State
-            return try change(&scratch)
-        }
-        if changingState(index) != nil {
-            // An update of this view-model from inside its own update: the outer change
-            // holds the state. The inner one is made to a copy and dropped, said in the
-            // log (the change belongs in the outer closure, which has the state).
-            logger.error(
-                "a view-model updated its state inside its own update; that inner change is dropped",
-                metadata: ["view": "\(application.views[index].name)"])
+        // Replaced work's change, or one of this view-model from inside its own update
+        // (the outer change holds the state): made to a copy and dropped; the latter
+        // said in the log (the change belongs in the outer closure, which has the state).
+        if isStaleWork || changingState(index) != nil {
+            if !isStaleWork {
+                logger.error(
+                    "a view-model updated its state inside its own update; that inner change is dropped",
+                    metadata: ["view": "\(application.views[index].name)"])
+            }
             var scratch = currentState(index) as! State
             return try change(&scratch)
         }

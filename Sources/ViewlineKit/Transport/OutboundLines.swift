@@ -45,18 +45,18 @@ final class OutboundLines: Sendable {
         }
     }
 
-    /// The channel's writability changed, or it closed (on its loop): a connection
-    /// that drained below its watermark leaves the backlog.
+    /// The channel's writability changed (on its loop): a connection that drained
+    /// below its watermark leaves the backlog. (One that closes leaves it as its close
+    /// completes, whatever its state then.)
     func writabilityChanged() {
-        guard backedUp.load(ordering: .relaxed), channel.isWritable || !channel.isActive else { return }
+        guard backedUp.load(ordering: .relaxed), channel.isWritable else { return }
         backedUp.store(false, ordering: .relaxed)
         counts?.backlog(of: backlogID, bytes: nil)
     }
 
     /// Tells the backlog what this connection holds now, past its watermark.
-    private func noteBacklog() {
+    private func noteBacklog(_ buffered: Int) {
         guard let counts else { return }
-        let buffered = (try? channel.syncOptions?.getOption(.bufferedWritableBytes)) ?? 0
         backedUp.store(true, ordering: .relaxed)
         counts.backlog(of: backlogID, bytes: buffered)
     }
@@ -154,23 +154,21 @@ final class OutboundLines: Sendable {
         metrics?.wrote(bytes: size)
         channel.writeAndFlush(pending, promise: nil)
         if channel.isWritable { return }
-        noteBacklog()
+        let buffered = try? channel.syncOptions?.getOption(.bufferedWritableBytes)
+        noteBacklog(buffered ?? 0)
         if wasWritable {
             // This flush alone took the backlog over the limit (a line larger than the
             // budget, or the last of a burst): it goes out whole while the client reads.
             allowance.store(size, ordering: .relaxed)
             return
         }
-        let buffered = (try? channel.syncOptions?.getOption(.bufferedWritableBytes)) ?? .max
         let limit = (try? channel.syncOptions?.getOption(.writeBufferWaterMark))?.high ?? 0
-        if buffered > limit + allowance.load(ordering: .relaxed) {
+        if (buffered ?? .max) > limit + allowance.load(ordering: .relaxed) {
             // The client is not reading and its backlog passed the limit: a `bye` would
             // sit behind that backlog, so just let go of the connection (its session
             // lives on for the client to attach again).
             logger.warning("closing a connection whose client stopped reading")
             metrics?.outputCutOffs.increment()
-            backedUp.store(false, ordering: .relaxed)
-            counts?.backlog(of: backlogID, bytes: nil)
             channel.close(promise: nil)
         }
     }
