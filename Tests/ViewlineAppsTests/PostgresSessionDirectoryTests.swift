@@ -196,17 +196,13 @@ import ViewlineTestSupport
         var second = record(owner: zombie, snapshot: #"{"v":1}"#)
         second.lookup = "bbbbbbbbbbbbbbbb"
         #expect(try await directory.save([first, second]) == SavedRecords())
-        let holder = Task {
-            try await server.queryOnItsOwnThread(
-                "BEGIN; SELECT 1 FROM viewline_sessions WHERE lookup = 'aaaaaaaaaaaaaaaa' FOR SHARE; SELECT pg_sleep(3); COMMIT;", database: database)
-        }
-        try await Task.sleep(for: .milliseconds(400))
+        let holder = try await RowHolder(lookup: "aaaaaaaaaaaaaaaa", "FOR SHARE", on: server, database: database)
         let start = ContinuousClock.now
         #expect(
             try await directory.remove(lookups: ["aaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbb"], by: zombie) == SavedRecords(skipped: ["aaaaaaaaaaaaaaaa"]))
         #expect(ContinuousClock.now - start < .seconds(2))
         #expect(try await directory.find(lookup: "bbbbbbbbbbbbbbbb", nodeTimeout: .seconds(30)) == nil)
-        _ = try await holder.value
+        await holder.release()
         #expect(try await directory.remove(lookups: ["aaaaaaaaaaaaaaaa"], by: zombie) == SavedRecords())
         #expect(try await directory.find(lookup: "aaaaaaaaaaaaaaaa", nodeTimeout: .seconds(30)) == nil)
     }
@@ -222,12 +218,7 @@ import ViewlineTestSupport
         var second = record(owner: zombie, snapshot: #"{"v":1}"#)
         second.lookup = "bbbbbbbbbbbbbbbb"
         #expect(try await directory.save([first, second]) == SavedRecords())
-        let holder = Task {
-            try await server.queryOnItsOwnThread(
-                "BEGIN; SELECT 1 FROM viewline_sessions WHERE lookup = 'aaaaaaaaaaaaaaaa' FOR UPDATE; SELECT pg_sleep(3); COMMIT;", database: database
-            )
-        }
-        try await Task.sleep(for: .milliseconds(400))
+        let holder = try await RowHolder(lookup: "aaaaaaaaaaaaaaaa", "FOR UPDATE", on: server, database: database)
         for (index, batch) in [[first, second], [second, first]].enumerated() {
             var (a, b) = (batch[0], batch[1])
             a.snapshot = #"{"v":\#(index + 2)}"#
@@ -240,7 +231,7 @@ import ViewlineTestSupport
             #expect(saved == SavedRecords(skipped: ["aaaaaaaaaaaaaaaa"]))
             #expect(try await directory.find(lookup: "bbbbbbbbbbbbbbbb", nodeTimeout: .seconds(30))?.record.snapshot == #"{"v":\#(index + 2)}"#)
         }
-        _ = try await holder.value
+        await holder.release()
         // Free again: written.
         var later = first
         later.snapshot = #"{"v":9}"#
@@ -438,5 +429,40 @@ import ViewlineTestSupport
         early.lookup = "fedcba9876543210"
         #expect(try await directory.save([early]).refused == ["fedcba9876543210"])
         #expect(try await directory.find(lookup: "fedcba9876543210", nodeTimeout: .seconds(30)) == nil)
+    }
+}
+
+/// Another transaction holding a session's row (`FOR SHARE`, `FOR UPDATE`) until
+/// ``release()``: made only once PostgreSQL says the lock is held (the holder sleeps
+/// in the same transaction), however slowly a loaded machine starts it — no sleep
+/// that must outlast the holder's start, no lock that must outlast the checks.
+struct RowHolder {
+    private let server: PostgresServer
+    private let database: String
+    private let marker = "holder-\(UUID().uuidString.prefix(8).lowercased())"
+    private let task: Task<Void, Never>
+
+    init(lookup: String, _ mode: String, on server: PostgresServer, database: String) async throws {
+        self.server = server
+        self.database = database
+        let sql = "BEGIN; SELECT 1 FROM viewline_sessions WHERE lookup = '\(lookup)' \(mode); SELECT pg_sleep(120) /* \(marker) */; COMMIT;"
+        task = Task { _ = try? await server.queryOnItsOwnThread(sql, database: database) }
+        for _ in 0..<600 {
+            let sleeping = try await server.queryOnItsOwnThread(
+                "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%\(marker) */;%' AND wait_event = 'PgSleep' AND pid <> pg_backend_pid()",
+                database: database)
+            if sleeping == "1" { return }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        Issue.record("the row holder never took its lock")
+        throw CancellationError()
+    }
+
+    /// Ends the holder's transaction (its backend terminated: the lock goes with it).
+    func release() async {
+        _ = try? await server.queryOnItsOwnThread(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE '%\(marker) */;%' AND pid <> pg_backend_pid()",
+            database: database)
+        await task.value
     }
 }
