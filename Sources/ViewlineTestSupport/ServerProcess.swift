@@ -75,14 +75,29 @@ public final class ServerProcess {
 
     public func signal(_ number: Int32) { kill(process.processIdentifier, number) }
 
-    /// Waits for the process to end and returns its exit status.
+    /// Waits for the process to end and returns its exit status. `timeout` bounds
+    /// how long the process may run: once the kernel has ended it, Foundation's
+    /// reaping (its own thread, which a loaded machine can hold back for longer) is
+    /// waited for without one.
     public func waitForExit(timeout: Duration = .seconds(10)) throws -> Int32 {
         let deadline = ContinuousClock.now + timeout
         while process.isRunning {
+            if hasEnded {
+                process.waitUntilExit()
+                break
+            }
             guard ContinuousClock.now < deadline else { throw LineClient.Failure(description: "server did not exit") }
             usleep(10_000)
         }
         return process.terminationStatus
+    }
+
+    /// Whether the kernel has ended the process: it is a zombie (state `Z` in
+    /// `/proc/PID/stat`, after the name in parentheses) or gone.
+    private var hasEnded: Bool {
+        guard let stat = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/stat", encoding: .utf8) else { return true }
+        guard let name = stat.lastIndex(of: ")") else { return false }
+        return stat[name...].dropFirst().drop(while: { $0 == " " }).first == "Z"
     }
 
     deinit {
