@@ -37,11 +37,22 @@ final class AnyCommand: Sendable {
     /// Whether the inspector's timeline must mask some of its arguments (a `secure`
     /// one, alert fields): decided once here, not on every command.
     let masksArguments: Bool
+    /// How it ends when it awaits (`nil`: it does not), and whether it moves its
+    /// connection: read from ``body`` once here, so the end of every command asks a
+    /// flag instead of copying the body (whose closures every session shares, so
+    /// each copy's retain is contended between the event loops).
+    let awaiting: Awaiting?
+    let moves: Bool
 
     private init(spec: CommandSpec, body: Body) {
         self.spec = spec
         self.body = body
         masksArguments = spec.arguments.contains { $0.isSecure || $0.kind == .fields }
+        switch body {
+        case .awaiting(_, let way): (awaiting, moves) = (way, false)
+        case .moving: (awaiting, moves) = (nil, true)
+        case .immediate, .encoded: (awaiting, moves) = (nil, false)
+        }
     }
 
     /// A command that awaits, ending as `awaiting` says.

@@ -254,17 +254,15 @@ extension Session {
         // `wait`'s time is the one its client asked for, a wrong `inspector` guess's
         // the delay it is made to wait; only a declared name is logged (what a
         // client typed may hold anything).
-        let delayed = failed != nil && isDelayingFailures(command)
-        if elapsed >= application.slowLog.threshold, !isWaiting(command), !delayed {
+        let delayed = failed != nil && command?.awaiting == .delayingFailures
+        if elapsed >= application.slowLog.threshold, command?.awaiting != .waiting, !delayed {
             application.slowLog.record(session: id, command: command == nil ? "unknown" : request.name, duration: elapsed)
         }
         application.metrics?.command(request.name, at: request.command, failed: failed, duration: delayed ? nil : elapsed)
-        if timeline != nil, command.map({ if case .moving = $0.body { false } else { true } }) ?? true {
-            note(
-                .command(
-                    name: request.name, arguments: SessionTimeline.shown(request.arguments, of: command), connection: connection, failed: failed
-                ),
-                at: started.at, duration: elapsed, rev: started.rev)
+        if command?.moves != true {
+            timeline?.recordCommand(
+                request.name, arguments: SessionTimeline.shown(request.arguments, of: command), connection: connection, failed: failed,
+                rev: started.rev, at: started.at, duration: elapsed)
         }
         if holding {
             let events = held.end(connection)
@@ -275,23 +273,13 @@ extension Session {
         // Only an acknowledged `quit` ends the connection (one whose record could not
         // be deleted answered `unavailable`, and the session goes on), and the session
         // with it, on every connection.
-        if case .awaiting(_, .ending)? = command?.body, failed == nil, !closed {
+        if command?.awaiting == .ending, failed == nil, !closed {
             application.sessions.remove(self)
             if !answeredEarly { connections[connection]?.send(.bye(.quit)) }
             close(.ended, except: answeredEarly ? nil : connection)
             step = .endConnection
         }
         return step
-    }
-
-    private func isWaiting(_ command: AnyCommand?) -> Bool {
-        if case .awaiting(_, .waiting)? = command?.body { return true }
-        return false
-    }
-
-    private func isDelayingFailures(_ command: AnyCommand?) -> Bool {
-        if case .awaiting(_, .delayingFailures)? = command?.body { return true }
-        return false
     }
 
     /// Replies a failure for a line that never became a command (bad JSON, too long...).

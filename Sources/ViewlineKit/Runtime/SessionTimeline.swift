@@ -95,6 +95,8 @@ final class SessionTimeline {
         }
     }
 
+    /// A power of two, as the ring's every size is (its slot is an index masked, not
+    /// divided).
     static let maximumEntries = 128
     /// The longest argument value kept, in UTF-8 bytes.
     static let maximumTextBytes = 256
@@ -157,6 +159,7 @@ final class SessionTimeline {
     /// Fetches the slot the next entry goes into, ahead of ``record(_:rev:at:duration:)``
     /// (called as a command starts). Every session's slots together are past the
     /// cache, and the command's own work hides the fetch.
+    @inline(__always)
     func prepare() {
         guard let next = ring.nextSlot else { return }
         viewline_prefetch_for_write(next, UInt(MemoryLayout<Entry>.stride))
@@ -164,30 +167,44 @@ final class SessionTimeline {
 
     /// Keeps what happened at `rev`, at `instant`, taking `duration`.
     func record(_ kind: Kind, rev: Int, at instant: ContinuousClock.Instant, duration: Duration?) {
-        let what: Entry.What, name: String, failed: String?, connection: Int, arguments: JSONObject?, size: Int
         switch kind {
-        case .command(let command, let given, let number, let failure):
-            (what, name, failed, connection) = (Entry.What.command, command, failure, number)
-            arguments = given.json.pairs.isEmpty ? nil : given.json
-            size = 112 + command.utf8.count + (failure?.utf8.count ?? 0) + (arguments.map(Entry.size(of:)) ?? 0)
-        case .call(let backend, let failure):
-            (what, name, failed, connection, arguments) = (Entry.What.call, backend, failure, 0, nil)
-            size = 96 + backend.utf8.count + (failure?.utf8.count ?? 0)
+        case .command(let name, let arguments, let connection, let failed):
+            recordCommand(name, arguments: arguments, connection: connection, failed: failed, rev: rev, at: instant, duration: duration)
+        case .call(let backend, let failed):
+            keep(
+                Entry(
+                    what: .call, size: Int32(clamping: 96 + backend.utf8.count + (failed?.utf8.count ?? 0)), rev: rev,
+                    at: Self.ticks(instant - createdInstant), duration: duration.map(Self.ticks) ?? -1, connection: 0, name: backend,
+                    failed: failed, arguments: nil))
         case .connection(let number, let event):
-            (what, name, failed, connection, arguments) = (Entry.What.connection, event, nil, number, nil)
-            size = 96 + event.utf8.count
+            keep(
+                Entry(
+                    what: .connection, size: Int32(clamping: 96 + event.utf8.count), rev: rev, at: Self.ticks(instant - createdInstant),
+                    duration: duration.map(Self.ticks) ?? -1, connection: number, name: event, failed: nil, arguments: nil))
         }
-        guard size <= maximumBytes else { return }
+    }
+
+    /// Keeps a command that ran at `rev`, from `instant`, taking `duration`: the path
+    /// every command takes, with no ``Kind`` made and taken apart.
+    func recordCommand(
+        _ name: String, arguments given: Arguments, connection: Int, failed: String?, rev: Int, at instant: ContinuousClock.Instant,
+        duration: Duration?
+    ) {
+        let arguments = given.json.pairs.isEmpty ? nil : given.json
+        let size = 112 + name.utf8.count + (failed?.utf8.count ?? 0) + (arguments.map(Entry.size(of:)) ?? 0)
         // Built in the call, so it is moved into its slot, never copied.
-        let change = ring.keep(
+        keep(
             Entry(
-                what: what, size: Int32(clamping: size), rev: rev, at: Self.ticks(instant - createdInstant),
-                duration: duration.map(Self.ticks) ?? -1, connection: connection, name: name, failed: failed, arguments: arguments),
-            maximumBytes: maximumBytes,
-            isOverBudget: { [budget, share] in
-                guard let budget else { return false }
-                return budget.isOver || (share.map { $0.bytes > budget.addressLimit } ?? false)
-            })
+                what: .command, size: Int32(clamping: size), rev: rev, at: Self.ticks(instant - createdInstant),
+                duration: duration.map(Self.ticks) ?? -1, connection: connection, name: name, failed: failed, arguments: arguments))
+    }
+
+    /// Keeps `entry` unless it alone is past ``maximumBytes``, charging the budget
+    /// what that changes.
+    @inline(__always)
+    private func keep(_ entry: consuming Entry) {
+        guard Int(entry.size) <= maximumBytes else { return }
+        let change = ring.keep(entry, maximumBytes: maximumBytes, budget: budget, share: share)
         if change != 0 {
             budget?.add(change)
             share?.add(change)
@@ -226,13 +243,13 @@ final class SessionTimeline {
 
         /// The `index`th live entry, oldest first.
         subscript(index: Int) -> Entry {
-            slots![(head + index) % capacity]
+            slots![(head + index) & (capacity - 1)]
         }
 
         /// Where the next entry goes, when that slot holds one already.
         var nextSlot: UnsafeMutablePointer<Entry>? {
             guard let slots, count < capacity || capacity == maximumEntries else { return nil }
-            let slot = (head + count) % capacity
+            let slot = (head + count) & (capacity - 1)
             return slot < initialized ? slots + slot : nil
         }
 
@@ -240,18 +257,24 @@ final class SessionTimeline {
         /// `maximumBytes` would be passed, or (past what is charged already) the
         /// budget is spent; returns what the budget's charge changes by (a block at a
         /// time).
-        mutating func keep(_ entry: consuming Entry, maximumBytes: Int, isOverBudget: () -> Bool) -> Int {
+        @inline(__always)
+        mutating func keep(
+            _ entry: consuming Entry, maximumBytes: Int, budget: EventLogBudget?, share: EventLogBudget.Share?
+        ) -> Int {
             let size = Int(entry.size)
-            while count > 0 && (count >= maximumEntries || bytes + size > maximumBytes || (bytes + size > charged && isOverBudget())) {
+            while count > 0
+                && (count >= maximumEntries || bytes + size > maximumBytes
+                    || (bytes + size > charged && Self.isOver(budget, share)))
+            {
                 bytes -= Int(slots![head].size)
                 // A full ring's oldest slot takes the new entry (written once, below);
                 // any other dropped entry lets go of its strings now.
                 if count < maximumEntries { slots![head] = vacant }
-                head = (head + 1) % capacity
+                head = (head + 1) & (capacity - 1)
                 count -= 1
             }
             if count == capacity { grow() }
-            let slot = (head + count) % capacity
+            let slot = (head + count) & (capacity - 1)
             if slot < initialized {
                 slots![slot] = consume entry
             } else {
@@ -267,15 +290,22 @@ final class SessionTimeline {
             return due - charged
         }
 
+        /// Whether the server's budget or the address's share of it is spent.
+        private static func isOver(_ budget: EventLogBudget?, _ share: EventLogBudget.Share?) -> Bool {
+            guard let budget else { return false }
+            return budget.isOver || (share.map { $0.bytes > budget.addressLimit } ?? false)
+        }
+
         /// Twice the slots (16 at first, at most ``maximumEntries``), the live entries
-        /// moved to the start in order.
+        /// moved to the start in order. Out of line: a ring grows three times.
+        @inline(never)
         private mutating func grow() {
             let larger = min(maximumEntries, max(16, capacity * 2))
             let fresh = UnsafeMutablePointer<Entry>.allocate(capacity: larger)
             if let slots {
-                for index in 0..<count { (fresh + index).moveInitialize(from: slots + (head + index) % capacity, count: 1) }
+                for index in 0..<count { (fresh + index).moveInitialize(from: slots + ((head + index) & (capacity - 1)), count: 1) }
                 // The slots left hold dropped entries' vacant values: let them go.
-                for index in count..<initialized { (slots + (head + index) % capacity).deinitialize(count: 1) }
+                for index in count..<initialized { (slots + ((head + index) & (capacity - 1))).deinitialize(count: 1) }
                 slots.deallocate()
             }
             (slots, capacity, initialized, head) = (fresh, larger, count, 0)
