@@ -6,6 +6,11 @@ public struct CommandTable: Sendable {
     private let byName: [String: Int]
     /// Every name by its bytes: see ``index(ofName:)``.
     private let names: NameTable
+    /// Each command's name when it takes no argument (`nil` otherwise): a line of its
+    /// name alone (`ping`) becomes a request without its declaration being copied
+    /// out of ``all`` (a copy retains each of the declaration's strings and arrays,
+    /// which every connection shares).
+    private let bareNames: [String?]
 
     /// - Precondition: no two commands share a name.
     public init(_ specs: [CommandSpec]) {
@@ -14,6 +19,7 @@ public struct CommandTable: Sendable {
             preconditionFailure("two commands are named \"\(specs[first].name)\"")
         }
         names = NameTable(specs.map(\.name))
+        bareNames = specs.map { $0.arguments.isEmpty ? $0.name : nil }
     }
 
     /// The command called `name`, in any case; `nil` when there is none.
@@ -52,6 +58,7 @@ public struct CommandTable: Sendable {
     /// Builds a request for the command at `index` in ``all`` from the inline words
     /// after its name.
     public func request(command index: Int, words: some Collection<String>) throws(ProtocolError) -> Request {
+        if words.isEmpty, let name = bareNames[index] { return Request(id: .null, command: index, name: name, arguments: Arguments()) }
         let spec = all[index]
         return Request(id: .null, command: index, name: spec.name, arguments: try spec.check(try spec.inlineArguments(Array(words))))
     }

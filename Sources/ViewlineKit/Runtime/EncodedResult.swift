@@ -4,15 +4,29 @@ import NIOCore
 /// reply, straight into the connection's outbound buffer (a view's state is one
 /// part, kept encoded for displays; no copy of the whole is made first).
 struct EncodedResult: Sendable {
+    /// The parts, in order (none for a ``init(constant:)`` result).
     let parts: [[UInt8]]
+    /// A result that is one constant of the binary (`ping`'s): returned and written
+    /// without touching a reference count. A shared array's count is an atomic that
+    /// both event loops would write for every such command.
+    private let constant: StaticString?
 
-    init(_ parts: [[UInt8]]) { self.parts = parts }
+    init(_ parts: [[UInt8]]) {
+        self.parts = parts
+        constant = nil
+    }
 
-    var count: Int { parts.reduce(0) { $0 + $1.count } }
+    /// A result that is always `json`'s bytes.
+    init(constant json: StaticString) {
+        parts = []
+        constant = json
+    }
+
+    var count: Int { constant?.utf8CodeUnitCount ?? parts.reduce(0) { $0 + $1.count } }
 
     /// Writes the successful reply carrying this result, echoing `re`, part by part
     /// through `write` (no line is made first): the bytes of one line, `\n` included.
-    func writeReply(re: JSON, _ write: ([UInt8]) -> Void) {
+    func writeReply(re: JSON, _ write: (UnsafeRawBufferPointer) -> Void) {
         writeReply(id: Self.encoded(re), write)
     }
 
@@ -25,7 +39,7 @@ struct EncodedResult: Sendable {
         buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: head + count + ServerMessage.replyTail.count) { room in
             var at = 0
             writeReply(id: id) { bytes in
-                bytes.withUnsafeBytes { UnsafeMutableRawBufferPointer(rebasing: room[at...]).copyMemory(from: $0) }
+                UnsafeMutableRawBufferPointer(rebasing: room[at...]).copyMemory(from: bytes)
                 at += bytes.count
             }
             return at
@@ -34,16 +48,20 @@ struct EncodedResult: Sendable {
 
     /// The reply's parts in order; `id` is `re` encoded, `nil` for an inline command
     /// (no id of its own: its head up to the result is one kept array).
-    private func writeReply(id: [UInt8]?, _ write: ([UInt8]) -> Void) {
+    private func writeReply(id: [UInt8]?, _ write: (UnsafeRawBufferPointer) -> Void) {
         if let id {
-            write(ServerMessage.replyHead)
-            write(id)
-            write(ServerMessage.successfulReplyMiddle)
+            ServerMessage.replyHead.withUnsafeBytes(write)
+            id.withUnsafeBytes(write)
+            ServerMessage.successfulReplyMiddle.withUnsafeBytes(write)
         } else {
-            write(Self.nullReplyHead)
+            Self.nullReplyHead.withUnsafeBytes(write)
         }
-        for part in parts { write(part) }
-        write(ServerMessage.replyTail)
+        if let constant {
+            write(UnsafeRawBufferPointer(start: constant.utf8Start, count: constant.utf8CodeUnitCount))
+        } else {
+            for part in parts { part.withUnsafeBytes(write) }
+        }
+        ServerMessage.replyTail.withUnsafeBytes(write)
     }
 
     private static func encoded(_ re: JSON) -> [UInt8]? {
@@ -58,7 +76,7 @@ struct EncodedResult: Sendable {
 
     /// The result as a tree (a reply to a connection that takes messages, a test).
     var json: JSON {
-        let bytes = parts.flatMap { $0 }
+        let bytes = constant.map { Array(UnsafeRawBufferPointer(start: $0.utf8Start, count: $0.utf8CodeUnitCount)) } ?? parts.flatMap { $0 }
         return bytes.withUnsafeBufferPointer { (try? JSONParser.parse($0)) ?? .null }
     }
 }

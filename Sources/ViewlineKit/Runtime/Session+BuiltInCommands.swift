@@ -10,8 +10,8 @@ extension Session {
     /// The longest `wait` a client may ask for: an hour.
     static let maximumWaitMilliseconds = 3_600_000
 
-    /// `ping`'s result, built and encoded once: its reply copies the bytes.
-    private static let pong = EncodedResult([Array(#"{"pong":true}"#.utf8)])
+    /// `ping`'s result, a constant of the binary: its reply copies the bytes.
+    private static let pong = EncodedResult(constant: #"{"pong":true}"#)
 
     static let builtInCommands: [AnyCommand] = [
         AnyCommand(

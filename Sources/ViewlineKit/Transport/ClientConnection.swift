@@ -52,6 +52,10 @@ final class ClientConnection: Sendable {
     private var origin: CommandOrigin { CommandOrigin(connection: number, client: self) }
     let peer: String?
     private unowned let server: ViewlineServer
+    /// The server's command table, kept here so a line is decoded without reaching
+    /// through the (unowned, shared) server: each such hop is an atomic retain on an
+    /// object both event loops touch for every line.
+    private let commands: CommandTable
     private let state: Mutex<State>
     /// Whether a line that is no command is logged (debug level): checked once.
     private let logsCommands: Bool
@@ -70,6 +74,7 @@ final class ClientConnection: Sendable {
         self.channel = channel
         self.outbound = outbound
         self.server = server
+        commands = server.application.commands
         peer = channel.remoteAddress?.clientKey
         logsCommands = logger.logLevel <= .debug
         self.logger = logger
@@ -179,8 +184,7 @@ final class ClientConnection: Sendable {
     /// A framed line as a request, decoded from the read's bytes in place (`nil`: a
     /// blank line).
     private func decode(_ line: ByteBuffer) -> Result<Request, RequestDecoder.Failure>? {
-        let commands = server.application.commands
-        return line.withUnsafeReadableBytes { RequestDecoder.decode(buffer: $0.assumingMemoryBound(to: UInt8.self), commands: commands) }
+        line.withUnsafeReadableBytes { RequestDecoder.decode(buffer: $0.assumingMemoryBound(to: UInt8.self), commands: commands) }
     }
 
     /// Runs the queue on `session`'s executor, in a task that starts there (the
