@@ -41,6 +41,17 @@ let package = Package(
     targets: [
         // Wire protocol: framing-independent codec, commands, events, error codes. No NIO.
         .target(name: "ViewlineProtocol"),
+        // Input framing (lines over TCP, text messages over WebSocket) and the budget
+        // that bounds what a connection holds: NIOCore and NIOWebSocket only, so the
+        // fuzzer (`viewline-fuzz`) builds with its sanitizers without the server.
+        .target(
+            name: "ViewlineFraming",
+            dependencies: [
+                "ViewlineProtocol",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
+            ]
+        ),
         // Salted password hashing through the system's libxcrypt (yescrypt).
         .target(name: "CPasswordHash", linkerSettings: [.linkedLibrary("crypt")]),
         // Persistence: one narrow type over GRDB.
@@ -79,6 +90,7 @@ let package = Package(
         .target(
             name: "ViewlineKit",
             dependencies: lineTransport + [
+                "ViewlineFraming",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
@@ -154,7 +166,7 @@ let package = Package(
         .executableTarget(
             name: "viewline-fuzz",
             dependencies: [
-                "ViewlineKit",
+                "ViewlineFraming", "ViewlineProtocol",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
             ]

@@ -1,3 +1,5 @@
 // ViewlineKit: write view-models, list them, serve them over the line protocol.
-// The wire codec comes along: apps build replies and alerts from its types.
+// The wire codec and the input framing come along: apps build replies and alerts
+// from the codec's types.
+@_exported import ViewlineFraming
 @_exported import ViewlineProtocol

@@ -1,6 +1,6 @@
 import NIOCore
 import NIOEmbedded
-import ViewlineKit
+import ViewlineFraming
 
 /// Both framers driven by arbitrary bytes, for `viewline-fuzz`: the input (its first
 /// bytes choose the read sizes and how fast the "session" runs its queue) goes through

@@ -6,7 +6,7 @@ import NIOCore
 /// the disconnect to the connection's ``ClientConnection`` in order. No task and no
 /// stream per connection: an idle client costs its channel, its buffers and its
 /// session.
-final class ConnectionHandler: ChannelInboundHandler {
+final class ConnectionHandler: ChannelInboundHandler, LineReceiver {
     typealias InboundIn = LineFrame
 
     private unowned let server: ViewlineServer

@@ -140,7 +140,7 @@ final class OutboundLines: Sendable {
     }
 
     /// How long a connection being closed after its last lines may take to read them.
-    static let closeDeadline = TimeAmount.seconds(2)
+    static let closeDeadline = TimeAmount.closingDeadline
 
     private func flushOnLoop() {
         let pending = state.withLock { state -> ByteBuffer? in

@@ -57,7 +57,7 @@ public final class LineFrameHandler: ChannelDuplexHandler {
     private let timer = IncompleteLineTimer()
     /// The connection's handler, when the server put it right behind this one: lines
     /// go to it directly, with no pipeline hop, `NIOAny` box and dynamic cast per line.
-    private let next: ConnectionHandler?
+    private let next: (any LineReceiver)?
 
     /// A handler that caps lines at `maximumLength` bytes and closes a connection
     /// whose line stays incomplete for `incompleteLineTimeout`.
@@ -71,7 +71,7 @@ public final class LineFrameHandler: ChannelDuplexHandler {
     /// Frames lines for `next`, the handler right behind this one, handing each to it
     /// directly; everything else (activity, read ends, half-closure) still flows
     /// through the pipeline, in the same order relative to the lines.
-    init(maximumLength: Int, incompleteLineTimeout: TimeAmount?, budget: InputBudget, next: ConnectionHandler?) {
+    package init(maximumLength: Int, incompleteLineTimeout: TimeAmount?, budget: InputBudget, next: (any LineReceiver)?) {
         self.maximumLength = maximumLength
         self.incompleteLineTimeout = incompleteLineTimeout
         self.budget = budget

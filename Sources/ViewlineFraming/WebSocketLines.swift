@@ -32,11 +32,11 @@ import NIOWebSocket
 /// idle moment, the connection has `--line-timeout` to be idle again (every frame
 /// whole, no message unfinished), or it is closed (1008), as an incomplete TCP line is;
 /// bytes trickling in do not reset it.
-final class WebSocketLines: ChannelDuplexHandler {
-    typealias InboundIn = ByteBuffer
-    typealias InboundOut = LineFrame
-    typealias OutboundIn = ByteBuffer
-    typealias OutboundOut = ByteBuffer
+package final class WebSocketLines: ChannelDuplexHandler {
+    package typealias InboundIn = ByteBuffer
+    package typealias InboundOut = LineFrame
+    package typealias OutboundIn = ByteBuffer
+    package typealias OutboundOut = ByteBuffer
 
     private let maximumLength: Int
     private let maximumFrameLength: Int
@@ -85,14 +85,14 @@ final class WebSocketLines: ChannelDuplexHandler {
     ///   - maximumFrameLength: the longest frame read at all; a longer one closes the connection (1009).
     ///   - incompleteMessageTimeout: how long the connection may hold an unfinished frame or message.
     ///   - budget: what the connection may hold on the way in.
-    init(maximumLength: Int, maximumFrameLength: Int, incompleteMessageTimeout: TimeAmount?, budget: InputBudget = InputBudget()) {
+    package init(maximumLength: Int, maximumFrameLength: Int, incompleteMessageTimeout: TimeAmount?, budget: InputBudget = InputBudget()) {
         self.maximumLength = maximumLength
         self.maximumFrameLength = maximumFrameLength
         self.incompleteMessageTimeout = incompleteMessageTimeout
         self.budget = budget
     }
 
-    func handlerAdded(context: ChannelHandlerContext) {
+    package func handlerAdded(context: ChannelHandlerContext) {
         let reference = NIOLoopBound(FramerReference(self, context), eventLoop: context.eventLoop)
         budget.onRestart {
             reference.eventLoop.execute {
@@ -102,12 +102,12 @@ final class WebSocketLines: ChannelDuplexHandler {
         }
     }
 
-    func handlerRemoved(context: ChannelHandlerContext) {
+    package func handlerRemoved(context: ChannelHandlerContext) {
         stopDeadline()
         budget.onRestart(nil)  // the budget's way back to this handler would keep it alive
     }
 
-    func channelInactive(context: ChannelHandlerContext) {
+    package func channelInactive(context: ChannelHandlerContext) {
         // Nothing more is framed, whatever called this (a close from inside a read
         // included: the rest of that read must not be taken as frames).
         finish()
@@ -129,7 +129,7 @@ final class WebSocketLines: ChannelDuplexHandler {
 
     // MARK: inbound
 
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+    package func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard !closeSent else { return }
         var input = unwrapInboundIn(data)
         let merged = carried != nil
@@ -152,7 +152,7 @@ final class WebSocketLines: ChannelDuplexHandler {
         takeFrames(of: &input, merged: merged, context: context)
     }
 
-    func read(context: ChannelHandlerContext) {
+    package func read(context: ChannelHandlerContext) {
         if stopped {
             readWanted = true
         } else {
@@ -514,7 +514,7 @@ final class WebSocketLines: ChannelDuplexHandler {
 
     // MARK: outbound
 
-    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+    package func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         let lines = unwrapOutboundIn(data)
         guard lines.readableBytes > 0 else {
             promise?.succeed()
@@ -561,7 +561,7 @@ final class WebSocketLines: ChannelDuplexHandler {
         }
     }
 
-    func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
+    package func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
         guard mode == .all, !closeSent, context.channel.isActive else {
             context.close(mode: mode, promise: promise)
             return
@@ -595,7 +595,7 @@ final class WebSocketLines: ChannelDuplexHandler {
         if !context.channel.isWritable { return context.close(promise: nil) }
         // A client that stops reading does not keep it open: the close frame has the
         // same deadline as any other closing connection's last bytes.
-        let deadline = context.eventLoop.scheduleTask(in: OutboundLines.closeDeadline) { context.close(promise: nil) }
+        let deadline = context.eventLoop.scheduleTask(in: .closingDeadline) { context.close(promise: nil) }
         writeFrame(opcode: .connectionClose, payload: payload, context: context)
             .whenComplete { _ in
                 deadline.cancel()
