@@ -31,9 +31,16 @@ final class OutboundLines: Sendable {
     private let counts: ConnectionCounts?
     private let backlogID: Int
     private let backedUp = Atomic<Bool>(false)
+    /// The list of the channel's loop that flushes output queued on that loop (`nil`:
+    /// each flush is a task of its own).
+    private let flushes: LoopFlushes?
 
-    init(channel: any Channel, logger: Logger, metrics: ServerMetrics? = nil, counts: ConnectionCounts? = nil) {
+    init(
+        channel: any Channel, logger: Logger, metrics: ServerMetrics? = nil, counts: ConnectionCounts? = nil, flushes: LoopFlushes? = nil
+    ) {
+        precondition(flushes.map { $0.loop === channel.eventLoop } ?? true, "the flushes of another loop")
         self.channel = channel
+        self.flushes = flushes
         self.logger = logger
         self.metrics = metrics
         self.counts = counts
@@ -96,12 +103,18 @@ final class OutboundLines: Sendable {
             state.scheduled = true
             return (true, full)
         }
-        if flushNow && channel.eventLoop.inEventLoop {
+        guard flushNow || schedule else { return }
+        let onLoop = channel.eventLoop.inEventLoop
+        if flushNow && onLoop {
             // A burst on the connection's own loop: hand it over now, so NIO's
             // watermark sees it and a client that does not read is cut off in time.
             flushOnLoop()
         } else if schedule {
-            channel.eventLoop.execute { self.flushOnLoop() }
+            if onLoop, let flushes {
+                flushes.add(self)
+            } else {
+                channel.eventLoop.execute { self.flushOnLoop() }
+            }
         }
     }
 
@@ -142,7 +155,9 @@ final class OutboundLines: Sendable {
     /// How long a connection being closed after its last lines may take to read them.
     static let closeDeadline = TimeAmount.closingDeadline
 
-    private func flushOnLoop() {
+    /// Hands what is queued to the channel (on its loop), and cuts off a client whose
+    /// backlog passed the limit.
+    func flushOnLoop() {
         let pending = state.withLock { state -> ByteBuffer? in
             state.scheduled = false
             defer { state.pending = nil }

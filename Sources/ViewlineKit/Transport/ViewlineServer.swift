@@ -38,6 +38,8 @@ public final class ViewlineServer: Service, Sendable {
     public let application: Application
     private let logger: Logger
     private let group: MultiThreadedEventLoopGroup
+    /// Each event loop's list of connections waiting for their flush (by the loop).
+    private let loopFlushes: [ObjectIdentifier: LoopFlushes]
     private let registry = ConnectionRegistry()
     private let serverChannel: Mutex<(any Channel)?> = Mutex(nil)
     /// The web listener (page and WebSocket), with ``ServerConfiguration/webPort``.
@@ -129,6 +131,7 @@ public final class ViewlineServer: Service, Sendable {
         maximumClients = Self.clientLimit(configuration.maximumClients, logger: logger)
         let loops = configuration.eventLoops ?? System.coreCount
         self.group = MultiThreadedEventLoopGroup(numberOfThreads: loops)
+        loopFlushes = Dictionary(uniqueKeysWithValues: group.makeIterator().map { (ObjectIdentifier($0), LoopFlushes(loop: $0)) })
         application.eventLoopCount.store(loops, ordering: .relaxed)
     }
 
@@ -472,7 +475,9 @@ public final class ViewlineServer: Service, Sendable {
     /// `welcome`, or `bye` when the server is full.
     func accept(_ channel: any Channel, transport: ServerMetrics.Transport, budget: InputBudget) -> ClientConnection? {
         let number = registry.nextNumber()
-        let outbound = OutboundLines(channel: channel, logger: logger, metrics: application.metrics, counts: application.connections)
+        let outbound = OutboundLines(
+            channel: channel, logger: logger, metrics: application.metrics, counts: application.connections,
+            flushes: loopFlushes[ObjectIdentifier(channel.eventLoop)])
         if let refusal = registry.add(
             number, channel: channel, outbound: outbound, limit: maximumClients, perAddress: configuration.maximumClientsPerAddress)
         {
