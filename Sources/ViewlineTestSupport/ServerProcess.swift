@@ -10,6 +10,10 @@ public final class ServerProcess {
     public let process: Process
     public let port: Int
     private let output: Pipe
+    /// The server's standard input, held open while this object lives: the server runs
+    /// with `--stop-at-end-of-input`, so a test process that crashes (or drops this
+    /// object without stopping it) does not leave it running.
+    private let input = Pipe()
 
     /// The directory holding the built products (next to the test bundle).
     public static var productsDirectory: URL {
@@ -24,7 +28,8 @@ public final class ServerProcess {
         _ = BrokenPipes.ignored
         process = Process()
         process.executableURL = Self.productsDirectory.appendingPathComponent(executable)
-        process.arguments = ["--port", "0", "--log-level", logLevel] + arguments
+        process.arguments = ["--port", "0", "--log-level", logLevel] + (executable == "viewline-server" ? ["--stop-at-end-of-input"] : []) + arguments
+        process.standardInput = input
         output = Pipe()
         process.standardOutput = output
         if let logFile {
@@ -74,6 +79,10 @@ public final class ServerProcess {
     public let webPort: Int?
 
     public func signal(_ number: Int32) { kill(process.processIdentifier, number) }
+
+    /// Closes the server's standard input, as this process's end would: the server
+    /// shuts down as on SIGTERM.
+    public func endInput() { try? input.fileHandleForWriting.close() }
 
     /// Waits for the process to end and returns its exit status. `timeout` bounds
     /// how long the process may run: once the kernel has ended it, Foundation's

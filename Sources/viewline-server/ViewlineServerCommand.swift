@@ -45,6 +45,10 @@ struct ViewlineServerCommand: AsyncParsableCommand {
         help: ArgumentHelp(
             "On SIGTERM: how long running commands may take to finish (new connections are refused and /readyz says 503 at once) before clients are told bye; a second SIGTERM exits at once.",
             valueName: "seconds")) var drainSeconds = 10.0
+    @Flag(
+        help:
+            "Shut down as on SIGTERM once standard input ends: a supervisor or test harness that holds it open stops the server by exiting, even by crashing."
+    ) var stopAtEndOfInput = false
     @Option(help: ArgumentHelp("Commands at least this slow go to the slow log (`slowlog`, admin).", valueName: "ms")) var slowCommandMs = 100
     @Option(
         help: ArgumentHelp(
@@ -123,6 +127,20 @@ struct ViewlineServerCommand: AsyncParsableCommand {
             throw ValidationError("--inspector-token-file: the token has fewer than \(Application.shortestInspectorToken) characters")
         }
         return token
+    }
+
+    /// Sends this process SIGTERM once standard input ends (or cannot be read), from a
+    /// thread of its own that only waits there: whoever started the server with a pipe
+    /// it keeps open stops it by closing the pipe, or by dying.
+    static func signalAtEndOfInput() {
+        Thread.detachNewThread {
+            var bytes = [UInt8](repeating: 0, count: 512)
+            while true {
+                let count = bytes.withUnsafeMutableBytes { read(STDIN_FILENO, $0.baseAddress, $0.count) }
+                if count == 0 || (count < 0 && errno != EINTR) { break }
+            }
+            kill(getpid(), SIGTERM)
+        }
     }
 
     func validate() throws {
@@ -293,6 +311,7 @@ struct ViewlineServerCommand: AsyncParsableCommand {
         // drains: no more waiting.
         for number in [SIGTERM, SIGINT] { signal(number, SIG_IGN) }  // the sources below deliver them
         let signals = await UnixSignalsSequence(trapping: .sigterm, .sigint)
+        if stopAtEndOfInput { Self.signalAtEndOfInput() }
         // The database client first: the group shuts services down in reverse order,
         // so it outlives the server's last record writes.
         let services: [ServiceGroupConfiguration.ServiceConfiguration] =

@@ -24,6 +24,18 @@ import ViewlineTestSupport
         #expect(try server.waitForExit() == 0)
     }
 
+    /// The test harness holds each server's standard input open: a test process that
+    /// crashes takes its servers with it instead of leaving them running.
+    @Test func theEndOfStandardInputShutsTheServerDownAsSIGTERMDoes() throws {
+        let server = try startServer()
+        let client = try connect(server)
+        #expect(try client.command("ping").isOK)
+        server.endInput()
+        let bye = try client.read(until: { $0.type == "bye" }, timeout: .seconds(30)).last
+        #expect(bye?["code"] == "shutdown")
+        #expect(try server.waitForExit(timeout: .seconds(30)) == 0)
+    }
+
     @Test func aClientThatNeverReadsIsCutOffInsteadOfGrowingMemory() throws {
         let server = try startServer()
         let client = try connect(server)
