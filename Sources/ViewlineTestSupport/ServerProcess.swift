@@ -28,7 +28,8 @@ public final class ServerProcess {
         _ = BrokenPipes.ignored
         process = Process()
         process.executableURL = Self.productsDirectory.appendingPathComponent(executable)
-        process.arguments = ["--port", "0", "--log-level", logLevel] + (executable == "viewline-server" ? ["--stop-at-end-of-input"] : []) + arguments
+        let stopsWithInput = executable == "viewline-server" ? ["--stop-at-end-of-input"] : []
+        process.arguments = ["--port", "0", "--log-level", logLevel] + stopsWithInput + arguments
         process.standardInput = input
         output = Pipe()
         process.standardOutput = output
