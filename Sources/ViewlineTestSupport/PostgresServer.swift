@@ -19,6 +19,10 @@ public final class PostgresServer: @unchecked Sendable {
     private let adminURL: String
     private var running = false
     private let lock = NSLock()
+    /// For a server started here: a shell that removes it once its standard input ends,
+    /// which this value holds open. A test process that crashes (no `deinit`, no
+    /// `atexit`) still takes its server along; the kernel closes the pipe.
+    private var watchdog: (process: Process, input: Pipe)?
 
     /// One server for the whole test process: `VIEWLINE_TEST_POSTGRES`'s, or one started
     /// here and stopped when the process exits.
@@ -48,6 +52,21 @@ public final class PostgresServer: @unchecked Sendable {
         adminURL = try Self.run([Self.script, "start", directory])
         port = try Self.port(of: adminURL)
         running = true
+        watchdog = try? Self.watchdog(removing: directory)
+    }
+
+    /// A shell that waits for its standard input to end, then removes the server in
+    /// `directory` (stops it, deletes the directory).
+    private static func watchdog(removing directory: String) throws -> (process: Process, input: Pipe) {
+        let process = Process()
+        let input = Pipe()
+        process.executableURL = URL(fileURLWithPath: "/bin/sh")
+        process.arguments = ["-c", #"cat > /dev/null; exec "$0" remove "$1""#, script, directory]
+        process.standardInput = input
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        return (process, input)
     }
 
     /// A server someone else started (`VIEWLINE_TEST_POSTGRES`): never stopped from here.
@@ -71,9 +90,15 @@ public final class PostgresServer: @unchecked Sendable {
         lock.withLock { running = false }
     }
 
-    /// Stops the server and deletes its directory.
+    /// Stops the server and deletes its directory (its watchdog has nothing left to do).
     func remove() {
         guard let directory else { return }
+        if let watchdog = lock.withLock({ () -> (process: Process, input: Pipe)? in
+            defer { self.watchdog = nil }
+            return self.watchdog
+        }) {
+            watchdog.process.terminate()
+        }
         _ = try? Self.run([Self.script, "remove", directory])
         lock.withLock { running = false }
     }
