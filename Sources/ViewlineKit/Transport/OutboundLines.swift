@@ -144,16 +144,13 @@ final class OutboundLines: Sendable {
             let channel = self.channel
             // A client that does not read would keep the close (and its descriptor and
             // buffers) waiting forever: it gets the time a `bye` is given, then goes.
-            let deadline = channel.eventLoop.scheduleTask(in: Self.closeDeadline) { channel.close(promise: nil) }
+            let deadline = channel.eventLoop.scheduleTask(in: .closingDeadline) { channel.close(promise: nil) }
             channel.writeAndFlush(ByteBuffer()).whenComplete { _ in
                 deadline.cancel()
                 channel.close(promise: nil)
             }
         }
     }
-
-    /// How long a connection being closed after its last lines may take to read them.
-    static let closeDeadline = TimeAmount.closingDeadline
 
     /// Hands what is queued to the channel (on its loop), and cuts off a client whose
     /// backlog passed the limit.
