@@ -94,11 +94,23 @@ package final class InputBudget: Sendable {
         }
     }
 
-    /// The framer's way to be started again: `restart` runs on any thread and must hop
-    /// to the framer's event loop.
-    func onRestart(_ restart: (@Sendable () -> Void)?) {
-        let boxed = restart.map(Restart.init)
-        self.restart.withLock { $0 = boxed }
+    /// Starts `framer` again, on its event loop, whenever it stopped for want of room
+    /// and room was made (from the session's thread). The budget reaches the framer
+    /// and its context weakly (``FramerReference``); ``stopRestarting()`` lets go.
+    func restarts(_ framer: some RestartableFramer, in context: ChannelHandlerContext) {
+        let reference = NIOLoopBound(FramerReference(framer, context), eventLoop: context.eventLoop)
+        let boxed = Restart {
+            reference.eventLoop.execute {
+                guard let framer = reference.value.framer, let context = reference.value.context else { return }
+                framer.restartFraming(context: context)
+            }
+        }
+        restart.withLock { $0 = boxed }
+    }
+
+    /// The framer left the pipeline: the budget's way back to it would keep it alive.
+    func stopRestarting() {
+        restart.withLock { $0 = nil }
     }
 
     /// The framer found no room and stops. Returns `false` when room was made meanwhile
@@ -170,9 +182,16 @@ extension ByteBuffer {
     }
 }
 
+/// A framer that stops when the budget has no room, and that the budget starts again
+/// (``InputBudget/restarts(_:in:)``): both framers.
+protocol RestartableFramer: AnyObject {
+    /// Frames what was kept and reads on (on the channel's event loop).
+    func restartFraming(context: ChannelHandlerContext)
+}
+
 /// A framer and its context as the budget's restart reaches them: weakly, so the
 /// budget (which the connection's other handlers hold too) never keeps a pipeline alive.
-final class FramerReference<Framer: AnyObject> {
+final class FramerReference<Framer: RestartableFramer> {
     weak var framer: Framer?
     weak var context: ChannelHandlerContext?
 

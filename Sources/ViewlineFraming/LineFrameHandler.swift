@@ -23,7 +23,7 @@ public enum LineFrame: Sendable, Equatable {
 /// has none, framing stops, the rest of the read is kept as it came (counted), and the
 /// socket is not read again until the session has run enough of the queue — one read
 /// of blank lines cannot become a quarter of a million queued commands.
-public final class LineFrameHandler: ChannelDuplexHandler {
+public final class LineFrameHandler: ChannelDuplexHandler, RestartableFramer {
     public typealias InboundIn = ByteBuffer
     /// Lines, or a marker for one that was too long.
     public typealias InboundOut = LineFrame
@@ -79,13 +79,7 @@ public final class LineFrameHandler: ChannelDuplexHandler {
     }
 
     public func handlerAdded(context: ChannelHandlerContext) {
-        let reference = NIOLoopBound(FramerReference(self, context), eventLoop: context.eventLoop)
-        budget.onRestart {
-            reference.eventLoop.execute {
-                guard let framer = reference.value.framer, let context = reference.value.context else { return }
-                framer.restartFraming(context: context)
-            }
-        }
+        budget.restarts(self, in: context)
     }
 
     public func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -134,7 +128,7 @@ public final class LineFrameHandler: ChannelDuplexHandler {
 
     public func handlerRemoved(context: ChannelHandlerContext) {
         timer.cancel()
-        budget.onRestart(nil)  // the budget's way back to this handler would keep it alive
+        budget.stopRestarting()
     }
 
     /// The lines of `buffer` (whose first `searched` bytes hold no newline), handed over
@@ -166,7 +160,7 @@ public final class LineFrameHandler: ChannelDuplexHandler {
     }
 
     /// Framing goes on after the session made room (on the event loop).
-    private func restartFraming(context: ChannelHandlerContext) {
+    func restartFraming(context: ChannelHandlerContext) {
         guard stopped else { return }
         stopped = false
         timer.cancel()

@@ -32,7 +32,7 @@ import NIOWebSocket
 /// idle moment, the connection has `--line-timeout` to be idle again (every frame
 /// whole, no message unfinished), or it is closed (1008), as an incomplete TCP line is;
 /// bytes trickling in do not reset it.
-package final class WebSocketLines: ChannelDuplexHandler {
+package final class WebSocketLines: ChannelDuplexHandler, RestartableFramer {
     package typealias InboundIn = ByteBuffer
     package typealias InboundOut = LineFrame
     package typealias OutboundIn = ByteBuffer
@@ -93,18 +93,12 @@ package final class WebSocketLines: ChannelDuplexHandler {
     }
 
     package func handlerAdded(context: ChannelHandlerContext) {
-        let reference = NIOLoopBound(FramerReference(self, context), eventLoop: context.eventLoop)
-        budget.onRestart {
-            reference.eventLoop.execute {
-                guard let framer = reference.value.framer, let context = reference.value.context else { return }
-                framer.restartFraming(context: context)
-            }
-        }
+        budget.restarts(self, in: context)
     }
 
     package func handlerRemoved(context: ChannelHandlerContext) {
         stopDeadline()
-        budget.onRestart(nil)  // the budget's way back to this handler would keep it alive
+        budget.stopRestarting()
     }
 
     package func channelInactive(context: ChannelHandlerContext) {
@@ -213,7 +207,7 @@ package final class WebSocketLines: ChannelDuplexHandler {
     }
 
     /// Framing goes on after the session made room (on the event loop).
-    private func restartFraming(context: ChannelHandlerContext) {
+    func restartFraming(context: ChannelHandlerContext) {
         guard stopped, !closeSent, context.channel.isActive else { return }
         stopped = false
         emitPending(context: context)
