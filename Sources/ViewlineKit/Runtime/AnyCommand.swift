@@ -91,6 +91,11 @@ final class AnyCommand: Sendable {
         }
     }
 
+    /// Another object for the same command (see ``Application/handlers(on:)``).
+    func copy() -> AnyCommand {
+        AnyCommand(spec: spec, body: body)
+    }
+
     /// The same command, declared as part of the view called `view`.
     func shown(in view: String) -> AnyCommand {
         var spec = spec

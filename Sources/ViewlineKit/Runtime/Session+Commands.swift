@@ -67,7 +67,7 @@ extension Session {
     /// and runs when its turn comes (so a line its connection leaves unrun, having
     /// hung up or been told `bye` meanwhile, holds nothing and was not served).
     func begin(_ request: Request, from origin: CommandOrigin) -> Begun {
-        guard let command = application.handler(for: request) else {
+        guard let command = application.handler(for: request, among: handlers) else {
             if let refused = admission(re: request.id, from: origin, command: request.name) { return .finished(refused) }
             let unknown = ProtocolError(.unknownCommand, "unknown command \"\(request.name)\"; try help")
             return .finished(finished(request, .failure(unknown), command: nil, started: now(), from: origin.connection, holding: false))

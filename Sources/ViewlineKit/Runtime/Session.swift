@@ -125,6 +125,8 @@ package actor Session {
     /// What the inspector shows of the session beside its event log, when it is on
     /// (see Session+Inspection.swift).
     let timeline: SessionTimeline?
+    /// The command handlers this session's event loop runs (``Application/handlers(on:)``).
+    let handlers: [AnyCommand]
 
     /// Who is logged in (see Session+User.swift).
     package internal(set) var user: String?
@@ -166,6 +168,7 @@ package actor Session {
         writeOrder = application.cluster == nil ? nil : SessionWriteOrder()
         self.connections = connections
         log = application.makeEventLog(address: peer)
+        handlers = application.handlers(on: loop)
         timeline =
             application.inspects
             ? SessionTimeline(maximumBytes: application.sessions.limits.eventLogBytes / 2, budget: application.eventLogBudget, share: log.share)
