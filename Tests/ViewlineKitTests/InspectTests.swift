@@ -159,6 +159,29 @@ enum Vault: ViewModel {
         #expect(byBytes.entries(from: 45).map(\.rev) == Array(45..<50) && byBytes.lastCommand?.rev == 49)
     }
 
+    /// An entry is one cache line, and what it packs reads back as it was given: its
+    /// kind, its size, its failure, and its duration to a microsecond (to a
+    /// millisecond past a few seconds).
+    @Test func aTimelineEntryFitsOneCacheLineAndReadsBackWhatItWasGiven() throws {
+        #expect(MemoryLayout<SessionTimeline.Entry>.stride == 64)
+        let timeline = SessionTimeline(maximumBytes: 1 << 20)
+        let started = ContinuousClock.now
+        timeline.record(.call(backend: "adder", failed: "the adder is down"), rev: 3, at: started, duration: .milliseconds(1500))
+        timeline.record(
+            .command(name: "search", arguments: Arguments(["query": "thai"]), connection: 2, failed: "badArgument"), rev: 4,
+            at: started, duration: .microseconds(7))
+        timeline.record(.connection(9, what: "attach"), rev: 5, at: started, duration: nil)
+        let entries = timeline.entries(from: 0)
+        try #require(entries.count == 3)
+        #expect(entries.map(\.what) == [.call, .command, .connection])
+        #expect(entries.map(\.failed) == ["the adder is down", "badArgument", nil])
+        #expect(entries.map(\.size) == [96 + 5 + 17, 112 + 6 + 11 + 32 + 5 + 16 + 4, 96 + 6])
+        let seconds = entries.map { SessionTimeline.seconds(ticks: $0.duration) }
+        #expect(abs(seconds[0] - 1.5) < 1e-4 && abs(seconds[1] - 7e-6) < 1e-9 && entries[2].duration < 0)
+        #expect(entries[1].json(at: Date())["durationMs"]?.doubleValue.map { abs($0 - 0.007) < 1e-6 } == true)
+        #expect(entries[1].connection == 2 && entries[1].arguments == ["query": "thai"] && entries[2].connection == 9)
+    }
+
     @Test func backendCallsAreTimedIntoTheTimeline() async throws {
         let application = application()
         let adder = try #require(application.services.adder)

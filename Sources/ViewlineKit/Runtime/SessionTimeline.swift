@@ -33,27 +33,60 @@ final class SessionTimeline {
     }
 
     /// One thing that happened, at the session's `rev` then: a flat value of plain
-    /// fields (no enum payload, no wall-clock time), so the ring's slot is written
-    /// and its old entry released by a few inlined stores on the command path.
+    /// fields (no enum payload, no wall-clock time) in one cache line (64 bytes, its
+    /// slots aligned to 64), so the ring's slot is written and its old entry released
+    /// by a few inlined stores on the command path, touching one line.
     struct Entry: Sendable {
-        enum What: UInt8, Sendable { case command, call, connection }
-        let what: What
-        /// What it is counted as against the timeline's bytes.
-        let size: Int32
+        enum What: UInt32, Sendable { case command, call, connection }
+        /// What it is (the top two bits) and what it is counted as against the
+        /// timeline's bytes (the rest: at most ``maximumSize``).
+        private let whatAndSize: UInt32
+        /// How long it took, in ticks (negative: not timed): a `Float`'s 24 bits are
+        /// a microsecond's precision up to 16 s and a millisecond's up to four hours,
+        /// as a duration needs (and it is one conversion from the ticks, no division).
+        let duration: Float32
         let rev: Int
         /// When it happened, in ticks since the timeline began (by the monotonic clock
         /// the command path reads anyway); ``SessionTimeline/date(of:)`` gives its
         /// wall-clock time.
         let at: Int64
-        /// How long it took, in ticks; negative: not timed.
-        let duration: Int64
         let connection: Int
         /// The command's name, the backend's, or what the connection did.
         let name: String
-        /// The error code or failure (`nil`: none).
-        let failed: String?
         /// A command's arguments as shown (`nil`: none).
         let arguments: JSONObject?
+        /// The error code or failure, in a box of its own (a failure is rare, and
+        /// an optional string's 16 bytes would take the entry past one line).
+        private let failure: Failure?
+
+        /// The largest size an entry records (a line's limit keeps real ones far
+        /// below it); a larger one is not kept.
+        static let maximumSize = Int(UInt32.max >> 2)
+
+        final class Failure: Sendable {
+            let text: String
+            init(_ text: String) { self.text = text }
+        }
+
+        init(
+            what: What, size: Int, rev: Int, at: Int64, duration: Float32, connection: Int, name: String, failed: String?,
+            arguments: JSONObject?
+        ) {
+            whatAndSize = what.rawValue << 30 | UInt32(truncatingIfNeeded: min(size, Self.maximumSize))
+            self.duration = duration
+            self.rev = rev
+            self.at = at
+            self.connection = connection
+            self.name = name
+            self.arguments = arguments
+            failure = failed.map(Failure.init)
+        }
+
+        var what: What { What(rawValue: whatAndSize >> 30)! }
+        /// What it is counted as against the timeline's bytes.
+        var size: Int { Int(whatAndSize & UInt32(Self.maximumSize)) }
+        /// The error code or failure (`nil`: none).
+        var failed: String? { failure?.text }
 
         /// The wire form `inspect` gives, `at` being its wall-clock time.
         func json(at date: Date) -> JSON {
@@ -136,6 +169,16 @@ final class SessionTimeline {
         Double(ticks) * 0x1p30 / 1e18
     }
 
+    /// Seconds of `ticks` as an entry's duration keeps them.
+    static func seconds(ticks: Float32) -> Double {
+        Double(ticks) * 0x1p30 / 1e18
+    }
+
+    /// `duration` in ticks, as an entry keeps it.
+    private static func floatTicks(_ duration: Duration) -> Float32 {
+        Float32(ticks(duration))
+    }
+
     /// The entries and what they count for, in one value. Only its session's
     /// executor touches it, one access at a time, so the runtime's exclusivity check
     /// (two calls per access, on every command) is left out.
@@ -173,14 +216,14 @@ final class SessionTimeline {
         case .call(let backend, let failed):
             keep(
                 Entry(
-                    what: .call, size: Int32(clamping: 96 + backend.utf8.count + (failed?.utf8.count ?? 0)), rev: rev,
-                    at: Self.ticks(instant - createdInstant), duration: duration.map(Self.ticks) ?? -1, connection: 0, name: backend,
+                    what: .call, size: 96 + backend.utf8.count + (failed?.utf8.count ?? 0), rev: rev,
+                    at: Self.ticks(instant - createdInstant), duration: duration.map(Self.floatTicks) ?? -1, connection: 0, name: backend,
                     failed: failed, arguments: nil))
         case .connection(let number, let event):
             keep(
                 Entry(
-                    what: .connection, size: Int32(clamping: 96 + event.utf8.count), rev: rev, at: Self.ticks(instant - createdInstant),
-                    duration: duration.map(Self.ticks) ?? -1, connection: number, name: event, failed: nil, arguments: nil))
+                    what: .connection, size: 96 + event.utf8.count, rev: rev, at: Self.ticks(instant - createdInstant),
+                    duration: duration.map(Self.floatTicks) ?? -1, connection: number, name: event, failed: nil, arguments: nil))
         }
     }
 
@@ -195,15 +238,15 @@ final class SessionTimeline {
         // Built in the call, so it is moved into its slot, never copied.
         keep(
             Entry(
-                what: .command, size: Int32(clamping: size), rev: rev, at: Self.ticks(instant - createdInstant),
-                duration: duration.map(Self.ticks) ?? -1, connection: connection, name: name, failed: failed, arguments: arguments))
+                what: .command, size: size, rev: rev, at: Self.ticks(instant - createdInstant),
+                duration: duration.map(Self.floatTicks) ?? -1, connection: connection, name: name, failed: failed, arguments: arguments))
     }
 
     /// Keeps `entry` unless it alone is past ``maximumBytes``, charging the budget
     /// what that changes.
     @inline(__always)
     private func keep(_ entry: consuming Entry) {
-        guard Int(entry.size) <= maximumBytes else { return }
+        guard entry.size <= maximumBytes, entry.size < Entry.maximumSize else { return }
         let change = ring.keep(entry, maximumBytes: maximumBytes, budget: budget, share: share)
         if change != 0 {
             budget?.add(change)
@@ -261,12 +304,12 @@ final class SessionTimeline {
         mutating func keep(
             _ entry: consuming Entry, maximumBytes: Int, budget: EventLogBudget?, share: EventLogBudget.Share?
         ) -> Int {
-            let size = Int(entry.size)
+            let size = entry.size
             while count > 0
                 && (count >= maximumEntries || bytes + size > maximumBytes
                     || (bytes + size > charged && Self.isOver(budget, share)))
             {
-                bytes -= Int(slots![head].size)
+                bytes -= slots![head].size
                 // A full ring's oldest slot takes the new entry (written once, below);
                 // any other dropped entry lets go of its strings now.
                 if count < maximumEntries { slots![head] = vacant }
@@ -301,7 +344,8 @@ final class SessionTimeline {
         @inline(never)
         private mutating func grow() {
             let larger = min(maximumEntries, max(16, capacity * 2))
-            let fresh = UnsafeMutablePointer<Entry>.allocate(capacity: larger)
+            let fresh = UnsafeMutableRawPointer.allocate(byteCount: larger * MemoryLayout<Entry>.stride, alignment: 64)
+                .bindMemory(to: Entry.self, capacity: larger)
             if let slots {
                 for index in 0..<count { (fresh + index).moveInitialize(from: slots + ((head + index) & (capacity - 1)), count: 1) }
                 // The slots left hold dropped entries' vacant values: let them go.
