@@ -72,7 +72,7 @@ final class SessionTimeline {
             what: What, size: Int, rev: Int, at: Int64, duration: Float32, connection: Int, name: String, failed: String?,
             arguments: JSONObject?
         ) {
-            whatAndSize = what.rawValue << 30 | UInt32(truncatingIfNeeded: min(size, Self.maximumSize))
+            whatAndSize = what.rawValue << 30 | UInt32(truncatingIfNeeded: max(0, min(size, Self.maximumSize)))
             self.duration = duration
             self.rev = rev
             self.at = at
