@@ -13,7 +13,9 @@ final class ConnectionHandler: ChannelInboundHandler, LineReceiver {
     private let transport: ServerMetrics.Transport
     /// What the connection holds on the way in, shared with its framer.
     private let budget: InputBudget
-    private var connection: ClientConnection?
+    /// Read for every line, only on the channel's loop (not checked for exclusive
+    /// access at run time, as the session's per-command fields are not).
+    @exclusivity(unchecked) private var connection: ClientConnection?
 
     init(server: ViewlineServer, transport: ServerMetrics.Transport, budget: InputBudget) {
         self.server = server
