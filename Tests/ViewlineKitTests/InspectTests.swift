@@ -176,7 +176,7 @@ enum Vault: ViewModel {
         #expect(entries.map(\.what) == [.call, .command, .connection])
         #expect(entries.map(\.failed) == ["the adder is down", "badArgument", nil])
         #expect(entries.map(\.size) == [96 + 5 + 17, 112 + 6 + 11 + 32 + 5 + 16 + 4, 96 + 6])
-        let seconds = entries.map { SessionTimeline.seconds(ticks: $0.duration) }
+        let seconds = entries.map { SessionTimeline.seconds(ticks: Double($0.duration)) }
         #expect(abs(seconds[0] - 1.5) < 1e-4 && abs(seconds[1] - 7e-6) < 1e-9 && entries[2].duration < 0)
         #expect(entries[1].json(at: Date())["durationMs"]?.doubleValue.map { abs($0 - 0.007) < 1e-6 } == true)
         #expect(entries[1].connection == 2 && entries[1].arguments == ["query": "thai"] && entries[2].connection == 9)

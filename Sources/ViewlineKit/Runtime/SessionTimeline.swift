@@ -91,7 +91,7 @@ final class SessionTimeline {
         /// The wire form `inspect` gives, `at` being its wall-clock time.
         func json(at date: Date) -> JSON {
             var object: JSONObject = ["rev": .int(rev), "at": .string(date.formatted(.iso8601))]
-            if duration >= 0 { object["durationMs"] = .double(SessionTimeline.seconds(ticks: duration) * 1000) }
+            if duration >= 0 { object["durationMs"] = .double(SessionTimeline.seconds(ticks: Double(duration)) * 1000) }
             switch what {
             case .command:
                 object["kind"] = "command"
@@ -154,7 +154,7 @@ final class SessionTimeline {
 
     /// The wall-clock time of an entry's `at`.
     func date(of at: Int64) -> Date {
-        created.addingTimeInterval(Self.seconds(ticks: at))
+        created.addingTimeInterval(Self.seconds(ticks: Double(at)))
     }
 
     /// A duration in ticks of 2^30 attoseconds (about 1.07 ns): a shift of the
@@ -164,14 +164,9 @@ final class SessionTimeline {
         Int64(truncatingIfNeeded: duration.attoseconds >> 30)
     }
 
-    /// Seconds of `ticks`.
-    static func seconds(ticks: Int64) -> Double {
-        Double(ticks) * 0x1p30 / 1e18
-    }
-
-    /// Seconds of `ticks` as an entry's duration keeps them.
-    static func seconds(ticks: Float32) -> Double {
-        Double(ticks) * 0x1p30 / 1e18
+    /// Seconds of `ticks` (an entry's `at`, or its duration).
+    static func seconds(ticks: Double) -> Double {
+        ticks * 0x1p30 / 1e18
     }
 
     /// `duration` in ticks, as an entry keeps it.
