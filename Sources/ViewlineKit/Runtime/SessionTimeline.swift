@@ -174,10 +174,17 @@ final class SessionTimeline {
         Float32(ticks(duration))
     }
 
-    /// The entries and what they count for, in one value. Only its session's
-    /// executor touches it, one access at a time, so the runtime's exclusivity check
-    /// (two calls per access, on every command) is left out.
-    @exclusivity(unchecked) private var ring = Ring()
+    /// The entries and what they count for, in one value on a cache line of its own
+    /// (every command writes it: in the object, beside whatever the allocator put
+    /// next to it — another loop's session — each write could take the line from the
+    /// other core). Only its session's executor touches it, one access at a time.
+    private let ringLine: UnsafeMutablePointer<Ring>
+
+    /// The ring, read or changed in place.
+    private var ring: Ring {
+        @inline(__always) _read { yield ringLine.pointee }
+        @inline(__always) _modify { yield &ringLine.pointee }
+    }
 
     var count: Int { ring.count }
     var bytes: Int { ring.bytes }
@@ -186,12 +193,18 @@ final class SessionTimeline {
         self.maximumBytes = maximumBytes
         self.budget = budget
         self.share = share
+        let line = 64
+        let size = (MemoryLayout<Ring>.stride + line - 1) / line * line
+        ringLine = UnsafeMutableRawPointer.allocate(byteCount: size, alignment: line).bindMemory(to: Ring.self, capacity: 1)
+        ringLine.initialize(to: Ring())
     }
 
     deinit {
         budget?.add(-ring.charged)
         share?.add(-ring.charged)
         ring.release()
+        ringLine.deinitialize(count: 1)
+        ringLine.deallocate()
     }
 
     /// Fetches the slot the next entry goes into, ahead of ``record(_:rev:at:duration:)``
