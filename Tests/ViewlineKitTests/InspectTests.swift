@@ -74,6 +74,9 @@ enum Vault: ViewModel {
         #expect(list["count"] == 2 && list["recording"] == true)
         let row = try #require(sessions.first { $0["session"] == "s1" })
         #expect(row["rev"] == 1 && row["lastCommand"] == "increment" && row["views"] == ["counter"])
+        // The spelling lists them too: no session is called `sessions`.
+        let spelled = try await inspect("inspect sessions", on: admin)
+        #expect(spelled["count"] == 2 && spelled["sessions"]?.arrayValue?.count == 2)
     }
 
     @Test func aSessionsStatesAtAnEarlierRevAndWhatCameAfter() async throws {

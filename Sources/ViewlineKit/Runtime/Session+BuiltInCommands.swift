@@ -125,7 +125,7 @@ extension Session {
             spec: CommandSpec(
                 "inspect",
                 summary:
-                    "The node's sessions, most recently active first (500 of at most 5,000 read), or one session's timeline, events and every view's state at a rev (admin only).",
+                    "The node's sessions (`inspect` or `inspect sessions`), most recently active first (500 of at most 5,000 read), or one session's timeline, events and every view's state at a rev (admin only).",
                 arguments: [BuiltInArgument.session.argument, BuiltInArgument.fromRev.argument],
                 example: "inspect s12 40", adminOnly: true
             )
@@ -235,7 +235,9 @@ extension Session {
         let application = session.application
         let node: JSON = application.cluster.map { cluster in ["id": .string(cluster.nodeID), "address": .string(cluster.node.address)] } ?? .null
         let all = application.sessions.all
-        guard let id = args[BuiltInArgument.session] else {
+        // `inspect sessions` (no session is called that: ids are `s` and a number) is
+        // the list, as bare `inspect` is.
+        guard let id = args[BuiltInArgument.session], id.lowercased() != listWord else {
             var summaries: [JSON] = []
             summaries.reserveCapacity(min(all.count, sessionsReadForInspect))
             // Read in turn, each on its own executor.
@@ -260,6 +262,9 @@ extension Session {
         }
         return inspection
     }
+
+    /// What `inspect` lists the node's sessions for, in its session's place.
+    static let listWord = "sessions"
 
     /// How long a wrong `inspector` token keeps its connection waiting.
     static let wrongInspectorTokenDelay = Duration.seconds(1)
