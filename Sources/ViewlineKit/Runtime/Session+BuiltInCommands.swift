@@ -125,7 +125,7 @@ extension Session {
             spec: CommandSpec(
                 "inspect",
                 summary:
-                    "The node's sessions (`inspect` or `inspect sessions`), most recently active first (500 of at most 5,000 read), or one session's timeline, events and every view's state at a rev (admin only).",
+                    "The node's sessions (bare or `sessions`; the 500 last active of at most 5,000 read), or one session's timeline, events and views at a rev (admin only).",
                 arguments: [BuiltInArgument.session.argument, BuiltInArgument.fromRev.argument],
                 example: "inspect s12 40", adminOnly: true
             )
