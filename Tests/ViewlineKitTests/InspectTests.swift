@@ -168,19 +168,26 @@ enum Vault: ViewModel {
     @Test func aTimelineEntryFitsOneCacheLineAndReadsBackWhatItWasGiven() throws {
         #expect(MemoryLayout<SessionTimeline.Entry>.stride == 64)
         let timeline = SessionTimeline(maximumBytes: 1 << 20)
-        let started = ContinuousClock.now
+        let started = Moment.now
         timeline.record(.call(backend: "adder", failed: "the adder is down"), rev: 3, at: started, duration: .milliseconds(1500))
         timeline.record(
             .command(name: "search", arguments: Arguments(["query": "thai"]), connection: 2, failed: "badArgument"), rev: 4,
             at: started, duration: .microseconds(7))
         timeline.record(.connection(9, what: "attach"), rev: 5, at: started, duration: nil)
+        // The path every command takes: a success without arguments, from its two moments.
+        timeline.recordCommand(
+            "ping", arguments: Arguments(), connection: 4, failed: nil, rev: 6, from: started,
+            to: Moment(nanoseconds: started.nanoseconds + 2_500))
         let entries = timeline.entries(from: 0)
-        try #require(entries.count == 3)
-        #expect(entries.map(\.what) == [.call, .command, .connection])
-        #expect(entries.map(\.failed) == ["the adder is down", "badArgument", nil])
-        #expect(entries.map(\.size) == [96 + 5 + 17, 112 + 6 + 11 + 32 + 5 + 16 + 4, 96 + 6])
-        let seconds = entries.map { SessionTimeline.seconds(ticks: Double($0.duration)) }
+        try #require(entries.count == 4)
+        #expect(entries.map(\.what) == [.call, .command, .connection, .command])
+        #expect(entries.map(\.failed) == ["the adder is down", "badArgument", nil, nil])
+        #expect(entries.map(\.size) == [96 + 5 + 17, 112 + 6 + 11 + 32 + 5 + 16 + 4, 96 + 6, 112 + 4])
+        let seconds = entries.map { SessionTimeline.seconds(nanoseconds: Double($0.duration)) }
         #expect(abs(seconds[0] - 1.5) < 1e-4 && abs(seconds[1] - 7e-6) < 1e-9 && entries[2].duration < 0)
+        #expect(seconds[3] == 2.5e-6 && entries[3].name == "ping" && entries[3].arguments == nil && entries[3].connection == 4)
+        // All four began at `started`: one offset from the timeline's start.
+        #expect(Set(entries.map(\.at)).count == 1 && entries[0].at >= 0)
         #expect(entries[1].json(at: Date())["durationMs"]?.doubleValue.map { abs($0 - 0.007) < 1e-6 } == true)
         #expect(entries[1].connection == 2 && entries[1].arguments == ["query": "thai"] && entries[2].connection == 9)
     }

@@ -149,7 +149,7 @@ public final actor ViewSession<Model: ViewModel> {
             return try await BlockingPool.$callerKey.withValue(caller) { try await operation(service) }
         }
         // The inspector is on: the call goes into the session's timeline.
-        let started = ContinuousClock.now
+        let started = Moment.now
         do {
             try faults.check(Backend.name)
             let value = try await BlockingPool.$callerKey.withValue(caller) { try await operation(service) }

@@ -175,7 +175,7 @@ extension Session {
     /// When a command started, and the session's rev then (its timeline entry's:
     /// the events it caused come after it).
     struct Start {
-        let at: ContinuousClock.Instant
+        let at: Moment
         let rev: Int
     }
 
@@ -250,7 +250,8 @@ extension Session {
             }
             application.metrics?.sessionsAttached.increment()
         }
-        let elapsed = ContinuousClock.now - started.at
+        let ended = Moment.now
+        let elapsed = ended - started.at
         // `wait`'s time is the one its client asked for, a wrong `inspector` guess's
         // the delay it is made to wait; only a declared name is logged (what a
         // client typed may hold anything).
@@ -262,7 +263,7 @@ extension Session {
         if command?.moves != true {
             timeline?.recordCommand(
                 request.name, arguments: SessionTimeline.shown(request.arguments, of: command), connection: connection, failed: failed,
-                rev: started.rev, at: started.at, duration: elapsed)
+                rev: started.rev, from: started.at, to: ended)
         }
         if holding {
             let events = held.end(connection)

@@ -7,7 +7,7 @@ import Foundation
 extension Session {
     /// Notes what happened in the session's timeline, when the inspector is on, at
     /// `rev` (the session's now; a command's, the rev it started at).
-    func note(_ kind: SessionTimeline.Kind, at: ContinuousClock.Instant = .now, duration: Duration? = nil, rev: Int? = nil) {
+    func note(_ kind: SessionTimeline.Kind, at: Moment = .now, duration: Duration? = nil, rev: Int? = nil) {
         guard let timeline else { return }
         timeline.record(kind, rev: rev ?? self.rev, at: at, duration: duration)
     }

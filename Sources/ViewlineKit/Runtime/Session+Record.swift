@@ -99,10 +99,11 @@ extension Session {
         // While `end-others` records a new token, no batch takes the session: it would
         // write the old token above the new one's rev.
         if tokenChangeInFlight { return .notYet }
-        if let start = recordWindowStart, now - start < window {
+        let sinceEpoch = now - Self.recordWindowEpoch
+        if let start = recordWindowStart, sinceEpoch - start < window {
             guard recordsInWindow < burst else { return .notYet }
         } else {
-            recordWindowStart = now
+            recordWindowStart = sinceEpoch
             recordsInWindow = 0
         }
         recordsInWindow += 1

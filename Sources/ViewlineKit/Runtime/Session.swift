@@ -49,18 +49,41 @@ package actor Session {
     var restoredFromRecord = false
     /// Records taken for writing in the current window (cluster only): see
     /// ``recordIfDue(now:window:burst:maximumBytes:)``.
-    var recordWindowStart: ContinuousClock.Instant?
+    /// When the current window began, from ``recordWindowEpoch`` (a `Duration`, not
+    /// an instant: a `ContinuousClock.Instant` field would give every field after it
+    /// an offset looked up at run time).
+    var recordWindowStart: Duration?
+    /// What ``recordWindowStart`` counts from.
+    static let recordWindowEpoch = ContinuousClock.now
     var recordsInWindow: UInt8 = 0
 
-    // Event ordering. These and the other fields every command reads and writes
-    // (`replyIsDurable`, `commandsRunning`) are the session's own, touched only on its
-    // executor and never across a call that could touch them again: the runtime's
-    // exclusivity check (two calls and a thread-local lookup per access, ~5 % of a
-    // pipelined `ping`'s samples all told) is left out for them.
-    @exclusivity(unchecked) var rev = 0
+    /// The fields every command reads and writes: on a cache line of their own
+    /// (``OwnCacheLine``), touched only on the session's executor and never across a
+    /// call that could touch them again, so with no exclusivity check (two calls and
+    /// a thread-local lookup per access, ~5 % of a pipelined `ping`'s samples all told).
+    struct CommandFields {
+        var rev = 0
+        var held = HeldEvents()
+        var closed = false
+        var replyIsDurable = false
+        var commandsRunning = 0
+    }
+    private let commandFields = OwnCacheLine(CommandFields())
+
+    // Event ordering.
+    var rev: Int {
+        _read { yield commandFields.value.rev }
+        _modify { yield &commandFields.value.rev }
+    }
     /// Events held for each connection whose command is running, until its reply is out.
-    @exclusivity(unchecked) var held = HeldEvents()
-    @exclusivity(unchecked) var closed = false
+    var held: HeldEvents {
+        _read { yield commandFields.value.held }
+        _modify { yield &commandFields.value.held }
+    }
+    var closed: Bool {
+        _read { yield commandFields.value.closed }
+        _modify { yield &commandFields.value.closed }
+    }
     /// Output was withheld while this node held no valid lease: once the lease is back
     /// and the session is still this node's, every view is sent again.
     var withheldWithoutLease = false
@@ -105,7 +128,10 @@ package actor Session {
     var recordRevFloor = 0
     /// The command being finished was recorded durably before its reply (`end-others`
     /// once its token is recorded): its reply goes out even if the lease lapsed since.
-    @exclusivity(unchecked) var replyIsDurable = false
+    var replyIsDurable: Bool {
+        _read { yield commandFields.value.replyIsDurable }
+        _modify { yield &commandFields.value.replyIsDurable }
+    }
     /// The connections that gave the inspector token (`inspector`): they may run the
     /// inspector's commands while they stay on this session.
     var inspectorConnections: Set<Int> = []
@@ -114,7 +140,6 @@ package actor Session {
     var nextAlertNumber = 1
     /// The views displayed so far (``hasDisplayed(_:)``), by index.
     var displayedViews = Set<Int>()
-    var presentedAlert: PendingAlert?
     var queuedAlerts: [PendingAlert] = []
 
     // Background work (see Session+Tasks.swift).
@@ -211,12 +236,20 @@ package actor Session {
     @TaskLocal static var commandConnection: Int?
 
     /// Commands of this session started and not yet replied to (a drain waits for them).
-    @exclusivity(unchecked) package internal(set) var commandsRunning = 0
+    package internal(set) var commandsRunning: Int {
+        _read { yield commandFields.value.commandsRunning }
+        _modify { yield &commandFields.value.commandsRunning }
+    }
     /// The id of each connection's awaiting command (a connection runs one at a time):
     /// a connection is never told `bye` before the reply to a command that began, so a
     /// client may send again, on its resumed connection, any line not answered before
     /// a `bye` (PROTOCOL §4).
     var awaiting: [Int: JSON] = [:]
+    /// The alert shown now (see Session+Alerts.swift). Declared last of the stored
+    /// fields: its continuation's layout is known only at run time, and so would be
+    /// the offset of every field declared after it (a load more per access, on fields
+    /// every command reads).
+    var presentedAlert: PendingAlert?
 
     /// What a command still running gets just before its connection is told `bye`.
     static let unfinished = ProtocolError(

@@ -41,12 +41,12 @@ final class SessionTimeline {
         /// What it is (the top two bits) and what it is counted as against the
         /// timeline's bytes (the rest: at most ``maximumSize``).
         private let whatAndSize: UInt32
-        /// How long it took, in ticks (negative: not timed): a `Float`'s 24 bits are
-        /// a microsecond's precision up to 16 s and a millisecond's up to four hours,
-        /// as a duration needs (and it is one conversion from the ticks, no division).
+        /// How long it took, in nanoseconds (negative: not timed): a `Float`'s 24 bits
+        /// are a microsecond's precision up to 16 s and a millisecond's up to four
+        /// hours, as a duration needs.
         let duration: Float32
         let rev: Int
-        /// When it happened, in ticks since the timeline began (by the monotonic clock
+        /// When it happened, in nanoseconds since the timeline began (by the monotonic clock
         /// the command path reads anyway); ``SessionTimeline/date(of:)`` gives its
         /// wall-clock time.
         let at: Int64
@@ -91,7 +91,7 @@ final class SessionTimeline {
         /// The wire form `inspect` gives, `at` being its wall-clock time.
         func json(at date: Date) -> JSON {
             var object: JSONObject = ["rev": .int(rev), "at": .string(date.formatted(.iso8601))]
-            if duration >= 0 { object["durationMs"] = .double(SessionTimeline.seconds(ticks: Double(duration)) * 1000) }
+            if duration >= 0 { object["durationMs"] = .double(SessionTimeline.seconds(nanoseconds: Double(duration)) * 1000) }
             switch what {
             case .command:
                 object["kind"] = "command"
@@ -150,40 +150,37 @@ final class SessionTimeline {
     /// When the session began, by the wall clock and by the monotonic clock: an
     /// entry's wall-clock time is read from these, not taken for every entry.
     let created = Date()
-    private let createdInstant = ContinuousClock.now
+    private let createdInstant = Moment.now
 
     /// The wall-clock time of an entry's `at`.
     func date(of at: Int64) -> Date {
-        created.addingTimeInterval(Self.seconds(ticks: Double(at)))
+        created.addingTimeInterval(Self.seconds(nanoseconds: Double(at)))
     }
 
-    /// A duration in ticks of 2^30 attoseconds (about 1.07 ns): a shift of the
-    /// clock's own count, where nanoseconds would be a 128-bit division on every
-    /// command. (An `Int64` of them spans three centuries.)
-    private static func ticks(_ duration: Duration) -> Int64 {
-        Int64(truncatingIfNeeded: duration.attoseconds >> 30)
+    /// Seconds of `nanoseconds` (an entry's `at`, or its duration).
+    static func seconds(nanoseconds: Double) -> Double {
+        nanoseconds / 1e9
     }
 
-    /// Seconds of `ticks` (an entry's `at`, or its duration).
-    static func seconds(ticks: Double) -> Double {
-        ticks * 0x1p30 / 1e18
+    /// Nanoseconds from the timeline's start to `moment`.
+    private func since(_ moment: Moment) -> Int64 {
+        moment.nanoseconds &- createdInstant.nanoseconds
     }
 
-    /// `duration` in ticks, as an entry keeps it.
-    private static func floatTicks(_ duration: Duration) -> Float32 {
-        Float32(ticks(duration))
+    /// `duration` in nanoseconds, as an entry keeps it.
+    private static func nanoseconds(_ duration: Duration) -> Float32 {
+        let (seconds, attoseconds) = duration.components
+        return Float32(seconds) * 1e9 + Float32(attoseconds / 1_000_000_000)
     }
 
-    /// The entries and what they count for, in one value on a cache line of its own
-    /// (every command writes it: in the object, beside whatever the allocator put
-    /// next to it — another loop's session — each write could take the line from the
-    /// other core). Only its session's executor touches it, one access at a time.
-    private let ringLine: UnsafeMutablePointer<Ring>
+    /// The entries and what they count for, in one value on a line of its own (every
+    /// command writes it). Only its session's executor touches it, one access at a time.
+    private let ringLine = OwnCacheLine(Ring())
 
     /// The ring, read or changed in place.
     private var ring: Ring {
-        @inline(__always) _read { yield ringLine.pointee }
-        @inline(__always) _modify { yield &ringLine.pointee }
+        @inline(__always) _read { yield ringLine.value }
+        @inline(__always) _modify { yield &ringLine.value }
     }
 
     var count: Int { ring.count }
@@ -193,18 +190,12 @@ final class SessionTimeline {
         self.maximumBytes = maximumBytes
         self.budget = budget
         self.share = share
-        let line = 64
-        let size = (MemoryLayout<Ring>.stride + line - 1) / line * line
-        ringLine = UnsafeMutableRawPointer.allocate(byteCount: size, alignment: line).bindMemory(to: Ring.self, capacity: 1)
-        ringLine.initialize(to: Ring())
     }
 
     deinit {
         budget?.add(-ring.charged)
         share?.add(-ring.charged)
         ring.release()
-        ringLine.deinitialize(count: 1)
-        ringLine.deallocate()
     }
 
     /// Fetches the slot the next entry goes into, ahead of ``record(_:rev:at:duration:)``
@@ -217,37 +208,58 @@ final class SessionTimeline {
     }
 
     /// Keeps what happened at `rev`, at `instant`, taking `duration`.
-    func record(_ kind: Kind, rev: Int, at instant: ContinuousClock.Instant, duration: Duration?) {
+    func record(_ kind: Kind, rev: Int, at instant: Moment, duration: Duration?) {
         switch kind {
         case .command(let name, let arguments, let connection, let failed):
-            recordCommand(name, arguments: arguments, connection: connection, failed: failed, rev: rev, at: instant, duration: duration)
+            recordDetailedCommand(
+                name, arguments: arguments, connection: connection, failed: failed, rev: rev, at: instant,
+                duration: duration.map(Self.nanoseconds) ?? -1)
         case .call(let backend, let failed):
             keep(
                 Entry(
                     what: .call, size: 96 + backend.utf8.count + (failed?.utf8.count ?? 0), rev: rev,
-                    at: Self.ticks(instant - createdInstant), duration: duration.map(Self.floatTicks) ?? -1, connection: 0, name: backend,
+                    at: since(instant), duration: duration.map(Self.nanoseconds) ?? -1, connection: 0, name: backend,
                     failed: failed, arguments: nil))
         case .connection(let number, let event):
             keep(
                 Entry(
-                    what: .connection, size: 96 + event.utf8.count, rev: rev, at: Self.ticks(instant - createdInstant),
-                    duration: duration.map(Self.floatTicks) ?? -1, connection: number, name: event, failed: nil, arguments: nil))
+                    what: .connection, size: 96 + event.utf8.count, rev: rev, at: since(instant),
+                    duration: duration.map(Self.nanoseconds) ?? -1, connection: number, name: event, failed: nil, arguments: nil))
         }
     }
 
-    /// Keeps a command that ran at `rev`, from `instant`, taking `duration`: the path
-    /// every command takes, with no ``Kind`` made and taken apart.
+    /// Keeps a command that ran at `rev`, from `start` to `end`: the path every
+    /// command takes, with no ``Kind`` made and taken apart.
     func recordCommand(
-        _ name: String, arguments given: Arguments, connection: Int, failed: String?, rev: Int, at instant: ContinuousClock.Instant,
-        duration: Duration?
+        _ name: String, arguments given: Arguments, connection: Int, failed: String?, rev: Int, from start: Moment, to end: Moment
     ) {
-        let arguments = given.json.pairs.isEmpty ? nil : given.json
-        let size = 112 + name.utf8.count + (failed?.utf8.count ?? 0) + (arguments.map(Entry.size(of:)) ?? 0)
+        let duration = Float32(end.nanoseconds &- start.nanoseconds)
+        // Most commands succeed without arguments: their entry is built from plain
+        // values, and the rest is out of line.
+        guard failed == nil, given.json.pairs.isEmpty else {
+            return recordDetailedCommand(
+                name, arguments: given, connection: connection, failed: failed, rev: rev, at: start, duration: duration)
+        }
         // Built in the call, so it is moved into its slot, never copied.
         keep(
             Entry(
-                what: .command, size: size, rev: rev, at: Self.ticks(instant - createdInstant),
-                duration: duration.map(Self.floatTicks) ?? -1, connection: connection, name: name, failed: failed, arguments: arguments))
+                what: .command, size: 112 + name.utf8.count, rev: rev, at: since(start), duration: duration, connection: connection,
+                name: name, failed: nil, arguments: nil))
+    }
+
+    /// ``recordCommand(_:arguments:connection:failed:rev:from:to:)`` for a command
+    /// with arguments or an error (`duration` in nanoseconds; negative: not timed).
+    @inline(never)
+    private func recordDetailedCommand(
+        _ name: String, arguments given: Arguments, connection: Int, failed: String?, rev: Int, at instant: Moment,
+        duration: Float32
+    ) {
+        let arguments = given.json.pairs.isEmpty ? nil : given.json
+        let size = 112 + name.utf8.count + (failed?.utf8.count ?? 0) + (arguments.map(Entry.size(of:)) ?? 0)
+        keep(
+            Entry(
+                what: .command, size: size, rev: rev, at: since(instant), duration: duration, connection: connection, name: name,
+                failed: failed, arguments: arguments))
     }
 
     /// Keeps `entry` unless it alone is past ``maximumBytes``, charging the budget
