@@ -68,7 +68,10 @@ extension EventRenderer {
         switch entry["kind"]?.stringValue {
         case "command":
             let arguments = (entry["arguments"]?.objectValue?.pairs ?? []).map { "\(Self.oneLine($0.key))=\(one($0.value))" }.joined(separator: " ")
-            return "rev \(one(entry["rev"] ?? .null)) \(one(entry["command"] ?? .null)) \(arguments)" + outcome + style.dim(time)
+            let repeats = entry["repeats"]?.intValue.flatMap { $0 > 1 ? " ×\($0)" : nil } ?? ""
+            let head = ["rev \(one(entry["rev"] ?? .null))", one(entry["command"] ?? .null) + repeats, arguments].filter { !$0.isEmpty }
+            return head.joined(separator: " ") + outcome
+                + style.dim(repeats.isEmpty || time.isEmpty ? time : time + " longest")
         case "call":
             return style.dim("  call \(one(entry["backend"] ?? .null))") + outcome + style.dim(time)
         case "connection":

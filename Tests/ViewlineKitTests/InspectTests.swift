@@ -176,7 +176,7 @@ enum Vault: ViewModel {
         timeline.record(.connection(9, what: "attach"), rev: 5, at: started, duration: nil)
         // The path every command takes: a success without arguments, from its two moments.
         timeline.recordCommand(
-            "ping", arguments: Arguments(), connection: 4, failed: nil, rev: 6, from: started,
+            "ping", arguments: Arguments(), of: nil, connection: 4, failed: nil, rev: 6, causedEvents: false, from: started,
             to: Moment(nanoseconds: started.nanoseconds + 2_500))
         let entries = timeline.entries(from: 0)
         try #require(entries.count == 4)
@@ -190,6 +190,44 @@ enum Vault: ViewModel {
         #expect(Set(entries.map(\.at)).count == 1 && entries[0].at >= 0)
         #expect(entries[1].json(at: Date())["durationMs"]?.doubleValue.map { abs($0 - 0.007) < 1e-6 } == true)
         #expect(entries[1].connection == 2 && entries[1].arguments == ["query": "thai"] && entries[2].connection == 9)
+    }
+
+    /// A success without arguments run again in a row — one connection, one rev, no
+    /// event — is counted in the entry before it, up to 256 runs; anything else
+    /// (another connection, an event, an error, arguments) is an entry of its own.
+    @Test func aCommandRunAgainInARowIsOneEntryWithItsCount() throws {
+        let timeline = SessionTimeline(maximumBytes: 1 << 20)
+        let start = Moment.now
+        func ping(_ micros: Int64, connection: Int = 1, rev: Int = 7, causedEvents: Bool = false, failed: String? = nil) {
+            timeline.recordCommand(
+                "ping", arguments: Arguments(), of: nil, connection: connection, failed: failed, rev: rev, causedEvents: causedEvents,
+                from: start, to: Moment(nanoseconds: start.nanoseconds + micros * 1000))
+        }
+        ping(3)
+        ping(9)
+        ping(4)
+        var entries = timeline.entries(from: 0)
+        try #require(entries.count == 1)
+        #expect(entries[0].repeats == 3 && entries[0].duration == 9_000 && entries[0].size == 112 + 4)
+        #expect(entries[0].json(at: Date())["repeats"] == 3)
+        ping(1, connection: 2)  // another connection
+        ping(1, connection: 2, rev: 8)  // after an event
+        ping(1, connection: 2, rev: 8, causedEvents: true)  // it caused one
+        ping(1, connection: 2, rev: 9)  // so the next is at a new rev: a new entry
+        ping(2, connection: 2, rev: 9)
+        ping(1, connection: 2, rev: 9, failed: "unavailable")
+        timeline.recordCommand(
+            "state", arguments: Arguments(["view": "search"]), of: nil, connection: 2, failed: nil, rev: 9, causedEvents: false, from: start,
+            to: start)
+        timeline.recordCommand(
+            "state", arguments: Arguments(["view": "search"]), of: nil, connection: 2, failed: nil, rev: 9, causedEvents: false, from: start,
+            to: start)
+        entries = timeline.entries(from: 0)
+        #expect(entries.map(\.repeats) == [3, 1, 1, 1, 2, 1, 1, 1])
+        #expect(entries.map(\.rev) == [7, 7, 8, 8, 9, 9, 9, 9])
+        #expect(entries[1].json(at: Date())["repeats"] == nil)
+        for _ in 0..<300 { ping(1, connection: 3, rev: 10) }
+        #expect(timeline.entries(from: 10).map(\.repeats) == [256, 44])
     }
 
     @Test func backendCallsAreTimedIntoTheTimeline() async throws {

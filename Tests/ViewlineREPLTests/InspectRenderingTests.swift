@@ -38,6 +38,10 @@ import ViewlineREPL
                         "durationMs": 0.2,
                     ],
                     ["rev": 1, "kind": "call", "backend": "search", "error": nil, "durationMs": 12.0],
+                    [
+                        "rev": 2, "kind": "command", "command": "ping", "arguments": [:], "connection": 1, "error": nil, "durationMs": 0.1,
+                        "repeats": 40,
+                    ],
                 ],
                 "events": [
                     ["type": "display", "rev": 1, "view": "search", "state": ["query": "pizza", "loading": true, "results": []]],
@@ -49,5 +53,6 @@ import ViewlineREPL
         #expect(text.contains(#"display search: query: "" → "pizza"; loading: false → true"#))
         #expect(text.contains("display search: loading: true → false; results: 0 → 1 items"))
         #expect(text.contains("call search ✓ 12 ms"))
+        #expect(text.contains("rev 2 ping ×40 ✓ 0.1 ms longest"))
     }
 }

@@ -180,8 +180,7 @@ extension Session {
     }
 
     private func now() -> Start {
-        timeline?.prepare()
-        return Start(at: .now, rev: rev)
+        Start(at: .now, rev: rev)
     }
 
     /// A command starts: its events are held for `connection` until its reply is out,
@@ -262,8 +261,8 @@ extension Session {
         application.metrics?.command(request.name, at: request.command, failed: failed, duration: delayed ? nil : elapsed)
         if command?.moves != true {
             timeline?.recordCommand(
-                request.name, arguments: SessionTimeline.shown(request.arguments, of: command), connection: connection, failed: failed,
-                rev: started.rev, from: started.at, to: ended)
+                request.name, arguments: request.arguments, of: command, connection: connection, failed: failed, rev: started.rev,
+                causedEvents: rev != started.rev, from: started.at, to: ended)
         }
         if holding {
             let events = held.end(connection)

@@ -38,13 +38,14 @@ final class SessionTimeline {
     /// by a few inlined stores on the command path, touching one line.
     struct Entry: Sendable {
         enum What: UInt32, Sendable { case command, call, connection }
-        /// What it is (the top two bits) and what it is counted as against the
+        /// What it is (the top two bits), how many times it ran in a row less one
+        /// (the next eight: ``repeats``) and what it is counted as against the
         /// timeline's bytes (the rest: at most ``maximumSize``).
-        private let whatAndSize: UInt32
-        /// How long it took, in nanoseconds (negative: not timed): a `Float`'s 24 bits
-        /// are a microsecond's precision up to 16 s and a millisecond's up to four
-        /// hours, as a duration needs.
-        let duration: Float32
+        private var packed: UInt32
+        /// How long it took, in nanoseconds (negative: not timed), the longest run's
+        /// when it repeated: a `Float`'s 24 bits are a microsecond's precision up to
+        /// 16 s and a millisecond's up to four hours, as a duration needs.
+        private(set) var duration: Float32
         let rev: Int
         /// When it happened, in nanoseconds since the timeline began (by the monotonic clock
         /// the command path reads anyway); ``SessionTimeline/date(of:)`` gives its
@@ -61,7 +62,9 @@ final class SessionTimeline {
 
         /// The largest size an entry records (a line's limit keeps real ones far
         /// below it); a larger one is not kept.
-        static let maximumSize = Int(UInt32.max >> 2)
+        static let maximumSize = Int(UInt32.max >> 10)
+        /// The most runs of one command an entry stands for.
+        static let maximumRepeats = 256
 
         final class Failure: Sendable {
             let text: String
@@ -72,7 +75,7 @@ final class SessionTimeline {
             what: What, size: Int, rev: Int, at: Int64, duration: Float32, connection: Int, name: String, failed: String?,
             arguments: JSONObject?
         ) {
-            whatAndSize = what.rawValue << 30 | UInt32(truncatingIfNeeded: max(0, min(size, Self.maximumSize)))
+            packed = what.rawValue << 30 | UInt32(truncatingIfNeeded: max(0, min(size, Self.maximumSize)))
             self.duration = duration
             self.rev = rev
             self.at = at
@@ -82,9 +85,27 @@ final class SessionTimeline {
             failure = failed.map(Failure.init)
         }
 
-        var what: What { What(rawValue: whatAndSize >> 30)! }
+        var what: What { What(rawValue: packed >> 30)! }
         /// What it is counted as against the timeline's bytes.
-        var size: Int { Int(whatAndSize & UInt32(Self.maximumSize)) }
+        var size: Int { Int(packed & UInt32(Self.maximumSize)) }
+        /// How many times the command ran in a row, on one connection, at one rev,
+        /// each a success without arguments (1 to ``maximumRepeats``).
+        var repeats: Int { Int(packed >> 22 & 0xFF) + 1 }
+
+        /// Whether a success without arguments, `name` from `connection` at `rev`,
+        /// would be this entry run once more.
+        @inline(__always)
+        func isRepeated(by name: String, connection: Int, rev: Int) -> Bool {
+            packed >> 30 == What.command.rawValue && packed >> 22 & 0xFF < Self.maximumRepeats - 1 && self.rev == rev
+                && self.connection == connection && failure == nil && arguments == nil && self.name == name
+        }
+
+        /// Counts one more run, which took `duration`.
+        @inline(__always)
+        mutating func repeated(taking duration: Float32) {
+            packed += 1 << 22
+            self.duration = max(self.duration, duration)
+        }
         /// The error code or failure (`nil`: none).
         var failed: String? { failure?.text }
 
@@ -99,6 +120,7 @@ final class SessionTimeline {
                 object["arguments"] = .object(arguments ?? JSONObject())
                 object["connection"] = .int(connection)
                 object["error"] = failed.map(JSON.string) ?? .null
+                if repeats > 1 { object["repeats"] = .int(repeats) }
             case .call:
                 object["kind"] = "call"
                 object["backend"] = .string(name)
@@ -198,15 +220,6 @@ final class SessionTimeline {
         ring.release()
     }
 
-    /// Fetches the slot the next entry goes into, ahead of ``record(_:rev:at:duration:)``
-    /// (called as a command starts). Every session's slots together are past the
-    /// cache, and the command's own work hides the fetch.
-    @inline(__always)
-    func prepare() {
-        guard let next = ring.nextSlot else { return }
-        viewline_prefetch_for_write(next, UInt(MemoryLayout<Entry>.stride))
-    }
-
     /// Keeps what happened at `rev`, at `instant`, taking `duration`.
     func record(_ kind: Kind, rev: Int, at instant: Moment, duration: Duration?) {
         switch kind {
@@ -228,17 +241,30 @@ final class SessionTimeline {
         }
     }
 
-    /// Keeps a command that ran at `rev`, from `start` to `end`: the path every
-    /// command takes, with no ``Kind`` made and taken apart.
+    /// Keeps a command that ran at `rev`, from `start` to `end` (`causedEvents`: the
+    /// session's rev moved on meanwhile): the path every command takes, with no
+    /// ``Kind`` made and taken apart. A success without arguments that is the newest
+    /// entry's command again — from the same connection, at the same rev, neither
+    /// causing events — is counted in that entry (``Entry/repeats``, up to
+    /// ``Entry/maximumRepeats``): a client polling `state` or sending `ping` every
+    /// few seconds leaves one entry, not a ring full of them.
+    /// `given` are the request's arguments, shown as `command` declares them
+    /// (``shown(_:of:)``).
     func recordCommand(
-        _ name: String, arguments given: Arguments, connection: Int, failed: String?, rev: Int, from start: Moment, to end: Moment
+        _ name: String, arguments given: Arguments, of command: AnyCommand?, connection: Int, failed: String?, rev: Int,
+        causedEvents: Bool, from start: Moment, to end: Moment
     ) {
         let duration = Float32(end.nanoseconds &- start.nanoseconds)
         // Most commands succeed without arguments: their entry is built from plain
         // values, and the rest is out of line.
         guard failed == nil, given.json.pairs.isEmpty else {
             return recordDetailedCommand(
-                name, arguments: given, connection: connection, failed: failed, rev: rev, at: start, duration: duration)
+                name, arguments: Self.shown(given, of: command), connection: connection, failed: failed, rev: rev, at: start,
+                duration: duration)
+        }
+        if !causedEvents, let newest = ring.newest, newest.pointee.isRepeated(by: name, connection: connection, rev: rev) {
+            newest.pointee.repeated(taking: duration)
+            return
         }
         // Built in the call, so it is moved into its slot, never copied.
         keep(
@@ -247,8 +273,9 @@ final class SessionTimeline {
                 name: name, failed: nil, arguments: nil))
     }
 
-    /// ``recordCommand(_:arguments:connection:failed:rev:from:to:)`` for a command
-    /// with arguments or an error (`duration` in nanoseconds; negative: not timed).
+    /// ``recordCommand(_:arguments:of:connection:failed:rev:causedEvents:from:to:)`` for
+    /// a command with arguments (`shown` already) or an error (`duration` in
+    /// nanoseconds; negative: not timed).
     @inline(never)
     private func recordDetailedCommand(
         _ name: String, arguments given: Arguments, connection: Int, failed: String?, rev: Int, at instant: Moment,
@@ -309,6 +336,12 @@ final class SessionTimeline {
             slots![(head + index) & (capacity - 1)]
         }
 
+        /// The newest entry, in its slot.
+        var newest: UnsafeMutablePointer<Entry>? {
+            guard let slots, count > 0 else { return nil }
+            return slots + ((head + count - 1) & (capacity - 1))
+        }
+
         /// Where the next entry goes, when that slot holds one already.
         var nextSlot: UnsafeMutablePointer<Entry>? {
             guard let slots, count < capacity || capacity == maximumEntries else { return nil }
@@ -345,6 +378,10 @@ final class SessionTimeline {
                 initialized += 1
             }
             count += 1
+            // The slot after it is fetched now, while its line is in reach: every
+            // session's slots together are past the cache, and the next entry is
+            // written commands (other sessions') later.
+            if let next = nextSlot { viewline_prefetch_for_write(next, UInt(MemoryLayout<Entry>.stride)) }
             bytes += size
             let block = chargeBlock
             let due = (bytes + block - 1) / block * block

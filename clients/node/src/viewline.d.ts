@@ -182,7 +182,15 @@ export interface InspectList {
 
 /** One thing in a session's timeline. */
 export type TimelineEntry = { rev: number; at: string; durationMs?: number } & (
-  | { kind: 'command'; command: string; arguments: Record<string, unknown>; connection: number; error: string | null }
+  | {
+      kind: 'command';
+      command: string;
+      arguments: Record<string, unknown>;
+      connection: number;
+      error: string | null;
+      /** Runs in a row this entry stands for (absent: 1); `durationMs` is the longest. */
+      repeats?: number;
+    }
   | { kind: 'call'; backend: string; error: string | null }
   | { kind: 'connection'; connection: number; event: string }
 );

@@ -198,7 +198,8 @@ class InspectList(TypedDict):
 #: ``inspect <session> [from-rev]``'s result (``from`` is a Python keyword, hence this
 #: form); every secret argument shows as ``•••``. ``states`` are the views as displayed
 #: at ``from`` (``None``: older than the event log reaches); ``timeline`` and
-#: ``events`` come after it.
+#: ``events`` come after it. A ``command`` entry with ``repeats`` (more than 1)
+#: stands for that many runs in a row, and its ``durationMs`` is the longest.
 Inspection = TypedDict("Inspection", {
     "node": Union[Dict[str, str], None],
     "session": InspectedSession,
