@@ -192,24 +192,34 @@ enum Vault: ViewModel {
         #expect(entries[1].connection == 2 && entries[1].arguments == ["query": "thai"] && entries[2].connection == 9)
     }
 
-    /// A success without arguments run again in a row — one connection, one rev, no
-    /// event — is counted in the entry before it, up to 256 runs; anything else
-    /// (another connection, an event, an error, arguments) is an entry of its own.
+    /// A success without arguments run at once and again in a row — one connection,
+    /// one rev, no event — is counted in the entry before it, up to 256 runs, which
+    /// then reads as its last run; anything else (another connection, an event, an
+    /// error, arguments, an awaiting command) is an entry of its own.
     @Test func aCommandRunAgainInARowIsOneEntryWithItsCount() throws {
         let timeline = SessionTimeline(maximumBytes: 1 << 20)
+        let application = Application([Counter.self])
+        let declared = try #require(application.handler(for: Request(name: "ping")))
         let start = Moment.now
-        func ping(_ micros: Int64, connection: Int = 1, rev: Int = 7, causedEvents: Bool = false, failed: String? = nil) {
+        func ping(
+            _ micros: Int64, after seconds: Int64 = 0, connection: Int = 1, rev: Int = 7, causedEvents: Bool = false, failed: String? = nil
+        ) {
+            let begun = Moment(nanoseconds: start.nanoseconds + seconds * 1_000_000_000)
             timeline.recordCommand(
-                "ping", arguments: Arguments(), of: nil, connection: connection, failed: failed, rev: rev, causedEvents: causedEvents,
-                from: start, to: Moment(nanoseconds: start.nanoseconds + micros * 1000))
+                "ping", arguments: Arguments(), of: declared, connection: connection, failed: failed, rev: rev, causedEvents: causedEvents,
+                from: begun, to: Moment(nanoseconds: begun.nanoseconds + micros * 1000))
         }
         ping(3)
-        ping(9)
-        ping(4)
+        ping(9, after: 10)
+        ping(4, after: 20)
         var entries = timeline.entries(from: 0)
         try #require(entries.count == 1)
         #expect(entries[0].repeats == 3 && entries[0].duration == 9_000 && entries[0].size == 112 + 4)
         #expect(entries[0].json(at: Date())["repeats"] == 3)
+        // It reads as its last run (the list's "last active" comes from it).
+        let first = try #require(timeline.lastCommand?.at)
+        ping(1, after: 30)
+        #expect(try #require(timeline.lastCommand?.at) - first == 10_000_000_000 && timeline.count == 1)
         ping(1, connection: 2)  // another connection
         ping(1, connection: 2, rev: 8)  // after an event
         ping(1, connection: 2, rev: 8, causedEvents: true)  // it caused one
@@ -223,11 +233,20 @@ enum Vault: ViewModel {
             "state", arguments: Arguments(["view": "search"]), of: nil, connection: 2, failed: nil, rev: 9, causedEvents: false, from: start,
             to: start)
         entries = timeline.entries(from: 0)
-        #expect(entries.map(\.repeats) == [3, 1, 1, 1, 2, 1, 1, 1])
+        #expect(entries.map(\.repeats) == [4, 1, 1, 1, 2, 1, 1, 1])
         #expect(entries.map(\.rev) == [7, 7, 8, 8, 9, 9, 9, 9])
         #expect(entries[1].json(at: Date())["repeats"] == nil)
         for _ in 0..<300 { ping(1, connection: 3, rev: 10) }
         #expect(timeline.entries(from: 10).map(\.repeats) == [256, 44])
+        // An awaiting command (`end-others` changes the token without an event) is
+        // never counted in the one before it.
+        let awaiting = try #require(application.handler(for: Request(name: "end-others")))
+        for _ in 0..<2 {
+            timeline.recordCommand(
+                "end-others", arguments: Arguments(), of: awaiting, connection: 3, failed: nil, rev: 10, causedEvents: false, from: start,
+                to: start)
+        }
+        #expect(timeline.entries(from: 10).map(\.repeats) == [256, 44, 1, 1])
     }
 
     @Test func backendCallsAreTimedIntoTheTimeline() async throws {

@@ -49,8 +49,8 @@ final class SessionTimeline {
         let rev: Int
         /// When it happened, in nanoseconds since the timeline began (by the monotonic clock
         /// the command path reads anyway); ``SessionTimeline/date(of:)`` gives its
-        /// wall-clock time.
-        let at: Int64
+        /// wall-clock time. A repeated command's is its last run's.
+        private(set) var at: Int64
         let connection: Int
         /// The command's name, the backend's, or what the connection did.
         let name: String
@@ -100,10 +100,12 @@ final class SessionTimeline {
                 && self.connection == connection && failure == nil && arguments == nil && self.name == name
         }
 
-        /// Counts one more run, which took `duration`.
+        /// Counts one more run, which began at `at` and took `duration`: the entry's
+        /// `at` is its last run's from then on (what "last active" reads).
         @inline(__always)
-        mutating func repeated(taking duration: Float32) {
+        mutating func repeated(at: Int64, taking duration: Float32) {
             packed += 1 << 22
+            self.at = at
             self.duration = max(self.duration, duration)
         }
         /// The error code or failure (`nil`: none).
@@ -245,9 +247,10 @@ final class SessionTimeline {
     /// session's rev moved on meanwhile): the path every command takes, with no
     /// ``Kind`` made and taken apart. A success without arguments that is the newest
     /// entry's command again — from the same connection, at the same rev, neither
-    /// causing events — is counted in that entry (``Entry/repeats``, up to
-    /// ``Entry/maximumRepeats``): a client polling `state` or sending `ping` every
-    /// few seconds leaves one entry, not a ring full of them.
+    /// causing events, and run at once (not awaiting: `end-others` changes the token
+    /// without an event) — is counted in that entry (``Entry/repeats``, up to
+    /// ``Entry/maximumRepeats``; its `at` the last run's): a client polling `state`
+    /// or sending `ping` every few seconds leaves one entry, not a ring full of them.
     /// `given` are the request's arguments, shown as `command` declares them
     /// (``shown(_:of:)``).
     func recordCommand(
@@ -262,8 +265,10 @@ final class SessionTimeline {
                 name, arguments: Self.shown(given, of: command), connection: connection, failed: failed, rev: rev, at: start,
                 duration: duration)
         }
-        if !causedEvents, let newest = ring.newest, newest.pointee.isRepeated(by: name, connection: connection, rev: rev) {
-            newest.pointee.repeated(taking: duration)
+        if !causedEvents, let command, command.awaiting == nil, !command.moves, let newest = ring.newest,
+            newest.pointee.isRepeated(by: name, connection: connection, rev: rev)
+        {
+            newest.pointee.repeated(at: since(start), taking: duration)
             return
         }
         // Built in the call, so it is moved into its slot, never copied.

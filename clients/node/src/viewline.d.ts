@@ -188,7 +188,7 @@ export type TimelineEntry = { rev: number; at: string; durationMs?: number } & (
       arguments: Record<string, unknown>;
       connection: number;
       error: string | null;
-      /** Runs in a row this entry stands for (absent: 1); `durationMs` is the longest. */
+      /** Runs in a row this entry stands for (absent: 1); `durationMs` is then the longest, `at` the last. */
       repeats?: number;
     }
   | { kind: 'call'; backend: string; error: string | null }

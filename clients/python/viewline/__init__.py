@@ -11,7 +11,8 @@ from .errors import (ConnectError, ConnectionClosed, MovedError, ProtocolError, 
                      ThrottledError, Timeout, ViewlineError, printable)
 from .inline import quote, split
 from .messages import (Alert, ArgumentKind, Bye, ByeCode, Display, Dismiss, ErrorCode, Event, Help, HelpArgument,
-                       HelpCommand, HelpView, InspectedSession, Inspection, InspectList, Reply, Welcome)
+                       HelpCommand, HelpView, InspectedSession, Inspection, InspectList, Reply, TimelineEntry,
+                       Welcome)
 from .state import SessionState
 
 __all__ = [
@@ -20,6 +21,7 @@ __all__ = [
     "split", "quote", "printable", "SessionState",
     "Welcome", "Reply", "Display", "Alert", "Dismiss", "Bye", "Event", "ErrorCode", "ByeCode",
     "Help", "HelpCommand", "HelpArgument", "HelpView", "ArgumentKind", "InspectList", "InspectedSession", "Inspection",
+    "TimelineEntry",
 ]
 __version__ = "1.1.0"
 PROTOCOL_VERSION = 1

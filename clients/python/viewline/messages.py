@@ -195,18 +195,38 @@ class InspectList(TypedDict):
     sessions: List[InspectedSession]
 
 
+class _TimelineEntryOptional(TypedDict, total=False):
+    durationMs: float
+    #: ``command`` entries: how many runs in a row this entry stands for (absent: 1);
+    #: ``durationMs`` is then the longest run's and ``at`` the last run's.
+    repeats: int
+    command: str
+    arguments: Dict[str, Any]
+    connection: int
+    error: Union[str, None]
+    backend: str
+    event: str
+
+
+class TimelineEntry(_TimelineEntryOptional):
+    """One thing in a session's timeline: ``kind`` is ``command``, ``call`` or
+    ``connection``, and the fields beside it follow it (PROTOCOL §3)."""
+    rev: int
+    at: str
+    kind: str
+
+
 #: ``inspect <session> [from-rev]``'s result (``from`` is a Python keyword, hence this
 #: form); every secret argument shows as ``•••``. ``states`` are the views as displayed
 #: at ``from`` (``None``: older than the event log reaches); ``timeline`` and
-#: ``events`` come after it. A ``command`` entry with ``repeats`` (more than 1)
-#: stands for that many runs in a row, and its ``durationMs`` is the longest.
+#: ``events`` come after it.
 Inspection = TypedDict("Inspection", {
     "node": Union[Dict[str, str], None],
     "session": InspectedSession,
     "from": int,
     "oldestRev": int,
     "states": Dict[str, Any],
-    "timeline": List[Dict[str, Any]],
+    "timeline": List[TimelineEntry],
     "events": List[Dict[str, Any]],
     "recording": bool,
 })

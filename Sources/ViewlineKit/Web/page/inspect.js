@@ -362,8 +362,8 @@ function timelineEntry(entry) {
   let text;
   if (entry.kind === "command") {
     const args = Object.entries(entry.arguments ?? {}).map(([name, value]) => `${name}=${typeof value === "string" ? value : JSON.stringify(value)}`).join(" ");
-    const repeats = entry.repeats > 1 ? ` ×${entry.repeats}` : "";
-    text = `rev ${entry.rev} ${entry.command}${repeats} ${args} → ${failed ? entry.error : "ok"}${time}${repeats ? " longest" : ""} (connection ${entry.connection})`;
+    const repeats = Number.isInteger(entry.repeats) && entry.repeats > 1 ? ` ×${entry.repeats}` : "";
+    text = `rev ${entry.rev} ${entry.command}${repeats} ${args} → ${failed ? entry.error : "ok"}${time}${repeats && time ? " longest" : ""} (connection ${entry.connection})`;
   } else if (entry.kind === "call") {
     text = `rev ${entry.rev} call ${entry.backend} → ${failed ? entry.error : "ok"}${time}`;
   } else if (entry.kind === "connection") {
