@@ -135,6 +135,21 @@ def test_an_inspector_token_opens_the_inspector_without_admin(page, tmp_path):
         server.stop()
 
 
+def test_a_command_sent_again_and_again_is_one_line_with_its_count(page, server: Server):
+    tcp = server.tcp()
+    session = tcp.welcome["session"]
+    for _ in range(5):
+        tcp.command("ping")
+    for _ in range(3):
+        tcp.command("state search")
+    inspector(page, server)
+    open_session(page, session)
+    wait(page, lambda: "ping ×5" in timeline(page) and "state ×3 view=search" in timeline(page))
+    line = next(item for item in timeline(page).splitlines() if "ping ×5" in item)
+    assert "→ ok" in line and "ms longest" in line, line
+    assert timeline(page).count("ping") == 1 and timeline(page).count("state") == 1, timeline(page)
+
+
 def test_hostile_strings_in_a_timeline_stay_text(page, server: Server):
     tcp = server.tcp()
     session = tcp.welcome["session"]

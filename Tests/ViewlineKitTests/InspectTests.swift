@@ -192,10 +192,10 @@ enum Vault: ViewModel {
         #expect(entries[1].connection == 2 && entries[1].arguments == ["query": "thai"] && entries[2].connection == 9)
     }
 
-    /// A success without arguments run at once and again in a row — one connection,
-    /// one rev, no event — is counted in the entry before it, up to 256 runs, which
-    /// then reads as its last run; anything else (another connection, an event, an
-    /// error, arguments, an awaiting command) is an entry of its own.
+    /// A success run at once and again in a row with the same arguments — one
+    /// connection, one rev, no event — is counted in the entry before it, up to 256
+    /// runs, which then reads as its last run; anything else (another connection, an
+    /// event, an error, other arguments, an awaiting command) is an entry of its own.
     @Test func aCommandRunAgainInARowIsOneEntryWithItsCount() throws {
         let timeline = SessionTimeline(maximumBytes: 1 << 20)
         let application = Application([Counter.self])
@@ -238,6 +238,15 @@ enum Vault: ViewModel {
         #expect(entries[1].json(at: Date())["repeats"] == nil)
         for _ in 0..<300 { ping(1, connection: 3, rev: 10) }
         #expect(timeline.entries(from: 10).map(\.repeats) == [256, 44])
+        // The same arguments again are counted too; other arguments are another entry.
+        let state = try #require(application.handler(for: Request(name: "state")))
+        for view in ["counter", "counter", "counter", "search"] {
+            timeline.recordCommand(
+                "state", arguments: Arguments(["view": .string(view)]), of: state, connection: 3, failed: nil, rev: 10, causedEvents: false,
+                from: start, to: start)
+        }
+        #expect(timeline.entries(from: 10).map(\.repeats) == [256, 44, 3, 1])
+        #expect(timeline.entries(from: 10).last?.arguments == ["view": "search"])
         // An awaiting command (`end-others` changes the token without an event) is
         // never counted in the one before it.
         let awaiting = try #require(application.handler(for: Request(name: "end-others")))
@@ -246,7 +255,7 @@ enum Vault: ViewModel {
                 "end-others", arguments: Arguments(), of: awaiting, connection: 3, failed: nil, rev: 10, causedEvents: false, from: start,
                 to: start)
         }
-        #expect(timeline.entries(from: 10).map(\.repeats) == [256, 44, 1, 1])
+        #expect(timeline.entries(from: 10).map(\.repeats) == [256, 44, 3, 1, 1, 1])
     }
 
     @Test func backendCallsAreTimedIntoTheTimeline() async throws {

@@ -89,15 +89,15 @@ final class SessionTimeline {
         /// What it is counted as against the timeline's bytes.
         var size: Int { Int(packed & UInt32(Self.maximumSize)) }
         /// How many times the command ran in a row, on one connection, at one rev,
-        /// each a success without arguments (1 to ``maximumRepeats``).
+        /// each a success with the same arguments (1 to ``maximumRepeats``).
         var repeats: Int { Int(packed >> 22 & 0xFF) + 1 }
 
-        /// Whether a success without arguments, `name` from `connection` at `rev`,
-        /// would be this entry run once more.
+        /// Whether a success of `name` with `arguments` (as shown), from `connection`
+        /// at `rev`, would be this entry run once more.
         @inline(__always)
-        func isRepeated(by name: String, connection: Int, rev: Int) -> Bool {
+        func isRepeated(by name: String, arguments: JSONObject?, connection: Int, rev: Int) -> Bool {
             packed >> 30 == What.command.rawValue && packed >> 22 & 0xFF < Self.maximumRepeats - 1 && self.rev == rev
-                && self.connection == connection && failure == nil && arguments == nil && self.name == name
+                && self.connection == connection && failure == nil && self.name == name && self.arguments == arguments
         }
 
         /// Counts one more run, which began at `at` and took `duration`: the entry's
@@ -245,12 +245,13 @@ final class SessionTimeline {
 
     /// Keeps a command that ran at `rev`, from `start` to `end` (`causedEvents`: the
     /// session's rev moved on meanwhile): the path every command takes, with no
-    /// ``Kind`` made and taken apart. A success without arguments that is the newest
-    /// entry's command again — from the same connection, at the same rev, neither
-    /// causing events, and run at once (not awaiting: `end-others` changes the token
-    /// without an event) — is counted in that entry (``Entry/repeats``, up to
-    /// ``Entry/maximumRepeats``; its `at` the last run's): a client polling `state`
-    /// or sending `ping` every few seconds leaves one entry, not a ring full of them.
+    /// ``Kind`` made and taken apart. A success that is the newest entry's command
+    /// again with the same arguments — from the same connection, at the same rev,
+    /// neither causing events, run at once (not awaiting: `end-others` changes the
+    /// token without an event) and masking none of its arguments — is counted in that
+    /// entry (``Entry/repeats``, up to ``Entry/maximumRepeats``; its `at` the last
+    /// run's): a client polling `state search` or sending `ping` every few seconds
+    /// leaves one entry, not a ring full of them.
     /// `given` are the request's arguments, shown as `command` declares them
     /// (``shown(_:of:)``).
     func recordCommand(
@@ -258,16 +259,20 @@ final class SessionTimeline {
         causedEvents: Bool, from start: Moment, to end: Moment
     ) {
         let duration = Float32(end.nanoseconds &- start.nanoseconds)
+        let mayRepeat = !causedEvents && failed == nil && command.map { $0.awaiting == nil && !$0.moves && !$0.masksArguments } == true
         // Most commands succeed without arguments: their entry is built from plain
         // values, and the rest is out of line.
         guard failed == nil, given.json.pairs.isEmpty else {
+            let shown = Self.shown(given, of: command)
+            if mayRepeat, let newest = ring.newest,
+                newest.pointee.isRepeated(by: name, arguments: shown.json, connection: connection, rev: rev)
+            {
+                return newest.pointee.repeated(at: since(start), taking: duration)
+            }
             return recordDetailedCommand(
-                name, arguments: Self.shown(given, of: command), connection: connection, failed: failed, rev: rev, at: start,
-                duration: duration)
+                name, arguments: shown, connection: connection, failed: failed, rev: rev, at: start, duration: duration)
         }
-        if !causedEvents, let command, command.awaiting == nil, !command.moves, let newest = ring.newest,
-            newest.pointee.isRepeated(by: name, connection: connection, rev: rev)
-        {
+        if mayRepeat, let newest = ring.newest, newest.pointee.isRepeated(by: name, arguments: nil, connection: connection, rev: rev) {
             newest.pointee.repeated(at: since(start), taking: duration)
             return
         }
