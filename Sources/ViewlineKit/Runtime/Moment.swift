@@ -13,7 +13,7 @@
 /// so every value and object holding one has its fields' offsets looked up at run
 /// time, and taking two apart is a call: on a path every command takes, that was a
 /// metadata lookup and a few loads each time. A `Moment` is one `Int64`.
-struct Moment: Comparable, Hashable, Sendable {
+struct Moment: Sendable {
     /// Nanoseconds since the clock's start (boot, on Linux).
     let nanoseconds: Int64
 
@@ -33,6 +33,4 @@ struct Moment: Comparable, Hashable, Sendable {
     static func - (later: Moment, earlier: Moment) -> Duration {
         .nanoseconds(later.nanoseconds &- earlier.nanoseconds)
     }
-
-    static func < (lhs: Moment, rhs: Moment) -> Bool { lhs.nanoseconds < rhs.nanoseconds }
 }

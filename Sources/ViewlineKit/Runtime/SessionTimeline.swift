@@ -135,6 +135,12 @@ final class SessionTimeline {
             return .object(object)
         }
 
+        /// What a command's entry is counted as.
+        @inline(__always)
+        static func commandSize(name: String, failed: String?, arguments: JSONObject?) -> Int {
+            112 + name.utf8.count + (failed?.utf8.count ?? 0) + (arguments.map(size(of:)) ?? 0)
+        }
+
         /// What `arguments` are counted as: their strings and a slot per argument (no
         /// encoding: this runs for every command).
         static func size(of arguments: JSONObject) -> Int {
@@ -264,23 +270,30 @@ final class SessionTimeline {
         // values, and the rest is out of line.
         guard failed == nil, given.json.pairs.isEmpty else {
             let shown = Self.shown(given, of: command)
-            if mayRepeat, let newest = ring.newest,
-                newest.pointee.isRepeated(by: name, arguments: shown.json, connection: connection, rev: rev)
-            {
-                return newest.pointee.repeated(at: since(start), taking: duration)
+            if mayRepeat, countedAsRepeat(name, arguments: shown.json, connection: connection, rev: rev, from: start, taking: duration) {
+                return
             }
             return recordDetailedCommand(
                 name, arguments: shown, connection: connection, failed: failed, rev: rev, at: start, duration: duration)
         }
-        if mayRepeat, let newest = ring.newest, newest.pointee.isRepeated(by: name, arguments: nil, connection: connection, rev: rev) {
-            newest.pointee.repeated(at: since(start), taking: duration)
-            return
-        }
+        if mayRepeat, countedAsRepeat(name, arguments: nil, connection: connection, rev: rev, from: start, taking: duration) { return }
         // Built in the call, so it is moved into its slot, never copied.
         keep(
             Entry(
-                what: .command, size: 112 + name.utf8.count, rev: rev, at: since(start), duration: duration, connection: connection,
-                name: name, failed: nil, arguments: nil))
+                what: .command, size: Entry.commandSize(name: name, failed: nil, arguments: nil), rev: rev, at: since(start),
+                duration: duration, connection: connection, name: name, failed: nil, arguments: nil))
+    }
+
+    /// Counts a run of `name` with `arguments` in the newest entry, when it is that
+    /// command run once more (``Entry/isRepeated(by:arguments:connection:rev:)``).
+    @inline(__always)
+    private func countedAsRepeat(
+        _ name: String, arguments: JSONObject?, connection: Int, rev: Int, from start: Moment, taking duration: Float32
+    ) -> Bool {
+        guard let newest = ring.newest, newest.pointee.isRepeated(by: name, arguments: arguments, connection: connection, rev: rev)
+        else { return false }
+        newest.pointee.repeated(at: since(start), taking: duration)
+        return true
     }
 
     /// ``recordCommand(_:arguments:of:connection:failed:rev:causedEvents:from:to:)`` for
@@ -292,10 +305,10 @@ final class SessionTimeline {
         duration: Float32
     ) {
         let arguments = given.json.pairs.isEmpty ? nil : given.json
-        let size = 112 + name.utf8.count + (failed?.utf8.count ?? 0) + (arguments.map(Entry.size(of:)) ?? 0)
         keep(
             Entry(
-                what: .command, size: size, rev: rev, at: since(instant), duration: duration, connection: connection, name: name,
+                what: .command, size: Entry.commandSize(name: name, failed: failed, arguments: arguments), rev: rev, at: since(instant),
+                duration: duration, connection: connection, name: name,
                 failed: failed, arguments: arguments))
     }
 
