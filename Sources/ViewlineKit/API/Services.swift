@@ -55,7 +55,7 @@ enum WallClockKey: ServiceKey {
 }
 
 enum SleepKey: ServiceKey {
-    static var defaultValue: (@Sendable (Duration) async throws -> Void)? { { try await Task.sleep(for: $0) } }
+    static var defaultValue: (@Sendable (Duration) async throws -> Void)? { { try await SleepTimer.sleep(for: $0) } }
 }
 
 extension Services {

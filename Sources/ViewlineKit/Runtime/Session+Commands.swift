@@ -143,7 +143,7 @@ extension Session {
             // Answered already (`unfinished`) when its connection was told `bye`: it
             // still ends here (timed, counted, a `quit` that happened ends the
             // session), with nothing more sent to that connection.
-            let answeredEarly = awaiting.removeValue(forKey: connection) == nil && !closed
+            let answeredEarly = awaiting.removeValueReleasingStorage(forKey: connection) == nil && !closed
             return finished(
                 request, answer, command: command, started: started, from: connection, holding: way != .waiting, answeredEarly: answeredEarly)
         }

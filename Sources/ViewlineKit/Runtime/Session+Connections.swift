@@ -170,7 +170,7 @@ extension Session {
     /// Detaches a connection; the session goes on without it.
     package func detach(_ number: Int) {
         let before = connections.count
-        connections[number] = nil
+        connections.removeValueReleasingStorage(forKey: number)
         inspectorConnections.remove(number)
         _ = held.end(number)
         note(.connection(number, what: "detach"))
@@ -203,7 +203,7 @@ extension Session {
             answerUnfinished(number, on: connection)
             connection.send(.bye(.revoked))
             connection.close()
-            connections[number] = nil
+            connections.removeValueReleasingStorage(forKey: number)
             inspectorConnections.remove(number)
             _ = held.end(number)
             note(.connection(number, what: "bye revoked"))

@@ -19,7 +19,7 @@ extension Session {
 
     /// Stops following an observation.
     func stopObserving<Value>(_ observation: SharedObservation<Value>) {
-        observations.removeValue(forKey: ObjectIdentifier(observation))?()
+        observations.removeValueReleasingStorage(forKey: ObjectIdentifier(observation))?()
     }
 
     private func deliver<Value>(_ value: Value, _ onChange: @Sendable (isolated Session, Value) -> Void) {

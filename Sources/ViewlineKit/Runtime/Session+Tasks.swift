@@ -27,7 +27,7 @@ extension Session {
             await SessionFence.$current.withValue(fence) { await body(self) }
         }
         runningWork -= 1
-        if tasks[slot]?.generation == generation { tasks[slot] = nil }
+        if tasks[slot]?.generation == generation { tasks.removeValueReleasingStorage(forKey: slot) }
         checkSettled()
     }
 
@@ -65,7 +65,7 @@ extension Session {
     }
 
     private func expireWaiter(_ id: Int) {
-        settleWaiters.removeValue(forKey: id)?.resume(returning: false)
+        settleWaiters.removeValueReleasingStorage(forKey: id)?.resume(returning: false)
     }
 
     func checkSettled() {

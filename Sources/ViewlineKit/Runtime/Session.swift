@@ -258,7 +258,7 @@ package actor Session {
     /// Answers `number`'s awaiting command (``unfinished``), if it has one: its
     /// connection is about to be told `bye`.
     func answerUnfinished(_ number: Int, on connection: SessionConnection, with error: ProtocolError = Session.unfinished) {
-        guard let re = awaiting.removeValue(forKey: number) else { return }
+        guard let re = awaiting.removeValueReleasingStorage(forKey: number) else { return }
         connection.send(.reply(re: re, result: .failure(error)))
     }
 
