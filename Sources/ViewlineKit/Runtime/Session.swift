@@ -139,7 +139,7 @@ package actor Session {
     // Alerts (see Session+Alerts.swift).
     var nextAlertNumber = 1
     /// The views displayed so far (``hasDisplayed(_:)``), by index.
-    var displayedViews = Set<Int>()
+    var displayedViews = ViewIndexSet()
     var queuedAlerts: [PendingAlert] = []
 
     // Background work (see Session+Tasks.swift).
