@@ -22,11 +22,27 @@ public struct PlaceCatalog: Sendable {
     /// Each place's words, folded: its label (`pizza`), what kind of place it is
     /// (label and keywords), and all of them with where and what it is called
     /// (name, street, neighbourhood).
-    private let labelWords: [Set<String>]
-    private let kindWords: [Set<String>]
-    private let words: [Set<String>]
+    let labelWords: [Set<String>]
+    let kindWords: [Set<String>]
+    let words: [Set<String>]
     /// Every word of the catalog, for typo matching.
-    private let vocabulary: Set<String>
+    let vocabulary: Set<String>
+    /// The places each word of the catalog is a word of, each with the narrowest of
+    /// that place's sets holding it: a search looks its words up here instead of
+    /// testing every place (a place's label is in its kind, its kind in its words).
+    private let postings: [String: [Posting]]
+    /// The catalog's words in order: those a prefix begins are a run of it.
+    private let sortedVocabulary: [String]
+
+    struct Posting {
+        var place: Int32
+        var set: WordSet
+    }
+
+    /// Which of a place's word sets a word is in first: ranks its match.
+    enum WordSet: UInt8 {
+        case label, kind, other
+    }
 
     public init() {
         var random = SplitMix64(seed: 0x7669_6577_6C69_6E65)  // "viewline"
@@ -69,7 +85,17 @@ public struct PlaceCatalog: Sendable {
         self.labelWords = labelWords
         self.kindWords = kindWords
         self.words = words
-        self.vocabulary = words.reduce(into: Set<String>()) { $0.formUnion($1) }
+        let vocabulary = words.reduce(into: Set<String>()) { $0.formUnion($1) }
+        self.vocabulary = vocabulary
+        var postings: [String: [Posting]] = [:]
+        for index in words.indices {
+            for word in words[index] {
+                let set: WordSet = labelWords[index].contains(word) ? .label : kindWords[index].contains(word) ? .kind : .other
+                postings[word, default: []].append(Posting(place: Int32(index), set: set))
+            }
+        }
+        self.postings = postings
+        sortedVocabulary = vocabulary.sorted()
     }
 
     /// Ranks places by how well each query word matches their words: exactly, by its
@@ -89,27 +115,33 @@ public struct PlaceCatalog: Sendable {
         if meaningful.isEmpty {
             scores = places.map { _ in 1 }
         } else {
+            var grades = [Grades](repeating: Grades(), count: places.count)
+            var touched: [Int] = []
             for word in meaningful.prefix(Self.maximumQueryWords) {
                 // A newer search replaced this one: its ranking is of no use.
                 if Task.isCancelled { return [] }
-                let stem = Self.singular(word)
-                var matchedExactly = false
-                for index in places.indices {
-                    var quality = Self.quality(of: word, stem: stem, in: labelWords[index])
-                    if quality > 0 {
-                        quality += 2
-                    } else {
-                        quality = Self.quality(of: word, stem: stem, in: kindWords[index])
-                        quality = quality > 0 ? quality + 1 : Self.quality(of: word, stem: stem, in: words[index])
+                for (match, grade) in matches(of: word) {
+                    for posting in postings[match] ?? [] {
+                        let index = Int(posting.place)
+                        if grades[index] == Grades() { touched.append(index) }
+                        grades[index].raise(posting.set, to: grade)
                     }
+                }
+                var matchedExactly = false
+                for index in touched {
+                    let quality = grades[index].quality
                     if quality > 0 { matchedExactly = true }
                     scores[index] += quality
+                    grades[index] = Grades()
                 }
+                touched.removeAll(keepingCapacity: true)
                 guard !matchedExactly, word.count >= 4 else { continue }
                 let typos = word.count >= 8 ? 2 : 1
-                let near = vocabulary.filter { Self.distance(word, $0, limit: typos) <= typos }
-                guard !near.isEmpty else { continue }
-                for index in places.indices where !words[index].isDisjoint(with: near) { scores[index] += 1 }
+                var near: Set<Int> = []
+                for candidate in vocabulary where Self.distance(word, candidate, limit: typos) <= typos {
+                    for posting in postings[candidate] ?? [] { near.insert(Int(posting.place)) }
+                }
+                for index in near { scores[index] += 1 }
             }
         }
         let ranked = places.indices.filter { scores[$0] > 0 }.sorted { a, b in
@@ -127,12 +159,56 @@ public struct PlaceCatalog: Sendable {
 
     // MARK: - Matching
 
-    /// 4 for an exact word, 3 for the same singular, 2 for a prefix of at least 3 letters.
-    static func quality(of word: String, stem: String, in words: Set<String>) -> Int {
-        if words.contains(word) { return 4 }
-        if words.contains(stem) { return 3 }
-        guard word.count >= 3 else { return 0 }
-        return words.contains { $0.hasPrefix(word) || (stem.count >= 3 && $0.hasPrefix(stem)) } ? 2 : 0
+    /// The catalog's words `word` matches, each with how well: 4 itself, 3 its
+    /// singular, 2 a word it (or its singular, of 3 letters or more) begins, when it
+    /// has 3 letters or more.
+    func matches(of word: String) -> [String: Int] {
+        let stem = Self.singular(word)
+        var found: [String: Int] = [:]
+        if word.count >= 3 {
+            for prefix in stem.count >= 3 && stem != word ? [word, stem] : [word] {
+                var index = Self.firstIndex(notBelow: prefix, in: sortedVocabulary)
+                while index < sortedVocabulary.count, sortedVocabulary[index].hasPrefix(prefix) {
+                    found[sortedVocabulary[index]] = 2
+                    index += 1
+                }
+            }
+        }
+        if postings[stem] != nil { found[stem] = 3 }
+        if postings[word] != nil { found[word] = 4 }
+        return found
+    }
+
+    /// The index of the first of `sorted` not below `word`.
+    private static func firstIndex(notBelow word: String, in sorted: [String]) -> Int {
+        var (low, high) = (0, sorted.count)
+        while low < high {
+            let middle = (low + high) / 2
+            if sorted[middle] < word { low = middle + 1 } else { high = middle }
+        }
+        return low
+    }
+
+    /// How well one query word matched one place, in each of its word sets (the best
+    /// of ``matches(of:)``'s grades among the set's words).
+    struct Grades: Equatable {
+        var label: UInt8 = 0
+        var kind: UInt8 = 0
+        var other: UInt8 = 0
+
+        /// A word graded `grade` is in `set`, and so in every wider set.
+        mutating func raise(_ set: WordSet, to grade: Int) {
+            let grade = UInt8(grade)
+            if set == .label { label = max(label, grade) }
+            if set != .other { kind = max(kind, grade) }
+            other = max(other, grade)
+        }
+
+        /// The word's worth to the place: its label counts more than its kind, its
+        /// kind more than its name and address.
+        var quality: Int {
+            label > 0 ? Int(label) + 2 : kind > 0 ? Int(kind) + 1 : Int(other)
+        }
     }
 
     /// Lowercased words without accents or punctuation: "Café" → "cafe", "Joe's" → "joes".
