@@ -32,6 +32,8 @@ struct OpenLoad {
         var achieved = 0.0
         /// Due-to-reply latencies, µs.
         var latencies: [Double] = []
+        /// The same latencies by kind of command (``kinds``), each sorted.
+        var latenciesByKind: [[Double]] = Array(repeating: [], count: OpenLoad.kinds.count)
         /// Sent − due for commands sent at once, µs.
         var lag: [Double] = []
         /// Commands due and not answered when the run ended.
@@ -40,6 +42,19 @@ struct OpenLoad {
 
         func percentile(_ values: [Double], _ p: Double) -> Double {
             values.isEmpty ? 0 : values[min(values.count - 1, Int(Double(values.count) * p))]
+        }
+    }
+
+    /// The kinds of command in the mix, as ``Run/latenciesByKind`` lists them.
+    static let kinds = ["search", "state", "ping", "alert"]
+
+    /// The kind (an index of ``kinds``) of a connection's commands.
+    private static func kind(of connection: Connection) -> Int {
+        switch connection.kind {
+        case 0...3: 0
+        case 4...6: 1
+        case 7, 8: 2
+        default: 3
         }
     }
 
@@ -192,7 +207,9 @@ struct OpenLoad {
                 let at = Self.now()
                 lastReply = at
                 answered += 1
-                result.latencies.append(Double(at - connection.inFlightDue) / 1000)
+                let latency = Double(at - connection.inFlightDue) / 1000
+                result.latencies.append(latency)
+                result.latenciesByKind[Self.kind(of: connection)].append(latency)
                 connection.inFlightDue = 0
                 if connection.waitingHead < connection.waiting.count {
                     let due = connection.waiting[connection.waitingHead]
@@ -204,6 +221,7 @@ struct OpenLoad {
         result.unanswered = total - answered
         result.achieved = Double(answered) / (Double(max(lastReply, stop) - start) / 1e9)
         result.latencies.sort()
+        for kind in result.latenciesByKind.indices { result.latenciesByKind[kind].sort() }
         result.lag.sort()
         return result
     }

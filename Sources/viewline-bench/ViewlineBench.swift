@@ -54,6 +54,9 @@ struct ViewlineBench: ParsableCommand {
             "Open-loop scenario: this many sessions; commands fall due on a schedule (a mix of searches, state, ping and alerts answered) and latency counts from when each was due. Finds the highest rate sustained, then reports p50/p99/p99.9 at 25, 50, 75 and 90 % of it."
     ) var openLoop = 0
     @Option(help: "With --open-loop: seconds per measured rate.") var openLoopSeconds = 5.0
+    @Option(help: "With --open-loop: run at this rate only (commands/s), --open-loop-runs times, instead of finding the highest (for an A/B).")
+    var openLoopRate = 0.0
+    @Option(help: "With --open-loop-rate: how many runs.") var openLoopRuns = 1
     @Option(
         help:
             "Measure nothing: serve the floor (a bare SwiftNIO line server answering each line as `ping`, nothing decoded) with this many event loops on 127.0.0.1:--port (0: any), printing `listening on`, until stopped."
@@ -65,6 +68,9 @@ struct ViewlineBench: ParsableCommand {
         guard (1...1000).contains(depth) else { throw ValidationError("--depth must be 1...1000") }
         guard (0...200).contains(flood) else { throw ValidationError("--flood must be 0...200") }
         guard (1...1000).contains(fanoutChanges) else { throw ValidationError("--fanout-changes must be 1...1000") }
+        guard openLoopRate >= 0, (1...100).contains(openLoopRuns) else {
+            throw ValidationError("--open-loop-rate must be ≥ 0 and --open-loop-runs 1...100")
+        }
         guard (0...64).contains(floorServer) else { throw ValidationError("--floor-server must be 0...64") }
     }
 
@@ -141,6 +147,20 @@ struct ViewlineBench: ParsableCommand {
             String(
                 format: "%@ %.0f %.0f %.0f %.0f %.0f %.0f", label, run.target, run.achieved, run.percentile(run.latencies, 0.5),
                 run.percentile(run.latencies, 0.99), run.percentile(run.latencies, 0.999), run.percentile(run.lag, 0.99))
+        }
+        if openLoopRate > 0 {
+            if !brief { print("\(load.opened) of \(openLoop) sessions open\nrate target/s achieved/s p50-µs p99-µs p99.9-µs generator-lag-p99-µs") }
+            for _ in 0..<openLoopRuns {
+                let run = load.run(rate: openLoopRate, seconds: openLoopSeconds)
+                print(line(String(format: "%.0f", openLoopRate), run))
+                if !brief {
+                    let kinds = zip(OpenLoad.kinds, run.latenciesByKind).map { kind, latencies in
+                        String(format: "%@ p50 %.0f p99 %.0f µs", kind, run.percentile(latencies, 0.5), run.percentile(latencies, 0.99))
+                    }
+                    print("  " + kinds.joined(separator: ", "))
+                }
+            }
+            return
         }
         if !brief { print("\(load.opened) of \(openLoop) sessions open; finding the highest rate sustained") }
         var good = 0.0
