@@ -68,8 +68,8 @@ struct ViewlineBench: ParsableCommand {
         guard (1...1000).contains(depth) else { throw ValidationError("--depth must be 1...1000") }
         guard (0...200).contains(flood) else { throw ValidationError("--flood must be 0...200") }
         guard (1...1000).contains(fanoutChanges) else { throw ValidationError("--fanout-changes must be 1...1000") }
-        guard openLoopRate >= 0, (1...100).contains(openLoopRuns) else {
-            throw ValidationError("--open-loop-rate must be ≥ 0 and --open-loop-runs 1...100")
+        guard (0...1_000_000).contains(openLoopRate), (1...100).contains(openLoopRuns) else {
+            throw ValidationError("--open-loop-rate must be 0...1000000 and --open-loop-runs 1...100")
         }
         guard (0...64).contains(floorServer) else { throw ValidationError("--floor-server must be 0...64") }
     }

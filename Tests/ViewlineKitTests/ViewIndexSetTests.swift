@@ -9,6 +9,7 @@ import Testing
         let views = ViewIndexSet()
         #expect(!views.contains(0))
         #expect(!views.contains(100))
+        #expect(!views.contains(-1))
         #expect(views.sorted() == [])
     }
 

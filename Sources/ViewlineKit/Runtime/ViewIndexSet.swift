@@ -9,7 +9,8 @@ struct ViewIndexSet: Sendable, Equatable {
     private var rest: Set<Int>?
 
     func contains(_ index: Int) -> Bool {
-        index < 64 ? first64 & (1 << UInt64(index)) != 0 : rest?.contains(index) ?? false
+        guard index >= 0 else { return false }
+        return index < 64 ? first64 & (1 << UInt64(index)) != 0 : rest?.contains(index) ?? false
     }
 
     mutating func insert(_ index: Int) {
