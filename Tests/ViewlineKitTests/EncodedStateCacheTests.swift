@@ -6,9 +6,9 @@ import Testing
     @Test func equalStatesShareOneEncodingAndAChangeEncodesAgain() throws {
         let cache = EncodedStateCache<Counter.State>()
         var encodes = 0
-        func encode(_ state: Counter.State) -> JSON {
+        func encode(_ state: Counter.State) -> [UInt8] {
             encodes += 1
-            return try! JSON(encoding: state)
+            return try! JSON.bytes(encoding: state)
         }
         let first = cache.encode(Counter.State(count: 1), with: encode)
         let second = cache.encode(Counter.State(count: 1), with: encode)

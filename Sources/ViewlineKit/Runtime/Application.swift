@@ -227,17 +227,17 @@ public struct ViewDescription: Sendable {
         displayViewPart = DisplayEvent.viewPart(model.view)
         makeState = { model.initialState($0) }
         copyState = { $0.assumingMemoryBound(to: Model.State.self).pointee }
-        let encodeTree: @Sendable (Model.State) -> JSON = { state in
+        let encodeBytes: @Sendable (Model.State) -> [UInt8] = { state in
             do {
-                return try JSON(encoding: state)
+                return try JSON.bytes(encoding: state)
             } catch {
                 preconditionFailure("the \(model.view) state failed to encode: \(error)")
             }
         }
         if let equatable = Model.State.self as? any (Encodable & Equatable & Sendable).Type {
-            encodeState = Self.cachingEncoder(equatable, encodeTree)
+            encodeState = Self.cachingEncoder(equatable, encodeBytes)
         } else {
-            encodeState = { EncodedState(encodeTree($0 as! Model.State)) }
+            encodeState = { EncodedState(bytes: encodeBytes($0 as! Model.State)) }
         }
         if let decodable = Model.State.self as? any Decodable.Type {
             decodeState = { json in
@@ -255,10 +255,10 @@ public struct ViewDescription: Sendable {
 extension ViewDescription {
     /// An encoder that reuses the last encoding of an equal state.
     private static func cachingEncoder<Equatable: Encodable & Swift.Equatable & Sendable, State>(
-        _ type: Equatable.Type, _ encodeTree: @escaping @Sendable (State) -> JSON
+        _ type: Equatable.Type, _ encodeBytes: @escaping @Sendable (State) -> [UInt8]
     ) -> @Sendable (any Sendable) -> EncodedState {
         let cache = EncodedStateCache<Equatable>()
-        return { state in cache.encode(state as! Equatable) { encodeTree($0 as! State) } }
+        return { state in cache.encode(state as! Equatable) { encodeBytes($0 as! State) } }
     }
 }
 

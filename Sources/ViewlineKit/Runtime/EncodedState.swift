@@ -1,22 +1,34 @@
 import Synchronization
 
-/// A view's state in its wire form: the JSON tree (for `state`, records and tests)
-/// and its encoded bytes (for `display` lines).
+/// A view's state in its wire form: its encoded bytes (for `display` lines, `state`
+/// replies and records), written straight from the state (``JSON/bytes(encoding:)``).
 struct EncodedState: Sendable {
-    let json: JSON
     let bytes: [UInt8]
     /// An equal state already kept (from ``EncodedStateCache``): a session stores it
     /// instead of its own copy, so equal states share their storage too.
     var canonical: (any Sendable)? = nil
 
     init(_ json: JSON) {
-        self.json = json
         var bytes: [UInt8] = []
         bytes.reserveCapacity(256)
         json.write(into: &bytes)
+        self.init(bytes: bytes)
+    }
+
+    init(bytes: [UInt8]) {
         // Kept by every event log that shows it: exactly its size, not the slack
         // left by growing while writing.
         self.bytes = bytes.count * 5 / 4 < bytes.capacity ? bytes.withUnsafeBufferPointer { Array($0) } : bytes
+    }
+
+    /// The state as a tree (the inspector, a view's declared fields), read back from
+    /// its bytes when asked: nothing on the path of a display keeps one.
+    var json: JSON {
+        do {
+            return try JSON.parse(bytes)
+        } catch {
+            preconditionFailure("a state's own encoding did not parse: \(error)")
+        }
     }
 }
 
@@ -41,7 +53,7 @@ final class EncodedStateCache<State: Encodable & Equatable & Sendable>: @uncheck
     private var states: [State] = []
     private var encodings: [EncodedState] = []
 
-    func encode(_ state: State, with encode: (State) -> JSON) -> EncodedState {
+    func encode(_ state: State, with encode: (State) -> [UInt8]) -> EncodedState {
         let hit: EncodedState? = lock.withLock { _ in
             // A plain loop: `firstIndex(of:)` here went through the generic collection
             // algorithm, looking `[State]`'s metadata up on every call (4 % of `state search`).
@@ -53,7 +65,7 @@ final class EncodedStateCache<State: Encodable & Equatable & Sendable>: @uncheck
             return nil
         }
         if let hit { return hit }
-        let encoded = EncodedState(encode(state))
+        let encoded = EncodedState(bytes: encode(state))
         lock.withLock { _ in
             if states.count == Self.capacity {
                 states.removeFirst()
