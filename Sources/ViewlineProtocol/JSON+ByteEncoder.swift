@@ -147,11 +147,11 @@ private struct ByteKeyedContainer<Key: CodingKey>: KeyedEncodingContainerProtoco
     mutating func encode(_ value: Int16, forKey key: Key) throws { try set(key, .int(Int(value))) }
     mutating func encode(_ value: Int32, forKey key: Key) throws { try set(key, .int(Int(value))) }
     mutating func encode(_ value: Int64, forKey key: Key) throws { try set(key, .int(Int(value))) }
-    mutating func encode(_ value: UInt, forKey key: Key) throws { try set(key, .int(Int(value))) }
+    mutating func encode(_ value: UInt, forKey key: Key) throws { try set(key, .unsigned(value)) }
     mutating func encode(_ value: UInt8, forKey key: Key) throws { try set(key, .int(Int(value))) }
     mutating func encode(_ value: UInt16, forKey key: Key) throws { try set(key, .int(Int(value))) }
     mutating func encode(_ value: UInt32, forKey key: Key) throws { try set(key, .int(Int(value))) }
-    mutating func encode(_ value: UInt64, forKey key: Key) throws { try set(key, .int(Int(value))) }
+    mutating func encode(_ value: UInt64, forKey key: Key) throws { try set(key, .unsigned(value)) }
     mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws {
         try encoder.member(key.stringValue)
         try encoder.writer.write(value, at: codingPath + [key])
@@ -167,11 +167,11 @@ private struct ByteKeyedContainer<Key: CodingKey>: KeyedEncodingContainerProtoco
     mutating func encodeIfPresent(_ value: Int16?, forKey key: Key) throws { try set(key, value.map { .int(Int($0)) } ?? .null) }
     mutating func encodeIfPresent(_ value: Int32?, forKey key: Key) throws { try set(key, value.map { .int(Int($0)) } ?? .null) }
     mutating func encodeIfPresent(_ value: Int64?, forKey key: Key) throws { try set(key, value.map { .int(Int($0)) } ?? .null) }
-    mutating func encodeIfPresent(_ value: UInt?, forKey key: Key) throws { try set(key, value.map { .int(Int($0)) } ?? .null) }
+    mutating func encodeIfPresent(_ value: UInt?, forKey key: Key) throws { try set(key, value.map { .unsigned($0) } ?? .null) }
     mutating func encodeIfPresent(_ value: UInt8?, forKey key: Key) throws { try set(key, value.map { .int(Int($0)) } ?? .null) }
     mutating func encodeIfPresent(_ value: UInt16?, forKey key: Key) throws { try set(key, value.map { .int(Int($0)) } ?? .null) }
     mutating func encodeIfPresent(_ value: UInt32?, forKey key: Key) throws { try set(key, value.map { .int(Int($0)) } ?? .null) }
-    mutating func encodeIfPresent(_ value: UInt64?, forKey key: Key) throws { try set(key, value.map { .int(Int($0)) } ?? .null) }
+    mutating func encodeIfPresent(_ value: UInt64?, forKey key: Key) throws { try set(key, value.map { .unsigned($0) } ?? .null) }
     mutating func encodeIfPresent<T: Encodable>(_ value: T?, forKey key: Key) throws {
         guard let value else { return try set(key, .null) }
         try encode(value, forKey: key)
@@ -235,11 +235,11 @@ private struct ByteSingleContainer: SingleValueEncodingContainer {
     mutating func encode(_ value: Int16) throws { try encoder.single(.int(Int(value))) }
     mutating func encode(_ value: Int32) throws { try encoder.single(.int(Int(value))) }
     mutating func encode(_ value: Int64) throws { try encoder.single(.int(Int(value))) }
-    mutating func encode(_ value: UInt) throws { try encoder.single(.int(Int(value))) }
+    mutating func encode(_ value: UInt) throws { try encoder.single(.unsigned(value)) }
     mutating func encode(_ value: UInt8) throws { try encoder.single(.int(Int(value))) }
     mutating func encode(_ value: UInt16) throws { try encoder.single(.int(Int(value))) }
     mutating func encode(_ value: UInt32) throws { try encoder.single(.int(Int(value))) }
-    mutating func encode(_ value: UInt64) throws { try encoder.single(.int(Int(value))) }
+    mutating func encode(_ value: UInt64) throws { try encoder.single(.unsigned(value)) }
     mutating func encode<T: Encodable>(_ value: T) throws {
         guard !encoder.writer.unusual, case .none = encoder.shape else { throw ByteWriter.Unusual() }
         encoder.shape = .single

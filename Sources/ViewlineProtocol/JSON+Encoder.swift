@@ -65,11 +65,11 @@ private struct KeyedContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
     mutating func encode(_ value: Int16, forKey key: Key) throws { set(key, .int(Int(value))) }
     mutating func encode(_ value: Int32, forKey key: Key) throws { set(key, .int(Int(value))) }
     mutating func encode(_ value: Int64, forKey key: Key) throws { set(key, .int(Int(value))) }
-    mutating func encode(_ value: UInt, forKey key: Key) throws { set(key, .int(Int(value))) }
+    mutating func encode(_ value: UInt, forKey key: Key) throws { set(key, .unsigned(value)) }
     mutating func encode(_ value: UInt8, forKey key: Key) throws { set(key, .int(Int(value))) }
     mutating func encode(_ value: UInt16, forKey key: Key) throws { set(key, .int(Int(value))) }
     mutating func encode(_ value: UInt32, forKey key: Key) throws { set(key, .int(Int(value))) }
-    mutating func encode(_ value: UInt64, forKey key: Key) throws { set(key, .int(Int(value))) }
+    mutating func encode(_ value: UInt64, forKey key: Key) throws { set(key, .unsigned(value)) }
     mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws {
         set(key, try encodeTree(value, at: codingPath + [key]))
     }
@@ -86,11 +86,11 @@ private struct KeyedContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
     mutating func encodeIfPresent(_ value: Int16?, forKey key: Key) throws { set(key, value.map { .int(Int($0)) } ?? .null) }
     mutating func encodeIfPresent(_ value: Int32?, forKey key: Key) throws { set(key, value.map { .int(Int($0)) } ?? .null) }
     mutating func encodeIfPresent(_ value: Int64?, forKey key: Key) throws { set(key, value.map { .int(Int($0)) } ?? .null) }
-    mutating func encodeIfPresent(_ value: UInt?, forKey key: Key) throws { set(key, value.map { .int(Int($0)) } ?? .null) }
+    mutating func encodeIfPresent(_ value: UInt?, forKey key: Key) throws { set(key, value.map { .unsigned($0) } ?? .null) }
     mutating func encodeIfPresent(_ value: UInt8?, forKey key: Key) throws { set(key, value.map { .int(Int($0)) } ?? .null) }
     mutating func encodeIfPresent(_ value: UInt16?, forKey key: Key) throws { set(key, value.map { .int(Int($0)) } ?? .null) }
     mutating func encodeIfPresent(_ value: UInt32?, forKey key: Key) throws { set(key, value.map { .int(Int($0)) } ?? .null) }
-    mutating func encodeIfPresent(_ value: UInt64?, forKey key: Key) throws { set(key, value.map { .int(Int($0)) } ?? .null) }
+    mutating func encodeIfPresent(_ value: UInt64?, forKey key: Key) throws { set(key, value.map { .unsigned($0) } ?? .null) }
     mutating func encodeIfPresent<T: Encodable>(_ value: T?, forKey key: Key) throws {
         guard let value else { return set(key, .null) }
         try encode(value, forKey: key)
@@ -150,11 +150,11 @@ private struct SingleContainer: SingleValueEncodingContainer {
     mutating func encode(_ value: Int16) throws { slot.value = .int(Int(value)) }
     mutating func encode(_ value: Int32) throws { slot.value = .int(Int(value)) }
     mutating func encode(_ value: Int64) throws { slot.value = .int(Int(value)) }
-    mutating func encode(_ value: UInt) throws { slot.value = .int(Int(value)) }
+    mutating func encode(_ value: UInt) throws { slot.value = .unsigned(value) }
     mutating func encode(_ value: UInt8) throws { slot.value = .int(Int(value)) }
     mutating func encode(_ value: UInt16) throws { slot.value = .int(Int(value)) }
     mutating func encode(_ value: UInt32) throws { slot.value = .int(Int(value)) }
-    mutating func encode(_ value: UInt64) throws { slot.value = .int(Int(value)) }
+    mutating func encode(_ value: UInt64) throws { slot.value = .unsigned(value) }
     mutating func encode<T: Encodable>(_ value: T) throws { slot.value = try encodeTree(value, at: codingPath) }
 }
 
@@ -187,5 +187,13 @@ extension JSON: Encodable {
             case .object, .array: break
             }
         }
+    }
+}
+
+extension JSON {
+    /// An unsigned integer as JSON: a number past `Int.max` keeps its digits
+    /// (`.number`) instead of trapping on the conversion.
+    static func unsigned<Value: UnsignedInteger & FixedWidthInteger>(_ value: Value) -> JSON {
+        Int(exactly: value).map(JSON.int) ?? .number(String(value))
     }
 }

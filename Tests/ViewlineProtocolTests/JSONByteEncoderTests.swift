@@ -116,6 +116,20 @@ import ViewlineProtocol
         #expect(try Self.written([Place]()) == "[]")
     }
 
+    struct Big: Encodable {
+        var id = UInt64.max
+        var count: UInt = 7
+        var maybe: UInt64? = UInt64(Int.max) + 1
+        var list: [UInt64] = [1, .max]
+    }
+
+    @Test func anUnsignedIntegerPastIntMaxKeepsItsDigits() throws {
+        let text = #"{"id":18446744073709551615,"count":7,"maybe":9223372036854775808,"list":[1,18446744073709551615]}"#
+        #expect(try Self.written(Big()) == text)
+        #expect(try Self.tree(Big()) == text)
+        #expect(try Self.written(UInt64.max) == "18446744073709551615")
+    }
+
     @Test func aSubclassWritesItsMembersAfterItsSuperclasss() throws {
         #expect(try Self.written(Derived()) == #"{"id":1,"label":"derived"}"#)
         #expect(try Self.written(Derived()) == Self.tree(Derived()))
