@@ -4,15 +4,18 @@
 /// change it displays: the tree was half of that work, in allocations).
 ///
 /// Values that encode in an unusual way (a key twice, two kinds of container, a
-/// super-encoder) are encoded through the tree instead, so the bytes are the same.
+/// super-encoder, an error thrown inside, even one caught) are encoded through the
+/// tree instead, so the bytes are the same.
 extension JSON {
     /// `value` as JSON text, keys in the order it encodes them.
     public static func bytes(encoding value: some Encodable) throws -> [UInt8] {
         let writer = ByteWriter()
         do {
-            try writer.write(value, at: [])
+            try writer.writeTop(value)
             if !writer.unusual { return writer.out }
-        } catch is ByteWriter.Unusual {}
+        } catch {
+            guard writer.unusual else { throw error }
+        }
         var out: [UInt8] = []
         try JSON(encoding: value).write(into: &out)
         return out
@@ -36,11 +39,36 @@ private final class ByteWriter {
 
     init() { out.reserveCapacity(256) }
 
+    /// Writes the value being encoded: through its own `encode(to:)`, as the tree
+    /// does (a ``JSON`` there encodes its numbers as doubles and its keys once).
+    func writeTop(_ value: some Encodable) throws {
+        let encoder = ValueEncoder(writer: self, codingPath: [])
+        try encode(value, with: encoder)
+    }
+
+    /// Writes a value nested in another; a ``JSON`` goes in as it is, as in the tree.
     func write(_ value: some Encodable, at path: [any CodingKey]) throws {
         if let json = value as? JSON { return json.write(into: &out) }
-        let encoder = ValueEncoder(writer: self, codingPath: path)
-        try value.encode(to: encoder)
-        try encoder.finish()
+        try encode(value, with: ValueEncoder(writer: self, codingPath: path))
+    }
+
+    /// Any error leaves text that cannot be taken back (a caller may catch it and go
+    /// on): once one is thrown, the whole value goes through the tree, which throws
+    /// the error again if it is the value's own.
+    private func encode(_ value: some Encodable, with encoder: ValueEncoder) throws {
+        do {
+            try value.encode(to: encoder)
+            try encoder.finish()
+        } catch {
+            unusual = true
+            throw error
+        }
+    }
+
+    /// Gives up on writing this value (see ``encode(_:with:)``).
+    func giveUp() -> Unusual {
+        unusual = true
+        return Unusual()
     }
 }
 
@@ -92,7 +120,7 @@ private final class ValueEncoder: Encoder {
     /// Starts the member `key` of this object.
     func member(_ key: String) throws {
         guard !writer.unusual, case .object(let keysFrom) = shape, !writer.keys[keysFrom...].contains(key) else {
-            throw ByteWriter.Unusual()
+            throw writer.giveUp()
         }
         if writer.keys.count > keysFrom { writer.out.append(UInt8(ascii: ",")) }
         writer.keys.append(key)
@@ -102,21 +130,21 @@ private final class ValueEncoder: Encoder {
 
     /// Starts the next element of this array.
     func element() throws {
-        guard !writer.unusual, case .array(let count) = shape else { throw ByteWriter.Unusual() }
+        guard !writer.unusual, case .array(let count) = shape else { throw writer.giveUp() }
         if count > 0 { writer.out.append(UInt8(ascii: ",")) }
         shape = .array(count: count + 1)
     }
 
     /// Writes this encoder's one value.
     func single(_ value: JSON) throws {
-        guard !writer.unusual, case .none = shape else { throw ByteWriter.Unusual() }
+        guard !writer.unusual, case .none = shape else { throw writer.giveUp() }
         shape = .single
         value.write(into: &writer.out)
     }
 
     /// Closes what this encoder opened; a value that encoded nothing is `null`.
     func finish() throws {
-        if writer.unusual { throw ByteWriter.Unusual() }
+        if writer.unusual { throw writer.giveUp() }
         switch shape {
         case .none: writer.out.append(contentsOf: "null".utf8)
         case .object(let keysFrom):
@@ -241,7 +269,7 @@ private struct ByteSingleContainer: SingleValueEncodingContainer {
     mutating func encode(_ value: UInt32) throws { try encoder.single(.int(Int(value))) }
     mutating func encode(_ value: UInt64) throws { try encoder.single(.unsigned(value)) }
     mutating func encode<T: Encodable>(_ value: T) throws {
-        guard !encoder.writer.unusual, case .none = encoder.shape else { throw ByteWriter.Unusual() }
+        guard !encoder.writer.unusual, case .none = encoder.shape else { throw encoder.writer.giveUp() }
         encoder.shape = .single
         try encoder.writer.write(value, at: codingPath)
     }

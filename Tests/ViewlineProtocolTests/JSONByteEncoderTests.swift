@@ -84,6 +84,59 @@ import ViewlineProtocol
         }
     }
 
+    struct Failure: Error {}
+
+    /// Throws after writing `written` keys of its own.
+    struct Failing: Encodable {
+        var written = 0
+        enum Keys: String, CodingKey { case x, y }
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: Keys.self)
+            if written > 0 { try container.encode(1, forKey: .x) }
+            if written > 1 { try container.encode(2, forKey: .y) }
+            throw Failure()
+        }
+    }
+
+    /// Catches what its members throw and goes on, as a lossy wrapper does.
+    struct Lossy<Member: Encodable>: Encodable {
+        var member: Member
+        enum Keys: String, CodingKey { case v, w }
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: Keys.self)
+            try? container.encode(member, forKey: .v)
+            try container.encode(2, forKey: .w)
+        }
+    }
+
+    /// An array that leaves out the elements that fail.
+    struct LossyArray<Element: Encodable>: Encodable {
+        var elements: [Element]
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.unkeyedContainer()
+            for element in elements { try? container.encode(element) }
+        }
+    }
+
+    /// Writes a key, then tries it again and ignores the refusal.
+    struct RetriedKey: Encodable {
+        enum Keys: String, CodingKey { case a }
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: Keys.self)
+            try container.encode(1, forKey: .a)
+            try? container.encode(2, forKey: .a)
+        }
+    }
+
+    /// Wraps whatever its member throws in an error of its own.
+    struct Wrapping<Member: Encodable>: Encodable {
+        struct Wrapped: Error { var inner: any Error }
+        var member: Member
+        func encode(to encoder: any Encoder) throws {
+            do { try member.encode(to: encoder) } catch { throw Wrapped(inner: error) }
+        }
+    }
+
     static func tree(_ value: some Encodable) throws -> String {
         var out: [UInt8] = []
         try JSON(encoding: value).write(into: &out)
@@ -128,6 +181,33 @@ import ViewlineProtocol
         #expect(try Self.written(Big()) == text)
         #expect(try Self.tree(Big()) == text)
         #expect(try Self.written(UInt64.max) == "18446744073709551615")
+    }
+
+    @Test func anErrorCaughtInsideLeavesNoHalfWrittenText() throws {
+        for written in 0...2 {
+            let lossy = Lossy(member: Failing(written: written))
+            #expect(try Self.written(lossy) == Self.tree(lossy))
+            #expect(try Self.written(lossy) == #"{"w":2}"#)
+        }
+        let array = LossyArray(elements: [Failing(written: 1), Failing(written: 0)])
+        #expect(try Self.written(array) == Self.tree(array))
+        let repeated = LossyArray(elements: [RepeatedKey(), RepeatedKey()])
+        #expect(try Self.written(repeated) == Self.tree(repeated))
+        #expect(try Self.written(RetriedKey()) == Self.tree(RetriedKey()))
+        #expect(try Self.written(RetriedKey()) == #"{"a":2}"#)
+    }
+
+    @Test func anErrorThatIsTheValuesOwnIsThrown() throws {
+        #expect(throws: Failure.self) { try JSON.bytes(encoding: Failing(written: 1)) }
+        #expect(throws: Failure.self) { try JSON.bytes(encoding: [Failing(written: 0)]) }
+        // A wrapper that wraps the writer's own refusal: the tree encodes it.
+        #expect(try Self.written(Wrapping(member: RepeatedKey())) == #"{"a":3,"b":2}"#)
+    }
+
+    @Test func aJSONValueOnItsOwnIsWrittenAsTheTreeEncodesIt() throws {
+        for value: JSON in [.number("1.50"), .number("18446744073709551615"), .object(JSONObject([("a", 1), ("a", 2)]))] {
+            #expect(try Self.written(value) == Self.tree(value))
+        }
     }
 
     @Test func aSubclassWritesItsMembersAfterItsSuperclasss() throws {
