@@ -136,7 +136,8 @@ struct ViewlineBench: ParsableCommand {
 
     /// The open-loop curve (``OpenLoad``): the highest rate sustained (every command
     /// answered, p99 under 200 ms, found by growing the rate by half, then halving
-    /// the gap three times, 3 s a probe), then each share of it for --open-loop-seconds.
+    /// the gap three times, 3 s a probe), then each share of it for --open-loop-seconds,
+    /// each after 2 s for the server to drain what the probes left.
     func openLoopCurve() {
         let load = OpenLoad(port: port, sessions: openLoop)
         defer { load.close() }
@@ -180,6 +181,10 @@ struct ViewlineBench: ParsableCommand {
         if brief { print(String(format: "max %.0f", good)) } else { print(String(format: "highest rate sustained: %.0f commands/s", good)) }
         if !brief { print("share target/s achieved/s p50-µs p99-µs p99.9-µs generator-lag-p99-µs") }
         for share in [25, 50, 75, 90] {
+            // The last probe overloaded the server on purpose: what it left queued
+            // (searches on the pool, lines not yet written) drains before a share is
+            // measured, or its first commands wait behind it.
+            sleep(2)
             let run = load.run(rate: good * Double(share) / 100, seconds: openLoopSeconds)
             print(line("\(share)", run))
         }
