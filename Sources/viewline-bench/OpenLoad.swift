@@ -130,10 +130,10 @@ struct OpenLoad {
     /// The line a connection of `kind` sends next.
     private func line(for connection: Connection) -> [UInt8] {
         let text: String
-        switch connection.kind {
-        case 0...3: text = "search \(Self.words[(connection.sent + connection.kind) % Self.words.count])"
-        case 4...6: text = "state search"
-        case 7, 8: text = "ping"
+        switch Self.kind(of: connection) {
+        case 0: text = "search \(Self.words[(connection.sent + connection.kind) % Self.words.count])"
+        case 1: text = "state search"
+        case 2: text = "ping"
         default:
             text = connection.alertUp ? "cancel" : "playlist"
             connection.alertUp.toggle()
