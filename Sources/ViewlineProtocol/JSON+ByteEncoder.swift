@@ -4,8 +4,8 @@
 /// change it displays: the tree was half of that work, in allocations).
 ///
 /// Values that encode in an unusual way (a key twice, two kinds of container, a
-/// super-encoder, an error thrown inside, even one caught) are encoded through the
-/// tree instead, so the bytes are the same.
+/// nested container or super-encoder, an error thrown inside, even one caught) are
+/// encoded through the tree instead, so the bytes are the same.
 extension JSON {
     /// `value` as JSON text, keys in the order it encodes them.
     public static func bytes(encoding value: some Encodable) throws -> [UInt8] {
@@ -42,6 +42,7 @@ private final class ByteWriter {
     /// Writes the value being encoded: through its own `encode(to:)`, as the tree
     /// does (a ``JSON`` there encodes its numbers as doubles and its keys once).
     func writeTop(_ value: some Encodable) throws {
+        if let leaf = JSON.foundationLeaf(value) { return leaf.write(into: &out) }
         let encoder = ValueEncoder(writer: self, codingPath: [])
         try encode(value, with: encoder)
     }
@@ -49,6 +50,7 @@ private final class ByteWriter {
     /// Writes a value nested in another; a ``JSON`` goes in as it is, as in the tree.
     func write(_ value: some Encodable, at path: [any CodingKey]) throws {
         if let json = value as? JSON { return json.write(into: &out) }
+        if let leaf = JSON.foundationLeaf(value) { return leaf.write(into: &out) }
         try encode(value, with: ValueEncoder(writer: self, codingPath: path))
     }
 
@@ -206,11 +208,11 @@ private struct ByteKeyedContainer<Key: CodingKey>: KeyedEncodingContainerProtoco
     }
 
     mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type, forKey key: Key) -> KeyedEncodingContainer<NestedKey> {
-        preconditionFailure("nested keyed containers are not supported; give the value its own Encodable type")
+        encoder.unusualEncoder().container(keyedBy: keyType)
     }
 
     mutating func nestedUnkeyedContainer(forKey key: Key) -> any UnkeyedEncodingContainer {
-        preconditionFailure("nested unkeyed containers are not supported; encode an array instead")
+        encoder.unusualEncoder().unkeyedContainer()
     }
 
     mutating func superEncoder() -> any Encoder { encoder.unusualEncoder() }
@@ -241,10 +243,10 @@ private struct ByteUnkeyedContainer: UnkeyedEncodingContainer {
     }
 
     mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type) -> KeyedEncodingContainer<NestedKey> {
-        preconditionFailure("nested containers in arrays are not supported; encode an Encodable element instead")
+        encoder.unusualEncoder().container(keyedBy: keyType)
     }
     mutating func nestedUnkeyedContainer() -> any UnkeyedEncodingContainer {
-        preconditionFailure("nested containers in arrays are not supported; encode an array element instead")
+        encoder.unusualEncoder().unkeyedContainer()
     }
     mutating func superEncoder() -> any Encoder { encoder.unusualEncoder() }
 }
@@ -276,8 +278,10 @@ private struct ByteSingleContainer: SingleValueEncodingContainer {
 }
 
 extension ValueEncoder {
-    /// A super-encoder (a subclass's members written through its superclass's
-    /// encoding): the tree merges those, so the whole value goes through the tree.
+    /// A nested container or a super-encoder (an enum's associated values, a
+    /// subclass's members written through its superclass's encoding) may be written
+    /// after the members that follow it: the tree puts it in its place, so the whole
+    /// value goes through the tree.
     func unusualEncoder() -> any Encoder {
         writer.unusual = true
         return ValueEncoder(writer: ByteWriter(), codingPath: codingPath)

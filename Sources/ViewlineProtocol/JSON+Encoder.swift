@@ -1,27 +1,78 @@
+import Foundation
+
 /// Encodes any `Encodable` value straight into a ``JSON`` tree, keeping keys in the
 /// order the value encodes them (a synthesized `Encodable` uses declaration order),
 /// so a view's state reads on the wire the way its type reads in code.
 extension JSON {
     /// `value` as JSON, keys in the order it encodes them.
     public init(encoding value: some Encodable) throws {
+        if let leaf = JSON.foundationLeaf(value) {
+            self = leaf
+            return
+        }
         let encoder = TreeEncoder(codingPath: [])
         try value.encode(to: encoder)
-        self = encoder.storage.value
+        self = encoder.storage.resolved()
     }
 }
 
 /// Where one encoder writes: a box so nested containers can fill it after returning.
 private final class Slot {
     var value: JSON = .null
-    init() {}
+    /// Containers and encoders opened inside this value (a nested container, a
+    /// super-encoder) fill slots of their own, which may still change after the next
+    /// member is written: they are put in their place when the value is read.
+    var children: [(place: Place, slot: Slot)] = []
+
+    enum Place: Equatable {
+        case key(String)
+        case index(Int)
+    }
+
+    init(_ value: JSON = .null) { self.value = value }
+
+    /// The value with every nested container's value in its place.
+    func resolved() -> JSON {
+        guard !children.isEmpty else { return value }
+        switch value {
+        case .object(var object):
+            for child in children {
+                guard case .key(let key) = child.place else { continue }
+                object[key] = child.slot.resolved()
+            }
+            return .object(object)
+        case .array(var items):
+            for child in children {
+                guard case .index(let index) = child.place, items.indices.contains(index) else { continue }
+                items[index] = child.slot.resolved()
+            }
+            return .array(items)
+        default:
+            return value
+        }
+    }
+
+    /// Records a nested slot at `place`, in place of any earlier one there.
+    func adopt(_ child: Slot, at place: Place) {
+        forget(place)
+        children.append((place, child))
+    }
+
+    /// A value written straight to `place` replaces what a nested slot held there.
+    func forget(_ place: Place) {
+        if !children.isEmpty { children.removeAll { $0.place == place } }
+    }
 }
 
 private final class TreeEncoder: Encoder {
     let codingPath: [any CodingKey]
     var userInfo: [CodingUserInfoKey: Any] { [:] }
-    let storage = Slot()
+    let storage: Slot
 
-    init(codingPath: [any CodingKey]) { self.codingPath = codingPath }
+    init(slot: Slot = Slot(), codingPath: [any CodingKey]) {
+        self.storage = slot
+        self.codingPath = codingPath
+    }
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
         if storage.value.objectValue == nil { storage.value = .object(JSONObject()) }
@@ -37,22 +88,34 @@ private final class TreeEncoder: Encoder {
 }
 
 /// Encodes one nested value to a tree.
-private func encodeTree(_ value: some Encodable, at path: [any CodingKey]) throws -> JSON {
+private func encodeTree<Value: Encodable>(_ value: Value, at path: [any CodingKey]) throws -> JSON {
     if let json = value as? JSON { return json }
+    if let leaf = JSON.foundationLeaf(value) { return leaf }
     let encoder = TreeEncoder(codingPath: path)
     try value.encode(to: encoder)
-    return encoder.storage.value
+    return encoder.storage.resolved()
 }
 
 private struct KeyedContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
     let slot: Slot
     let codingPath: [any CodingKey]
 
-    private func set(_ key: Key, _ value: JSON) {
+    private func set(_ key: Key, _ value: JSON) { set(key.stringValue, value) }
+
+    private func set(_ key: String, _ value: JSON) {
         guard case .object(var object) = slot.value else { return }
         slot.value = .null  // keep the object uniquely referenced while it changes
-        object[key.stringValue] = value
+        object[key] = value
         slot.value = .object(object)
+        slot.forget(.key(key))
+    }
+
+    /// A slot filled later at `key`; the key keeps its place in the object's order.
+    private func nestedSlot(_ key: String, _ value: JSON) -> Slot {
+        set(key, value)
+        let child = Slot(value)
+        slot.adopt(child, at: .key(key))
+        return child
     }
 
     mutating func encodeNil(forKey key: Key) throws { set(key, .null) }
@@ -97,15 +160,22 @@ private struct KeyedContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
     }
 
     mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type, forKey key: Key) -> KeyedEncodingContainer<NestedKey> {
-        preconditionFailure("nested keyed containers are not supported; give the value its own Encodable type")
+        let child = nestedSlot(key.stringValue, .object(JSONObject()))
+        return KeyedEncodingContainer(KeyedContainer<NestedKey>(slot: child, codingPath: codingPath + [key]))
     }
 
     mutating func nestedUnkeyedContainer(forKey key: Key) -> any UnkeyedEncodingContainer {
-        preconditionFailure("nested unkeyed containers are not supported; encode an array instead")
+        UnkeyedContainer(slot: nestedSlot(key.stringValue, .array([])), codingPath: codingPath + [key])
     }
 
-    mutating func superEncoder() -> any Encoder { TreeEncoder(codingPath: codingPath) }
-    mutating func superEncoder(forKey key: Key) -> any Encoder { TreeEncoder(codingPath: codingPath + [key]) }
+    // A super-encoder's value is the member "super" (or `key`), as Foundation's
+    // JSONEncoder writes it.
+    mutating func superEncoder() -> any Encoder {
+        TreeEncoder(slot: nestedSlot("super", .null), codingPath: codingPath + [MemberName("super")])
+    }
+    mutating func superEncoder(forKey key: Key) -> any Encoder {
+        TreeEncoder(slot: nestedSlot(key.stringValue, .null), codingPath: codingPath + [key])
+    }
 }
 
 private struct UnkeyedContainer: UnkeyedEncodingContainer {
@@ -120,6 +190,14 @@ private struct UnkeyedContainer: UnkeyedEncodingContainer {
         slot.value = .array(items)
     }
 
+    /// A slot filled later, as the next element.
+    private func nestedSlot(_ value: JSON) -> (slot: Slot, key: MemberName) {
+        append(value)
+        let child = Slot(value)
+        slot.adopt(child, at: .index(count - 1))
+        return (child, MemberName(index: count - 1))
+    }
+
     mutating func encodeNil() throws { append(.null) }
     mutating func encode(_ value: Bool) throws { append(.bool(value)) }
     mutating func encode(_ value: String) throws { append(.string(value)) }
@@ -128,12 +206,33 @@ private struct UnkeyedContainer: UnkeyedEncodingContainer {
     mutating func encode<T: Encodable>(_ value: T) throws { append(try encodeTree(value, at: codingPath)) }
 
     mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type) -> KeyedEncodingContainer<NestedKey> {
-        preconditionFailure("nested containers in arrays are not supported; encode an Encodable element instead")
+        let (child, key) = nestedSlot(.object(JSONObject()))
+        return KeyedEncodingContainer(KeyedContainer<NestedKey>(slot: child, codingPath: codingPath + [key]))
     }
     mutating func nestedUnkeyedContainer() -> any UnkeyedEncodingContainer {
-        preconditionFailure("nested containers in arrays are not supported; encode an array element instead")
+        let (child, key) = nestedSlot(.array([]))
+        return UnkeyedContainer(slot: child, codingPath: codingPath + [key])
     }
-    mutating func superEncoder() -> any Encoder { TreeEncoder(codingPath: codingPath) }
+    mutating func superEncoder() -> any Encoder {
+        let (child, key) = nestedSlot(.null)
+        return TreeEncoder(slot: child, codingPath: codingPath + [key])
+    }
+}
+
+/// A key in a coding path that is not one of the value's own: "super", or an index.
+private struct MemberName: CodingKey {
+    let stringValue: String
+    let intValue: Int?
+    init(_ name: String) {
+        stringValue = name
+        intValue = nil
+    }
+    init(index: Int) {
+        stringValue = "Index \(index)"
+        intValue = index
+    }
+    init?(stringValue: String) { self.init(stringValue) }
+    init?(intValue: Int) { self.init(index: intValue) }
 }
 
 private struct SingleContainer: SingleValueEncodingContainer {
@@ -191,6 +290,19 @@ extension JSON: Encodable {
 }
 
 extension JSON {
+    /// The Foundation values Foundation's `JSONEncoder` writes as JSON's own, so that
+    /// `JSONDecoder` reads them back: a `Decimal` as a number (its own `encode(to:)`
+    /// writes its mantissa's parts), a `URL` as its text.
+    static func foundationLeaf<Value: Encodable>(_ value: Value) -> JSON? {
+        // Comparing types, not casting: this runs for every nested value.
+        if Value.self == Decimal.self {
+            let decimal = value as! Decimal
+            return decimal.isNaN ? .null : .number(decimal.description)
+        }
+        if Value.self == URL.self { return .string((value as! URL).absoluteString) }
+        return nil
+    }
+
     /// An unsigned integer as JSON: a number past `Int.max` keeps its digits
     /// (`.number`) instead of trapping on the conversion.
     static func unsigned<Value: UnsignedInteger & FixedWidthInteger>(_ value: Value) -> JSON {

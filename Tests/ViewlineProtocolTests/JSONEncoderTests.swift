@@ -1,4 +1,5 @@
 import Testing
+import Foundation
 import ViewlineProtocol
 
 /// States become JSON through the runtime's own encoder.
@@ -17,5 +18,122 @@ import ViewlineProtocol
         }
         let full = try JSON(encoding: Profile(name: "Ada", nickname: "A", age: 36, tags: ["x"]))
         #expect(full["age"] == 36 && full["nickname"] == "A" && full["tags"]?.arrayValue?.first == "x")
+    }
+}
+
+/// Values that encode through nested containers (an enum's associated values, a
+/// `Decimal`, a hand-written `encode(to:)`) and super-encoders.
+@Suite struct NestedContainerEncodingTests {
+    enum Phase: Codable, Equatable {
+        case idle
+        case loaded(items: [String], page: Int)
+        case failed(String)
+    }
+
+    struct Screen: Codable, Equatable {
+        var title: String
+        var phase: Phase
+        var history: [Phase]
+    }
+
+    /// Opens two nested containers and writes to the first after the second.
+    struct Interleaved: Encodable {
+        enum Key: String, CodingKey { case first, second, last }
+        enum Inner: String, CodingKey { case a, b }
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: Key.self)
+            var first = container.nestedContainer(keyedBy: Inner.self, forKey: .first)
+            var second = container.nestedUnkeyedContainer(forKey: .second)
+            try container.encode(3, forKey: .last)
+            try first.encode(1, forKey: .a)
+            try second.encode("x")
+            var deeper = second.nestedContainer(keyedBy: Inner.self)
+            try second.encode("y")
+            try deeper.encode(2, forKey: .b)
+            var pair = second.nestedUnkeyedContainer()
+            try pair.encode(true)
+            try first.encode("late", forKey: .b)
+        }
+    }
+
+    /// Writes a member straight over a nested container opened at the same key.
+    struct Replaced: Encodable {
+        enum Key: String, CodingKey { case a }
+        enum Inner: String, CodingKey { case x }
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: Key.self)
+            var nested = container.nestedContainer(keyedBy: Inner.self, forKey: .a)
+            try container.encode(1, forKey: .a)
+            try nested.encode(2, forKey: .x)
+        }
+    }
+
+    /// Writes through super-encoders, keyed and in an array.
+    struct ThroughSupers: Encodable {
+        enum Key: String, CodingKey { case base, own }
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: Key.self)
+            try "parent".encode(to: container.superEncoder())
+            try 7.encode(to: container.superEncoder(forKey: .base))
+            try container.encode("mine", forKey: .own)
+        }
+    }
+
+    struct InArray: Encodable {
+        func encode(to encoder: any Encoder) throws {
+            var list = encoder.unkeyedContainer()
+            try list.encode(1)
+            try [2, 3].encode(to: list.superEncoder())
+        }
+    }
+
+    static func both(_ value: some Encodable) throws -> (tree: String, bytes: String) {
+        (try JSON(encoding: value).encoded, String(decoding: try JSON.bytes(encoding: value), as: UTF8.self))
+    }
+
+    @Test func anEnumWithAssociatedValuesReadsBackAsItself() throws {
+        let screen = Screen(title: "Places", phase: .loaded(items: ["Thai", "Pizza"], page: 2), history: [.idle, .failed("offline")])
+        let (tree, bytes) = try Self.both(screen)
+        #expect(tree == bytes)
+        let phase = #"{"loaded":{"items":["Thai","Pizza"],"page":2}}"#
+        #expect(tree == #"{"title":"Places","phase":\#(phase),"history":[{"idle":{}},{"failed":{"_0":"offline"}}]}"#)
+        #expect(try JSONDecoder().decode(Screen.self, from: Data(bytes.utf8)) == screen)
+    }
+
+    @Test func aDecimalReadsBackAsItself() throws {
+        let prices: [Decimal] = [Decimal(string: "19.99")!, 0, Decimal(string: "-1234567.000001")!]
+        let (tree, bytes) = try Self.both(prices)
+        #expect(tree == bytes)
+        #expect(tree == "[19.99,0,-1234567.000001]")
+        #expect(try JSONDecoder().decode([Decimal].self, from: Data(bytes.utf8)) == prices)
+        #expect(try Self.both(Decimal.nan) == ("null", "null"))
+    }
+
+    @Test func aURLIsItsText() throws {
+        let link = URL(string: "https://example.com/menu?lang=th")!
+        let (tree, bytes) = try Self.both(["link": link])
+        #expect(tree == #"{"link":"https://example.com/menu?lang=th"}"#)
+        #expect(bytes == tree)
+    }
+
+    @Test func aNestedContainerFilledLaterIsInItsPlace() throws {
+        let (tree, bytes) = try Self.both(Interleaved())
+        #expect(tree == #"{"first":{"a":1,"b":"late"},"second":["x",{"b":2},"y",[true]],"last":3}"#)
+        #expect(bytes == tree)
+    }
+
+    @Test func aMemberWrittenOverANestedContainerWins() throws {
+        let (tree, bytes) = try Self.both(Replaced())
+        #expect(tree == #"{"a":1}"#)
+        #expect(bytes == tree)
+    }
+
+    @Test func aSuperEncoderWritesTheMemberSuperOrItsKey() throws {
+        let (tree, bytes) = try Self.both(ThroughSupers())
+        #expect(tree == #"{"super":"parent","base":7,"own":"mine"}"#)
+        #expect(bytes == tree)
+        let (array, arrayBytes) = try Self.both(InArray())
+        #expect(array == "[1,[2,3]]")
+        #expect(arrayBytes == array)
     }
 }
