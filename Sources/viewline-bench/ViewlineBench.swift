@@ -29,6 +29,10 @@ struct ViewlineBench: ParsableCommand {
     @Option(help: "Idle-memory scenario: open this many sessions (one ping each) and report the server's RSS growth.") var idle = 0
     @Option(help: "Fan-out scenario: this many sessions show contacts; one change must reach them all.") var fanout = 0
     @Option(help: "With --fanout: this many changes, one after the other, each reported on its own line (runs in a row).") var fanoutChanges = 1
+    @Flag(
+        help:
+            "With --fanout: the server is the floor (--floor-server): each change is a line asking it to write a contacts-sized display to every connection."
+    ) var floor = false
     @Option(
         help:
             "Detached-session scenario: open this many sessions, each runs --command and settles, then hangs up; reports the server's RSS growth per session and how fast 1,000 of them attach again."
@@ -418,8 +422,8 @@ extension ViewlineBench {
     /// `fanout` sessions show the contacts view; the remote source changes and one
     /// `sync` runs: how long until every session displayed the change.
     func fanOut() throws {
-        guard !contactsFile.isEmpty else { throw ValidationError("--fanout needs --contacts-file") }
-        try #"[{"name":"Ada","phone":"1","address":"London"}]"#.write(toFile: contactsFile, atomically: true, encoding: .utf8)
+        guard floor || !contactsFile.isEmpty else { throw ValidationError("--fanout needs --contacts-file") }
+        if !floor { try #"[{"name":"Ada","phone":"1","address":"London"}]"#.write(toFile: contactsFile, atomically: true, encoding: .utf8) }
         var sessions: [(fd: Int32, reader: LineReader)] = []
         let showContacts = Array("contacts\nwait 60000\n".utf8)  // then asked again by any session refused
         let ports = [port] + otherPorts.split(separator: ",").compactMap { Int($0) }
@@ -469,11 +473,13 @@ extension ViewlineBench {
         _ = triggerReader.next()  // its welcome
         for change in 0..<fanoutChanges {
             let marker = "Grace\(change)x\(Int.random(in: 1000...9999))"
-            try #"[{"name":"Ada","phone":"1","address":"London"},{"name":"\#(marker)","phone":"2","address":"Arlington"}]"#
-                .write(toFile: contactsFile, atomically: true, encoding: .utf8)
+            if !floor {
+                try #"[{"name":"Ada","phone":"1","address":"London"},{"name":"\#(marker)","phone":"2","address":"Arlington"}]"#
+                    .write(toFile: contactsFile, atomically: true, encoding: .utf8)
+            }
             let cpuBefore = serverPid > 0 ? Self.cpuSeconds(serverPid) : 0
             let start = DispatchTime.now().uptimeNanoseconds
-            _ = Self.write(trigger, Array("sync\n".utf8))
+            _ = Self.write(trigger, Array((floor ? "fanout \(marker)\n" : "sync\n").utf8))
             let times = Self.timesUntil(marker, on: sessions, since: start)
             // The server's CPU time from the trigger until the last session showed the
             // change (with --server-pid): what the fan-out cost it, whatever the generator did.
@@ -483,7 +489,9 @@ extension ViewlineBench {
                 print(String(format: "%.1f %.1f %.1f", p50, p99, max) + (serverMs.map { String(format: " %.0f", $0) } ?? ""))
             } else {
                 print(
-                    String(format: "contacts change reaching %d sessions: p50 %.1f ms, p99 %.1f ms, max %.1f ms", fanout, p50, p99, max)
+                    String(
+                        format: (floor ? "floor: a display reaching %d connections" : "contacts change reaching %d sessions")
+                            + ": p50 %.1f ms, p99 %.1f ms, max %.1f ms", fanout, p50, p99, max)
                         + (serverMs.map { String(format: "; server CPU %.0f ms (%.1f µs per display)", $0, $0 * 1000 / Double(fanout)) } ?? ""))
             }
             // The trigger's own replies and displays are read (not waited for), so its
