@@ -281,7 +281,13 @@ extension JSON: Encodable {
             case .bool(let value): try container.encode(value)
             case .int(let value): try container.encode(value)
             case .double(let value): try container.encode(value)
-            case .number(let text): try container.encode(Double(text) ?? 0)
+            case .number(let text):
+                // All the digits of an integer that fits, as it was parsed or encoded.
+                if let unsigned = UInt64(text) {
+                    try container.encode(unsigned)
+                } else {
+                    try container.encode(Double(text) ?? 0)
+                }
             case .string(let value): try container.encode(value)
             case .object, .array: break
             }

@@ -13,9 +13,10 @@ public enum JSON: Sendable, Hashable {
     case int(Int)
     /// Any other number.
     case double(Double)
-    /// A number kept as the text it arrived in: a request's `id` that would not be
-    /// written back the same way as an `int` or a `double` (its reply echoes it byte
-    /// for byte). The server's own values never use it.
+    /// A number kept as its text: a request's `id` that would not be written back
+    /// the same way as an `int` or a `double` (its reply echoes it byte for byte), and
+    /// an integer past `Int`'s range (`18446744073709551615`), parsed or encoded, whose
+    /// digits a double would round.
     case number(String)
     /// A string.
     case string(String)

@@ -295,7 +295,9 @@ public struct JSONParser {
         let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
         if integral, let int = Int(text) { return .int(int) }
         guard let double = Double(text), double.isFinite else { throw malformed("a number out of range") }
-        return .double(double)
+        // An integer past `Int` (a `UInt64` id, a state's counter) keeps its digits,
+        // as the encoders write it, instead of rounding to a double's 53 bits.
+        return integral ? .number(text) : .double(double)
     }
 
     private func isDigit(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") }

@@ -13,7 +13,25 @@ import ViewlineKit
         #expect(value == ["a": [1, -2.5, 1000.0, true, false, nil], "b": "x\"\\/\né😀", "c": [:]])
         #expect(value.objectValue?.keys == ["a", "b", "c"])
         #expect(try parse("9223372036854775807") == .int(Int.max))
-        #expect(try parse("92233720368547758070") == .double(92233720368547758070))
+        #expect(try parse("1.5e300") == .double(1.5e300))
+    }
+
+    @Test func anIntegerPastIntKeepsItsDigits() throws {
+        // As the encoders write a UInt64 (8937b15): read back, written again, the same.
+        for text in ["18446744073709551615", "92233720368547758070", "-9223372036854775809"] {
+            let value = try parse(text)
+            #expect(value == .number(text))
+            #expect(value.encoded == text)
+        }
+        let state = try parse(#"{"id":18446744073709551615,"n":2}"#)
+        #expect(state.encoded == #"{"id":18446744073709551615,"n":2}"#)
+        #expect(state["id"]?.intValue == nil && state["id"]?.doubleValue == 18446744073709551615)
+        // Encoded inside a state (a JSON value in an Encodable), the digits stay.
+        struct Holder: Encodable { var value: JSON }
+        #expect(try JSON(encoding: Holder(value: state)).encoded == #"{"value":{"id":18446744073709551615,"n":2}}"#)
+        let big = JSON.number("18446744073709551615")
+        #expect(try JSON(encoding: big) == big)
+        #expect(try JSON.bytes(encoding: big) == Array("18446744073709551615".utf8))
     }
 
     @Test(arguments: [
