@@ -34,6 +34,10 @@ private final class ByteWriter {
     @exclusivity(unchecked) var keys: [String] = []
     /// Set where a path that cannot throw met an unusual encoding.
     @exclusivity(unchecked) var unusual = false
+    /// The encoder of the value being written now, the innermost: only it may write.
+    /// A container kept and written to from elsewhere (an outer value's, or one kept
+    /// past its value's end) would put its text inside another value's.
+    @exclusivity(unchecked) var current: ObjectIdentifier?
 
     struct Unusual: Error {}
 
@@ -58,6 +62,9 @@ private final class ByteWriter {
     /// on): once one is thrown, the whole value goes through the tree, which throws
     /// the error again if it is the value's own.
     private func encode(_ value: some Encodable, with encoder: ValueEncoder) throws {
+        let outer = current
+        current = ObjectIdentifier(encoder)
+        defer { current = outer }
         do {
             try value.encode(to: encoder)
             try encoder.finish()
@@ -97,6 +104,7 @@ private final class ValueEncoder: Encoder {
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
         switch shape {
+        case _ where writer.current != ObjectIdentifier(self): writer.unusual = true
         case .none:
             shape = .object(keysFrom: writer.keys.count)
             writer.out.append(UInt8(ascii: "{"))
@@ -108,6 +116,7 @@ private final class ValueEncoder: Encoder {
 
     func unkeyedContainer() -> any UnkeyedEncodingContainer {
         switch shape {
+        case _ where writer.current != ObjectIdentifier(self): writer.unusual = true
         case .none:
             shape = .array(count: 0)
             writer.out.append(UInt8(ascii: "["))
@@ -121,7 +130,9 @@ private final class ValueEncoder: Encoder {
 
     /// Starts the member `key` of this object.
     func member(_ key: String) throws {
-        guard !writer.unusual, case .object(let keysFrom) = shape, !writer.keys[keysFrom...].contains(key) else {
+        guard !writer.unusual, writer.current == ObjectIdentifier(self), case .object(let keysFrom) = shape,
+            !writer.keys[keysFrom...].contains(key)
+        else {
             throw writer.giveUp()
         }
         if writer.keys.count > keysFrom { writer.out.append(UInt8(ascii: ",")) }
@@ -132,14 +143,14 @@ private final class ValueEncoder: Encoder {
 
     /// Starts the next element of this array.
     func element() throws {
-        guard !writer.unusual, case .array(let count) = shape else { throw writer.giveUp() }
+        guard !writer.unusual, writer.current == ObjectIdentifier(self), case .array(let count) = shape else { throw writer.giveUp() }
         if count > 0 { writer.out.append(UInt8(ascii: ",")) }
         shape = .array(count: count + 1)
     }
 
     /// Writes this encoder's one value.
     func single(_ value: JSON) throws {
-        guard !writer.unusual, case .none = shape else { throw writer.giveUp() }
+        guard !writer.unusual, writer.current == ObjectIdentifier(self), case .none = shape else { throw writer.giveUp() }
         shape = .single
         value.write(into: &writer.out)
     }
@@ -271,7 +282,9 @@ private struct ByteSingleContainer: SingleValueEncodingContainer {
     mutating func encode(_ value: UInt32) throws { try encoder.single(.int(Int(value))) }
     mutating func encode(_ value: UInt64) throws { try encoder.single(.unsigned(value)) }
     mutating func encode<T: Encodable>(_ value: T) throws {
-        guard !encoder.writer.unusual, case .none = encoder.shape else { throw encoder.writer.giveUp() }
+        guard !encoder.writer.unusual, encoder.writer.current == ObjectIdentifier(encoder), case .none = encoder.shape else {
+            throw encoder.writer.giveUp()
+        }
         encoder.shape = .single
         try encoder.writer.write(value, at: codingPath)
     }
@@ -284,6 +297,10 @@ extension ValueEncoder {
     /// value goes through the tree.
     func unusualEncoder() -> any Encoder {
         writer.unusual = true
-        return ValueEncoder(writer: ByteWriter(), codingPath: codingPath)
+        // Whatever is written to it throws at once: the value's encoding stops
+        // there, and nothing below it is walked twice.
+        let nowhere = ByteWriter()
+        nowhere.unusual = true
+        return ValueEncoder(writer: nowhere, codingPath: codingPath)
     }
 }

@@ -18,49 +18,53 @@ extension JSON {
 
 /// Where one encoder writes: a box so nested containers can fill it after returning.
 private final class Slot {
-    var value: JSON = .null
+    private(set) var value: JSON
     /// Containers and encoders opened inside this value (a nested container, a
     /// super-encoder) fill slots of their own, which may still change after the next
-    /// member is written: they are put in their place when the value is read.
-    var children: [(place: Place, slot: Slot)] = []
-
-    enum Place: Equatable {
-        case key(String)
-        case index(Int)
-    }
+    /// member is written: they are put in their place when the value is read. An
+    /// object's by key (a member written straight over one replaces it), an array's
+    /// by index.
+    private var members: [String: Slot] = [:]
+    private var elements: [(index: Int, slot: Slot)] = []
 
     init(_ value: JSON = .null) { self.value = value }
 
     /// The value with every nested container's value in its place.
     func resolved() -> JSON {
-        guard !children.isEmpty else { return value }
         switch value {
-        case .object(var object):
-            for child in children {
-                guard case .key(let key) = child.place else { continue }
-                object[key] = child.slot.resolved()
-            }
+        case .object(var object) where !members.isEmpty:
+            for (key, child) in members { object[key] = child.resolved() }
             return .object(object)
-        case .array(var items):
-            for child in children {
-                guard case .index(let index) = child.place, items.indices.contains(index) else { continue }
-                items[index] = child.slot.resolved()
-            }
+        case .array(var items) where !elements.isEmpty:
+            for (index, child) in elements where items.indices.contains(index) { items[index] = child.resolved() }
             return .array(items)
         default:
             return value
         }
     }
 
-    /// Records a nested slot at `place`, in place of any earlier one there.
-    func adopt(_ child: Slot, at place: Place) {
-        forget(place)
-        children.append((place, child))
+    /// Changes the value in place (it stays uniquely referenced while `change` runs).
+    func modify(_ change: (inout JSON) -> Void) {
+        var current = value
+        value = .null
+        change(&current)
+        value = current
     }
 
-    /// A value written straight to `place` replaces what a nested slot held there.
-    func forget(_ place: Place) {
-        if !children.isEmpty { children.removeAll { $0.place == place } }
+    /// A new value of another kind: what was nested in the old one goes with it.
+    func replace(with value: JSON) {
+        self.value = value
+        if !members.isEmpty { members = [:] }
+        if !elements.isEmpty { elements = [] }
+    }
+
+    /// Records a nested slot at `key`, in place of any earlier one there.
+    func adopt(_ child: Slot, key: String) { members[key] = child }
+    /// Records a nested slot at `index` (always a new element).
+    func adopt(_ child: Slot, index: Int) { elements.append((index, child)) }
+    /// A value written straight to `key` replaces what a nested slot held there.
+    func forget(key: String) {
+        if !members.isEmpty { members[key] = nil }
     }
 }
 
@@ -75,12 +79,12 @@ private final class TreeEncoder: Encoder {
     }
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
-        if storage.value.objectValue == nil { storage.value = .object(JSONObject()) }
+        if storage.value.objectValue == nil { storage.replace(with: .object(JSONObject())) }
         return KeyedEncodingContainer(KeyedContainer<Key>(slot: storage, codingPath: codingPath))
     }
 
     func unkeyedContainer() -> any UnkeyedEncodingContainer {
-        if storage.value.arrayValue == nil { storage.value = .array([]) }
+        if storage.value.arrayValue == nil { storage.replace(with: .array([])) }
         return UnkeyedContainer(slot: storage, codingPath: codingPath)
     }
 
@@ -103,18 +107,21 @@ private struct KeyedContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
     private func set(_ key: Key, _ value: JSON) { set(key.stringValue, value) }
 
     private func set(_ key: String, _ value: JSON) {
-        guard case .object(var object) = slot.value else { return }
-        slot.value = .null  // keep the object uniquely referenced while it changes
-        object[key] = value
-        slot.value = .object(object)
-        slot.forget(.key(key))
+        guard slot.value.objectValue != nil else { return }
+        slot.modify { json in
+            guard case .object(var object) = json else { return }
+            json = .null  // keep the object uniquely referenced while it changes
+            object[key] = value
+            json = .object(object)
+        }
+        slot.forget(key: key)
     }
 
     /// A slot filled later at `key`; the key keeps its place in the object's order.
     private func nestedSlot(_ key: String, _ value: JSON) -> Slot {
         set(key, value)
         let child = Slot(value)
-        slot.adopt(child, at: .key(key))
+        slot.adopt(child, key: key)
         return child
     }
 
@@ -168,13 +175,13 @@ private struct KeyedContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
         UnkeyedContainer(slot: nestedSlot(key.stringValue, .array([])), codingPath: codingPath + [key])
     }
 
-    // A super-encoder's value is the member "super" (or `key`), as Foundation's
-    // JSONEncoder writes it.
+    // A super-encoder's value is the member "super" (or `key`), `{}` if nothing is
+    // written to it, as Foundation's JSONEncoder writes it.
     mutating func superEncoder() -> any Encoder {
-        TreeEncoder(slot: nestedSlot("super", .null), codingPath: codingPath + [MemberName("super")])
+        TreeEncoder(slot: nestedSlot("super", .object(JSONObject())), codingPath: codingPath + [MemberName("super")])
     }
     mutating func superEncoder(forKey key: Key) -> any Encoder {
-        TreeEncoder(slot: nestedSlot(key.stringValue, .null), codingPath: codingPath + [key])
+        TreeEncoder(slot: nestedSlot(key.stringValue, .object(JSONObject())), codingPath: codingPath + [key])
     }
 }
 
@@ -184,17 +191,20 @@ private struct UnkeyedContainer: UnkeyedEncodingContainer {
     var count: Int { slot.value.arrayValue?.count ?? 0 }
 
     private func append(_ value: JSON) {
-        guard case .array(var items) = slot.value else { return }
-        slot.value = .null
-        items.append(value)
-        slot.value = .array(items)
+        guard slot.value.arrayValue != nil else { return }
+        slot.modify { json in
+            guard case .array(var items) = json else { return }
+            json = .null  // keep the array uniquely referenced while it changes
+            items.append(value)
+            json = .array(items)
+        }
     }
 
     /// A slot filled later, as the next element.
     private func nestedSlot(_ value: JSON) -> (slot: Slot, key: MemberName) {
         append(value)
         let child = Slot(value)
-        slot.adopt(child, at: .index(count - 1))
+        slot.adopt(child, index: count - 1)
         return (child, MemberName(index: count - 1))
     }
 
@@ -214,7 +224,7 @@ private struct UnkeyedContainer: UnkeyedEncodingContainer {
         return UnkeyedContainer(slot: child, codingPath: codingPath + [key])
     }
     mutating func superEncoder() -> any Encoder {
-        let (child, key) = nestedSlot(.null)
+        let (child, key) = nestedSlot(.object(JSONObject()))
         return TreeEncoder(slot: child, codingPath: codingPath + [key])
     }
 }
@@ -239,22 +249,22 @@ private struct SingleContainer: SingleValueEncodingContainer {
     let slot: Slot
     let codingPath: [any CodingKey]
 
-    mutating func encodeNil() throws { slot.value = .null }
-    mutating func encode(_ value: Bool) throws { slot.value = .bool(value) }
-    mutating func encode(_ value: String) throws { slot.value = .string(value) }
-    mutating func encode(_ value: Double) throws { slot.value = .double(value) }
-    mutating func encode(_ value: Float) throws { slot.value = .double(Double(value)) }
-    mutating func encode(_ value: Int) throws { slot.value = .int(value) }
-    mutating func encode(_ value: Int8) throws { slot.value = .int(Int(value)) }
-    mutating func encode(_ value: Int16) throws { slot.value = .int(Int(value)) }
-    mutating func encode(_ value: Int32) throws { slot.value = .int(Int(value)) }
-    mutating func encode(_ value: Int64) throws { slot.value = .int(Int(value)) }
-    mutating func encode(_ value: UInt) throws { slot.value = .unsigned(value) }
-    mutating func encode(_ value: UInt8) throws { slot.value = .int(Int(value)) }
-    mutating func encode(_ value: UInt16) throws { slot.value = .int(Int(value)) }
-    mutating func encode(_ value: UInt32) throws { slot.value = .int(Int(value)) }
-    mutating func encode(_ value: UInt64) throws { slot.value = .unsigned(value) }
-    mutating func encode<T: Encodable>(_ value: T) throws { slot.value = try encodeTree(value, at: codingPath) }
+    mutating func encodeNil() throws { slot.replace(with: .null) }
+    mutating func encode(_ value: Bool) throws { slot.replace(with: .bool(value)) }
+    mutating func encode(_ value: String) throws { slot.replace(with: .string(value)) }
+    mutating func encode(_ value: Double) throws { slot.replace(with: .double(value)) }
+    mutating func encode(_ value: Float) throws { slot.replace(with: .double(Double(value))) }
+    mutating func encode(_ value: Int) throws { slot.replace(with: .int(value)) }
+    mutating func encode(_ value: Int8) throws { slot.replace(with: .int(Int(value))) }
+    mutating func encode(_ value: Int16) throws { slot.replace(with: .int(Int(value))) }
+    mutating func encode(_ value: Int32) throws { slot.replace(with: .int(Int(value))) }
+    mutating func encode(_ value: Int64) throws { slot.replace(with: .int(Int(value))) }
+    mutating func encode(_ value: UInt) throws { slot.replace(with: .unsigned(value)) }
+    mutating func encode(_ value: UInt8) throws { slot.replace(with: .int(Int(value))) }
+    mutating func encode(_ value: UInt16) throws { slot.replace(with: .int(Int(value))) }
+    mutating func encode(_ value: UInt32) throws { slot.replace(with: .int(Int(value))) }
+    mutating func encode(_ value: UInt64) throws { slot.replace(with: .unsigned(value)) }
+    mutating func encode<T: Encodable>(_ value: T) throws { slot.replace(with: try encodeTree(value, at: codingPath)) }
 }
 
 /// A ``JSON`` value inside an `Encodable` state encodes as itself.
@@ -298,7 +308,7 @@ extension JSON: Encodable {
 extension JSON {
     /// The Foundation values Foundation's `JSONEncoder` writes as JSON's own, so that
     /// `JSONDecoder` reads them back: a `Decimal` as a number (its own `encode(to:)`
-    /// writes its mantissa's parts), a `URL` as its text.
+    /// writes its mantissa's parts), a `URL` as its text, `Data` as Base64.
     static func foundationLeaf<Value: Encodable>(_ value: Value) -> JSON? {
         // Comparing types, not casting: this runs for every nested value.
         if Value.self == Decimal.self {
@@ -306,6 +316,7 @@ extension JSON {
             return decimal.isNaN ? .null : .number(decimal.description)
         }
         if Value.self == URL.self { return .string((value as! URL).absoluteString) }
+        if Value.self == Data.self { return .string((value as! Data).base64EncodedString()) }
         return nil
     }
 

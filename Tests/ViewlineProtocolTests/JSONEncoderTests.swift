@@ -137,3 +137,153 @@ import ViewlineProtocol
         #expect(arrayBytes == array)
     }
 }
+
+/// Hand-written encodings that keep a container and write to it from elsewhere: the
+/// byte encoder leaves them to the tree (it used to write text inside another value,
+/// or trap).
+@Suite struct KeptContainerEncodingTests {
+    /// Where `Leaky` keeps its own container (one test at a time uses it).
+    final class Stash: @unchecked Sendable {
+        var keyed: KeyedEncodingContainer<Key>?
+        var unkeyed: (any UnkeyedEncodingContainer)?
+        var encoder: (any Encoder)?
+    }
+    enum Key: String, CodingKey { case a, b, x, y, inner }
+
+    /// Keeps its own container (keyed or unkeyed) and its encoder past its end.
+    struct Leaky: Encodable {
+        let stash: Stash
+        let keyed: Bool
+        func encode(to encoder: any Encoder) throws {
+            stash.encoder = encoder
+            if keyed {
+                var container = encoder.container(keyedBy: Key.self)
+                try container.encode(1, forKey: .a)
+                stash.keyed = container
+            } else {
+                var container = encoder.unkeyedContainer()
+                try container.encode(1)
+                stash.unkeyed = container
+            }
+        }
+    }
+
+    /// Writes `Leaky`, then writes to what it kept, then goes on.
+    struct Outer: Encodable {
+        let stash: Stash
+        let keyed: Bool
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: Key.self)
+            try container.encode(Leaky(stash: stash, keyed: keyed), forKey: .x)
+            if keyed { try stash.keyed?.encode(2, forKey: .b) } else { try stash.unkeyed?.encode(2) }
+            try container.encode(3, forKey: .y)
+        }
+    }
+
+    /// `Outer` one level down.
+    struct Wrapper: Encodable {
+        let stash: Stash
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: Key.self)
+            try container.encode(Outer(stash: stash, keyed: true), forKey: .inner)
+            try container.encode(4, forKey: .a)
+        }
+    }
+
+    /// Writes to its parent's container while its own value is being written.
+    struct Interrupting: Encodable {
+        let stash: Stash
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: Key.self)
+            try container.encode(1, forKey: .a)
+            try stash.keyed?.encode(2, forKey: .b)
+            _ = stash.encoder?.unkeyedContainer()
+        }
+    }
+
+    struct Parent: Encodable {
+        let stash: Stash
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: Key.self)
+            stash.keyed = container
+            stash.encoder = encoder
+            try container.encode(Interrupting(stash: stash), forKey: .x)
+        }
+    }
+
+    static func check(_ value: some Encodable) throws -> String {
+        let tree = try JSON(encoding: value).encoded
+        let bytes = try JSON.bytes(encoding: value)
+        #expect(String(decoding: bytes, as: UTF8.self) == tree)
+        #expect((try? JSON.parse(bytes)) != nil, "valid JSON")
+        return tree
+    }
+
+    @Test func aContainerWrittenAfterItsValueEndedIsLeftToTheTree() throws {
+        #expect(try Self.check(Outer(stash: Stash(), keyed: true)) == #"{"x":{"a":1},"y":3}"#)
+        #expect(try Self.check(Outer(stash: Stash(), keyed: false)) == #"{"x":[1],"y":3}"#)
+        #expect(try Self.check(Wrapper(stash: Stash())) == #"{"inner":{"x":{"a":1},"y":3},"a":4}"#)
+    }
+
+    @Test func aParentsContainerWrittenFromInsideAChildIsLeftToTheTree() throws {
+        _ = try Self.check(Parent(stash: Stash()))
+    }
+}
+
+/// Foundation's other values and the shapes of unused super-encoders.
+@Suite struct FoundationValueEncodingTests {
+    class Base: Codable {
+        init() {}
+        func encode(to encoder: any Encoder) throws {}
+        required init(from decoder: any Decoder) throws { _ = try decoder.container(keyedBy: CodingKeys.self) }
+        private enum CodingKeys: CodingKey {}
+    }
+
+    final class Derived: Base {
+        var name = "d"
+        enum Key: CodingKey { case name }
+        override init() { super.init() }
+        override func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: Key.self)
+            try container.encode(name, forKey: .name)
+            try super.encode(to: container.superEncoder())
+        }
+        required init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: Key.self)
+            name = try container.decode(String.self, forKey: .name)
+            try super.init(from: container.superDecoder())
+        }
+    }
+
+    @Test func anUnusedSuperEncoderIsAnEmptyObject() throws {
+        let text = try JSON(encoding: Derived()).encoded
+        #expect(text == #"{"name":"d","super":{}}"#)
+        #expect(String(decoding: try JSON.bytes(encoding: Derived()), as: UTF8.self) == text)
+        #expect(try JSONDecoder().decode(Derived.self, from: Data(text.utf8)).name == "d")
+    }
+
+    @Test func dataIsBase64() throws {
+        let blob = Data([0, 1, 2, 250, 255])
+        let text = try JSON(encoding: ["blob": blob]).encoded
+        #expect(text == #"{"blob":"AAEC+v8="}"#)
+        #expect(try JSONDecoder().decode([String: Data].self, from: Data(text.utf8)) == ["blob": blob])
+    }
+
+    /// Opens an array with a nested one, then a keyed container, then an array again.
+    struct Switching: Encodable {
+        enum Key: CodingKey { case k }
+        func encode(to encoder: any Encoder) throws {
+            var first = encoder.unkeyedContainer()
+            var stale = first.nestedUnkeyedContainer()
+            try stale.encode("stale")
+            _ = encoder.container(keyedBy: Key.self)
+            var again = encoder.unkeyedContainer()
+            try again.encode("fresh")
+        }
+    }
+
+    @Test func aContainerOfAnotherKindDropsWhatWasNestedInTheOld() throws {
+        #expect(try JSON(encoding: Switching()).encoded == #"["fresh"]"#)
+        #expect(String(decoding: try JSON.bytes(encoding: Switching()), as: UTF8.self) == #"["fresh"]"#)
+    }
+}
