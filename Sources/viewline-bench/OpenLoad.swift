@@ -38,6 +38,9 @@ struct OpenLoad {
         var lag: [Double] = []
         /// Commands due and not answered when the run ended.
         var unanswered = 0
+        /// Commands of the run before still unanswered when this one began (after
+        /// waiting 30 s for them): their replies may be taken for this run's.
+        var leftInFlight = 0
         var failedConnections = 0
 
         func percentile(_ values: [Double], _ p: Double) -> Double {
@@ -148,10 +151,43 @@ struct OpenLoad {
         return bytes.withUnsafeBytes { Glibc.send(connection.fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } == bytes.count
     }
 
+    /// Reads the replies of the commands still in flight (an overloaded run ends with
+    /// some), so that each connection's next reply is its next command's; gives up
+    /// after `timeout` seconds and returns how many were still unanswered.
+    func drain(timeout: Double) -> Int {
+        var inFlight = connections.reduce(0) { $0 + ($1.inFlightDue != 0 ? 1 : 0) }
+        let deadline = Self.now() + UInt64(timeout * 1e9)
+        var events = [epoll_event](repeating: epoll_event(), count: 512)
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while inFlight > 0 && Self.now() < deadline {
+            let ready = epoll_wait(epoll, &events, Int32(events.count), 100)
+            for index in 0..<Int(max(0, ready)) {
+                let fd = events[index].data.fd
+                if fd == timer {
+                    var expirations: UInt64 = 0
+                    _ = read(timer, &expirations, 8)
+                    continue
+                }
+                guard let connection = byDescriptor[fd] else { continue }
+                let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+                guard count > 0 else { continue }
+                let replies = buffer.withUnsafeBytes { connection.replies.count(in: UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
+                if replies > 0, connection.inFlightDue != 0 {
+                    connection.inFlightDue = 0
+                    inFlight -= 1
+                }
+            }
+        }
+        return inFlight
+    }
+
     /// Runs the schedule at `rate` commands per second for `seconds`, then waits up to
-    /// two seconds for the replies still due.
+    /// two seconds for the replies still due. First it reads the replies a run before
+    /// left in flight (``drain(timeout:)``): a reply of the last run's counted as one
+    /// of this run's would time the wrong command.
     func run(rate: Double, seconds: Double) -> Run {
         var result = Run()
+        result.leftInFlight = drain(timeout: 30)
         result.target = rate
         let interval = 1e9 / rate
         let start = Self.now() + 10_000_000

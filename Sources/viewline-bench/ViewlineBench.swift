@@ -139,14 +139,17 @@ struct ViewlineBench: ParsableCommand {
     }
 
     /// The open-loop curve (``OpenLoad``): the highest rate sustained (every command
-    /// answered, p99 under 200 ms, found by growing the rate by half, then halving
-    /// the gap three times, 3 s a probe), then each share of it for --open-loop-seconds,
-    /// each after 2 s for the server to drain what the probes left.
+    /// answered, p99 under 200 ms, and answered at the rate they fell due: the last
+    /// reply at most 1 % of the probe after its end, so no backlog grew; found by
+    /// growing the rate by half, then halving the gap three times, 3 s a probe, each
+    /// halving after 2 s for the server to drain what an overloaded probe left), then
+    /// each share of it for --open-loop-seconds, each after 2 s as well.
     func openLoopCurve() {
         let load = OpenLoad(port: port, sessions: openLoop)
         defer { load.close() }
         func sustained(_ run: OpenLoad.Run) -> Bool {
-            run.unanswered == 0 && run.failedConnections == 0 && run.percentile(run.latencies, 0.99) < 200_000
+            run.unanswered == 0 && run.failedConnections == 0 && run.leftInFlight == 0 && run.percentile(run.latencies, 0.99) < 200_000
+                && run.achieved >= 0.99 * run.target
         }
         func line(_ label: String, _ run: OpenLoad.Run) -> String {
             String(
@@ -178,6 +181,9 @@ struct ViewlineBench: ParsableCommand {
         }
         for _ in 0..<3 where bad > 0 {
             let middle = (good + bad) / 2
+            // The probe before overloaded the server, or this one's would measure
+            // what that one left queued.
+            sleep(2)
             let run = load.run(rate: middle, seconds: 3)
             if !brief { print("  probe " + line("", run)) }
             if sustained(run) { good = middle } else { bad = middle }
