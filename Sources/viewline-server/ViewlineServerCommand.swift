@@ -164,6 +164,12 @@ struct ViewlineServerCommand: AsyncParsableCommand {
         guard ["text", "json"].contains(logFormat) else { throw ValidationError("--log-format is text or json (got \(logFormat))") }
     }
 
+    /// The host's cap on a listen backlog (Linux's `net.core.somaxconn`), if it can be read.
+    static func hostBacklogCap() -> Int? {
+        guard let text = try? String(contentsOfFile: "/proc/sys/net/core/somaxconn", encoding: .utf8) else { return nil }
+        return Int(text.trimmingCharacters(in: .whitespacesAndNewlines))
+    }
+
     func run() async throws {
         var metricsRegistry: PrometheusCollectorRegistry?
         if printSchema {
@@ -216,6 +222,15 @@ struct ViewlineServerCommand: AsyncParsableCommand {
         }
         configuration.maximumOutputBytes = maxOutputBytes
         configuration.listenBacklog = backlog
+        if let cap = Self.hostBacklogCap(), backlog > cap {
+            // As redis says of its tcp-backlog: past the cap, a reconnect storm's
+            // clients are dropped and retried by their kernels a second later.
+            let beyondLoopback = !["127.0.0.1", "::1", "localhost"].contains(host)
+            logger.log(
+                level: beyondLoopback ? .warning : .info,
+                "the listen backlog is capped by net.core.somaxconn: clients reconnecting at once past it wait a second or more; raise it with sysctl net.core.somaxconn=\(backlog)",
+                metadata: ["backlog": "\(backlog)", "somaxconn": "\(cap)"])
+        }
         configuration.incompleteLineTimeout = lineTimeout > 0 ? .seconds(lineTimeout) : nil
         configuration.sessions.timeToLive = .seconds(sessionTtl)
         configuration.sessions.maximumSessions = maxSessions
