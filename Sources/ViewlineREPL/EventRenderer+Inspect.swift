@@ -53,7 +53,7 @@ extension EventRenderer {
                 text = event.encoded
             }
             // An event at rev r follows the command that began at r - 1 or earlier.
-            items.append((rev - 1, timeline.count + index, style.cyan("  ↳ rev \(rev) ") + text))
+            items.append((rev &- 1, timeline.count + index, style.cyan("  ↳ rev \(rev) ") + text))
         }
         items.sort { ($0.rev, $0.order) < ($1.rev, $1.order) }
         if items.isEmpty { lines.append(style.dim("nothing after rev \(from) (the log holds from rev \(one(result["oldestRev"] ?? .null)))")) }
@@ -107,8 +107,11 @@ extension EventRenderer {
             || scalar.value == 0x200F || scalar.value == 0x061C
     }
 
+    /// A duration as the inspector sent it; what no duration is (a server's number
+    /// past any clock, not finite) is written as it came, never converted.
     static func milliseconds(_ value: Double) -> String {
-        value < 10 ? "\((value * 10).rounded() / 10) ms" : "\(Int(value.rounded())) ms"
+        if value < 10 { return "\((value * 10).rounded() / 10) ms" }
+        return Int(exactly: value.rounded()).map { "\($0) ms" } ?? "\(value) ms"
     }
 
     /// What changed from `old` to `new`: each changed field as `name: old → new`

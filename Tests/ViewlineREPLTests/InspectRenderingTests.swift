@@ -56,3 +56,24 @@ import ViewlineREPL
         #expect(text.contains("rev 2 ping ×40 ✓ 0.1 ms longest"))
     }
 }
+
+/// A hostile server's numbers in an `inspect` reply print as text; they never stop
+/// the REPL (a duration past Int's range and a rev of Int.min trapped).
+@Suite struct HostileInspectRenderingTests {
+    var renderer = EventRenderer(style: TerminalStyle(colors: false))
+
+    @Test mutating func numbersPastAnyClockPrintAsTheyCame() throws {
+        let reply = try JSON.parse(
+            Array(
+                #"""
+                {"type":"reply","re":null,"ok":true,"result":{"session":{"session":"s1"},"from":0,"oldestRev":0,"states":{},
+                "timeline":[{"rev":1,"at":"x","durationMs":10000000000000000000,"kind":"command","command":"ping","arguments":{},
+                "connection":1,"error":null},{"rev":2,"kind":"call","backend":"b","error":null,"durationMs":1e300}],
+                "events":[{"type":"dismiss","rev":-9223372036854775808,"id":"a"}]}}
+                """#.utf8))
+        let rendered = renderer.render(reply)
+        let text = try #require(rendered)
+        #expect(text.contains("ping") && text.contains("1e+19 ms") && text.contains("1e+300 ms"))
+        #expect(text.contains("rev -9223372036854775808"))
+    }
+}
