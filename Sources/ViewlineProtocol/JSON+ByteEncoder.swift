@@ -54,6 +54,8 @@ private final class ByteWriter {
     /// Writes a value nested in another; a ``JSON`` goes in as it is, as in the tree.
     func write(_ value: some Encodable, at path: [any CodingKey]) throws {
         if let json = value as? JSON { return json.write(into: &out) }
+        // Too deep: the tree throws the error.
+        if path.count > JSON.maximumEncodingDepth { throw giveUp() }
         if let leaf = JSON.foundationLeaf(value) { return leaf.write(into: &out) }
         try encode(value, with: ValueEncoder(writer: self, codingPath: path))
     }

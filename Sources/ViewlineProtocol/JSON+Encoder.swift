@@ -94,6 +94,7 @@ private final class TreeEncoder: Encoder {
 /// Encodes one nested value to a tree.
 private func encodeTree<Value: Encodable>(_ value: Value, at path: [any CodingKey]) throws -> JSON {
     if let json = value as? JSON { return json }
+    try JSON.checkEncodingDepth(of: value, at: path)
     if let leaf = JSON.foundationLeaf(value) { return leaf }
     let encoder = TreeEncoder(codingPath: path)
     try value.encode(to: encoder)
@@ -306,6 +307,19 @@ extension JSON: Encodable {
 }
 
 extension JSON {
+    /// The deepest a value may nest when encoded (keys and indexes in its coding
+    /// path), as Foundation's `JSONEncoder` and the parser's trusted limit allow: a
+    /// deeper one (a recursive enum gone wrong) throws instead of exhausting the
+    /// thread's stack.
+    public static let maximumEncodingDepth = 512
+
+    /// Throws when `path` is past ``maximumEncodingDepth``.
+    static func checkEncodingDepth(of value: some Encodable, at path: [any CodingKey]) throws {
+        guard path.count > maximumEncodingDepth else { return }
+        throw EncodingError.invalidValue(
+            value, EncodingError.Context(codingPath: path, debugDescription: "nested deeper than \(maximumEncodingDepth)"))
+    }
+
     /// The Foundation values Foundation's `JSONEncoder` writes as JSON's own, so that
     /// `JSONDecoder` reads them back: a `Decimal` as a number (its own `encode(to:)`
     /// writes its mantissa's parts), a `URL` as its text, `Data` as Base64.

@@ -46,3 +46,52 @@ import ViewlineTesting
         await store.finish()
     }
 }
+
+/// A state whose encoding throws is the app's bug: its view shows `{}` and the
+/// server goes on (it used to stop every session).
+@Suite struct FailingStateTests {
+    enum Fragile: ViewModel {
+        struct Unencodable: Error {}
+
+        struct State: Encodable, Sendable, Equatable {
+            var broken = false
+            var count = 0
+            func encode(to encoder: any Encoder) throws {
+                if broken { throw Unencodable() }
+                var container = encoder.container(keyedBy: Key.self)
+                try container.encode(count, forKey: .count)
+            }
+            enum Key: CodingKey { case count }
+        }
+
+        static let view = "fragile"
+        static let stateSummary = "{count}"
+        static func initialState(_ services: Services) -> State { State() }
+
+        static let commands: [Command<Fragile>] = [
+            Command("break", summary: "Make the state fail to encode.") { session, _ in
+                session.update { $0.broken = true }
+                return nil
+            },
+            Command("mend", summary: "Make it encode again.") { session, _ in
+                session.update {
+                    $0.broken = false
+                    $0.count += 1
+                }
+                return nil
+            },
+        ]
+    }
+
+    @Test func aStateThatFailsToEncodeShowsAnEmptyStateAndTheServerGoesOn() async throws {
+        let store = TestStore(apps: [Fragile.self], services: Services(), exhaustive: false)
+        _ = await store.send("break")
+        _ = await store.send("ping")
+        let state = try #require(try await store.send("state fragile")?.get())
+        #expect(state.encoded == #"{"view":"fragile","state":{}}"#)
+        _ = await store.send("mend")
+        let mended = try #require(try await store.send("state fragile")?.get())
+        #expect(mended.encoded == #"{"view":"fragile","state":{"count":1}}"#)
+        #expect(store.recorder.displays("fragile").contains([:]))
+    }
+}

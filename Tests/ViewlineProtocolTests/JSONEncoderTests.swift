@@ -287,3 +287,25 @@ import ViewlineProtocol
         #expect(String(decoding: try JSON.bytes(encoding: Switching()), as: UTF8.self) == #"["fresh"]"#)
     }
 }
+
+/// A value nested past `JSON.maximumEncodingDepth` (a recursive enum gone wrong)
+/// throws from both encoders instead of exhausting the stack.
+@Suite struct EncodingDepthTests {
+    indirect enum Chain: Encodable {
+        case end
+        case link(Chain)
+
+        static func of(_ depth: Int) -> Chain {
+            (0..<depth).reduce(Chain.end) { chain, _ in .link(chain) }
+        }
+    }
+
+    @Test func aValueNestedTooDeepThrows() throws {
+        // Each enum level is two levels of the coding path (its case, its `_0`).
+        let deep = Chain.of(1_000)
+        #expect(throws: EncodingError.self) { try JSON(encoding: deep) }
+        #expect(throws: EncodingError.self) { try JSON.bytes(encoding: deep) }
+        let fine = Chain.of(200)
+        #expect(try JSON.bytes(encoding: fine) == Array(try JSON(encoding: fine).encoded.utf8))
+    }
+}

@@ -128,7 +128,7 @@ public final class Application: Sendable {
             precondition(model.view != Session.connectionsView, "the view \"\(model.view)\" is the server's own")
             precondition(model.erasedCommands.filter(\.spec.isPrimary).count <= 1, "the view \"\(model.view)\" has more than one primary command")
             viewIndex[ObjectIdentifier(model)] = views.count
-            views.append(ViewDescription(model))
+            views.append(ViewDescription(model, logger: logger))
             modelCommands += model.erasedCommands.map { $0.shown(in: model.view) }
             for key in model.backends where !backends.contains(where: { $0.name == key.name }) {
                 backends.append(key.description)
@@ -216,7 +216,7 @@ public struct ViewDescription: Sendable {
     /// `,"view":"<name>","state":`: what follows the `rev` in this view's displays.
     let displayViewPart: [UInt8]
 
-    init<Model: ViewModel>(_ model: Model.Type) {
+    init<Model: ViewModel>(_ model: Model.Type, logger: Logger = Logger(label: "viewline")) {
         name = model.view
         summary = model.stateSummary
         busyFields = model.busyFields
@@ -227,11 +227,20 @@ public struct ViewDescription: Sendable {
         displayViewPart = DisplayEvent.viewPart(model.view)
         makeState = { model.initialState($0) }
         copyState = { $0.assumingMemoryBound(to: Model.State.self).pointee }
+        // A state whose encoding throws (its own `encode(to:)`, or nested past
+        // `JSON.maximumEncodingDepth`) is the app's bug, not a reason to stop every
+        // session: the view shows an empty state, and the log says why (the first time).
+        let failureLogged = Atomic(false)
         let encodeBytes: @Sendable (Model.State) -> [UInt8] = { state in
             do {
                 return try JSON.bytes(encoding: state)
             } catch {
-                preconditionFailure("the \(model.view) state failed to encode: \(error)")
+                if !failureLogged.exchange(true, ordering: .relaxed) {
+                    logger.error(
+                        "a state failed to encode: the view shows {} instead (logged once per view)",
+                        metadata: ["view": "\(model.view)", "error": "\(error)"])
+                }
+                return Array("{}".utf8)
             }
         }
         if let equatable = Model.State.self as? any (Encodable & Equatable & Sendable).Type {
