@@ -151,6 +151,21 @@ struct OpenLoad {
         return bytes.withUnsafeBytes { Glibc.send(connection.fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } == bytes.count
     }
 
+    /// Reads what `fd` has (the timer's expirations, or a connection's lines): the
+    /// connection when it brought the reply to its command in flight.
+    private func answered(_ fd: Int32, into buffer: inout [UInt8]) -> Connection? {
+        if fd == timer {
+            var expirations: UInt64 = 0
+            _ = read(timer, &expirations, 8)
+            return nil
+        }
+        guard let connection = byDescriptor[fd] else { return nil }
+        let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        guard count > 0 else { return nil }
+        let replies = buffer.withUnsafeBytes { connection.replies.count(in: UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
+        return replies > 0 && connection.inFlightDue != 0 ? connection : nil
+    }
+
     /// Reads the replies of the commands still in flight (an overloaded run ends with
     /// some), so that each connection's next reply is its next command's; gives up
     /// after `timeout` seconds and returns how many were still unanswered.
@@ -162,20 +177,9 @@ struct OpenLoad {
         while inFlight > 0 && Self.now() < deadline {
             let ready = epoll_wait(epoll, &events, Int32(events.count), 100)
             for index in 0..<Int(max(0, ready)) {
-                let fd = events[index].data.fd
-                if fd == timer {
-                    var expirations: UInt64 = 0
-                    _ = read(timer, &expirations, 8)
-                    continue
-                }
-                guard let connection = byDescriptor[fd] else { continue }
-                let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-                guard count > 0 else { continue }
-                let replies = buffer.withUnsafeBytes { connection.replies.count(in: UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
-                if replies > 0, connection.inFlightDue != 0 {
-                    connection.inFlightDue = 0
-                    inFlight -= 1
-                }
+                guard let connection = answered(events[index].data.fd, into: &buffer) else { continue }
+                connection.inFlightDue = 0
+                inFlight -= 1
             }
         }
         return inFlight
@@ -229,17 +233,7 @@ struct OpenLoad {
             let ready = epoll_wait(epoll, &events, Int32(events.count), next >= total ? 100 : 50)
             guard ready > 0 else { continue }
             for index in 0..<Int(ready) {
-                let fd = events[index].data.fd
-                if fd == timer {
-                    var expirations: UInt64 = 0
-                    _ = read(timer, &expirations, 8)
-                    continue
-                }
-                guard let connection = byDescriptor[fd] else { continue }
-                let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-                guard count > 0 else { continue }
-                let replies = buffer.withUnsafeBytes { connection.replies.count(in: UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
-                guard replies > 0, connection.inFlightDue != 0 else { continue }
+                guard let connection = self.answered(events[index].data.fd, into: &buffer) else { continue }
                 let at = Self.now()
                 lastReply = at
                 answered += 1
