@@ -104,9 +104,13 @@ private final class ValueEncoder: Encoder {
         self.codingPath = codingPath
     }
 
+    /// Whether this encoder may write now: nothing unusual met yet, and its value is
+    /// the one being written (``ByteWriter/current``).
+    private var writesNow: Bool { !writer.unusual && writer.current == ObjectIdentifier(self) }
+
     func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
         switch shape {
-        case _ where writer.current != ObjectIdentifier(self): writer.unusual = true
+        case _ where !writesNow: writer.unusual = true
         case .none:
             shape = .object(keysFrom: writer.keys.count)
             writer.out.append(UInt8(ascii: "{"))
@@ -118,7 +122,7 @@ private final class ValueEncoder: Encoder {
 
     func unkeyedContainer() -> any UnkeyedEncodingContainer {
         switch shape {
-        case _ where writer.current != ObjectIdentifier(self): writer.unusual = true
+        case _ where !writesNow: writer.unusual = true
         case .none:
             shape = .array(count: 0)
             writer.out.append(UInt8(ascii: "["))
@@ -132,9 +136,7 @@ private final class ValueEncoder: Encoder {
 
     /// Starts the member `key` of this object.
     func member(_ key: String) throws {
-        guard !writer.unusual, writer.current == ObjectIdentifier(self), case .object(let keysFrom) = shape,
-            !writer.keys[keysFrom...].contains(key)
-        else {
+        guard writesNow, case .object(let keysFrom) = shape, !writer.keys[keysFrom...].contains(key) else {
             throw writer.giveUp()
         }
         if writer.keys.count > keysFrom { writer.out.append(UInt8(ascii: ",")) }
@@ -145,16 +147,21 @@ private final class ValueEncoder: Encoder {
 
     /// Starts the next element of this array.
     func element() throws {
-        guard !writer.unusual, writer.current == ObjectIdentifier(self), case .array(let count) = shape else { throw writer.giveUp() }
+        guard writesNow, case .array(let count) = shape else { throw writer.giveUp() }
         if count > 0 { writer.out.append(UInt8(ascii: ",")) }
         shape = .array(count: count + 1)
     }
 
     /// Writes this encoder's one value.
     func single(_ value: JSON) throws {
-        guard !writer.unusual, writer.current == ObjectIdentifier(self), case .none = shape else { throw writer.giveUp() }
-        shape = .single
+        try beginSingle()
         value.write(into: &writer.out)
+    }
+
+    /// Starts this encoder's one value.
+    func beginSingle() throws {
+        guard writesNow, case .none = shape else { throw writer.giveUp() }
+        shape = .single
     }
 
     /// Closes what this encoder opened; a value that encoded nothing is `null`.
@@ -284,10 +291,7 @@ private struct ByteSingleContainer: SingleValueEncodingContainer {
     mutating func encode(_ value: UInt32) throws { try encoder.single(.int(Int(value))) }
     mutating func encode(_ value: UInt64) throws { try encoder.single(.unsigned(value)) }
     mutating func encode<T: Encodable>(_ value: T) throws {
-        guard !encoder.writer.unusual, encoder.writer.current == ObjectIdentifier(encoder), case .none = encoder.shape else {
-            throw encoder.writer.giveUp()
-        }
-        encoder.shape = .single
+        try encoder.beginSingle()
         try encoder.writer.write(value, at: codingPath)
     }
 }

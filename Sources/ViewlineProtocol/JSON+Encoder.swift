@@ -43,12 +43,22 @@ private final class Slot {
         }
     }
 
-    /// Changes the value in place (it stays uniquely referenced while `change` runs).
-    func modify(_ change: (inout JSON) -> Void) {
-        var current = value
+    /// Sets the member `key` of this object (nothing if it is no object), in place of
+    /// what a nested slot held there.
+    func set(_ key: String, _ member: JSON) {
+        guard case .object(var object) = value else { return }
+        value = .null  // keep the object uniquely referenced while it changes
+        object[key] = member
+        value = .object(object)
+        if !members.isEmpty { members[key] = nil }
+    }
+
+    /// Appends an element to this array (nothing if it is no array).
+    func append(_ element: JSON) {
+        guard case .array(var items) = value else { return }
         value = .null
-        change(&current)
-        value = current
+        items.append(element)
+        value = .array(items)
     }
 
     /// A new value of another kind: what was nested in the old one goes with it.
@@ -62,10 +72,6 @@ private final class Slot {
     func adopt(_ child: Slot, key: String) { members[key] = child }
     /// Records a nested slot at `index` (always a new element).
     func adopt(_ child: Slot, index: Int) { elements.append((index, child)) }
-    /// A value written straight to `key` replaces what a nested slot held there.
-    func forget(key: String) {
-        if !members.isEmpty { members[key] = nil }
-    }
 }
 
 private final class TreeEncoder: Encoder {
@@ -105,22 +111,11 @@ private struct KeyedContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
     let slot: Slot
     let codingPath: [any CodingKey]
 
-    private func set(_ key: Key, _ value: JSON) { set(key.stringValue, value) }
-
-    private func set(_ key: String, _ value: JSON) {
-        guard slot.value.objectValue != nil else { return }
-        slot.modify { json in
-            guard case .object(var object) = json else { return }
-            json = .null  // keep the object uniquely referenced while it changes
-            object[key] = value
-            json = .object(object)
-        }
-        slot.forget(key: key)
-    }
+    private func set(_ key: Key, _ value: JSON) { slot.set(key.stringValue, value) }
 
     /// A slot filled later at `key`; the key keeps its place in the object's order.
     private func nestedSlot(_ key: String, _ value: JSON) -> Slot {
-        set(key, value)
+        slot.set(key, value)
         let child = Slot(value)
         slot.adopt(child, key: key)
         return child
@@ -191,15 +186,7 @@ private struct UnkeyedContainer: UnkeyedEncodingContainer {
     let codingPath: [any CodingKey]
     var count: Int { slot.value.arrayValue?.count ?? 0 }
 
-    private func append(_ value: JSON) {
-        guard slot.value.arrayValue != nil else { return }
-        slot.modify { json in
-            guard case .array(var items) = json else { return }
-            json = .null  // keep the array uniquely referenced while it changes
-            items.append(value)
-            json = .array(items)
-        }
-    }
+    private func append(_ value: JSON) { slot.append(value) }
 
     /// A slot filled later, as the next element.
     private func nestedSlot(_ value: JSON) -> (slot: Slot, key: MemberName) {

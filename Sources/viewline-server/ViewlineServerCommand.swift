@@ -215,7 +215,8 @@ struct ViewlineServerCommand: AsyncParsableCommand {
         configuration.metricsPort = metricsPort
         configuration.metricsRegistry = metricsRegistry
         configuration.metricsHost = metricsHost
-        if tlsCert == nil && !["127.0.0.1", "::1", "localhost"].contains(host) {
+        let beyondLoopback = !["127.0.0.1", "::1", "localhost"].contains(host)
+        if tlsCert == nil && beyondLoopback {
             logger.warning(
                 "listening beyond loopback without TLS: session tokens and passwords cross the network in clear text; use --tls-cert and --tls-key",
                 metadata: ["host": "\(host)"])
@@ -225,7 +226,6 @@ struct ViewlineServerCommand: AsyncParsableCommand {
         if let cap = Self.hostBacklogCap(), backlog > cap {
             // As redis says of its tcp-backlog: past the cap, a reconnect storm's
             // clients are dropped and retried by their kernels a second later.
-            let beyondLoopback = !["127.0.0.1", "::1", "localhost"].contains(host)
             logger.log(
                 level: beyondLoopback ? .warning : .info,
                 "the listen backlog is capped by net.core.somaxconn: clients reconnecting at once past it wait a second or more; raise it with sysctl net.core.somaxconn=\(backlog)",
