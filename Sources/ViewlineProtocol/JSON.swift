@@ -59,9 +59,23 @@ public struct JSONObject: Sendable, Hashable, ExpressibleByDictionaryLiteral {
     /// Whether the object has no members.
     public var isEmpty: Bool { pairs.isEmpty }
 
+    /// Whether both hold the same members, in any order (as JSON objects compare).
     public static func == (lhs: JSONObject, rhs: JSONObject) -> Bool {
         guard lhs.pairs.count == rhs.pairs.count else { return false }
-        for pair in lhs.pairs where rhs[pair.key] != pair.value { return false }
+        // Objects built the same way keep the same order: compared side by side,
+        // with no lookup, unless a key differs where it stands.
+        for index in lhs.pairs.indices {
+            let (left, right) = (lhs.pairs[index], rhs.pairs[index])
+            guard left.key == right.key else { return lhs.hasSameMembers(as: rhs, from: index) }
+            guard left.value == right.value else { return false }
+        }
+        return true
+    }
+
+    /// Whether `other` holds each of this object's members from `start` on, looked
+    /// up by key (the same count, compared before).
+    private func hasSameMembers(as other: JSONObject, from start: Int) -> Bool {
+        for pair in pairs[start...] where other[pair.key] != pair.value { return false }
         return true
     }
 

@@ -16,6 +16,14 @@ import ViewlineKit
         #expect(try parse("1.5e300") == .double(1.5e300))
     }
 
+    @Test func objectsAreEqualWhenTheirMembersAreWhateverTheirOrder() throws {
+        #expect(try parse(#"{"a":1,"b":[2,{"c":3}]}"#) == parse(#"{"a":1,"b":[2,{"c":3}]}"#))
+        #expect(try parse(#"{"a":1,"b":2,"c":3}"#) == parse(#"{"a":1,"c":3,"b":2}"#))
+        #expect(try parse(#"{"a":1,"b":2}"#) != parse(#"{"a":1,"b":3}"#))
+        #expect(try parse(#"{"a":1,"b":2}"#) != parse(#"{"a":1,"c":2}"#))
+        #expect(try parse(#"{"a":1,"b":2}"#) != parse(#"{"a":1}"#))
+    }
+
     @Test func anIntegerPastIntKeepsItsDigits() throws {
         // As the encoders write a UInt64 (8937b15): read back, written again, the same.
         for text in ["18446744073709551615", "92233720368547758070", "-9223372036854775809"] {

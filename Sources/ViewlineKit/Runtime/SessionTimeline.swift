@@ -92,21 +92,25 @@ final class SessionTimeline {
         /// each a success with the same arguments (1 to ``maximumRepeats``).
         var repeats: Int { Int(packed >> 22 & 0xFF) + 1 }
 
-        /// Whether a success of `name` with `arguments` (as shown), from `connection`
-        /// at `rev`, would be this entry run once more.
+        /// Counts one more run, which began at `at` and took `duration`, when it is a
+        /// success of `name` with `arguments` (as shown) from `connection` at `rev` —
+        /// this entry run once more — and says whether it did: the entry's `at` is its
+        /// last run's from then on (what "last active" reads). Mutating even when it
+        /// only compares: called on a ring slot's `pointee`, a non-mutating method
+        /// would be handed a copy of the entry (its strings retained and released,
+        /// about 1 % of a pipelined `state search`'s CPU), a mutating one the slot.
         @inline(__always)
-        func isRepeated(by name: String, arguments: JSONObject?, connection: Int, rev: Int) -> Bool {
-            packed >> 30 == What.command.rawValue && packed >> 22 & 0xFF < Self.maximumRepeats - 1 && self.rev == rev
-                && self.connection == connection && failure == nil && self.name == name && self.arguments == arguments
-        }
-
-        /// Counts one more run, which began at `at` and took `duration`: the entry's
-        /// `at` is its last run's from then on (what "last active" reads).
-        @inline(__always)
-        mutating func repeated(at: Int64, taking duration: Float32) {
+        mutating func countedAsRepeat(
+            of name: String, arguments: JSONObject?, connection: Int, rev: Int, at: Int64, taking duration: Float32
+        ) -> Bool {
+            guard
+                packed >> 30 == What.command.rawValue && packed >> 22 & 0xFF < Self.maximumRepeats - 1 && self.rev == rev
+                    && self.connection == connection && failure == nil && self.name == name && self.arguments == arguments
+            else { return false }
             packed += 1 << 22
             self.at = at
             self.duration = max(self.duration, duration)
+            return true
         }
         /// The error code or failure (`nil`: none).
         var failed: String? { failure?.text }
@@ -285,15 +289,14 @@ final class SessionTimeline {
     }
 
     /// Counts a run of `name` with `arguments` in the newest entry, when it is that
-    /// command run once more (``Entry/isRepeated(by:arguments:connection:rev:)``).
+    /// command run once more (``Entry/countedAsRepeat(of:arguments:connection:rev:at:taking:)``).
     @inline(__always)
     private func countedAsRepeat(
         _ name: String, arguments: JSONObject?, connection: Int, rev: Int, from start: Moment, taking duration: Float32
     ) -> Bool {
-        guard let newest = ring.newest, newest.pointee.isRepeated(by: name, arguments: arguments, connection: connection, rev: rev)
-        else { return false }
-        newest.pointee.repeated(at: since(start), taking: duration)
-        return true
+        guard let newest = ring.newest else { return false }
+        return newest.pointee.countedAsRepeat(
+            of: name, arguments: arguments, connection: connection, rev: rev, at: since(start), taking: duration)
     }
 
     /// ``recordCommand(_:arguments:of:connection:failed:rev:causedEvents:from:to:)`` for
