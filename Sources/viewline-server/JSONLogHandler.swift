@@ -26,17 +26,15 @@ struct JSONLogHandler: LogHandler {
         set { metadata[key] = newValue }
     }
 
-    func log(
-        level: Logger.Level, message: Logger.Message, metadata explicit: Logger.Metadata?, source: String,
-        file: String, function: String, line: UInt
-    ) {
+    func log(event: LogEvent) {
         var object: JSONObject = [
-            "time": .string(Self.timestamp()), "level": .string(level.rawValue), "message": .string(message.description),
-            "label": .string(label), "source": .string(source),
+            "time": .string(Self.timestamp()), "level": .string(event.level.rawValue), "message": .string(event.message.description),
+            "label": .string(label), "source": .string(event.source),
         ]
         var fields = metadata
         if let provided = metadataProvider?.get() { fields.merge(provided) { _, new in new } }
-        if let explicit { fields.merge(explicit) { _, new in new } }
+        if let explicit = event.metadata { fields.merge(explicit) { _, new in new } }
+        if let error = event.error, fields["error"] == nil { fields["error"] = "\(error)" }
         for (key, value) in fields where object[key] == nil { object[key] = .string(value.description) }
         let line = Array((JSON.object(object).encoded + "\n").utf8)
         _ = line.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }

@@ -31,9 +31,8 @@ import ViewlineTesting
             get { metadata[key] }
             set { metadata[key] = newValue }
         }
-        func log(level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String, file: String, function: String, line: UInt)
-        {
-            lines.withLock { $0.append((message, self.metadata.merging(metadata ?? [:]) { $1 })) }
+        func log(event: LogEvent) {
+            lines.withLock { $0.append((event.message, self.metadata.merging(event.metadata ?? [:]) { $1 })) }
         }
     }
 
