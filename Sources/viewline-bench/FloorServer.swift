@@ -21,13 +21,23 @@ import Synchronization
 /// costs, with nothing of Viewline's.
 enum FloorServer {
     /// Serves on 127.0.0.1 (port 0: any), printing `listening on 127.0.0.1:PORT`;
-    /// runs until the process is stopped.
-    static func run(eventLoops: Int, port: Int = 0) throws {
+    /// runs until the process is stopped. `receiveBuffer`: each connection's first
+    /// receive buffer, adapting to its reads between 64 bytes and 64 KiB as
+    /// Viewline's (0: SwiftNIO's default, a fixed 2 KiB) — what an idle
+    /// connection's memory is compared with.
+    static func run(eventLoops: Int, port: Int = 0, receiveBuffer: Int = 0) throws {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: eventLoops)
-        let channel = try ServerBootstrap(group: group)
+        var bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 1024)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+        if receiveBuffer > 0 {
+            bootstrap = bootstrap.childChannelOption(
+                .recvAllocator,
+                value: AdaptiveRecvByteBufferAllocator(minimum: min(64, receiveBuffer), initial: receiveBuffer, maximum: 65536))
+        }
+        let channel =
+            try bootstrap
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(ReplyPerLine()) }
             }

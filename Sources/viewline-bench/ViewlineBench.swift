@@ -65,6 +65,10 @@ struct ViewlineBench: ParsableCommand {
         help:
             "Measure nothing: serve the floor (a bare SwiftNIO line server answering each line as `ping`, nothing decoded) with this many event loops on 127.0.0.1:--port (0: any), printing `listening on`, until stopped."
     ) var floorServer = 0
+    @Option(
+        help:
+            "With --floor-server: each connection's first receive buffer in bytes, growing with its reads as Viewline's does (0: SwiftNIO's default, a fixed 2 KiB)."
+    ) var floorReceiveBuffer = 0
 
     func validate() throws {
         guard (1...1000).contains(connections) else { throw ValidationError("--connections must be 1...1000") }
@@ -76,10 +80,11 @@ struct ViewlineBench: ParsableCommand {
             throw ValidationError("--open-loop-rate must be 0...1000000 and --open-loop-runs 1...100")
         }
         guard (0...64).contains(floorServer) else { throw ValidationError("--floor-server must be 0...64") }
+        guard (0...65536).contains(floorReceiveBuffer) else { throw ValidationError("--floor-receive-buffer must be 0...65536") }
     }
 
     func run() throws {
-        if floorServer > 0 { return try FloorServer.run(eventLoops: floorServer, port: port) }
+        if floorServer > 0 { return try FloorServer.run(eventLoops: floorServer, port: port, receiveBuffer: floorReceiveBuffer) }
         if idle > 0 { return try idleMemory() }
         if detached > 0 { return try detachedSessions() }
         if expiry > 0 { return try expiryPause() }
