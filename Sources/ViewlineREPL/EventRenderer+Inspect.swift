@@ -114,15 +114,19 @@ extension EventRenderer {
         return Int(exactly: value.rounded()).map { "\($0) ms" } ?? "\(value) ms"
     }
 
-    /// What changed from `old` to `new`: each changed field as `name: old → new`
-    /// (a list by its length), or the whole value when it is no object.
+    /// What changed from `old` to `new`: each changed field as `name: old → new`, a
+    /// list by its length, or — its length the same — by the items that changed
+    /// (``itemChanges(_:from:to:)``); the whole value when it is no object.
     static func diff(from old: JSON, to new: JSON) -> [String] {
         guard case .object(let before) = old, case .object(let after) = new else { return [short(new)] }
         var changes: [String] = []
         for (key, value) in after.pairs where before[key] != value {
             let was = before[key] ?? .null
             if case .array(let items) = value, case .array(let previous) = was {
-                changes.append("\(oneLine(key)): \(previous.count) → \(items.count) items")
+                changes +=
+                    items.count == previous.count
+                    ? itemChanges(oneLine(key), from: previous, to: items)
+                    : ["\(oneLine(key)): \(previous.count) → \(items.count) items"]
             } else {
                 changes.append("\(oneLine(key)): \(short(was)) → \(short(value))")
             }
@@ -130,6 +134,33 @@ extension EventRenderer {
         for (key, _) in before.pairs where after[key] == nil { changes.append("\(oneLine(key)) removed") }
         return changes.isEmpty ? ["no change"] : changes
     }
+
+    /// The items of a list that changed, its length the same: `todos[0].done: false →
+    /// true` for a field of an object, `tags[2]: "a" → "b"` for any other item; the
+    /// first ``shownItemChanges`` of them, then how many more.
+    static func itemChanges(_ name: String, from before: [JSON], to after: [JSON]) -> [String] {
+        var changes: [String] = []
+        var more = 0
+        for (index, (was, value)) in zip(before, after).enumerated() where was != value {
+            guard changes.count < shownItemChanges else {
+                more += 1
+                continue
+            }
+            if case .object(let old) = was, case .object(let new) = value {
+                for (key, field) in new.pairs where old[key] != field {
+                    changes.append("\(name)[\(index)].\(oneLine(key)): \(short(old[key] ?? .null)) → \(short(field))")
+                }
+                for (key, _) in old.pairs where new[key] == nil { changes.append("\(name)[\(index)].\(oneLine(key)) removed") }
+            } else {
+                changes.append("\(name)[\(index)]: \(short(was)) → \(short(value))")
+            }
+        }
+        if more > 0 { changes.append("\(name): \(more) more items changed") }
+        return changes
+    }
+
+    /// How many changed items of one list a diff names.
+    static let shownItemChanges = 3
 
     private static func short(_ value: JSON) -> String {
         let text = value.encoded

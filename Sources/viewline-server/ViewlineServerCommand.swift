@@ -114,21 +114,6 @@ struct ViewlineServerCommand: AsyncParsableCommand {
             "text (for people) or json (one object per line: time, level, message and every field such as session, cmd, peer, code).",
             valueName: "format")) var logFormat = "text"
 
-    /// The token in `path`'s first line (surrounding white space dropped): kept off
-    /// the command line, where every user of the host can read it.
-    static func inspectorToken(from path: String) throws -> String {
-        let text: String
-        do { text = try String(contentsOfFile: path, encoding: .utf8) } catch {
-            throw ValidationError("--inspector-token-file: cannot read \(path): \(error.localizedDescription)")
-        }
-        let token = String(text.split(separator: "\n", maxSplits: 1, omittingEmptySubsequences: false).first ?? "")
-            .trimmingCharacters(in: .whitespacesAndNewlines)
-        guard token.utf8.count >= Application.shortestInspectorToken else {
-            throw ValidationError("--inspector-token-file: the token has fewer than \(Application.shortestInspectorToken) characters")
-        }
-        return token
-    }
-
     /// Sends this process SIGTERM once standard input ends (or cannot be read), from a
     /// thread of its own that only waits there: whoever started the server with a pipe
     /// it keeps open stops it by closing the pipe, or by dying.
@@ -202,7 +187,11 @@ struct ViewlineServerCommand: AsyncParsableCommand {
         configuration.host = host
         configuration.port = port
         configuration.admin = admin
-        if let inspectorTokenFile { configuration.inspectorToken = try Self.inspectorToken(from: inspectorTokenFile) }
+        if let inspectorTokenFile {
+            do { configuration.inspectorToken = try InspectorTokenFile.token(at: inspectorTokenFile) } catch {
+                throw ValidationError("--inspector-token-file: \(error)")
+            }
+        }
         configuration.maximumLineBytes = maxLineBytes
         configuration.maximumClients = maxClients
         if let tlsCert, let tlsKey { configuration.tls = try TLS(certificateChainFile: tlsCert, privateKeyFile: tlsKey) }

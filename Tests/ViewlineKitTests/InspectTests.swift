@@ -256,6 +256,14 @@ enum Vault: ViewModel {
                 to: start)
         }
         #expect(timeline.entries(from: 10).map(\.repeats) == [256, 44, 3, 1, 1, 1])
+        // Arguments cut short may differ past the cut: never counted as the same.
+        let long = String(repeating: "a", count: SessionTimeline.maximumTextBytes + 10)
+        for last in ["x", "y", "y"] {
+            timeline.recordCommand(
+                "state", arguments: Arguments(["view": .string(long + last)]), of: state, connection: 3, failed: nil, rev: 10,
+                causedEvents: false, from: start, to: start)
+        }
+        #expect(timeline.entries(from: 10).map(\.repeats) == [256, 44, 3, 1, 1, 1, 1, 1, 1])
     }
 
     @Test func backendCallsAreTimedIntoTheTimeline() async throws {

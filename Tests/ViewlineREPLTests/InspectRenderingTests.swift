@@ -55,6 +55,32 @@ import ViewlineREPL
         #expect(text.contains("call search ✓ 12 ms"))
         #expect(text.contains("rev 2 ping ×40 ✓ 0.1 ms longest"))
     }
+
+    /// The line a display from `before` to `after` of view `v` prints as.
+    mutating func displayDiff(from before: JSON, to after: JSON) throws -> String {
+        let rendered = renderer.render(
+            reply([
+                "session": ["session": "s1"], "from": 0, "oldestRev": 0, "states": ["v": before], "timeline": [],
+                "events": [["type": "display", "rev": 1, "view": "v", "state": after]],
+            ]))
+        let line = try #require(rendered?.split(separator: "\n").first { $0.contains("display v: ") })
+        return String(line[line.range(of: "display v: ")!.upperBound...])
+    }
+
+    @Test mutating func aListOfTheSameLengthShowsTheItemsThatChanged() throws {
+        let before: JSON = ["items": [["id": 1, "done": false], ["id": 2, "done": false]], "saving": false]
+        #expect(
+            try displayDiff(from: before, to: ["items": [["id": 1, "done": true], ["id": 2, "done": false]], "saving": false])
+                == "items[0].done: false → true")
+        #expect(try displayDiff(from: ["tags": ["a", "b"]], to: ["tags": ["a", "c"]]) == #"tags[1]: "b" → "c""#)
+        // A field gone from an item, and a list that grew.
+        #expect(try displayDiff(from: ["items": [["id": 1, "note": "x"]]], to: ["items": [["id": 1]]]) == "items[0].note removed")
+        #expect(try displayDiff(from: ["items": [1]], to: ["items": [1, 2]]) == "items: 1 → 2 items")
+        // Every item changed: the first three, then how many more.
+        #expect(
+            try displayDiff(from: ["n": [1, 2, 3, 4, 5]], to: ["n": [6, 7, 8, 9, 10]])
+                == "n[0]: 1 → 6; n[1]: 2 → 7; n[2]: 3 → 8; n: 2 more items changed")
+    }
 }
 
 /// A hostile server's numbers in an `inspect` reply print as text; they never stop

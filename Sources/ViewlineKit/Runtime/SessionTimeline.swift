@@ -258,7 +258,7 @@ final class SessionTimeline {
     /// ``Kind`` made and taken apart. A success that is the newest entry's command
     /// again with the same arguments — from the same connection, at the same rev,
     /// neither causing events, run at once (not awaiting: `end-others` changes the
-    /// token without an event) and masking none of its arguments — is counted in that
+    /// token without an event) and masking or cutting none of its arguments — is counted in that
     /// entry (``Entry/repeats``, up to ``Entry/maximumRepeats``; its `at` the last
     /// run's): a client polling `state search` or sending `ping` every few seconds
     /// leaves one entry, not a ring full of them.
@@ -273,8 +273,11 @@ final class SessionTimeline {
         // Most commands succeed without arguments: their entry is built from plain
         // values, and the rest is out of line.
         guard failed == nil, given.json.pairs.isEmpty else {
-            let shown = Self.shown(given, of: command)
-            if mayRepeat, countedAsRepeat(name, arguments: shown.json, connection: connection, rev: rev, from: start, taking: duration) {
+            let (shown, whole) = Self.shownAndWhole(given, of: command)
+            // Arguments cut short may differ past the cut: each run is an entry.
+            if mayRepeat, whole,
+                countedAsRepeat(name, arguments: shown.json, connection: connection, rev: rev, from: start, taking: duration)
+            {
                 return
             }
             return recordDetailedCommand(
@@ -476,10 +479,21 @@ final class SessionTimeline {
     /// long text cut; without a declaration, every value masked. The arguments
     /// themselves (no copy) when none of that applies, as for most commands.
     static func shown(_ arguments: Arguments, of command: AnyCommand?) -> Arguments {
-        if arguments.json.pairs.isEmpty { return arguments }
+        shownAndWhole(arguments, of: command).shown
+    }
+
+    /// ``shown(_:of:)``, and whether they are the arguments themselves (`whole`:
+    /// nothing masked or cut).
+    private static func shownAndWhole(_ arguments: Arguments, of command: AnyCommand?) -> (shown: Arguments, whole: Bool) {
+        if arguments.json.pairs.isEmpty { return (arguments, true) }
         if let command, !command.masksArguments, !arguments.json.pairs.contains(where: { Self.isLong($0.value) }) {
-            return arguments
+            return (arguments, true)
         }
+        return (maskedAndCut(arguments, of: command), false)
+    }
+
+    /// The arguments with every secret masked and long text cut.
+    private static func maskedAndCut(_ arguments: Arguments, of command: AnyCommand?) -> Arguments {
         let spec = command?.spec
         var shown = JSONObject()
         for (name, value) in arguments.json.pairs {

@@ -14,8 +14,12 @@ public struct ServerConfiguration: Sendable {
     /// (`inspect`, `info`), never the other admin commands. At least 16 characters
     /// (a random one: `openssl rand -hex 16`; a shorter one makes
     /// ``ViewlineServer/init(application:configuration:logger:)`` throw); `nil` for
-    /// none.
-    public var inspectorToken: String?
+    /// none. By default, the token in the file the environment variable
+    /// `VIEWLINE_INSPECTOR_TOKEN_FILE` names (``InspectorTokenFile``), so any server
+    /// built on ViewlineKit can be inspected with nothing added to its code; the
+    /// server refuses to start when that file cannot be read or holds too short a
+    /// token.
+    public var inspectorToken: String? = InspectorTokenFile.tokenFromEnvironment
     /// Longest accepted line; longer ones get `line_too_long`.
     public var maximumLineBytes = 64 * 1024
     /// Most connections open at once; one more is told `bye` ("max clients

@@ -115,11 +115,16 @@ public final class ViewlineServer: Service, Sendable {
     /// A server for an assembled application; ``run()`` binds the port.
     ///
     /// - Throws: ``ConfigurationError`` naming every backend the view-models declare
-    ///   and the application's ``Services`` lack, or for an inspector token shorter
-    ///   than ``Application/shortestInspectorToken``.
+    ///   and the application's ``Services`` lack, for an inspector token shorter
+    ///   than ``Application/shortestInspectorToken``, or for an inspector token file
+    ///   named by the environment (``InspectorTokenFile/variable``) that gave none.
     public init(application: Application, configuration: ServerConfiguration, logger: Logger) throws {
         if let token = configuration.inspectorToken, token.utf8.count < Application.shortestInspectorToken {
             throw ConfigurationError(description: "the inspector token has fewer than \(Application.shortestInspectorToken) characters")
+        }
+        if configuration.inspectorToken == nil, let path = InspectorTokenFile.pathFromEnvironment {
+            // The operator asked for an inspector and would silently get none: say why.
+            _ = try InspectorTokenFile.token(at: path)
         }
         if !application.missingBackends.isEmpty {
             let names = application.missingBackends.map { "\"\($0.name)\" (\($0.summary))" }

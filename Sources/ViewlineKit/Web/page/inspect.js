@@ -308,10 +308,38 @@ function diff(before, after) {
   for (const [key, value] of Object.entries(after)) {
     const was = before[key];
     if (JSON.stringify(was) === JSON.stringify(value)) continue;
-    if (Array.isArray(value) && Array.isArray(was)) changes.push(`${key}: ${was.length} → ${value.length} items`);
-    else changes.push(`${key}: ${short(was)} → ${short(value)}`);
+    if (Array.isArray(value) && Array.isArray(was)) {
+      if (value.length === was.length) changes.push(...itemChanges(key, was, value));
+      else changes.push(`${key}: ${was.length} → ${value.length} items`);
+    } else changes.push(`${key}: ${short(was)} → ${short(value)}`);
   }
+  for (const key of Object.keys(before)) if (!(key in after)) changes.push(`${key} removed`);
   return changes.length ? changes : ["no change"];
+}
+
+// The items of a list that changed, its length the same: `todos[0].done: false →
+// true` for a field of an object, `tags[2]: "a" → "b"` for any other item; the
+// first three of them, then how many more (as the REPL's `inspect`).
+function itemChanges(name, before, after) {
+  const isObject = (value) => value !== null && typeof value === "object" && !Array.isArray(value);
+  const changes = [];
+  let more = 0;
+  after.forEach((value, index) => {
+    const was = before[index];
+    if (JSON.stringify(was) === JSON.stringify(value)) return;
+    if (changes.length >= 3) {
+      more += 1;
+      return;
+    }
+    if (isObject(was) && isObject(value)) {
+      for (const [key, field] of Object.entries(value)) {
+        if (JSON.stringify(was[key]) !== JSON.stringify(field)) changes.push(`${name}[${index}].${key}: ${short(was[key])} → ${short(field)}`);
+      }
+      for (const key of Object.keys(was)) if (!(key in value)) changes.push(`${name}[${index}].${key} removed`);
+    } else changes.push(`${name}[${index}]: ${short(was)} → ${short(value)}`);
+  });
+  if (more > 0) changes.push(`${name}: ${more} more items changed`);
+  return changes;
 }
 
 function short(value) {
