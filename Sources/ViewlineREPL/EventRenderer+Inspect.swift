@@ -119,38 +119,48 @@ extension EventRenderer {
     /// (``itemChanges(_:from:to:)``); the whole value when it is no object.
     static func diff(from old: JSON, to new: JSON) -> [String] {
         guard case .object(let before) = old, case .object(let after) = new else { return [short(new)] }
+        let changes = fieldChanges(from: before, to: after, listsByItem: true)
+        return changes.isEmpty ? ["no change"] : changes
+    }
+
+    /// Each field of `after` that is not `before`'s, then each field gone, its name
+    /// after `path`; a list of the same length by its items when `listsByItem`.
+    /// Fields are looked up in a table, not by scanning: a hostile server's object of
+    /// thousands of keys costs time in proportion.
+    private static func fieldChanges(_ path: String = "", from before: JSONObject, to after: JSONObject, listsByItem: Bool) -> [String] {
+        let old = Dictionary(before.pairs.map { ($0.key, $0.value) }) { first, _ in first }
         var changes: [String] = []
-        for (key, value) in after.pairs where before[key] != value {
-            let was = before[key] ?? .null
-            if case .array(let items) = value, case .array(let previous) = was {
+        for (key, value) in after.pairs where old[key] != value {
+            let was = old[key] ?? .null
+            if listsByItem, case .array(let items) = value, case .array(let previous) = was {
                 changes +=
                     items.count == previous.count
-                    ? itemChanges(oneLine(key), from: previous, to: items)
-                    : ["\(oneLine(key)): \(previous.count) → \(items.count) items"]
+                    ? itemChanges(path + oneLine(key), from: previous, to: items)
+                    : ["\(path)\(oneLine(key)): \(previous.count) → \(items.count) items"]
             } else {
-                changes.append("\(oneLine(key)): \(short(was)) → \(short(value))")
+                changes.append("\(path)\(oneLine(key)): \(short(was)) → \(short(value))")
             }
         }
-        for (key, _) in before.pairs where after[key] == nil { changes.append("\(oneLine(key)) removed") }
-        return changes.isEmpty ? ["no change"] : changes
+        let kept = Set(after.pairs.map(\.key))
+        for (key, _) in before.pairs where !kept.contains(key) { changes.append("\(path)\(oneLine(key)) removed") }
+        return changes
     }
 
     /// The items of a list that changed, its length the same: `todos[0].done: false →
     /// true` for a field of an object, `tags[2]: "a" → "b"` for any other item; the
-    /// first ``shownItemChanges`` of them, then how many more.
+    /// first ``shownItemChanges`` items, then how many more.
     static func itemChanges(_ name: String, from before: [JSON], to after: [JSON]) -> [String] {
         var changes: [String] = []
+        var shown = 0
         var more = 0
         for (index, (was, value)) in zip(before, after).enumerated() where was != value {
-            guard changes.count < shownItemChanges else {
+            guard shown < shownItemChanges else {
                 more += 1
                 continue
             }
+            shown += 1
             if case .object(let old) = was, case .object(let new) = value {
-                for (key, field) in new.pairs where old[key] != field {
-                    changes.append("\(name)[\(index)].\(oneLine(key)): \(short(old[key] ?? .null)) → \(short(field))")
-                }
-                for (key, _) in old.pairs where new[key] == nil { changes.append("\(name)[\(index)].\(oneLine(key)) removed") }
+                changes += fieldChanges("\(name)[\(index)].", from: old, to: new, listsByItem: false)
             } else {
                 changes.append("\(name)[\(index)]: \(short(was)) → \(short(value))")
             }

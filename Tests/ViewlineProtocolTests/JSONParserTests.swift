@@ -22,6 +22,11 @@ import ViewlineKit
         #expect(try parse(#"{"a":1,"b":2}"#) != parse(#"{"a":1,"b":3}"#))
         #expect(try parse(#"{"a":1,"b":2}"#) != parse(#"{"a":1,"c":2}"#))
         #expect(try parse(#"{"a":1,"b":2}"#) != parse(#"{"a":1}"#))
+        // Wide objects in different orders: looked up in a table, not by scanning.
+        let keys = (0..<5_000).map { "k\($0)" }
+        let forward = JSONObject(keys.map { ($0, JSON.int(1)) })
+        #expect(forward == JSONObject(keys.reversed().map { ($0, JSON.int(1)) }))
+        #expect(forward != JSONObject(keys.reversed().map { ($0, JSON.int($0 == "k7" ? 2 : 1)) }))
     }
 
     @Test func anIntegerPastIntKeepsItsDigits() throws {

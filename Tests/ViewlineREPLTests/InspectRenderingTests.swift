@@ -80,6 +80,23 @@ import ViewlineREPL
         #expect(
             try displayDiff(from: ["n": [1, 2, 3, 4, 5]], to: ["n": [6, 7, 8, 9, 10]])
                 == "n[0]: 1 → 6; n[1]: 2 → 7; n[2]: 3 → 8; n: 2 more items changed")
+        // Three items, however many fields each changed.
+        let two: JSON = ["a": 1, "b": 1]
+        #expect(
+            try displayDiff(
+                from: ["l": [two, two, two, two]], to: ["l": [["a": 2, "b": 2], ["a": 2, "b": 1], ["a": 1, "b": 2], ["a": 2, "b": 1]]])
+                == "l[0].a: 1 → 2; l[0].b: 1 → 2; l[1].a: 1 → 2; l[2].b: 1 → 2; l: 1 more items changed")
+    }
+
+    @Test mutating func aHostileServersWideItemIsComparedInTimeInProportion() throws {
+        // 20,000 keys in one item, every value changed: scanning for each key took
+        // over a minute; looked up in a table it is a moment.
+        let keys = (0..<20_000).map { "k\($0)" }
+        let before = JSON.object(JSONObject(keys.map { ($0, JSON.int(0)) }))
+        let after = JSON.object(JSONObject(keys.reversed().map { ($0, JSON.int(1)) }))
+        let diff = try displayDiff(from: ["items": [before]], to: ["items": [after]])
+        #expect(diff.hasPrefix("items[0].k19999: 0 → 1; items[0].k19998: 0 → 1"))
+        #expect(diff.components(separatedBy: "; ").count == 20_000)
     }
 }
 

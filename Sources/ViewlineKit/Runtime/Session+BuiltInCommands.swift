@@ -143,7 +143,8 @@ extension Session {
             }
             if session.application.admin { return ["inspector": true] }  // every admin command is open already
             guard let digest = session.application.inspectorTokenDigest else {
-                throw ProtocolError(.adminDisabled, "this server has no inspector; start it with --inspector-token-file or --admin")
+                throw ProtocolError(
+                    .adminDisabled, "this server has no inspector; start it with --admin, --inspector-token-file or VIEWLINE_INSPECTOR_TOKEN_FILE")
             }
             // Guesses are counted per address (the session's: a connection reaches
             // another address's session only with its token), on top of the second

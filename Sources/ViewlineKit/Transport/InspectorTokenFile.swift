@@ -5,10 +5,14 @@ import Foundation
 /// by `viewline-server --inspector-token-file`, or by the environment variable
 /// ``variable`` for any server built on ViewlineKit — an example's or an app's own
 /// `main` opens its inspector with no line of its own
-/// (``ServerConfiguration/inspectorToken``).
+/// (``ServerConfiguration/inspectorTokenFromEnvironment``).
 public enum InspectorTokenFile {
     /// The environment variable naming the file: `VIEWLINE_INSPECTOR_TOKEN_FILE`.
     public static let variable = "VIEWLINE_INSPECTOR_TOKEN_FILE"
+
+    /// The longest token read: one that fits on a line with `inspector ` before it,
+    /// under any line limit a server is given.
+    public static let longestToken = 1024
 
     /// The file the environment names (`nil`: none).
     static var pathFromEnvironment: String? {
@@ -24,18 +28,17 @@ public enum InspectorTokenFile {
         do { text = try String(contentsOfFile: path, encoding: .utf8) } catch {
             throw ViewlineServer.ConfigurationError(description: "cannot read the inspector token file \(path): \(error.localizedDescription)")
         }
-        let token = String(text.split(separator: "\n", maxSplits: 1, omittingEmptySubsequences: false).first ?? "")
-            .trimmingCharacters(in: .whitespacesAndNewlines)
+        // Any line end ends the line: `\r\n` is one Character, never split at "\n".
+        let line = text.split(maxSplits: 1, omittingEmptySubsequences: false, whereSeparator: \.isNewline).first ?? ""
+        let token = line.trimmingCharacters(in: .whitespaces)
         guard token.utf8.count >= Application.shortestInspectorToken else {
             throw ViewlineServer.ConfigurationError(
                 description: "the inspector token in \(path) has fewer than \(Application.shortestInspectorToken) characters")
         }
+        guard token.utf8.count <= longestToken else {
+            throw ViewlineServer.ConfigurationError(
+                description: "the inspector token in \(path) has more than \(longestToken) characters")
+        }
         return token
-    }
-
-    /// The token in the file the environment names, `nil` when it names none or the
-    /// file does not hold one (``ViewlineServer`` then refuses to start and says why).
-    static var tokenFromEnvironment: String? {
-        pathFromEnvironment.flatMap { try? token(at: $0) }
     }
 }

@@ -14,12 +14,8 @@ public struct ServerConfiguration: Sendable {
     /// (`inspect`, `info`), never the other admin commands. At least 16 characters
     /// (a random one: `openssl rand -hex 16`; a shorter one makes
     /// ``ViewlineServer/init(application:configuration:logger:)`` throw); `nil` for
-    /// none. By default, the token in the file the environment variable
-    /// `VIEWLINE_INSPECTOR_TOKEN_FILE` names (``InspectorTokenFile``), so any server
-    /// built on ViewlineKit can be inspected with nothing added to its code; the
-    /// server refuses to start when that file cannot be read or holds too short a
-    /// token.
-    public var inspectorToken: String? = InspectorTokenFile.tokenFromEnvironment
+    /// none (see ``inspectorTokenFromEnvironment``).
+    public var inspectorToken: String?
     /// Longest accepted line; longer ones get `line_too_long`.
     public var maximumLineBytes = 64 * 1024
     /// Most connections open at once; one more is told `bye` ("max clients
@@ -77,6 +73,14 @@ public struct ServerConfiguration: Sendable {
     public var slowCommandThreshold: Duration = .milliseconds(100)
     /// Names the server in `welcome`.
     public var serverName = ViewlineRelease.serverName
+    /// Whether a server made with
+    /// ``ViewlineServer/init(apps:services:faults:cluster:configuration:logger:)``
+    /// and no ``inspectorToken`` takes the token from the file the environment
+    /// variable `VIEWLINE_INSPECTOR_TOKEN_FILE` names (``InspectorTokenFile``), and
+    /// refuses to start, naming the file, when it gives none. On by default, so any
+    /// server built on ViewlineKit can be inspected with nothing added to its code;
+    /// `false` keeps the inspector off whatever the environment says.
+    public var inspectorTokenFromEnvironment = true
 
     /// The defaults above: loopback port 7878, no web or operations listener, no TLS.
     public init() {}

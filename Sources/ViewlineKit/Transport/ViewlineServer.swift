@@ -103,11 +103,18 @@ public final class ViewlineServer: Service, Sendable {
     ///   - cluster: this node's part in a cluster (session records, `moved`, restore), if any.
     ///   - configuration: the listeners, limits and TLS.
     ///   - logger: where the server and every session log.
+    /// - Throws: ``ConfigurationError`` as ``init(application:configuration:logger:)``
+    ///   does, and for a file named by `VIEWLINE_INSPECTOR_TOKEN_FILE` that gives no
+    ///   token (``ServerConfiguration/inspectorTokenFromEnvironment``).
     public convenience init(
         apps: [any ViewModel.Type], services: Services = Services(), faults: FaultInjector = FaultInjector(),
         cluster: Cluster? = nil,
         configuration: ServerConfiguration = ServerConfiguration(), logger: Logger = Logger(label: "viewline")
     ) throws {
+        var configuration = configuration
+        if configuration.inspectorToken == nil, configuration.inspectorTokenFromEnvironment, let path = InspectorTokenFile.pathFromEnvironment {
+            configuration.inspectorToken = try InspectorTokenFile.token(at: path)
+        }
         let application = Application(apps, services: services, faults: faults, cluster: cluster, configuration: configuration, logger: logger)
         try self.init(application: application, configuration: configuration, logger: logger)
     }
@@ -115,16 +122,14 @@ public final class ViewlineServer: Service, Sendable {
     /// A server for an assembled application; ``run()`` binds the port.
     ///
     /// - Throws: ``ConfigurationError`` naming every backend the view-models declare
-    ///   and the application's ``Services`` lack, for an inspector token shorter
-    ///   than ``Application/shortestInspectorToken``, or for an inspector token file
-    ///   named by the environment (``InspectorTokenFile/variable``) that gave none.
+    ///   and the application's ``Services`` lack, or for an inspector token shorter
+    ///   than ``Application/shortestInspectorToken``. (An application assembled
+    ///   beforehand took its inspector token from the configuration it was given:
+    ///   the environment's file is not read here; ``InspectorTokenFile/token(at:)``
+    ///   reads one.)
     public init(application: Application, configuration: ServerConfiguration, logger: Logger) throws {
         if let token = configuration.inspectorToken, token.utf8.count < Application.shortestInspectorToken {
             throw ConfigurationError(description: "the inspector token has fewer than \(Application.shortestInspectorToken) characters")
-        }
-        if configuration.inspectorToken == nil, let path = InspectorTokenFile.pathFromEnvironment {
-            // The operator asked for an inspector and would silently get none: say why.
-            _ = try InspectorTokenFile.token(at: path)
         }
         if !application.missingBackends.isEmpty {
             let names = application.missingBackends.map { "\"\($0.name)\" (\($0.summary))" }

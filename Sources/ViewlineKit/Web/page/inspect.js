@@ -306,14 +306,14 @@ function diff(before, after) {
   if (!before || typeof before !== "object" || !after || typeof after !== "object" || Array.isArray(after)) return [JSON.stringify(after)];
   const changes = [];
   for (const [key, value] of Object.entries(after)) {
-    const was = before[key];
+    const was = Object.hasOwn(before, key) ? before[key] : undefined;
     if (JSON.stringify(was) === JSON.stringify(value)) continue;
     if (Array.isArray(value) && Array.isArray(was)) {
-      if (value.length === was.length) changes.push(...itemChanges(key, was, value));
+      if (value.length === was.length) for (const change of itemChanges(key, was, value)) changes.push(change);
       else changes.push(`${key}: ${was.length} → ${value.length} items`);
     } else changes.push(`${key}: ${short(was)} → ${short(value)}`);
   }
-  for (const key of Object.keys(before)) if (!(key in after)) changes.push(`${key} removed`);
+  for (const key of Object.keys(before)) if (!Object.hasOwn(after, key)) changes.push(`${key} removed`);
   return changes.length ? changes : ["no change"];
 }
 
@@ -323,19 +323,22 @@ function diff(before, after) {
 function itemChanges(name, before, after) {
   const isObject = (value) => value !== null && typeof value === "object" && !Array.isArray(value);
   const changes = [];
+  let shown = 0;
   let more = 0;
   after.forEach((value, index) => {
     const was = before[index];
     if (JSON.stringify(was) === JSON.stringify(value)) return;
-    if (changes.length >= 3) {
+    if (shown >= 3) {
       more += 1;
       return;
     }
+    shown += 1;
     if (isObject(was) && isObject(value)) {
       for (const [key, field] of Object.entries(value)) {
-        if (JSON.stringify(was[key]) !== JSON.stringify(field)) changes.push(`${name}[${index}].${key}: ${short(was[key])} → ${short(field)}`);
+        const old = Object.hasOwn(was, key) ? was[key] : undefined;
+        if (JSON.stringify(old) !== JSON.stringify(field)) changes.push(`${name}[${index}].${key}: ${short(old)} → ${short(field)}`);
       }
-      for (const key of Object.keys(was)) if (!(key in value)) changes.push(`${name}[${index}].${key} removed`);
+      for (const key of Object.keys(was)) if (!Object.hasOwn(value, key)) changes.push(`${name}[${index}].${key} removed`);
     } else changes.push(`${name}[${index}]: ${short(was)} → ${short(value)}`);
   });
   if (more > 0) changes.push(`${name}: ${more} more items changed`);
