@@ -21,8 +21,9 @@ public enum InspectorTokenFile {
 
     /// The token in the file at `path`.
     ///
-    /// - Throws: ``ViewlineServer/ConfigurationError`` when the file cannot be read or its token has
-    ///   fewer than ``Application/shortestInspectorToken`` characters.
+    /// - Throws: ``ViewlineServer/ConfigurationError`` when the file cannot be read or
+    ///   its token has fewer than ``Application/shortestInspectorToken`` characters or
+    ///   more than ``longestToken``.
     public static func token(at path: String) throws -> String {
         let text: String
         do { text = try String(contentsOfFile: path, encoding: .utf8) } catch {
