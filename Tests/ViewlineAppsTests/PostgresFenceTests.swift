@@ -270,7 +270,7 @@ import ViewlineTestSupport
             _ = try server.query(
                 "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE '%pg_sleep(120)%' AND pid <> pg_backend_pid()",
                 database: database)
-            await holder.value
+            _ = await holder.value  // the holder's transaction is over
             outcomes.append(try await first.value)
             #expect(try await second.value == .written)
             #expect(try await store.pendingDraft(user: "carol")?.text == "two \(round)")
