@@ -48,5 +48,17 @@ enum ClusterMigrations {
                     """
                 ]
             ),
+            (
+                3,
+                [
+                    // Leases judged without the database's clock: each renewal counts up
+                    // `renewals` (a node claims another's sessions only after seeing it
+                    // unchanged for a node timeout on its own monotonic clock), and each
+                    // claim of a node's session counts up its `claims` (its next renewal
+                    // learns that it lapsed, whatever either clock says).
+                    "ALTER TABLE viewline_nodes ADD COLUMN IF NOT EXISTS renewals bigint NOT NULL DEFAULT 0",
+                    "ALTER TABLE viewline_nodes ADD COLUMN IF NOT EXISTS claims bigint NOT NULL DEFAULT 0",
+                ]
+            ),
         ])
 }

@@ -92,15 +92,13 @@ extension DatabaseAccess {
     /// and if not, why: its lease lapsed, or the session is another node's; locks the session's record until the transaction ends, so a claim (and the
     /// node's own record batch, which skips a locked row) waits for the write.
     private static func holds(_ fence: SessionFence, on connection: PostgresConnection, logger: Logger) async throws -> Holding {
-        let seconds = fence.nodeTimeout.inSeconds
         var holding = Holding.leaseLapsed
         for try await (owned, endedHere, fresh) in try await connection.query(
             """
             WITH record AS (SELECT owner, ended FROM viewline_sessions WHERE lookup = \(fence.session) FOR SHARE)
             SELECT NOT EXISTS (SELECT 1 FROM record WHERE owner <> \(fence.node) OR ended),
                    EXISTS (SELECT 1 FROM record WHERE owner = \(fence.node) AND ended),
-                   EXISTS (SELECT 1 FROM viewline_nodes WHERE id = \(fence.node)
-                           AND heartbeat_at > clock_timestamp() - make_interval(secs => \(seconds)))
+                   EXISTS (SELECT 1 FROM viewline_nodes WHERE id = \(fence.node))
             """, logger: logger
         ).decode((Bool, Bool, Bool).self) {
             holding = !fresh ? .leaseLapsed : owned ? .held : endedHere ? .endedHere : .ownedElsewhere
@@ -111,17 +109,18 @@ extension DatabaseAccess {
     /// Whether `fence`'s node's heartbeat is younger than the node timeout now, by the
     /// database's clock.
     private static func heartbeatFresh(_ fence: SessionFence, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
-        let seconds = fence.nodeTimeout.inSeconds
-        var fresh = false
+        // The node's own lease, by its monotonic clock, and its row still there (it has
+        // not left). Not the heartbeat by the database's clock: a step of that clock
+        // would refuse every write of a healthy node. Ownership is what fences: the
+        // record is locked from the check above to COMMIT, so no claim comes between.
+        guard fence.isHeld else { return false }
+        var listed = false
         for try await value in try await connection.query(
-            """
-            SELECT EXISTS (SELECT 1 FROM viewline_nodes WHERE id = \(fence.node)
-                           AND heartbeat_at > clock_timestamp() - make_interval(secs => \(seconds)))
-            """, logger: logger
+            "SELECT EXISTS (SELECT 1 FROM viewline_nodes WHERE id = \(fence.node))", logger: logger
         ).decode(Bool.self) {
-            fresh = value
+            listed = value
         }
-        return fresh
+        return listed
     }
 
     /// Records `number` as the session's newest write, unless a write of the same run

@@ -43,7 +43,7 @@ actor DedicatedConnection {
         let connection = try await open(within: timeout)
         let logger = logger
         do {
-            return try await connection.withDeadline(timeout) {
+            return try await connection.withDeadline(timeout, closingOnCancel: true) {
                 var values: [T] = []
                 for try await row in try await connection.query(query, logger: logger) { values.append(try transform(row)) }
                 return values

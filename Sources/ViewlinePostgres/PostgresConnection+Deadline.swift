@@ -14,8 +14,15 @@ extension PostgresConnection {
     /// would wait for a silent server as long as the kernel keeps the socket (minutes):
     /// when the deadline passes, the connection is closed, which fails the statement at
     /// once, and ``DeadlinePassed`` is thrown. The connection is unusable after that.
-    package func withDeadline<T: Sendable>(_ timeout: Duration, _ body: () async throws -> T) async throws -> T {
+    ///
+    /// `closingOnCancel`: the task's cancellation closes the connection too (a
+    /// connection of its own, whose owner stops: a node leaving the cluster must not
+    /// wait for its renewal's deadline), and `CancellationError` is thrown.
+    package func withDeadline<T: Sendable>(
+        _ timeout: Duration, closingOnCancel: Bool = false, _ body: () async throws -> T
+    ) async throws -> T {
         let fired = Atomic<Bool>(false)
+        let cancelled = Atomic<Bool>(false)
         let nanoseconds = Int64(timeout.components.seconds) * 1_000_000_000 + timeout.components.attoseconds / 1_000_000_000
         let deadline = eventLoop.scheduleTask(in: .nanoseconds(nanoseconds)) { [self] in
             fired.store(true, ordering: .releasing)
@@ -23,11 +30,19 @@ extension PostgresConnection {
         }
         defer { deadline.cancel() }
         do {
-            let result = try await body()
+            let result = try await withTaskCancellationHandler {
+                try await body()
+            } onCancel: { [self] in
+                guard closingOnCancel else { return }
+                cancelled.store(true, ordering: .releasing)
+                close(promise: nil)
+            }
             if fired.load(ordering: .acquiring) { throw DeadlinePassed(timeout: timeout) }
+            if cancelled.load(ordering: .acquiring) { throw CancellationError() }
             return result
         } catch {
             if fired.load(ordering: .acquiring) { throw DeadlinePassed(timeout: timeout) }
+            if cancelled.load(ordering: .acquiring) { throw CancellationError() }
             throw error
         }
     }

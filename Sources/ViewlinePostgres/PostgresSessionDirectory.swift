@@ -98,32 +98,49 @@ public struct PostgresSessionDirectory: SessionDirectory {
         // The new heartbeat is the time the row is updated, after any claim holding the
         // row (`claim`'s `FOR SHARE`) has ended: a lease a claim found expired is
         // reported expired here, and the node's check of its sessions finds the claim.
-        let expired = try await lease.bool(
-            """
-            WITH previous AS (SELECT heartbeat_at FROM viewline_nodes WHERE id = \(node.id)),
-            renewed AS (
-                INSERT INTO viewline_nodes (id, address, web, heartbeat_at) VALUES (\(node.id), \(node.address), \(node.web), clock_timestamp())
-                ON CONFLICT (id) DO UPDATE SET address = excluded.address, web = excluded.web, heartbeat_at = clock_timestamp()
-                RETURNING heartbeat_at)
-            SELECT COALESCE((SELECT heartbeat_at FROM previous) <= (SELECT heartbeat_at FROM renewed) - make_interval(secs => \(nodeTimeout.inSeconds)), false)
-            """, timeout: max(nodeTimeout - nodeTimeout / 5, .seconds(2)))
+        // Each renewal counts up the node's `renewals` (what other nodes time on their
+        // own clocks before they claim) and reads back its `claims` (how many of its
+        // sessions were claimed: a change since the last renewal is a lapse, whatever
+        // either clock says). The heartbeat by the database's clock is kept for the
+        // operator's view and as one more lapse signal (a forward step only makes the
+        // node check its sessions).
+        let (expired, claims) =
+            try await lease.rows(
+                """
+                WITH previous AS (SELECT heartbeat_at FROM viewline_nodes WHERE id = \(node.id)),
+                renewed AS (
+                    INSERT INTO viewline_nodes (id, address, web, heartbeat_at, renewals)
+                    VALUES (\(node.id), \(node.address), \(node.web), clock_timestamp(), 1)
+                    ON CONFLICT (id) DO UPDATE SET address = excluded.address, web = excluded.web, heartbeat_at = clock_timestamp(),
+                        renewals = viewline_nodes.renewals + 1
+                    RETURNING heartbeat_at, claims)
+                SELECT COALESCE((SELECT heartbeat_at FROM previous) <= (SELECT heartbeat_at FROM renewed) - make_interval(secs => \(nodeTimeout.inSeconds)), false),
+                       (SELECT claims FROM renewed)
+                """, timeout: max(nodeTimeout - nodeTimeout / 5, .seconds(2))
+            ) { row in try row.decode((Bool, Int64).self) }.last ?? (false, Int64(0))
         // (The deadline is as long as a renewal can still count: the node serves until
         // the node timeout less its margin, a fifth of it, counted from before the send;
         // 2 s at least. A fixed 2 s failed every renewal of a slower link that the
         // database applied all the same: a fresh heartbeat, and a node that served nobody.)
-        // Housekeeping, off the renewal's path: records of sessions whose node is long
-        // gone and that nobody attached to.
+        // Housekeeping, off the renewal's path: records of sessions whose node left
+        // (its row gone) and that nobody attached to since. A node that is still listed
+        // — alive, paused or merely silent — never has its records deleted, whatever
+        // the database's clock says (a node that died without leaving keeps its row, so
+        // its records wait for a claim); at most 1,000 a renewal.
         Task { [database] in
             try? await database.run(
                 """
-                DELETE FROM viewline_sessions s WHERE s.updated_at < clock_timestamp() - make_interval(secs => \(recordsExpireAfter.inSeconds))
-                AND NOT EXISTS (SELECT 1 FROM viewline_nodes n WHERE n.id = s.owner AND n.heartbeat_at > clock_timestamp() - interval '60 seconds')
+                DELETE FROM viewline_sessions WHERE lookup IN (
+                    SELECT s.lookup FROM viewline_sessions s
+                    WHERE s.updated_at < clock_timestamp() - make_interval(secs => \(recordsExpireAfter.inSeconds))
+                    AND NOT EXISTS (SELECT 1 FROM viewline_nodes n WHERE n.id = s.owner)
+                    LIMIT 1000)
                 """, timeout: statementTimeout)
             try? await database.run(
                 "DELETE FROM viewline_session_writes WHERE written_at < clock_timestamp() - make_interval(secs => \(recordsExpireAfter.inSeconds))",
                 timeout: statementTimeout)
         }
-        return LeaseRenewal(previousExpired: expired)
+        return LeaseRenewal(previousExpired: expired, claims: claims)
     }
 
     /// The node timeout every node of the cluster uses: the one stored by the first
@@ -263,16 +280,16 @@ public struct PostgresSessionDirectory: SessionDirectory {
         try await database.collect(
             """
             SELECT s.lookup, encode(s.secret_digest, 'hex'), s.owner, s.snapshot, s.rev, coalesce(n.address, ''), coalesce(n.web, ''),
-                   coalesce(n.heartbeat_at > clock_timestamp() - make_interval(secs => \(nodeTimeout.inSeconds)), false)
+                   coalesce(n.heartbeat_at > clock_timestamp() - make_interval(secs => \(nodeTimeout.inSeconds)), false), n.renewals
             FROM viewline_sessions s LEFT JOIN viewline_nodes n ON n.id = s.owner
             WHERE s.lookup = \(lookup) AND NOT s.ended
             """, timeout: statementTimeout
         ) { row in
-            let (lookup, digest, owner, snapshot, rev, address, web, alive) = try row.decode(
-                (String, String, String, String, Int64, String, String, Bool).self)
+            let (lookup, digest, owner, snapshot, rev, address, web, alive, renewals) = try row.decode(
+                (String, String, String, String, Int64, String, String, Bool, Int64?).self)
             return SessionLocation(
                 record: SessionRecord(lookup: lookup, secretDigest: Hex.bytes(digest) ?? [], owner: owner, snapshot: snapshot, rev: Int(rev)),
-                ownerAddress: address, ownerWeb: web, ownerAlive: alive)
+                ownerAddress: address, ownerWeb: web, ownerAlive: alive, ownerRenewals: renewals)
         }.first
     }
 
@@ -294,6 +311,41 @@ public struct PostgresSessionDirectory: SessionDirectory {
             WHERE lookup = \(lookup) AND owner = \(previousOwner) AND NOT ended
             AND NOT EXISTS (SELECT 1 FROM owner_lease WHERE heartbeat_at > clock_timestamp() - make_interval(secs => \(nodeTimeout.inSeconds)))
             RETURNING lookup, encode(secret_digest, 'hex'), owner, snapshot, rev
+            """, timeout: statementTimeout
+        ) { row in
+            let (lookup, digest, owner, snapshot, rev) = try row.decode((String, String, String, String, Int64).self)
+            return SessionRecord(lookup: lookup, secretDigest: Hex.bytes(digest) ?? [], owner: owner, snapshot: snapshot, rev: Int(rev))
+        }.first
+    }
+
+    public func nodeRenewals() async throws -> [String: Int64]? {
+        let rows = try await database.collect(
+            "SELECT id, renewals FROM viewline_nodes ORDER BY id LIMIT \(Self.liveNodesListed)", timeout: statementTimeout
+        ) { row in try row.decode((String, Int64).self) }
+        return Dictionary(rows, uniquingKeysWith: { first, _ in first })
+    }
+
+    public func claim(
+        lookup: String, from previousOwner: String, renewals: Int64?, for node: ClusterNode, nodeTimeout: Duration
+    ) async throws -> SessionRecord? {
+        // One statement, no clock: the owner is still the one seen and has not renewed
+        // since the count the caller timed (or has left: no row). Its lease row is read
+        // locked (`FOR SHARE`), as it is now: a renewal committed meanwhile fails the
+        // claim, and one that comes while the claim runs waits for it and reads the
+        // claim in `claims`, so the owner checks its sessions before it serves again.
+        try await database.collect(
+            """
+            WITH owner_lease AS (
+                SELECT renewals FROM viewline_nodes WHERE id = \(previousOwner) FOR SHARE),
+            claimed AS (
+                UPDATE viewline_sessions SET owner = \(node.id), updated_at = clock_timestamp(), rev = rev + \(Int64(SessionRecord.maximumLag))
+                WHERE lookup = \(lookup) AND owner = \(previousOwner) AND NOT ended
+                AND CASE WHEN \(renewals)::int8 IS NULL THEN NOT EXISTS (SELECT 1 FROM owner_lease)
+                         ELSE EXISTS (SELECT 1 FROM owner_lease WHERE renewals = \(renewals)::int8) END
+                RETURNING lookup, encode(secret_digest, 'hex'), owner, snapshot, rev),
+            counted AS (
+                UPDATE viewline_nodes SET claims = claims + 1 WHERE id = \(previousOwner) AND EXISTS (SELECT 1 FROM claimed))
+            SELECT * FROM claimed
             """, timeout: statementTimeout
         ) { row in
             let (lookup, digest, owner, snapshot, rev) = try row.decode((String, String, String, String, Int64).self)

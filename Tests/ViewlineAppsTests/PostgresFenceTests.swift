@@ -8,8 +8,9 @@ import ViewlineAppsPostgres
 import ViewlineTestSupport
 
 /// Application writes made for a session of a cluster take effect only while the node
-/// holds that session's lease by the database's clock (``SessionFence``), on a real
-/// PostgreSQL: a node that lost the session while a write was on its way writes nothing.
+/// owns that session's record and holds its lease by its own monotonic clock
+/// (``SessionFence``), on a real PostgreSQL: a node that lost the session while a write
+/// was on its way writes nothing, and a step of the database's clock refuses nothing.
 @Suite struct PostgresFenceTests {
     let zombie = ClusterNode(id: "n-zombie", address: "127.0.0.1:1")
     let successor = ClusterNode(id: "n-successor", address: "127.0.0.1:2")
@@ -27,9 +28,10 @@ import ViewlineTestSupport
 
     /// Runs `write` as `node` acting for the session; says whether the fence was refused.
     func acting(
-        as node: ClusterNode, nodeTimeout: Duration = .seconds(30), isHeld: Bool = true, _ write: () async throws -> Void
+        as node: ClusterNode, nodeTimeout: Duration = .seconds(30), isHeld: Bool = true, heldUntil: ContinuousClock.Instant? = nil,
+        _ write: () async throws -> Void
     ) async throws -> Bool {
-        try await writing(as: node, nodeTimeout: nodeTimeout, isHeld: isHeld, write) == .fenced
+        try await writing(as: node, nodeTimeout: nodeTimeout, isHeld: isHeld, heldUntil: heldUntil, write) == .fenced
     }
 
     /// What became of a write made for the session.
@@ -45,13 +47,13 @@ import ViewlineTestSupport
 
     /// Runs `write` as `node` acting for the session, its number taken from `writes`.
     func writing(
-        as node: ClusterNode, nodeTimeout: Duration = .seconds(30), isHeld: Bool = true,
+        as node: ClusterNode, nodeTimeout: Duration = .seconds(30), isHeld: Bool = true, heldUntil: ContinuousClock.Instant? = nil,
         writes: SessionWriteOrder = SessionWriteOrder(), _ write: () async throws -> Void
     ) async throws -> Outcome {
         let lapses = Atomic(0)
         let elsewhere = Atomic(0)
         let fence = SessionFence(
-            session: session, node: node.id, nodeTimeout: nodeTimeout, isHeld: { isHeld },
+            session: session, node: node.id, nodeTimeout: nodeTimeout, isHeld: { isHeld && heldUntil.map { ContinuousClock.now < $0 } ?? true },
             refused: { lapses.add(1, ordering: .relaxed) }, ownedElsewhere: { elsewhere.add(1, ordering: .relaxed) }, writes: writes)
         last.value = nil
         do {
@@ -140,25 +142,26 @@ import ViewlineTestSupport
         #expect(try await store.pendingDraft(user: "alice")?.text == "two")
     }
 
-    @Test func aLeaseExpiredByTheDatabasesClockWritesNothingEvenBeforeAClaim() async throws {
-        let (store, directory) = try await cluster()
+    @Test func aStepOfTheDatabasesClockRefusesNothingAndTheNodesOwnLeaseDecides() async throws {
+        let server = PostgresServer.shared
+        let database = try server.createDatabase()
+        let (store, directory) = try await cluster(database: database)
         _ = try await directory.renewLease(zombie, nodeTimeout: .seconds(30), recordsExpireAfter: .seconds(86_400))
-        // No record yet: the node's own lease decides.
-        #expect(try await !acting(as: zombie, nodeTimeout: .seconds(30)) { try await store.setDraft(user: "bob", text: "one", at: Date()) })
-        try await Task.sleep(for: .milliseconds(300))
-        #expect(try await acting(as: zombie, nodeTimeout: .milliseconds(200)) { try await store.setDraft(user: "bob", text: "late", at: Date()) })
-        #expect(last.value == .leaseLapsed)
-        // A node that knows its lease lapsed refuses without asking the database, and
-        // without telling itself again (a write retried while it reconciles would
-        // otherwise keep it from ever ending the reconciling).
+        #expect(try await !acting(as: zombie) { try await store.setDraft(user: "bob", text: "one", at: Date()) })
+        // The database's clock jumps two days ahead: by it, the heartbeat is two days old.
+        _ = try server.query("UPDATE viewline_nodes SET heartbeat_at = now() - interval '2 days'", database: database)
+        #expect(try await !acting(as: zombie) { try await store.setDraft(user: "bob", text: "two", at: Date()) })
+        // A node that knows its lease lapsed (its own clock) refuses without asking the
+        // database, and without telling itself again (a write retried while it
+        // reconciles would otherwise keep it from ever ending the reconciling).
         #expect(try await acting(as: zombie, isHeld: false) { try await store.setDraft(user: "bob", text: "late", at: Date()) })
         #expect(last.value == .notReported)
-        #expect(try await store.pendingDraft(user: "bob")?.text == "one")
+        #expect(try await store.pendingDraft(user: "bob")?.text == "two")
     }
 
-    /// The lease is checked again just before COMMIT: a write that began under a fresh
-    /// heartbeat but waited (a row lock) until the heartbeat aged past the node timeout
-    /// writes nothing (#52 review: it committed, and its reply said `unavailable`).
+    /// The lease is checked again just before COMMIT: a write that began under a valid
+    /// lease but waited (a row lock) until the node's own lease ran out writes nothing
+    /// (#52 review: it committed, and its reply said `unavailable`).
     @Test func aWriteThatOutlivesTheLeaseWhileWaitingWritesNothing() async throws {
         let server = PostgresServer.shared
         let database = try server.createDatabase()
@@ -170,9 +173,9 @@ import ViewlineTestSupport
                 "BEGIN; SELECT 1 FROM viewline_drafts WHERE user_name = 'bob' FOR UPDATE; SELECT pg_sleep(1.2); COMMIT;", database: database)
         }
         try await Task.sleep(for: .milliseconds(200))
-        _ = try await directory.renewLease(zombie, nodeTimeout: .seconds(30), recordsExpireAfter: .seconds(86_400))
-        // Fresh when it begins; a second old when the lock lets it go on.
-        #expect(try await acting(as: zombie, nodeTimeout: .milliseconds(700)) { try await store.setDraft(user: "bob", text: "late", at: Date()) })
+        // Held when it begins; lapsed by the node's clock when the lock lets it go on.
+        #expect(
+            try await acting(as: zombie, heldUntil: .now + .milliseconds(500)) { try await store.setDraft(user: "bob", text: "late", at: Date()) })
         #expect(last.value == .leaseLapsed)
         _ = try await holder.value
         #expect(try await store.pendingDraft(user: "bob")?.text == "one")

@@ -44,8 +44,8 @@ import ViewlineTestSupport
     }
 
     /// A renewal also clears what nobody needs any more: the records of sessions
-    /// whose node is long gone and that nobody attached to for as long as records
-    /// last, and the write order of sessions that wrote nothing for as long.
+    /// whose node left (its row gone) and that nobody attached to for as long as
+    /// records last, and the write order of sessions that wrote nothing for as long.
     @Test func aRenewalClearsRecordsAndWriteOrdersOlderThanRecordsLast() async throws {
         let server = PostgresServer.shared
         let database = try server.createDatabase()
@@ -55,7 +55,7 @@ import ViewlineTestSupport
         _ = try await directory.save([record(owner: zombie, snapshot: #"{"v":1}"#)])
         _ = try server.query(
             """
-            UPDATE viewline_nodes SET heartbeat_at = now() - interval '2 minutes';
+            DELETE FROM viewline_nodes WHERE id = '\(zombie.id)';
             UPDATE viewline_sessions SET updated_at = now() - interval '2 hours';
             INSERT INTO viewline_session_writes VALUES ('0123456789abcdef', 'run-1', 3, now() - interval '2 hours'),
                 ('fedcba9876543210', 'run-2', 1, now() - interval '10 minutes')
@@ -70,6 +70,51 @@ import ViewlineTestSupport
             try await Task.sleep(for: .milliseconds(25))
         }
         #expect(seen == "0,fedcba9876543210")
+    }
+
+    /// A node still listed keeps its records however old they look by the database's
+    /// clock (a jump of two days, a pause past any timeout): only a node that left
+    /// (its row gone) has them cleared, once they are older than records last.
+    @Test func aListedNodesRecordsAreNeverClearedWhateverTheDatabasesClockSays() async throws {
+        let server = PostgresServer.shared
+        let database = try server.createDatabase()
+        let directory = try await PostgresSessionDirectory.connect(try PostgresURL(server.url(database: database)))
+        defer { directory.close() }
+        _ = try await directory.renewLease(zombie, nodeTimeout: .seconds(30), recordsExpireAfter: .seconds(3600))
+        _ = try await directory.save([record(owner: zombie, snapshot: #"{"v":1}"#)])
+        _ = try server.query(
+            """
+            UPDATE viewline_nodes SET heartbeat_at = now() - interval '2 days';
+            UPDATE viewline_sessions SET updated_at = now() - interval '2 days';
+            """, database: database)
+        _ = try await directory.renewLease(successor, nodeTimeout: .seconds(30), recordsExpireAfter: .seconds(3600))
+        try await Task.sleep(for: .milliseconds(500))
+        #expect(try server.query("SELECT count(*) FROM viewline_sessions", database: database) == "1")
+    }
+
+    /// A claim by renewal count decides by no clock: it goes through only while the
+    /// owner has not renewed since the count the claimer saw, and the owner's next
+    /// renewal learns it was claimed.
+    @Test func aClaimByRenewalCountFailsOnceTheOwnerRenewedAndTheOwnerLearnsOfIt() async throws {
+        let directory = try await directory()
+        let first = try await directory.renewLease(zombie, nodeTimeout: .seconds(30), recordsExpireAfter: .seconds(86_400))
+        #expect(first.claims == 0)
+        _ = try await directory.save([record(owner: zombie, snapshot: #"{"v":1}"#)])
+        _ = try await directory.renewLease(successor, nodeTimeout: .seconds(30), recordsExpireAfter: .seconds(86_400))
+        let seen = try await directory.find(lookup: "0123456789abcdef", nodeTimeout: .seconds(30))
+        #expect(seen?.ownerRenewals == 1)
+        #expect(try await directory.nodeRenewals()?[zombie.id] == 1)
+        _ = try await directory.renewLease(zombie, nodeTimeout: .seconds(30), recordsExpireAfter: .seconds(86_400))
+        // The owner renewed after the count was seen: alive, whatever the clock says.
+        #expect(
+            try await directory.claim(lookup: "0123456789abcdef", from: zombie.id, renewals: 1, for: successor, nodeTimeout: .seconds(30)) == nil)
+        // Unchanged since it was seen: claimed, though its heartbeat is fresh by the database's clock.
+        #expect(
+            try await directory.claim(lookup: "0123456789abcdef", from: zombie.id, renewals: 2, for: successor, nodeTimeout: .seconds(30))?.owner
+                == successor.id)
+        let next = try await directory.renewLease(zombie, nodeTimeout: .seconds(30), recordsExpireAfter: .seconds(86_400))
+        #expect(next.claims == 1)
+        #expect(try await directory.lost(["0123456789abcdef"], by: zombie) == ["0123456789abcdef"])
     }
 
     /// Each claim raises the record's rev by the most a record may trail its owner, so

@@ -79,6 +79,13 @@ public final class Cluster: Sendable {
         /// Not renewing until then: the lease lapsed, and the heartbeat is left to age
         /// (``afterRenewal(now:)``).
         var agingUntil: ContinuousClock.Instant?
+        /// When ``leave()`` was first called: its node timeout counts from here, not
+        /// from when the loops in flight have ended (PROTOCOL §2.2).
+        var leaveRequestedAt: ContinuousClock.Instant?
+        /// How many of this node's sessions other nodes had claimed, as of its last
+        /// renewal (`nil`: not yet known, or the directory does not count them): a
+        /// renewal that finds more is a lapse, whatever any clock says.
+        var claimsSeen: Int64?
     }
 
     /// Sessions whose records changed since a batch last took them, and when the
@@ -150,6 +157,10 @@ public final class Cluster: Sendable {
     private let inFlight = Mutex<[String: [CheckedContinuation<Void, Never>]]>([:])
     /// Nodes with a valid lease, as last listed (`nil`: not yet, or the directory cannot tell).
     private let liveNodeList = Mutex<[ClusterNode]?>(nil)
+    /// Each other node's renewal count as last seen, and when this node first saw it
+    /// (its monotonic clock): how long that node has been silent, timed here, never
+    /// by the database's clock (``silence(of:renewals:now:)``).
+    private let renewalsSeen = Mutex<[String: (renewals: Int64, since: ContinuousClock.Instant)]>([:])
     private let logger: Logger
 
     /// - Parameters:
@@ -413,6 +424,25 @@ public final class Cluster: Sendable {
         if let nodes = try? await directory.liveNodes(nodeTimeout: nodeTimeout) {
             liveNodeList.withLock { $0 = nodes }
         }
+        if let renewals = try? await directory.nodeRenewals() {
+            let now = ContinuousClock.now
+            renewalsSeen.withLock { seen in
+                seen = seen.filter { renewals[$0.key] != nil }  // nodes that left are forgotten
+                for (node, count) in renewals where seen[node]?.renewals != count { seen[node] = (count, now) }
+            }
+        }
+    }
+
+    /// How long `node` has been seen with `renewals` renewals by this node's monotonic
+    /// clock (zero when that count is new here): once it reaches the node timeout, the
+    /// node's lease is over by its own rule (it stops serving `nodeTimeout − margin`
+    /// after sending a renewal, and this count was seen after that renewal ran).
+    func silence(of node: String, renewals: Int64, now: ContinuousClock.Instant = .now) -> Duration {
+        renewalsSeen.withLock { seen in
+            if let entry = seen[node], entry.renewals == renewals { return now - entry.since }
+            seen[node] = (renewals, now)
+            return .zero
+        }
     }
 
     /// How long the oldest change not yet in a written record has waited (zero when
@@ -440,6 +470,20 @@ public final class Cluster: Sendable {
         if lapsed { lease.withLock { $0.reconciling = true } }
         // Records of dead nodes' sessions nobody attached to in a day go.
         let renewal = try await directory.renewLease(node, nodeTimeout: nodeTimeout, recordsExpireAfter: .seconds(86_400))
+        let claimedMeanwhile = lease.withLock { lease -> Bool in
+            defer { if let claims = renewal.claims { lease.claimsSeen = claims } }
+            guard let claims = renewal.claims, let seen = lease.claimsSeen else { return false }
+            return claims != seen
+        }
+        if claimedMeanwhile {
+            // Another node timed this one's silence and claimed a session: a lapse,
+            // whatever either clock says.
+            lease.withLock { lease in
+                lease.reconciling = true
+                lease.lapsesNoticed &+= 1
+            }
+            logger.warning("another node claimed a session of this node since its last renewal; checking its sessions")
+        }
         if renewal.previousExpired {
             // Sent in time by this node's clock but run late by the database's: the
             // lease lapsed all the same, and another node may hold some sessions now.
@@ -452,6 +496,12 @@ public final class Cluster: Sendable {
         let (reconciled, noticed) = lease.withLock { (lapsed || $0.reconciling, $0.lapsesNoticed) }
         if reconciled {
             try await closeLostSessions()
+            // Every record held is written again: whatever happened to the rows while
+            // the lease was away (a claim given back, a row deleted), they hold this
+            // node's sessions once more.
+            if let sessions = registry.withLock({ $0.sessions }) {
+                for session in sessions.all { changed(session) }
+            }
         }
         lease.withLock { lease in
             lease.renewedAt = sent
@@ -581,6 +631,7 @@ public final class Cluster: Sendable {
             defer { loops = .closed }  // a `run()` that comes later starts nothing
             return loops
         }
+        lease.withLock { $0.leaveRequestedAt = $0.leaveRequestedAt ?? .now }
         stopping.open()
         if was == .notStarted {
             await leaveWithinNodeTimeout()
@@ -600,14 +651,24 @@ public final class Cluster: Sendable {
     /// whether or not its statement does (postgres-nio's queries do not end when
     /// cancelled; their own deadlines close the connection).
     private func leaveWithinNodeTimeout() async {
-        let cutOff = lease.withLock { lease -> ContinuousClock.Instant in
+        let (cutOff, requested) = lease.withLock { lease -> (ContinuousClock.Instant, ContinuousClock.Instant) in
             lease.left = true
-            return .now
+            let now = ContinuousClock.now
+            return (now, lease.leaveRequestedAt ?? now)
+        }
+        // Every held session is written, changed or not: an idle session's record
+        // would otherwise keep its age, and once this node's row is gone the
+        // housekeeping judges it by that age.
+        if let sessions = registry.withLock({ $0.sessions }) {
+            for session in sessions.all { changed(session, now: cutOff) }
         }
         let (outcomes, outcome) = AsyncStream<Bool>.makeStream()
         let writer = Task { outcome.yield(await self.writeWhatWasShownAndLeave(shownBy: cutOff)) }
-        let timer = Task { [nodeTimeout] in
-            try? await Task.sleep(for: nodeTimeout)
+        // One node timeout from the moment leaving was asked for, whatever was in
+        // flight then (a renewal, a batch on a silent link).
+        let remaining = max(.zero, nodeTimeout - (ContinuousClock.now - requested))
+        let timer = Task {
+            try? await Task.sleep(for: remaining)
             outcome.yield(false)
         }
         var first = outcomes.makeAsyncIterator()
@@ -1024,10 +1085,12 @@ public final class Cluster: Sendable {
                     Array(tokenBeforePrefix(secret).utf8), Array(record.snapshot.utf8.prefix(tokenBeforePrefix(secret).utf8.count))))
     }
 
-    private func locateOnce(_ token: String, application: Application) async throws -> Lookup {
+    private func locateOnce(_ token: String, application: Application, depth: Int = 0) async throws -> Lookup {
+        guard depth < 2 else { return .unknown }
         let (lookup, secret) = SessionRegistry.split(token)
-        guard let location = try await directory.find(lookup: lookup, nodeTimeout: nodeTimeout), Self.opens(secret, location.record)
+        guard let found = try await directory.find(lookup: lookup, nodeTimeout: nodeTimeout), Self.opens(secret, found.record)
         else { return .unknown }
+        var location = found
         if location.record.owner == nodeID {
             // Restored here a moment ago by another connection's attach.
             if let session = application.sessions.session(for: token) { return .restored(session) }
@@ -1043,13 +1106,38 @@ public final class Cluster: Sendable {
             // locked out for good).
             return try await restore(location.record, lookup: lookup, token: token, previousOwner: nodeID, application: application)
         }
-        if location.ownerAlive { return .moved(address: location.ownerAddress, web: location.ownerWeb) }
+        if let renewals = location.ownerRenewals {
+            // The directory counts renewals: the owner's silence is timed here, on this
+            // node's monotonic clock, and the database's clock decides nothing. A count
+            // that changed within the node timeout is a live owner; one not seen long
+            // enough yet is waited for (at most one node timeout), then looked up again.
+            var silent = silence(of: location.record.owner, renewals: renewals)
+            if silent < nodeTimeout {
+                if location.ownerAlive { return .moved(address: location.ownerAddress, web: location.ownerWeb) }
+                try await Task.sleep(for: nodeTimeout - silent)
+                guard let again = try await directory.find(lookup: lookup, nodeTimeout: nodeTimeout), Self.opens(secret, again.record),
+                    again.record.owner == location.record.owner
+                else { return try await locateOnce(token, application: application, depth: depth + 1) }
+                location = again
+                silent = location.ownerRenewals.map { silence(of: location.record.owner, renewals: $0) } ?? nodeTimeout
+                if silent < nodeTimeout { return .moved(address: location.ownerAddress, web: location.ownerWeb) }
+            }
+        } else if location.ownerAlive {
+            return .moved(address: location.ownerAddress, web: location.ownerWeb)
+        }
         // A full node does not take the record it could not hold: the session stays
         // claimable by a node with room.
         guard application.sessions.hasRoomToRestore else { throw Self.full }
-        guard let claimed = try await directory.claim(lookup: lookup, from: location.record.owner, for: node, nodeTimeout: nodeTimeout) else {
-            // Another node restored it first (or its owner came back): send the client there.
-            guard let winner = try await directory.find(lookup: lookup, nodeTimeout: nodeTimeout), winner.ownerAlive else { return .unknown }
+        guard
+            let claimed = try await directory.claim(
+                lookup: lookup, from: location.record.owner, renewals: location.ownerRenewals, for: node, nodeTimeout: nodeTimeout)
+        else {
+            // Another node restored it first (or its owner came back, renewing: alive
+            // whatever the database's clock says): send the client there.
+            guard let winner = try await directory.find(lookup: lookup, nodeTimeout: nodeTimeout) else { return .unknown }
+            let renewed =
+                winner.record.owner == location.record.owner && winner.ownerRenewals != nil && winner.ownerRenewals != location.ownerRenewals
+            guard winner.ownerAlive || renewed || winner.record.owner != location.record.owner else { return .unknown }
             return .moved(address: winner.ownerAddress, web: winner.ownerWeb)
         }
         logger.debug("claimed", metadata: ["record": "\(lookup)", "previous-owner": "\(location.record.owner)", "rev": "\(claimed.rev)"])

@@ -71,10 +71,32 @@ public protocol SessionDirectory: Sendable {
     /// included), by id: the cluster's `live nodes` figure and the inspector's links
     /// to the other nodes. `nil` when the directory cannot tell (the default).
     func liveNodes(nodeTimeout: Duration) async throws -> [ClusterNode]?
+    /// Every node's renewal count (``SessionLocation/ownerRenewals``), by id, or `nil`
+    /// when the directory does not count renewals (the default): what a node watches
+    /// to time each other node's silence on its own monotonic clock.
+    func nodeRenewals() async throws -> [String: Int64]?
+    /// Makes `node` the owner if `previousOwner` still is and has not renewed since
+    /// its renewal count was `renewals` (`nil`: it left, its lease row gone), in one
+    /// step, counting the claim against `previousOwner` (its next renewal reports it:
+    /// ``LeaseRenewal/claims``). No clock decides: the caller has timed the owner's
+    /// silence itself. Otherwise as ``claim(lookup:from:for:nodeTimeout:)``, which it
+    /// calls by default (a directory that does not count renewals).
+    func claim(lookup: String, from previousOwner: String, renewals: Int64?, for node: ClusterNode, nodeTimeout: Duration) async throws
+        -> SessionRecord?
 }
 
 extension SessionDirectory {
+    /// Cannot tell: `nil`.
     public func liveNodes(nodeTimeout: Duration) async throws -> [ClusterNode]? { nil }
+    /// Renewals not counted: `nil` (claims are judged by the directory's clock).
+    public func nodeRenewals() async throws -> [String: Int64]? { nil }
+    /// The clock-based ``claim(lookup:from:for:nodeTimeout:)``, for a directory that
+    /// does not count renewals.
+    public func claim(lookup: String, from previousOwner: String, renewals: Int64?, for node: ClusterNode, nodeTimeout: Duration) async throws
+        -> SessionRecord?
+    {
+        try await claim(lookup: lookup, from: previousOwner, for: node, nodeTimeout: nodeTimeout)
+    }
 }
 
 /// What ``SessionDirectory/save(_:)`` did not write, by lookup.
@@ -96,10 +118,16 @@ public struct LeaseRenewal: Sendable, Equatable {
     /// The renewed lease had already expired when the renewal ran (another node may
     /// have claimed the node's sessions meanwhile); `false` for a node's first lease.
     public var previousExpired: Bool
+    /// How many of this node's sessions other nodes have claimed in all, when the
+    /// directory counts claims (``SessionDirectory/claim(lookup:from:renewals:for:nodeTimeout:)``):
+    /// more than at the previous renewal is a lapse, whatever either clock says.
+    public var claims: Int64?
 
-    /// A renewal whose previous lease had (`true`) or had not expired.
-    public init(previousExpired: Bool) {
+    /// A renewal whose previous lease had (`true`) or had not expired, and the claims
+    /// counted against the node so far (`nil`: not counted).
+    public init(previousExpired: Bool, claims: Int64? = nil) {
         self.previousExpired = previousExpired
+        self.claims = claims
     }
 }
 
@@ -162,12 +190,19 @@ public struct SessionLocation: Sendable, Equatable {
     public var ownerWeb: String
     /// Whether the owner's lease is valid (by the directory's clock).
     public var ownerAlive: Bool
+    /// How many times the owner has renewed its lease, when the directory counts
+    /// renewals (``SessionDirectory/nodeRenewals()``); `nil` when it does not, or when
+    /// the owner left (its lease row gone). A node that counts them claims only once
+    /// it has seen this number unchanged for a node timeout by its own monotonic
+    /// clock, so no step of the database's clock makes two owners.
+    public var ownerRenewals: Int64?
 
     /// A found record and what is known of its owner.
-    public init(record: SessionRecord, ownerAddress: String, ownerWeb: String = "", ownerAlive: Bool) {
+    public init(record: SessionRecord, ownerAddress: String, ownerWeb: String = "", ownerAlive: Bool, ownerRenewals: Int64? = nil) {
         self.record = record
         self.ownerAddress = ownerAddress
         self.ownerWeb = ownerWeb
         self.ownerAlive = ownerAlive
+        self.ownerRenewals = ownerRenewals
     }
 }
