@@ -511,7 +511,9 @@ package final class WebSocketLines: ChannelDuplexHandler, RestartableFramer {
     package func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         let lines = unwrapOutboundIn(data)
         guard lines.readableBytes > 0 else {
-            promise?.succeed()
+            // A marker (``OutboundLines``' "everything before me is written"): it keeps
+            // its place behind the frames already queued.
+            context.write(data, promise: promise)
             return
         }
         // Every line of the write becomes a text frame in one buffer (a frame's header is

@@ -86,6 +86,14 @@ struct ViewlineServerCommand: AsyncParsableCommand {
     @Option(
         help: ArgumentHelp("Output that may wait for a client that stops reading before it is cut off (its session lives on).", valueName: "bytes"))
     var maxOutputBytes = 1 << 20
+    @Option(help: ArgumentHelp("Output all connections of one address may hold waiting for their clients; 0 for no cap.", valueName: "bytes"))
+    var maxOutputBytesPerAddress = 64 << 20
+    @Option(help: ArgumentHelp("Output all connections together may hold waiting for their clients; 0 for no cap.", valueName: "bytes"))
+    var maxOutputBytesTotal = 512 << 20
+    @Option(help: ArgumentHelp("Attaches one address may make a second, in bursts of twice as many; 0 for no cap.", valueName: "n"))
+    var maxAttachesPerSecond = 100
+    @Option(help: ArgumentHelp("Connections one session may have attached at once; 0 for no cap.", valueName: "n"))
+    var maxConnectionsPerSession = 32
     @Option(help: ArgumentHelp("Failed log-ins allowed per user and per address before each attempt must wait (doubling).", valueName: "n"))
     var loginAttemptsBeforeThrottle = 5
     @Option(help: ArgumentHelp("SQLite database file (`:memory:` for none); the store of a single node.", valueName: "path")) var db =
@@ -138,6 +146,10 @@ struct ViewlineServerCommand: AsyncParsableCommand {
         guard maxSessions > 0 else { throw ValidationError("--max-sessions must be positive") }
         guard backlog >= 1 else { throw ValidationError("--backlog must be at least 1") }
         guard maxOutputBytes >= 4096 else { throw ValidationError("--max-output-bytes must be at least 4096") }
+        guard maxOutputBytesPerAddress >= 0, maxOutputBytesTotal >= 0 else { throw ValidationError("output budgets must not be negative") }
+        guard maxAttachesPerSecond >= 0, maxConnectionsPerSession >= 0 else {
+            throw ValidationError("per-address and per-session caps must not be negative")
+        }
         guard maxLoginsPerAddress >= 0 else { throw ValidationError("--max-logins-per-address must not be negative") }
         guard eventLogBudget >= 0 else { throw ValidationError("--event-log-budget must not be negative") }
         guard maxClients > 0 else { throw ValidationError("--max-clients must be positive") }
@@ -211,6 +223,8 @@ struct ViewlineServerCommand: AsyncParsableCommand {
                 metadata: ["host": "\(host)"])
         }
         configuration.maximumOutputBytes = maxOutputBytes
+        configuration.maximumOutputBytesPerAddress = maxOutputBytesPerAddress
+        configuration.maximumOutputBytesTotal = maxOutputBytesTotal
         configuration.listenBacklog = backlog
         if let cap = Self.hostBacklogCap(), backlog > cap {
             // As redis says of its tcp-backlog: past the cap, a reconnect storm's
@@ -225,6 +239,8 @@ struct ViewlineServerCommand: AsyncParsableCommand {
         configuration.sessions.maximumSessions = maxSessions
         configuration.sessions.maximumSessionsPerAddress = maxSessionsPerAddress
         configuration.sessions.eventLogBudgetBytes = eventLogBudget
+        configuration.sessions.attachesPerSecondPerAddress = maxAttachesPerSecond
+        configuration.sessions.maximumConnectionsPerSession = maxConnectionsPerSession
         configuration.maximumClientsPerAddress = maxClientsPerAddress
 
         var apps = SeedApps.Configuration()

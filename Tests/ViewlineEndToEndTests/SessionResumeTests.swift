@@ -63,10 +63,11 @@ import ViewlineTestSupport
         let second = try connect(server)
         try second.send("attach \(token)")
         #expect(try second.next()["result"]?["snapshot"] == true)
-        for _ in 0..<5 { _ = try second.next() }
-        for _ in 0..<5 { _ = try first.next() }  // the snapshot reaches every connection
-        // Then both are told the session has two connections.
-        #expect(try first.next()["state"] == ["count": 2])
+        for _ in 0..<5 { _ = try second.next() }  // the snapshot reaches only the connection that attached
+        // Then both are told the session has two connections: the first sees nothing
+        // else (the snapshot's revs are a gap to it, never a repeat).
+        let told = try first.next()
+        #expect(told["view"] == "connections" && told["state"] == ["count": 2])
         #expect(try second.next()["state"] == ["count": 2])
         #expect(try first.command("fault search 1 boom").isOK)
         try first.send("search x")
@@ -157,8 +158,41 @@ import ViewlineTestSupport
         #expect(try other.command("ping").isOK)
     }
 
+    /// One address attaches at most `--max-attaches-per-second` a second (bursts of
+    /// twice that), successful or not: each attach makes the server send a snapshot.
+    @Test func attachesFromOneAddressAreRateLimited() throws {
+        let server = try startServer(["--max-attaches-per-second", "1"])
+        let (_, token) = try open(server)
+        let client = try connect(server)
+        var codes: [String] = []
+        for _ in 0..<12 {
+            try client.send("attach \(token)")
+            var reply = try client.next()
+            while reply["type"] != "reply" { reply = try client.next() }
+            codes.append(reply["ok"] == true ? "ok" : reply["error"]?["code"]?.stringValue ?? "?")
+        }
+        #expect(codes.prefix(2).allSatisfy { $0 == "ok" }, "a burst of twice the rate goes through: \(codes)")
+        #expect(codes.filter { $0 == "attach_throttled" }.count >= 8, "the rest wait for the bucket: \(codes)")
+    }
+
+    /// A session has at most `--max-connections-per-session` connections: every event
+    /// goes to each of them, so this bounds what one event costs.
+    @Test func aSessionTakesAtMostItsCapOfConnections() throws {
+        let server = try startServer(["--max-connections-per-session", "3"])
+        let (owner, token) = try open(server)
+        let others = try (0..<2).map { _ in try connect(server) }
+        for other in others {
+            try other.send("attach \(token)")
+            #expect(try other.next()["ok"] == true)
+        }
+        let fourth = try connect(server)
+        try fourth.send("attach \(token)")
+        #expect(try fourth.next()["error"]?["code"] == "server_busy")
+        #expect(try owner.command("ping").isOK)
+    }
+
     @Test func attachingAndDetachingAThousandTimesLeaksNoSession() throws {
-        let server = try startServer()
+        let server = try startServer(["--max-attaches-per-second", "0"])
         let (owner, token) = try open(server)
         #expect(try owner.command("ping").isOK)
         for _ in 0..<1000 {

@@ -340,7 +340,7 @@ enum Vault: ViewModel {
         #expect(guesses.contains { $0.failure?.retryAfter != nil })
         // An address past many failures waits long, and is refused the right token too.
         let keys = FailureThrottle.key("inspector", peer: "203.0.113.7")
-        for _ in 0..<12 { application.attachPolicy.throttle.failed(keys, now: Date()) }
+        for _ in 0..<12 { application.attachPolicy.throttle.failed(keys, now: FailureThrottle.monotonicNow()) }
         let late = Session(id: "late", application: application, peer: "203.0.113.7", output: { _ in })
         let throttled = try await replies(to: ["inspector \(token)"], on: late)[0]
         #expect(throttled.failure?.code == .badToken && (throttled.failure?.retryAfter ?? 0) >= 30)

@@ -10,6 +10,12 @@ import Synchronization
 /// quiet quarter of an hour, or when a success clears the narrow key it was
 /// counted under.
 ///
+/// Time is read only as differences of `now`: the server passes its monotonic clock
+/// (``monotonicNow()``), and a clock that steps is survived either way — no wait is
+/// ever longer than `maximumDelay` (a wall clock stepped back an hour does not lock
+/// an address out for that hour), and a record whose last failure is after `now` is
+/// brought back to `now` first.
+///
 /// Its memory is bounded: keys are fixed-size digests (a 64 KiB user name costs
 /// what a short one does), and past `capacity` records, expired ones go first,
 /// then the least recently seen.
@@ -50,6 +56,16 @@ public final class FailureThrottle: Sendable {
     private let records = Mutex<[Key: Record]>([:])
     /// Failures this long ago, with no wait pending, are forgotten.
     static let forgetAfter: TimeInterval = 900
+
+    /// The monotonic clock as a `Date` (seconds since an arbitrary start, never
+    /// stepped): what the server's throttles read, so a step of the wall clock moves
+    /// no wait.
+    public static func monotonicNow() -> Date {
+        let elapsed = ContinuousClock.now - monotonicEpoch
+        let (seconds, attoseconds) = elapsed.components
+        return Date(timeIntervalSinceReferenceDate: 1_000_000_000 + Double(seconds) + Double(attoseconds) * 1e-18)
+    }
+    private static let monotonicEpoch = ContinuousClock.now
 
     /// - Parameters:
     ///   - freeFailures: failures allowed under a narrow key before any waiting.
@@ -92,7 +108,7 @@ public final class FailureThrottle: Sendable {
             if let everywhere = records[anywhere], everywhere.blockedUntil > now {
                 if (records[pair]?.failures ?? 0) > 0 {
                     waits.append(everywhere.blockedUntil)
-                } else if let last = records[slot]?.lastSeen, now.timeIntervalSince(last) < 1 {
+                } else if let last = records[slot]?.lastSeen, (0..<1).contains(now.timeIntervalSince(last)) {
                     waits.append(last + 1)
                 } else {
                     if records[slot] == nil { makeRoom(in: &records, now: now) }
@@ -101,8 +117,14 @@ public final class FailureThrottle: Sendable {
             }
             return waits.max()
         }
+        return seconds(until: until, now: now)
+    }
+
+    /// Whole seconds from `now` to `until` (rounded up), at most the longest wait, or
+    /// `nil` when `until` has passed.
+    private func seconds(until: Date?, now: Date) -> Int? {
         guard let until, until > now else { return nil }
-        return Int(until.timeIntervalSince(now).rounded(.up))
+        return Int(min(until.timeIntervalSince(now), maximumDelay).rounded(.up))
     }
 
     /// The key a log-in success clears: only the user at that address (a good
@@ -111,17 +133,17 @@ public final class FailureThrottle: Sendable {
         [Key("login-pair", user, peer ?? "local")]
     }
 
-    /// The key an attempt from an address is counted under for `purpose` (`attach`).
-    public static func key(_ purpose: String, peer: String?) -> [Key] {
-        [Key(purpose, peer ?? "local")]
+    /// The key an attempt from an address is counted under for `purpose` (`attach`),
+    /// with `allowance` times the free failures.
+    public static func key(_ purpose: String, peer: String?, allowance: Int = 1) -> [Key] {
+        [Key(purpose, peer ?? "local", allowance: allowance)]
     }
 
     /// How long any of `keys` must still wait before trying again, in whole seconds
     /// (rounded up), or `nil` when the attempt may go ahead.
     public func wait(for keys: [Key], now: Date) -> Int? {
         let until = records.withLock { records in keys.compactMap { records[$0]?.blockedUntil }.max() }
-        guard let until, until > now else { return nil }
-        return Int(until.timeIntervalSince(now).rounded(.up))
+        return seconds(until: until, now: now)
     }
 
     /// Counts a failed attempt under every key.
@@ -130,6 +152,12 @@ public final class FailureThrottle: Sendable {
             for key in keys {
                 if records[key] == nil { makeRoom(in: &records, now: now) }
                 var record = records[key] ?? Record(lastSeen: now)
+                if record.lastSeen > now {
+                    // The clock went back: the record's times come back with it, its
+                    // wait no longer than the longest.
+                    record.lastSeen = now
+                    record.blockedUntil = min(record.blockedUntil, now + maximumDelay)
+                }
                 if record.blockedUntil < now && now.timeIntervalSince(record.lastSeen) > Self.forgetAfter {
                     record.failures = 0  // quiet for long enough: a fresh start
                 }

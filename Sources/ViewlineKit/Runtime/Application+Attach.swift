@@ -1,14 +1,95 @@
 import Foundation
 import Synchronization
 
-/// What `attach` keeps between attempts: failures per address, and the cluster
-/// lookups each address has in flight.
+/// What `attach` keeps between attempts: failures per address, every address's
+/// rate of attaches, the cluster lookups each address has in flight and the lookups
+/// that found nothing a moment ago.
 final class AttachPolicy: Sendable {
-    /// Failed `attach`es per address.
+    /// Failed `attach`es per address: tokens nobody here made (5 free), and tokens
+    /// this cluster made that lead nowhere (a session that ended: 100 free, so clients
+    /// following their sessions through a failover are not taken for guessers, while
+    /// an address replaying its own dead tokens is still slowed).
     let throttle = FailureThrottle()
+    /// Attaches per address, successful or not (``AttachRate``).
+    let rate: AttachRate
+
+    init(attachesPerSecond: Int) {
+        rate = AttachRate(perSecond: Double(attachesPerSecond))
+    }
     /// Cluster lookups of `attach` in flight per address (at most ``lookupsPerAddress``).
     let lookupsInFlight = Mutex<[String: Int]>([:])
     static let lookupsPerAddress = 8
+    /// Lookup keys that found no session in the last ``missRemembered``: asked again,
+    /// they are answered `bad_token` without a query. At most ``missesKept``.
+    let recentMisses = Mutex<[String: ContinuousClock.Instant]>([:])
+    static let missRemembered = Duration.seconds(2)
+    static let missesKept = 4096
+
+    /// Whether `lookup` found nothing a moment ago.
+    func missedRecently(_ lookup: String, now: ContinuousClock.Instant) -> Bool {
+        recentMisses.withLock { misses in
+            guard let at = misses[lookup] else { return false }
+            if now - at < Self.missRemembered { return true }
+            misses[lookup] = nil
+            return false
+        }
+    }
+
+    /// `lookup` found nothing now.
+    func missed(_ lookup: String, now: ContinuousClock.Instant) {
+        recentMisses.withLock { misses in
+            if misses.count >= Self.missesKept {
+                misses = misses.filter { now - $0.value < Self.missRemembered }
+                if misses.count >= Self.missesKept { misses.removeAll(keepingCapacity: true) }
+            }
+            misses[lookup] = now
+        }
+    }
+}
+
+/// Attaches per address, by a token bucket on the monotonic clock: `perSecond` a
+/// second with bursts of twice as many (``SessionLimits/attachesPerSecondPerAddress``);
+/// past it, `attach_throttled` (try again in 1 s). Each attach makes the server send a
+/// snapshot (and, in a cluster, may query the database), so this bounds what one
+/// address can make the server do by attaching. At most ``addressesKept`` addresses
+/// are remembered (full buckets go first).
+final class AttachRate: Sendable {
+    let perSecond: Double
+    let burst: Double
+    static let addressesKept = 10_000
+    private let buckets = Mutex<[String: (tokens: Double, at: ContinuousClock.Instant)]>([:])
+
+    /// `perSecond` attaches a second per address (0: no cap).
+    init(perSecond: Double) {
+        self.perSecond = perSecond
+        burst = 2 * perSecond
+    }
+
+    /// Takes one attach for `address`; `false` when its bucket is empty.
+    func admit(_ address: String, now: ContinuousClock.Instant = .now) -> Bool {
+        guard perSecond > 0 else { return true }
+        return buckets.withLock { buckets in
+            var bucket = buckets[address] ?? (burst, now)
+            let elapsed = now - bucket.at
+            let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) * 1e-18
+            bucket.tokens = min(burst, bucket.tokens + max(0, seconds) * perSecond)
+            bucket.at = now
+            guard bucket.tokens >= 1 else {
+                buckets[address] = bucket
+                return false
+            }
+            bucket.tokens -= 1
+            if buckets[address] == nil, buckets.count >= Self.addressesKept {
+                // Forget the addresses whose buckets have filled up again.
+                buckets = buckets.filter { entry in
+                    entry.value.tokens + Double((now - entry.value.at).components.seconds) * perSecond < burst
+                }
+                if buckets.count >= Self.addressesKept { buckets.removeAll(keepingCapacity: true) }
+            }
+            buckets[address] = bucket
+            return true
+        }
+    }
 }
 
 /// `attach`, the session policy of moving a connection between sessions: where it is
@@ -32,10 +113,18 @@ extension Application {
         }
         let (link, own, peer) = (client.link, client.ownSession, client.peer)
         let keys = FailureThrottle.key("attach", peer: peer)
-        if let seconds = attachPolicy.throttle.wait(for: keys, now: Date()) {
+        let madeKeys = FailureThrottle.key("attach-made", peer: peer, allowance: 20)
+        if let seconds = attachPolicy.throttle.wait(for: keys + madeKeys, now: FailureThrottle.monotonicNow()) {
             logger.debug("attach throttled: too many failed attaches from this address", metadata: ["peer": "\(peer ?? "?")", "wait": "\(seconds)"])
             await current.reject(
                 re: request.id, ProtocolError(.attachThrottled, "too many failed attach attempts; try again in \(seconds) s", retryAfter: seconds),
+                to: number, command: "attach")
+            return nil
+        }
+        guard attachPolicy.rate.admit(peer ?? "local") else {
+            logger.debug("attach throttled: too many attaches from this address", metadata: ["peer": "\(peer ?? "?")"])
+            await current.reject(
+                re: request.id, ProtocolError(.attachThrottled, "too many attaches from this address; try again in 1 s", retryAfter: 1),
                 to: number, command: "attach")
             return nil
         }
@@ -44,11 +133,18 @@ extension Application {
         guard Session.isWellFormedToken(token) else {
             // Not a token this server makes: no lookup (a NUL byte or a quote never reaches
             // the database), and a guess like any other.
-            attachPolicy.throttle.failed(keys, now: Date())
+            attachPolicy.throttle.failed(keys, now: FailureThrottle.monotonicNow())
             await current.reject(re: request.id, badToken, to: number, command: "attach")
             return nil
         }
         var found = sessions.session(for: token)
+        let lookup = SessionRegistry.split(token).lookup
+        if found == nil, cluster != nil, attachPolicy.missedRecently(lookup, now: .now) {
+            // Looked up a moment ago and found nowhere: no second query.
+            attachPolicy.throttle.failed(madeKeys, now: FailureThrottle.monotonicNow())
+            await current.reject(re: request.id, badToken, to: number, command: "attach")
+            return nil
+        }
         if found == nil, let cluster {
             // A database lookup is what a guess costs the cluster. An address has at
             // most a few in flight at once (so a burst of guesses cannot all reach the
@@ -118,7 +214,13 @@ extension Application {
                 metadata: [
                     "record": "\(SessionRegistry.split(token).lookup)", "peer": "\(peer ?? "?")", "made-here": "\(made)",
                 ])
-            if !made { attachPolicy.throttle.failed(keys, now: Date()) }
+            let now = FailureThrottle.monotonicNow()
+            if made {
+                if cluster != nil { attachPolicy.missed(lookup, now: .now) }
+                attachPolicy.throttle.failed(madeKeys, now: now)
+            } else {
+                attachPolicy.throttle.failed(keys, now: now)
+            }
             await current.reject(re: request.id, badToken, to: number, command: "attach")
             return nil
         }

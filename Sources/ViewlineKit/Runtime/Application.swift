@@ -38,7 +38,7 @@ public final class Application: Sendable {
     /// What every session's event log may hold together.
     let eventLogBudget: EventLogBudget
     /// `attach`'s throttles (see Application+Attach.swift).
-    let attachPolicy = AttachPolicy()
+    let attachPolicy: AttachPolicy
 
     /// Every command's handler, in the order of `commands.all`. A session runs its
     /// event loop's copies of them (``handlers(on:)``).
@@ -80,7 +80,7 @@ public final class Application: Sendable {
     /// only form it is kept in; `nil` without one.
     let inspectorTokenDigest: [UInt8]?
     /// Connections open now by transport, kept by the server (`info`, `/metrics`).
-    public let connections = ConnectionCounts()
+    public let connections: ConnectionCounts
     let helpResult: JSON
 
     /// The view-models, in order, what they reach, and the server's settings.
@@ -107,6 +107,9 @@ public final class Application: Sendable {
         let recordsMetrics = configuration.metricsPort != nil, metricsRegistry = configuration.metricsRegistry
         let slowCommandThreshold = configuration.slowCommandThreshold
         self.logger = logger
+        attachPolicy = AttachPolicy(attachesPerSecond: limits.attachesPerSecondPerAddress)
+        connections = ConnectionCounts(
+            addressBudget: configuration.maximumOutputBytesPerAddress, totalBudget: configuration.maximumOutputBytesTotal)
         logsCommands = logger.logLevel <= .debug
         inspects = configuration.admin || (configuration.inspectorToken?.utf8.count ?? 0) >= Self.shortestInspectorToken
         // A shorter token opens nothing (``ViewlineServer`` refuses to start with one).

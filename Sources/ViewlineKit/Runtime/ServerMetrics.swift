@@ -297,18 +297,31 @@ enum ProcessFigures {
 }
 
 /// Connections open now, by transport, and those whose output backs up: kept by the
-/// server, read by `info` and `/metrics`.
+/// server, read by `info` and `/metrics`; and the output budgets of an address and of
+/// the whole server, which every connection's backlog counts against.
 public final class ConnectionCounts: Sendable {
     private let counts = Mutex<[ServerMetrics.Transport: Int]>([:])
-    /// Each connection whose client reads slower than it is written to (its output
-    /// past the write buffer's high watermark), with the bytes it held when last
-    /// flushed. Touched only as a connection passes the watermark or drains below
-    /// it, never for a connection that keeps up.
-    private let backedUp = Mutex<[Int: Int]>([:])
+    /// Each connection whose client reads slower than it is written to (output held
+    /// past what the socket took at once), with its address and the memory it holds,
+    /// and those sums per address and in all. Touched only as a connection backs up,
+    /// grows its backlog or drains, never for a connection that keeps up.
+    private struct Backlogs {
+        var byConnection: [Int: (address: String, bytes: Int)] = [:]
+        var byAddress: [String: Int] = [:]
+        var total = 0
+    }
+    private let backedUp = Mutex(Backlogs())
     private let nextBacklogID = Atomic<Int>(0)
+    /// What all backlogs of one address may hold together (0: no cap).
+    let addressBudget: Int
+    /// What all backlogs together may hold (0: no cap).
+    let totalBudget: Int
 
-    /// No connections yet.
-    public init() {}
+    /// No connections yet; backlogs capped per address and in all (0: no cap).
+    public init(addressBudget: Int = 0, totalBudget: Int = 0) {
+        self.addressBudget = addressBudget
+        self.totalBudget = totalBudget
+    }
 
     func opened(_ transport: ServerMetrics.Transport) { counts.withLock { $0[transport, default: 0] += 1 } }
     func closed(_ transport: ServerMetrics.Transport) { counts.withLock { $0[transport, default: 0] -= 1 } }
@@ -318,15 +331,47 @@ public final class ConnectionCounts: Sendable {
         nextBacklogID.wrappingAdd(1, ordering: .relaxed).newValue
     }
 
-    /// The connection `id` holds `bytes` of output past its watermark (`nil`: it
-    /// drained below it, or closed).
-    func backlog(of id: Int, bytes: Int?) {
-        backedUp.withLock { $0[id] = bytes }
+    /// Why a backlog was refused: the budget it would pass.
+    enum OverBudget: Equatable, CustomStringConvertible {
+        case address, server
+        var description: String { self == .address ? "the address's output budget" : "the server's output budget" }
     }
 
-    /// The connections whose output is past their watermark, and the bytes they hold.
+    /// The connection `id` (from `address`) holds `bytes` of output the socket has not
+    /// taken (`nil`: it drained, or closed). Returns the budget this passes, if any:
+    /// the caller cuts the connection off (and tells its backlog `nil`).
+    @discardableResult
+    func backlog(of id: Int, address: String = "", bytes: Int?) -> OverBudget? {
+        backedUp.withLock { state in
+            let before = state.byConnection[id]
+            if let before {
+                state.total -= before.bytes
+                let left = (state.byAddress[before.address] ?? 0) - before.bytes
+                state.byAddress[before.address] = left > 0 ? left : nil
+            }
+            guard let bytes else {
+                if before != nil { state.byConnection[id] = nil }
+                return nil
+            }
+            let key = before?.address ?? address
+            state.byConnection[id] = (key, bytes)
+            state.total += bytes
+            let fromAddress = (state.byAddress[key] ?? 0) + bytes
+            state.byAddress[key] = fromAddress
+            if addressBudget > 0, fromAddress > addressBudget { return .address }
+            if totalBudget > 0, state.total > totalBudget { return .server }
+            return nil
+        }
+    }
+
+    /// The connections whose output backs up, and the bytes they hold.
     public var outputBacklog: (connections: Int, bytes: Int) {
-        backedUp.withLock { ($0.count, $0.values.reduce(0, +)) }
+        backedUp.withLock { ($0.byConnection.count, $0.total) }
+    }
+
+    /// What the backlogs of `address` hold together.
+    func outputBacklog(of address: String) -> Int {
+        backedUp.withLock { $0.byAddress[address] ?? 0 }
     }
 
     /// Every transport with its count (zeros included).

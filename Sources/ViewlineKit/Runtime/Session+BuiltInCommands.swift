@@ -152,13 +152,13 @@ extension Session {
             // address guess no faster than a few.
             let throttle = session.application.attachPolicy.throttle
             let keys = FailureThrottle.key("inspector", peer: session.peer)
-            if let seconds = throttle.wait(for: keys, now: Date()) {
+            if let seconds = throttle.wait(for: keys, now: FailureThrottle.monotonicNow()) {
                 throw ProtocolError(.badToken, "too many wrong inspector tokens from this address; try again in \(seconds) s", retryAfter: seconds)
             }
             guard SessionRegistry.constantTimeEqual(Cluster.digest(Array(args[BuiltInArgument.inspectorToken].utf8)), digest) else {
                 // Counted before the delay, so guesses sent side by side meet the throttle
                 // too; at most a few are logged per address before it holds them back.
-                throttle.failed(keys, now: Date())
+                throttle.failed(keys, now: FailureThrottle.monotonicNow())
                 session.logger.warning("a wrong inspector token", metadata: ["connection": "\(connection)"])
                 // A wrong guess costs its connection a second (its next line waits behind it).
                 try? await Task.sleep(for: Session.wrongInspectorTokenDelay)

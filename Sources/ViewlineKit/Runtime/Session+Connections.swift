@@ -147,6 +147,11 @@ extension Session {
             log.removeAll()
             missed = nil
         }
+        let limit = application.sessions.limits.maximumConnectionsPerSession
+        if limit > 0, connections.count >= limit {
+            throw ProtocolError(
+                .serverBusy, "the session already has \(connections.count) connections, the most it may have; end one first", retryAfter: 1)
+        }
         let before = connections.count
         connections[number] = connection
         let result: JSON = [
@@ -157,7 +162,7 @@ extension Session {
         if let missed {
             for line in missed { connection.send(line: line) }
         } else {
-            sendSnapshot()
+            sendSnapshot(to: connection, views: application.views.indices)
         }
         connectionCountChanged(from: before)
         return true
@@ -184,7 +189,20 @@ extension Session {
     static let connectionsView = "connections"
     private static let connectionsViewPart = DisplayEvent.viewPart(connectionsView)
 
+    /// The count changed: shown once at the end of this loop tick, however many
+    /// connections came and went meanwhile (a storm of attaches costs one display per
+    /// tick, not one per attach to every connection).
     private func connectionCountChanged(from before: Int) {
+        guard !closed, connectionCountShownAt == nil else { return }
+        connectionCountShownAt = before
+        eventLoop.execute { [self] in
+            assumeIsolated { $0.showConnectionCount() }
+        }
+    }
+
+    private func showConnectionCount() {
+        guard let before = connectionCountShownAt else { return }
+        connectionCountShownAt = nil
         let count = connections.count
         guard count != before, max(before, count) > 1, !closed else { return }
         emitDisplay(viewPart: Self.connectionsViewPart, state: EncodedState(["count": .int(count)]))
@@ -214,20 +232,52 @@ extension Session {
         return ended
     }
 
-    /// The lease is valid again and the session is still this node's: what was withheld
-    /// meanwhile is sent as every view's state (and the alert) again.
+    /// The lease is valid again and the session is still this node's: the events
+    /// withheld meanwhile go out now, in order, with the revs they were given, so every
+    /// connection's revs stay contiguous (PROTOCOL §2.2); when the log no longer
+    /// reaches back that far, the views the client has been shown (and the alert) are
+    /// sent again as new events.
     func leaseRestored() {
         guard withheldWithoutLease, !closed else { return }
+        guard leased else { return }
         withheldWithoutLease = false
-        sendSnapshot()
+        if let missed = log.lines(after: sentRev, current: rev) {
+            for connection in connections.values {
+                for line in missed { connection.send(line: line) }
+            }
+            sentRev = rev
+        } else {
+            for index in application.views.indices where displayedViews.contains(index) { display(index) }
+            if let alert = presentedAlert {
+                emit { .alert(rev: $0, id: alert.id, content: alert.content) }
+            }
+        }
     }
 
-    /// Every view's state and the presented alert, as new events to every connection.
-    private func sendSnapshot() {
-        for index in application.views.indices { display(index) }
-        if let alert = presentedAlert {
-            emit { .alert(rev: $0, id: alert.id, content: alert.content) }
+    /// A snapshot for one connection (PROTOCOL §2.1): the state of each of `views`
+    /// and the presented alert, each a new event with the next `rev`, kept in the event
+    /// log like any other — but sent only to the connection that attached. The others
+    /// already show that state: to them the snapshot's revs are a gap, never a repeat,
+    /// so an attach costs the one connection that asked.
+    private func sendSnapshot(to connection: SessionConnection, views: some Sequence<Int>) {
+        for index in views {
+            displayedViews.insert(index)
+            let view = application.views[index]
+            let state = view.encodeState(currentState(index))
+            rev += 1
+            let display = DisplayEvent(rev: rev, viewPart: view.displayViewPart, state: state.bytes)
+            log.appendDisplay(display)
+            logged(.display)
+            connection.send(display: display)
         }
+        if let alert = presentedAlert {
+            rev += 1
+            let line = ServerMessage.alert(rev: rev, id: alert.id, content: alert.content).line
+            log.append(line, rev: rev)
+            logged(.alert)
+            connection.send(line: line)
+        }
+        sentRev = rev
     }
 }
 

@@ -87,6 +87,12 @@ package actor Session {
     /// Output was withheld while this node held no valid lease: once the lease is back
     /// and the session is still this node's, every view is sent again.
     var withheldWithoutLease = false
+    /// The last rev handed to the connections (sent, or held for one whose command
+    /// runs): what a lapse of the lease withheld comes after it.
+    var sentRev = 0
+    /// The connection count before the first change of this loop tick, while its
+    /// display waits for the tick's end (``connectionCountChanged(from:)``).
+    var connectionCountShownAt: Int?
 
     // Views: one state per view-model, in the application's order, made on first
     // use (an idle session holds none).
@@ -331,6 +337,7 @@ package actor Session {
 
     private func broadcast(line: [UInt8]) {
         guard !closed, leased else { return }
+        sentRev = rev
         if held.isEmpty {
             for connection in connections.values { connection.send(line: line) }
             return
@@ -349,6 +356,7 @@ package actor Session {
     private func broadcast(display: DisplayEvent) {
         guard held.isEmpty else { return broadcast(line: display.line) }
         guard !closed, leased else { return }
+        sentRev = rev
         for connection in connections.values { connection.send(display: display) }
     }
 
@@ -378,7 +386,7 @@ package actor Session {
     }
 
     /// An event just logged: marks the session's record and counts it.
-    private func logged(_ kind: ServerMetrics.Event?) {
+    func logged(_ kind: ServerMetrics.Event?) {
         application.cluster?.changed(self)
         if let kind { application.metrics?.sent(kind) }
     }

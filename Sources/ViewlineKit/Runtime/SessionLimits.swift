@@ -20,6 +20,14 @@ public struct SessionLimits: Sendable {
     /// The bytes every session's event log may hold together; past it, a log that
     /// grows drops its own oldest events first.
     public var eventLogBudgetBytes = 256 << 20
+    /// Most connections attached to one session at once (0: no cap); one more
+    /// `attach` gets `server_busy`. Every event goes to every connection, so this
+    /// bounds what one event costs.
+    public var maximumConnectionsPerSession = 32
+    /// `attach`es one client address may make a second, successful or not, with
+    /// bursts of twice as many (0: no cap); past it, `attach_throttled`. Each attach
+    /// makes the server send a snapshot (and in a cluster may query the database).
+    public var attachesPerSecondPerAddress = 100
 
     /// The defaults above.
     public init() {}

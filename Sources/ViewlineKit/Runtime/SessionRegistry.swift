@@ -136,7 +136,7 @@ package final class SessionRegistry: Sendable {
                 guard
                     let victim = state.largest.flatMap({ state.addresses[$0]?.detached.oldest })
                         ?? state.addresses[address]?.detached.oldest
-                        ?? state.detached.oldest
+                        ?? Self.oldestBeyondFloor(in: state)
                 else {
                     return .failure(.full)
                 }
@@ -150,6 +150,28 @@ package final class SessionRegistry: Sendable {
         }
         if case .success(let evicted?) = result { cluster?.ended(evicted) }
         return result
+    }
+
+    /// Sessions an address keeps, detached or not, before a newcomer from another
+    /// address may end one of them: a person who briefly lost a connection never
+    /// loses the session to someone else's flood (PROTOCOL §8).
+    static let evictionFloor = 16
+    /// How far ``oldestBeyondFloor(in:)`` looks.
+    static let evictionSearch = 256
+
+    /// The oldest detached session whose address holds more than ``evictionFloor``
+    /// sessions, among the ``evictionSearch`` oldest: what a full registry may end for
+    /// a newcomer whose own address and the largest one have nothing detached.
+    private static func oldestBeyondFloor(in state: State) -> UInt64? {
+        var next = state.detached.oldest
+        var looked = 0
+        while let lookup = next, looked < evictionSearch {
+            guard let entry = state.entries[lookup] else { return nil }
+            if (state.addresses[entry.session.peer ?? ""]?.sessions ?? 0) > evictionFloor { return lookup }
+            next = entry.newer
+            looked += 1
+        }
+        return nil
     }
 
     /// Whether ``register(_:)`` would take one more session from nowhere in

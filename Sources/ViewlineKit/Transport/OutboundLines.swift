@@ -7,12 +7,16 @@ import Synchronization
 /// tick, so a burst of replies and events (pipelined commands, a results display)
 /// costs one syscall instead of one each.
 ///
-/// Bounded: when the client stops reading and NIO's buffer passes its high
-/// watermark (`--max-output-bytes`), the connection is closed rather than letting
-/// memory grow without limit. One flush may go over the watermark by itself — a
-/// line larger than the whole budget (an `attach` snapshot of a large session) goes
-/// out whole to a client that reads it — so a connection holds at most the budget
-/// plus that flush and the next.
+/// Bounded by the memory really held, not the bytes written: once the socket does
+/// not take a flush whole (the client reads slower than it is written to), nothing
+/// more is handed to NIO until it has written everything it holds; what comes
+/// meanwhile is merged into one buffer here. The backlog is then NIO's unwritten
+/// buffers plus that one, counted at their capacity, and is cut off past
+/// `--max-output-bytes` — or past the address's or the server's output budget
+/// (``ConnectionCounts``), whichever comes first. One flush may go over the limit by
+/// itself — a line larger than the whole budget (an `attach` snapshot of a large
+/// session) goes out whole to a client that reads it — so a connection holds at most
+/// the budget plus that flush.
 final class OutboundLines: Sendable {
     private let channel: any Channel
     /// What waits for the next flush; `nil` between flushes, so an idle connection
@@ -22,21 +26,35 @@ final class OutboundLines: Sendable {
     private let metrics: ServerMetrics?
     /// Set at shutdown, before the `bye`: no line read from now on runs.
     private let inputStopped = Atomic<Bool>(false)
-    /// What the flush that took the backlog over the watermark brought (touched on the
-    /// channel's loop only): the backlog may stay over by that much while it drains.
+    /// What the flush that began the backlog brought, when it was over the limit by
+    /// itself (touched on the channel's loop only): the backlog may stay over by that
+    /// much while it drains.
     private let allowance = Atomic<Int>(0)
+    /// Set once the connection is cut off: nothing more is queued for it.
+    private let cutOff = Atomic<Bool>(false)
+    /// NIO holds output it could not write at once (touched on the loop only): new
+    /// output waits in `pending`, merged, until a marker written behind it completes.
+    private let draining = Atomic<Bool>(false)
+    /// Which marker ends the current drain (a forced flush writes another).
+    private let drainGeneration = Atomic<Int>(0)
+    /// The capacity of the buffers handed to NIO since the drain began.
+    private let handedCapacity = Atomic<Int>(0)
+    /// The connection's output limit (`--max-output-bytes`).
+    private let limit: Int
 
-    /// Where a backlog is told (``ConnectionCounts/backlog(of:bytes:)``), and whether
-    /// this connection's is there now (touched on the channel's loop only).
+    /// Where a backlog is told (``ConnectionCounts/backlog(of:address:bytes:)``), and
+    /// whether this connection's is there now (touched on the channel's loop only).
     private let counts: ConnectionCounts?
     private let backlogID: Int
+    private let address: String
     private let backedUp = Atomic<Bool>(false)
     /// The list of the channel's loop that flushes output queued on that loop (`nil`:
     /// each flush is a task of its own).
     private let flushes: LoopFlushes?
 
     init(
-        channel: any Channel, logger: Logger, metrics: ServerMetrics? = nil, counts: ConnectionCounts? = nil, flushes: LoopFlushes? = nil
+        channel: any Channel, logger: Logger, metrics: ServerMetrics? = nil, counts: ConnectionCounts? = nil, flushes: LoopFlushes? = nil,
+        limit: Int = 1 << 20, address: String? = nil
     ) {
         precondition(flushes.map { $0.loop === channel.eventLoop } ?? true, "the flushes of another loop")
         self.channel = channel
@@ -44,6 +62,8 @@ final class OutboundLines: Sendable {
         self.logger = logger
         self.metrics = metrics
         self.counts = counts
+        self.limit = limit
+        self.address = address ?? channel.remoteAddress?.clientKey ?? ""
         backlogID = counts?.makeBacklogID() ?? 0
         if let counts {
             // However the connection ends, its backlog goes with it (by its number: this
@@ -52,21 +72,9 @@ final class OutboundLines: Sendable {
         }
     }
 
-    /// The channel's writability changed (on its loop): a connection that drained
-    /// below its watermark leaves the backlog. (One that closes leaves it as its close
-    /// completes, whatever its state then.)
-    func writabilityChanged() {
-        guard backedUp.load(ordering: .relaxed), channel.isWritable else { return }
-        backedUp.store(false, ordering: .relaxed)
-        counts?.backlog(of: backlogID, bytes: nil)
-    }
-
-    /// Tells the backlog what this connection holds now, past its watermark.
-    private func noteBacklog(_ buffered: Int) {
-        guard let counts else { return }
-        backedUp.store(true, ordering: .relaxed)
-        counts.backlog(of: backlogID, bytes: buffered)
-    }
+    /// The channel's writability changed (on its loop). The backlog is counted by
+    /// this connection's own drains, not by NIO's watermark; nothing to do.
+    func writabilityChanged() {}
 
     /// Bytes gathered before they are handed to NIO at once, even mid-burst: what
     /// waits here is counted against the backlog limit as it is queued, not after
@@ -95,6 +103,7 @@ final class OutboundLines: Sendable {
     }
 
     private func queue(bytes: Int, _ write: (inout ByteBuffer) -> Void) {
+        guard !cutOff.load(ordering: .relaxed) else { return }
         let (schedule, flushNow) = state.withLock { state -> (Bool, Bool) in
             if state.pending == nil { state.pending = channel.allocator.buffer(capacity: max(bytes, 256)) }
             write(&state.pending!)
@@ -121,7 +130,7 @@ final class OutboundLines: Sendable {
     /// Whether the connection can still take output and run what it reads: open, its
     /// backlog under the limit, and not shutting down. A pump stops running a
     /// connection's lines once this is false.
-    var isOpen: Bool { channel.isActive && !inputStopped.load(ordering: .relaxed) }
+    var isOpen: Bool { channel.isActive && !inputStopped.load(ordering: .relaxed) && !cutOff.load(ordering: .relaxed) }
 
     /// A shutdown is about to say `bye`: nothing the connection reads from now on runs
     /// (output still goes out), so no reply can follow the `bye`.
@@ -132,7 +141,7 @@ final class OutboundLines: Sendable {
     /// Writes everything queued so far and waits until it is handed to the socket.
     func drain() async throws {
         try await channel.eventLoop.flatSubmit { () -> EventLoopFuture<Void> in
-            self.flushOnLoop()
+            self.flushOnLoop(force: true)
             return self.channel.writeAndFlush(ByteBuffer())
         }.get()
     }
@@ -140,7 +149,7 @@ final class OutboundLines: Sendable {
     /// Writes everything queued so far, then closes the connection.
     func flushThenClose() {
         channel.eventLoop.execute {
-            self.flushOnLoop()
+            self.flushOnLoop(force: true)
             let channel = self.channel
             // A client that does not read would keep the close (and its descriptor and
             // buffers) waiting forever: it gets the time a `bye` is given, then goes.
@@ -152,36 +161,83 @@ final class OutboundLines: Sendable {
         }
     }
 
-    /// Hands what is queued to the channel (on its loop), and cuts off a client whose
-    /// backlog passed the limit.
-    func flushOnLoop() {
-        let pending = state.withLock { state -> ByteBuffer? in
+    /// Hands what is queued to the channel (on its loop) — unless NIO still holds
+    /// output the socket did not take, when it stays merged here (`force`: handed over
+    /// anyway, for a `bye` or a drain) — and cuts off a client whose backlog passed a
+    /// budget.
+    func flushOnLoop(force: Bool = false) {
+        let waiting = draining.load(ordering: .relaxed) && !force
+        let (pending, pendingCapacity) = state.withLock { state -> (ByteBuffer?, Int) in
             state.scheduled = false
+            if waiting { return (nil, state.pending?.capacity ?? 0) }
             defer { state.pending = nil }
-            return state.pending
+            return (state.pending, 0)
         }
-        guard let pending, channel.isActive else { return }
-        let size = pending.readableBytes
-        let wasWritable = channel.isWritable
-        metrics?.wrote(bytes: size)
-        channel.writeAndFlush(pending, promise: nil)
-        if channel.isWritable { return }
-        let buffered = try? channel.syncOptions?.getOption(.bufferedWritableBytes)
-        noteBacklog(buffered ?? 0)
-        if wasWritable {
-            // This flush alone took the backlog over the limit (a line larger than the
-            // budget, or the last of a burst): it goes out whole while the client reads.
-            allowance.store(size, ordering: .relaxed)
+        guard channel.isActive else { return }
+        if waiting {
+            checkBacklog(holding: handedCapacity.load(ordering: .relaxed) + pendingCapacity)
             return
         }
-        let limit = (try? channel.syncOptions?.getOption(.writeBufferWaterMark))?.high ?? 0
-        if (buffered ?? .max) > limit + allowance.load(ordering: .relaxed) {
-            // The client is not reading and its backlog passed the limit: a `bye` would
-            // sit behind that backlog, so just let go of the connection (its session
-            // lives on for the client to attach again).
-            logger.warning("closing a connection whose client stopped reading")
-            metrics?.outputCutOffs.increment()
-            channel.close(promise: nil)
+        guard let pending else { return }
+        let capacity = pending.capacity
+        metrics?.wrote(bytes: pending.readableBytes)
+        channel.writeAndFlush(pending, promise: nil)
+        // The common case: the socket took it all, and nothing is held.
+        guard let left = try? channel.syncOptions?.getOption(.bufferedWritableBytes), left > 0, channel.isActive else { return }
+        beginDrain(holding: capacity)
+    }
+
+    /// The socket did not take a flush whole: NIO holds `capacity` more until the
+    /// client reads. A marker written behind it says when everything is written; until
+    /// then new output is merged here.
+    private func beginDrain(holding capacity: Int) {
+        if !draining.load(ordering: .relaxed) {
+            draining.store(true, ordering: .relaxed)
+            handedCapacity.store(0, ordering: .relaxed)
+            // A flush over the limit by itself (a large snapshot) goes out whole.
+            allowance.store(capacity > limit ? capacity : 0, ordering: .relaxed)
         }
+        let held = handedCapacity.wrappingAdd(capacity, ordering: .relaxed).newValue
+        let generation = drainGeneration.wrappingAdd(1, ordering: .relaxed).newValue
+        let written = channel.eventLoop.makePromise(of: Void.self)
+        channel.writeAndFlush(ByteBuffer(), promise: written)
+        written.futureResult.whenComplete { _ in self.drained(generation) }
+        checkBacklog(holding: held)
+    }
+
+    /// Everything handed to NIO up to marker `generation` is written (or the
+    /// connection closed): what was merged meanwhile goes now.
+    private func drained(_ generation: Int) {
+        guard drainGeneration.load(ordering: .relaxed) == generation, draining.load(ordering: .relaxed) else { return }
+        draining.store(false, ordering: .relaxed)
+        handedCapacity.store(0, ordering: .relaxed)
+        if backedUp.load(ordering: .relaxed) {
+            backedUp.store(false, ordering: .relaxed)
+            counts?.backlog(of: backlogID, bytes: nil)
+        }
+        flushOnLoop()
+    }
+
+    /// Counts what the backlog holds now, and cuts the connection off past its limit
+    /// (plus the allowance of a flush over it by itself), its address's budget or the
+    /// server's.
+    private func checkBacklog(holding held: Int) {
+        backedUp.store(true, ordering: .relaxed)
+        var over: String?
+        if let passed = counts?.backlog(of: backlogID, address: address, bytes: held) {
+            over = passed.description
+        } else if held > limit + allowance.load(ordering: .relaxed) {
+            over = "its output limit"
+        }
+        guard let over else { return }
+        // The client is not reading and its backlog passed a budget: a `bye` would sit
+        // behind that backlog, so just let go of the connection (its session lives on
+        // for the client to attach again).
+        cutOff.store(true, ordering: .relaxed)
+        state.withLock { $0.pending = nil }
+        counts?.backlog(of: backlogID, bytes: nil)
+        logger.warning("closing a connection whose client stopped reading", metadata: ["over": "\(over)", "held": "\(held)"])
+        metrics?.outputCutOffs.increment()
+        channel.close(promise: nil)
     }
 }

@@ -35,6 +35,13 @@ public struct ServerConfiguration: Sendable {
     /// A client that stops reading is cut off once this much output waits for it;
     /// its session lives on for it to attach again.
     public var maximumOutputBytes = 1 << 20
+    /// What the output backlogs of one client address may hold together (0: no cap):
+    /// past it, the connection whose backlog grows is cut off (its session lives on).
+    /// Memory held is what is counted (buffer capacity, not bytes written).
+    public var maximumOutputBytesPerAddress = 64 << 20
+    /// What every connection's output backlog may hold together (0: no cap); past it,
+    /// the connection whose backlog grows is cut off.
+    public var maximumOutputBytesTotal = 512 << 20
     /// A connection whose line stays incomplete this long is closed (its session
     /// lives on); `nil` for no limit.
     public var incompleteLineTimeout: Duration? = .seconds(30)

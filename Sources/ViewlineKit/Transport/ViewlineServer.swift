@@ -54,6 +54,10 @@ public final class ViewlineServer: Service, Sendable {
     private let bindFailure = Mutex<(any Error)?>(nil)
     /// ``ServerConfiguration/maximumClients``, lowered to what the file limit allows.
     public let maximumClients: Int
+    /// Most connections from one address (0: no cap): `--max-clients-per-address`,
+    /// scaled down with ``maximumClients`` when the file limit lowered it, so one
+    /// address never takes every place.
+    public let maximumClientsPerAddress: Int
     private let rejections = Mutex<(count: Int, lastWarning: ContinuousClock.Instant?)>((0, nil))
 
     private enum Lifecycle { case serving, shuttingDown, stopped }
@@ -139,6 +143,8 @@ public final class ViewlineServer: Service, Sendable {
         self.application = application
         self.logger = logger
         maximumClients = Self.clientLimit(configuration.maximumClients, logger: logger)
+        maximumClientsPerAddress = Self.perAddressLimit(
+            configuration.maximumClientsPerAddress, of: maximumClients, requested: configuration.maximumClients, logger: logger)
         let loops = configuration.eventLoops ?? System.coreCount
         self.group = MultiThreadedEventLoopGroup(numberOfThreads: loops)
         loopFlushes = Dictionary(uniqueKeysWithValues: group.makeIterator().map { (ObjectIdentifier($0), LoopFlushes(loop: $0)) })
@@ -157,6 +163,7 @@ public final class ViewlineServer: Service, Sendable {
                 .serverChannelOption(.backlog, value: Int32(clamping: configuration.listenBacklog))
                 .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
                 .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+                .keepingClientsAlive()
                 // Commands are short lines: start each connection's receive buffer small
                 // (an idle connection keeps it) and let bursts grow it.
                 .childChannelOption(.recvAllocator, value: AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 64, maximum: 65536))
@@ -366,6 +373,7 @@ public final class ViewlineServer: Service, Sendable {
             .serverChannelOption(.backlog, value: Int32(clamping: configuration.listenBacklog))
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            .keepingClientsAlive()
             .childChannelOption(
                 .writeBufferWaterMark,
                 value: .init(
@@ -392,6 +400,7 @@ public final class ViewlineServer: Service, Sendable {
                                 incompleteMessageTimeout: timeout, budget: budget)
                             try pipeline.addHandlers(lines, ConnectionHandler(server: self, transport: .websocket, budget: budget))
                         })
+                    let queue = HTTPRequestQueue(logger: logger)
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(
                         withServerUpgrade: (
                             upgraders: [upgrader],
@@ -399,18 +408,27 @@ public final class ViewlineServer: Service, Sendable {
                                 // The guard's place goes back: the protocol connection takes its own.
                                 context.pipeline.syncOperations.removeHandler(page, promise: nil)
                                 context.pipeline.syncOperations.removeHandler(guarded, promise: nil)
+                                context.pipeline.syncOperations.removeHandler(queue, promise: nil)
                             }
                         ))
+                    try Self.addRequestQueue(queue, to: channel.pipeline.syncOperations)
                     try channel.pipeline.syncOperations.addHandlers(guarded, page)
                 }
             }
             .bind(host: configuration.host, port: port).get()
     }
 
+    /// Puts `queue` between NIO's request decoder and its pipelining handler, where it
+    /// sees every request decoded before the pipelining handler keeps it.
+    private static func addRequestQueue(_ queue: HTTPRequestQueue, to pipeline: ChannelPipeline.SynchronousOperations) throws {
+        let pipelining = try pipeline.handler(type: HTTPServerPipelineHandler.self)
+        try pipeline.addHandler(queue, position: .before(pipelining))
+    }
+
     /// Where HTTP connections hold their places: the same registry and limits as
     /// protocol connections.
     private var httpAdmission: HTTPConnectionGuard.Admission {
-        .init(registry: registry, limit: maximumClients, perAddress: configuration.maximumClientsPerAddress)
+        .init(registry: registry, limit: maximumClients, perAddress: maximumClientsPerAddress)
     }
 
     /// How long an HTTP request's head may take to arrive whole, a keep-alive
@@ -433,6 +451,7 @@ public final class ViewlineServer: Service, Sendable {
             .childChannelInitializer { [unowned self] channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline()
+                    try Self.addRequestQueue(HTTPRequestQueue(logger: logger), to: channel.pipeline.syncOperations)
                     try channel.pipeline.syncOperations.addHandlers(
                         HTTPConnectionGuard(admission: admission, timeout: timeout), OperationsHandler(server: self))
                 }
@@ -487,9 +506,9 @@ public final class ViewlineServer: Service, Sendable {
         let number = registry.nextNumber()
         let outbound = OutboundLines(
             channel: channel, logger: logger, metrics: application.metrics, counts: application.connections,
-            flushes: loopFlushes[ObjectIdentifier(channel.eventLoop)])
+            flushes: loopFlushes[ObjectIdentifier(channel.eventLoop)], limit: configuration.maximumOutputBytes)
         if let refusal = registry.add(
-            number, channel: channel, outbound: outbound, limit: maximumClients, perAddress: configuration.maximumClientsPerAddress)
+            number, channel: channel, outbound: outbound, limit: maximumClients, perAddress: maximumClientsPerAddress)
         {
             refuse(outbound, reason: refusal == .full ? "max clients reached" : "max clients per address reached")
             return nil
@@ -553,6 +572,18 @@ public final class ViewlineServer: Service, Sendable {
     static func clientLimit(_ requested: Int, logger: Logger) -> Int {
         var limit = rlimit()
         guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return requested }
+        if limit.rlim_cur < limit.rlim_max {
+            // systemd gives services a soft limit of 1,024 under a far higher hard one:
+            // the soft limit is ours to raise (nginx's worker_rlimit_nofile, redis's
+            // adjustOpenFilesLimit).
+            var raised = limit
+            raised.rlim_cur = limit.rlim_max
+            if setrlimit(Int32(RLIMIT_NOFILE.rawValue), &raised) == 0 {
+                logger.info(
+                    "file limit raised to its hard limit", metadata: ["from": "\(limit.rlim_cur)", "to": "\(raised.rlim_cur)"])
+                limit = raised
+            }
+        }
         let reserve: rlim_t = 64
         let available = limit.rlim_cur > reserve ? Int(clamping: limit.rlim_cur - reserve) : 1
         guard available < requested else { return requested }
@@ -562,6 +593,27 @@ public final class ViewlineServer: Service, Sendable {
                 "requested": "\(requested)", "max-clients": "\(available)", "file-limit": "\(limit.rlim_cur)",
             ])
         return available
+    }
+
+    /// The per-address cap `requested`, scaled by what the file limit left of the
+    /// total (`total` of `requestedTotal`); a cap at or above the total protects no
+    /// one, and says so at start.
+    static func perAddressLimit(_ requested: Int, of total: Int, requested requestedTotal: Int, logger: Logger) -> Int {
+        guard requested > 0 else { return 0 }
+        var limit = requested
+        if total < requestedTotal {
+            limit = max(1, Int((Double(requested) * Double(total) / Double(requestedTotal)).rounded(.down)))
+        } else if limit >= total {
+            logger.warning(
+                "max clients per address is not below max clients: one address can take every place",
+                metadata: ["max-clients-per-address": "\(requested)", "max-clients": "\(total)"])
+        }
+        if limit != requested {
+            logger.notice(
+                "max clients per address scaled with max clients",
+                metadata: ["requested": "\(requested)", "max-clients-per-address": "\(limit)", "max-clients": "\(total)"])
+        }
+        return limit
     }
 
     /// A server configuration that cannot work.
