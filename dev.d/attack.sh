@@ -4,7 +4,9 @@
 # attack_run BIN SECONDS [attack.py flags]: a server from BIN under chaos/attack.py: many
 # connections from one address send random framings over TCP and WebSocket while a
 # probe pings; fails when the server dies, grows past the budget per attacking
-# connection, or the probe's p99 passes the bound.
+# connection, or the probe's p99 passes the bound. Then the other phases (output
+# fan-out to slow readers, HTTP pipelining, an attach storm, registry pressure from two
+# addresses, a 1,024 descriptor limit), each briefly on a server of its own from BIN.
 attack_run() {
     local bin=$1 seconds=$2; shift 2
     local out; out=$(mktemp)
@@ -16,7 +18,8 @@ attack_run() {
     port=$(sed -n 's/^listening on .*://p' "$out")
     web=$(sed -n 's|^web on http://.*:\([0-9]*\)/$|\1|p' "$out")
     local status=0
-    python3 chaos/attack.py --port "$port" --web-port "$web" --pid "$server" --seconds "$seconds" "$@" || status=$?
+    python3 chaos/attack.py --port "$port" --web-port "$web" --pid "$server" --seconds "$seconds" \
+        --bin "$bin/viewline-server" "$@" || status=$?
     kill "$server" 2>/dev/null; wait "$server" 2>/dev/null || true
     rm -f "$out"
     return "$status"
@@ -29,5 +32,6 @@ attack() {
     say "building release"
     swift build -c release --product viewline-server 2>&1 | { grep -Ev '^\[[0-9]+/[0-9]+\]' || true; }
     say "hostile-stream fuzzer for ${seconds} s against the release server"
-    attack_run "$(swift build -c release --show-bin-path)" "$seconds" --connections 40 "$@"
+    attack_run "$(swift build -c release --show-bin-path)" "$seconds" --connections 40 \
+        --phase-seconds 20 --fanout-connections 200 --pipeline-connections 200 "$@"
 }
