@@ -123,17 +123,18 @@ public struct PostgresSessionDirectory: SessionDirectory {
         // 2 s at least. A fixed 2 s failed every renewal of a slower link that the
         // database applied all the same: a fresh heartbeat, and a node that served nobody.)
         // Housekeeping, off the renewal's path: records of sessions whose node left
-        // (its row gone) and that nobody attached to since. A node that is still listed
-        // — alive, paused or merely silent — never has its records deleted, whatever
-        // the database's clock says (a node that died without leaving keeps its row, so
-        // its records wait for a claim); at most 1,000 a renewal.
+        // (its row gone) and that nobody attached to since, and tombstones of ended
+        // sessions, a day old. A live record of a node that is still listed — alive,
+        // paused or merely silent — is never deleted, whatever the database's clock says
+        // (a node that died without leaving keeps its row, so its records wait for a
+        // claim); at most 1,000 a renewal.
         Task { [database] in
             try? await database.run(
                 """
                 DELETE FROM viewline_sessions WHERE lookup IN (
                     SELECT s.lookup FROM viewline_sessions s
                     WHERE s.updated_at < clock_timestamp() - make_interval(secs => \(recordsExpireAfter.inSeconds))
-                    AND NOT EXISTS (SELECT 1 FROM viewline_nodes n WHERE n.id = s.owner)
+                    AND (s.ended OR NOT EXISTS (SELECT 1 FROM viewline_nodes n WHERE n.id = s.owner))
                     LIMIT 1000)
                 """, timeout: statementTimeout)
             try? await database.run(

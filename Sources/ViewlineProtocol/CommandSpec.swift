@@ -14,6 +14,10 @@ public struct CommandSpec: Sendable, Equatable {
     public var arguments: [Argument]
     /// Whether only a server started with admin commands runs it (`fault`).
     public var adminOnly: Bool
+    /// Whether an admin command also runs for a connection that gave the server's
+    /// inspector token (`inspector <token>`): the inspector's, which only read
+    /// (`inspect`, `info`).
+    public var opensToInspector: Bool
     /// Whether a page may send the command as the person types (debounced): its
     /// view-model lets the latest one win (`help`'s `live: true`, protocol 1.2).
     public var isLive: Bool
@@ -28,10 +32,12 @@ public struct CommandSpec: Sendable, Equatable {
     public var view: String?
 
     /// A command declaration: the usage line is made from `arguments` unless given,
-    /// and the example is the bare name unless given.
+    /// and the example is the bare name unless given. `inspector`: an admin command
+    /// the inspector token opens too.
     public init(
         _ name: String, summary: String, arguments: [Argument] = [], example: String? = nil,
-        usage: String? = nil, adminOnly: Bool = false, live: Bool = false, paging: Bool = false, primary: Bool = false
+        usage: String? = nil, adminOnly: Bool = false, inspector: Bool = false, live: Bool = false, paging: Bool = false,
+        primary: Bool = false
     ) {
         self.name = name.lowercased()
         self.summary = summary
@@ -39,6 +45,7 @@ public struct CommandSpec: Sendable, Equatable {
         self.example = example ?? name
         self.usage = usage ?? ([name] + arguments.map(\.usage)).joined(separator: " ")
         self.adminOnly = adminOnly
+        opensToInspector = inspector
         isLive = live
         isPaging = paging
         isPrimary = primary

@@ -76,6 +76,22 @@ import ViewlineTesting
         #expect(throttle.loginWait(user: "alice", peer: "203.0.113.9", now: later + 1) == nil)
     }
 
+    /// A wall clock stepped back an hour moves no wait: what was left of it is left,
+    /// never the hour, and a wait told is never longer than the longest (PROTOCOL §2.2).
+    @Test func aClockSteppedBackMovesNoWait() {
+        let throttle = FailureThrottle(freeFailures: 1, baseDelay: 1, maximumDelay: 300)
+        let start = Date(timeIntervalSinceReferenceDate: 1_000_000)
+        let keys = FailureThrottle.keys(user: "ann", peer: "10.0.0.1")
+        for _ in 0..<2 { throttle.failed(keys, now: start) }
+        #expect(throttle.loginWait(user: "ann", peer: "10.0.0.1", now: start) == 1)
+        let stepped = start - 3600
+        #expect(throttle.loginWait(user: "ann", peer: "10.0.0.1", now: stepped) == 1, "a second left, not an hour")
+        #expect(throttle.loginWait(user: "ann", peer: "10.0.0.1", now: stepped + 1.5) == nil)
+        let attach = FailureThrottle.key("attach", peer: "10.0.0.1")
+        for _ in 0..<3 { throttle.failed(attach, now: start) }
+        #expect(throttle.wait(for: attach, now: stepped).map { $0 <= 2 } == true)
+    }
+
     @Test func failuresAreForgottenAfterAQuietQuarterOfAnHour() {
         let throttle = FailureThrottle(freeFailures: 2, baseDelay: 1, maximumDelay: 8)
         let keys = FailureThrottle.keys(user: "alice", peer: "10.0.0.1")

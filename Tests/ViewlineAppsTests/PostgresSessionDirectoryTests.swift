@@ -90,6 +90,17 @@ import ViewlineTestSupport
         _ = try await directory.renewLease(successor, nodeTimeout: .seconds(30), recordsExpireAfter: .seconds(3600))
         try await Task.sleep(for: .milliseconds(500))
         #expect(try server.query("SELECT count(*) FROM viewline_sessions", database: database) == "1")
+        // A tombstone (an ended session) goes after a day whoever made it.
+        _ = try await directory.remove(lookups: ["0123456789abcdef"], by: zombie)
+        _ = try server.query("UPDATE viewline_sessions SET updated_at = now() - interval '2 days'", database: database)
+        _ = try await directory.renewLease(successor, nodeTimeout: .seconds(30), recordsExpireAfter: .seconds(3600))
+        var left = ""
+        for _ in 0..<200 {
+            left = try server.query("SELECT count(*) FROM viewline_sessions", database: database)
+            if left == "0" { break }
+            try await Task.sleep(for: .milliseconds(25))
+        }
+        #expect(left == "0")
     }
 
     /// A claim by renewal count decides by no clock: it goes through only while the

@@ -74,8 +74,10 @@ import ViewlineTestSupport
         let url = try PostgresURL(server.url(database: database))
         let access = DatabaseAccess(url: url, operationTimeout: .milliseconds(500), logger: Logger(label: "test"))
         defer { access.close() }
-        try await access.run("CREATE TABLE late (v int)", timeout: .seconds(5))
-        try await access.run("INSERT INTO late VALUES (0)", timeout: .seconds(5))
+        // Setup and the final read get a wide deadline: a loaded machine is slow, and
+        // only the write's own 0.5 s deadline is under test.
+        try await access.run("CREATE TABLE late (v int)", timeout: .seconds(60))
+        try await access.run("INSERT INTO late VALUES (0)", timeout: .seconds(60))
         let holder = Task {
             try await server.queryOnItsOwnThread("BEGIN; SELECT 1 FROM late FOR UPDATE; SELECT pg_sleep(1.5); COMMIT;", database: database)
         }
@@ -87,7 +89,7 @@ import ViewlineTestSupport
         }
         _ = try await holder.value
         try await Task.sleep(for: .milliseconds(500))
-        #expect(try await access.collect("SELECT v::int8 FROM late", timeout: .seconds(5)) { try $0.decode(Int64.self) } == [0])
+        #expect(try await access.collect("SELECT v::int8 FROM late", timeout: .seconds(60)) { try $0.decode(Int64.self) } == [0])
     }
 
     @Test func everyConnectionCarriesServerSideLimitsBelowTheNodeTimeout() async throws {

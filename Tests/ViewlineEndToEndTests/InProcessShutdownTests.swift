@@ -61,8 +61,10 @@ import ViewlineTestSupport
         try await running.value
         // The drain (4 s here) and one bye timeout (2 s) at most, however much it left
         // unread; a debug build beside other suites may spend the whole drain on its
-        // 3,000 commands.
-        #expect(ContinuousClock.now - started < .seconds(9))
+        // 3,000 commands. Bounded, not timed: a client that could hold shutdown up
+        // would hold it past the test's minute, so the bound leaves a loaded machine
+        // five times the 6 s.
+        #expect(ContinuousClock.now - started < .seconds(30))
     }
 }
 

@@ -59,6 +59,29 @@ import ViewlineTestSupport
         #expect(try victim.command("ping").isOK)
     }
 
+    /// A client that sends its first frame in the same write as the upgrade request
+    /// (the request decoder hands those bytes on as it leaves) gets its answer: the
+    /// HTTP request queue leaves first (it crashed the server, round five's review).
+    @Test func aFrameSentWithTheUpgradeRequestIsAnswered() throws {
+        let (server, web) = try startWebServer()
+        let client = try LineClient(port: web)
+        var request = "GET /ws HTTP/1.1\r\nHost: 127.0.0.1:\(web)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        request += "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+        let payload = Array("ping".utf8)
+        let mask: [UInt8] = [1, 2, 3, 4]
+        let frame = [0x81, 0x80 | UInt8(payload.count)] + mask + payload.enumerated().map { $0.element ^ mask[$0.offset % 4] }
+        try client.sendRaw(Array(request.utf8) + frame)
+        #expect(try client.readLine(timeout: .seconds(5)).map { String(decoding: $0, as: UTF8.self) }?.hasPrefix("HTTP/1.1 101") == true)
+        var answered = false
+        var received: [UInt8] = []
+        for _ in 0..<4096 where !answered {
+            received += try client.readBytes(1, timeout: .seconds(5)) ?? []
+            answered = String(decoding: received, as: UTF8.self).contains(#""type":"reply""#)
+        }
+        #expect(answered, "the frame's ping was answered")
+        #expect(server.process.isRunning)
+    }
+
     @Test func aWebSocketPingFloodThatIsNeverReadIsCutOff() throws {
         let (server, web) = try startWebServer(["--max-output-bytes", "65536"])
         let attacker = try WebSocketClient(port: web)

@@ -21,8 +21,12 @@ import ViewlineTestSupport
         var clockOffset: TimeInterval = 0
         private var now: Date { Date().addingTimeInterval(clockOffset) }
 
+        /// How long each renewal takes to reach the directory (a slow link).
+        var renewalDelay: Duration = .zero
         func renewLease(_ node: ClusterNode, nodeTimeout: Duration, recordsExpireAfter: Duration) async throws -> LeaseRenewal {
-            lock.withLock {
+            let delay = lock.withLock { renewalDelay }
+            if delay > .zero { try await Task.sleep(for: delay) }
+            return lock.withLock {
                 let expired = nodes[node.id].map { $0.renewed <= now.addingTimeInterval(-nodeTimeout.seconds) } ?? false
                 nodes[node.id] = (node.address, now)
                 return LeaseRenewal(previousExpired: expired)
@@ -910,6 +914,25 @@ import ViewlineTestSupport
         let application = Application([Counter.self], services: services, cluster: cluster)
         cluster.hold(application.sessions)
         return application
+    }
+
+    /// Renewals that each take half the node timeout overlap: the node serves at every
+    /// moment. One at a time, it refused commands 1.2 s in every 3 s (a renewal valid
+    /// for 4.8 s from its send, the next landing 6 s after it); overlapping, the next
+    /// lands 4.2 s after it: 0.6 s to spare for a loaded machine.
+    @Test(.timeLimit(.minutes(1))) func slowRenewalsOverlapAndTheNodeServesThroughout() async throws {
+        let directory = MemoryDirectory()
+        let a = try await leasedNode(directory, "10.0.0.1:7878", timeout: .seconds(6))
+        directory.lock.withLock { directory.renewalDelay = .seconds(3) }
+        let cluster = a.cluster!
+        let run = Task { await cluster.run() }
+        defer { run.cancel() }
+        var refused = 0
+        for _ in 0..<80 {
+            if !cluster.isServing() { refused += 1 }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        #expect(refused == 0, "the node stopped serving at \(refused) of 80 samples")
     }
 
     @Test func aNodeWhoseRecordsCannotBeWrittenAcknowledgesNothingThenLetsItsLeaseGo() async throws {

@@ -27,11 +27,10 @@ import Testing
     }
 
     @Test func aFullRegistryEvictsFromTheAddressHoldingTheMostFirst() throws {
-        let app = application(maximumSessions: 4)
+        let app = application(maximumSessions: 40)
         let victim = try open(app, from: "10.0.0.1").session  // detached, the oldest of all
         let attackerFirst = try open(app, from: "10.0.0.9").session
-        try open(app, from: "10.0.0.9")
-        try open(app, from: "10.0.0.9")
+        for _ in 0..<38 { try open(app, from: "10.0.0.9") }
         // Full: the attacker's next session evicts its own oldest, not the victim's.
         #expect(try open(app, from: "10.0.0.9").evicted === attackerFirst)
         for _ in 0..<100 { try open(app, from: "10.0.0.9") }
@@ -40,6 +39,35 @@ import Testing
         // that holds the most (the attacker), not the oldest of all (the victim).
         let other = try open(app, from: "10.0.0.2", keep: true)
         #expect(other.evicted?.peer == "10.0.0.9")
+        #expect(app.sessions.session(for: victim.token) === victim)
+    }
+
+    /// An attacker holding one attached session from each of many addresses leaves
+    /// nothing beyond the floor to end: newcomers (the victim's own reconnect among
+    /// them) get a session past the cap, up to a tenth of it, then are refused — and
+    /// the victim's detached session is never ended for them.
+    @Test func aFloodFromManyAddressesNeverEndsAFewDetachedSessions() throws {
+        let app = application(maximumSessions: 200)
+        let victim = try open(app, from: "10.0.0.1").session
+        for index in 0..<199 { try open(app, from: "10.1.\(index / 250).\(index % 250)", keep: true) }
+        var admitted = 0
+        var refused = 0
+        for index in 0..<100 {
+            switch app.sessions.register(Session(id: "n", application: app, peer: "10.2.0.\(index)")) {
+            case .success(let evicted):
+                #expect(evicted == nil)
+                admitted += 1
+            case .failure: refused += 1
+            }
+        }
+        #expect(admitted == SessionRegistry.overflow(of: 200) && refused == 100 - admitted)
+        #expect(app.sessions.session(for: victim.token) === victim)
+        // The victim comes back: refused a fresh session now (the overflow is used up),
+        // but its own session was not ended to make room for anyone.
+        guard case .failure = app.sessions.register(Session(id: "v", application: app, peer: "10.0.0.1")) else {
+            Issue.record("past the cap and its overflow, a newcomer is refused")
+            return
+        }
         #expect(app.sessions.session(for: victim.token) === victim)
     }
 

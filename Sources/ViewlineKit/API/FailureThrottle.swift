@@ -104,6 +104,7 @@ public final class FailureThrottle: Sendable {
         let (pair, address, anywhere) = (keys[0], keys[1], keys[2])
         let slot = Key("login-user-clean", user)
         let until = records.withLock { records -> Date? in
+            for key in [pair, address, anywhere, slot] { Self.rebase(&records[key], now: now) }
             var waits = [pair, address].compactMap { records[$0]?.blockedUntil }
             if let everywhere = records[anywhere], everywhere.blockedUntil > now {
                 if (records[pair]?.failures ?? 0) > 0 {
@@ -142,7 +143,9 @@ public final class FailureThrottle: Sendable {
     /// How long any of `keys` must still wait before trying again, in whole seconds
     /// (rounded up), or `nil` when the attempt may go ahead.
     public func wait(for keys: [Key], now: Date) -> Int? {
-        let until = records.withLock { records in keys.compactMap { records[$0]?.blockedUntil }.max() }
+        let until = records.withLock { records in
+            keys.compactMap { key in Self.rebase(&records[key], now: now)?.blockedUntil }.max()
+        }
         return seconds(until: until, now: now)
     }
 
@@ -151,13 +154,8 @@ public final class FailureThrottle: Sendable {
         records.withLock { records in
             for key in keys {
                 if records[key] == nil { makeRoom(in: &records, now: now) }
+                Self.rebase(&records[key], now: now)
                 var record = records[key] ?? Record(lastSeen: now)
-                if record.lastSeen > now {
-                    // The clock went back: the record's times come back with it, its
-                    // wait no longer than the longest.
-                    record.lastSeen = now
-                    record.blockedUntil = min(record.blockedUntil, now + maximumDelay)
-                }
                 if record.blockedUntil < now && now.timeIntervalSince(record.lastSeen) > Self.forgetAfter {
                     record.failures = 0  // quiet for long enough: a fresh start
                 }
@@ -171,6 +169,18 @@ public final class FailureThrottle: Sendable {
                 records[key] = record
             }
         }
+    }
+
+    /// A record last seen after `now` (the clock went back) is moved back by as much,
+    /// so its wait keeps what was left of it rather than the clock's step. Returns it.
+    @discardableResult
+    private static func rebase(_ record: inout Record?, now: Date) -> Record? {
+        guard var moved = record, moved.lastSeen > now else { return record }
+        let step = moved.lastSeen.timeIntervalSince(now)
+        moved.lastSeen = now
+        if moved.blockedUntil != .distantPast { moved.blockedUntil -= step }
+        record = moved
+        return moved
     }
 
     /// A success: forget the failures under `keys` (only the narrow ones: see

@@ -19,8 +19,11 @@ final class AttachPolicy: Sendable {
     /// Cluster lookups of `attach` in flight per address (at most ``lookupsPerAddress``).
     let lookupsInFlight = Mutex<[String: Int]>([:])
     static let lookupsPerAddress = 8
-    /// Lookup keys that found no session in the last ``missRemembered``: asked again,
-    /// they are answered `bad_token` without a query. At most ``missesKept``.
+    /// Tokens (by address and a digest of the whole token) whose lookup found no
+    /// session in the last ``missRemembered``: the same address asking again is answered
+    /// `bad_token` without a query. Keyed by the whole token and the address, so a
+    /// revoked token never stands in for the session's new one, and nobody else's
+    /// lookups are answered from it. At most ``missesKept``.
     let recentMisses = Mutex<[String: ContinuousClock.Instant]>([:])
     static let missRemembered = Duration.seconds(2)
     static let missesKept = 4096
@@ -139,7 +142,8 @@ extension Application {
         }
         var found = sessions.session(for: token)
         let lookup = SessionRegistry.split(token).lookup
-        if found == nil, cluster != nil, attachPolicy.missedRecently(lookup, now: .now) {
+        let miss = (peer ?? "local") + " " + Hex.string(Cluster.digest(Array(token.utf8)).prefix(16))
+        if found == nil, cluster != nil, attachPolicy.missedRecently(miss, now: .now) {
             // Looked up a moment ago and found nowhere: no second query.
             attachPolicy.throttle.failed(madeKeys, now: FailureThrottle.monotonicNow())
             await current.reject(re: request.id, badToken, to: number, command: "attach")
@@ -216,7 +220,7 @@ extension Application {
                 ])
             let now = FailureThrottle.monotonicNow()
             if made {
-                if cluster != nil { attachPolicy.missed(lookup, now: .now) }
+                if cluster != nil { attachPolicy.missed(miss, now: .now) }
                 attachPolicy.throttle.failed(madeKeys, now: now)
             } else {
                 attachPolicy.throttle.failed(keys, now: now)
@@ -243,6 +247,12 @@ extension Application {
             link.send(.reply(re: request.id, result: .failure(badToken)))
             link.send(.bye(.revoked))
             link.close()
+            return nil
+        }
+        // A session at its cap of connections is refused before this one leaves its
+        // own (a hop out and back would let newcomers take the place it left).
+        if await target.isFull {
+            await current.reject(re: request.id, Session.full(await target.connectionCount), to: number, command: "attach")
             return nil
         }
         // Counted as attached before it is joined, so it cannot expire in between.
@@ -292,7 +302,9 @@ extension Application {
             return
         }
         link.send(.reply(re: re, result: .failure(error)))
-        link.send(.bye(.revoked))
+        // Its token changed meanwhile (`end-others`: it was one of the others), or others
+        // took the place it left (the cap of connections): it goes, told which.
+        link.send(.bye(await current.isFull ? Bye(.refused, "the session has all the connections it may") : .revoked))
         link.close()
     }
 }

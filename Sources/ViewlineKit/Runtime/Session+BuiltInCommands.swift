@@ -116,7 +116,7 @@ extension Session {
             spec: CommandSpec(
                 "info",
                 summary: "The server's figures as JSON, grouped like redis's INFO: server, clients, sessions, commands, cluster (admin only).",
-                adminOnly: true
+                adminOnly: true, inspector: true
             )
         ) { session, _ in
             session.application.info
@@ -127,7 +127,7 @@ extension Session {
                 summary:
                     "The node's sessions (bare or `sessions`; the 500 last active of at most 5,000 read), or one session's timeline, events and views at a rev (admin only).",
                 arguments: [BuiltInArgument.session.argument, BuiltInArgument.fromRev.argument],
-                example: "inspect s12 40", adminOnly: true
+                example: "inspect s12 40", adminOnly: true, inspector: true
             )
         ) { session, args async throws in try await inspect(from: session, args) },
         AnyCommand(

@@ -98,7 +98,7 @@ extension Session {
         if command.spec.adminOnly && !application.admin && !mayInspect(with: command, from: origin.connection) {
             let name = command.spec.name
             let refused =
-                application.inspectorTokenDigest != nil && Self.inspectorCommands.contains(name)
+                application.inspectorTokenDigest != nil && command.spec.opensToInspector
                 ? ProtocolError(.adminDisabled, "\(name) needs the inspector token: send `inspector <token>` first")
                 : ProtocolError(.adminDisabled, "\(name) is an admin command; start the server with --admin")
             return finished(request, .failure(refused), command: command, started: now(), from: origin.connection, holding: false)
@@ -106,14 +106,10 @@ extension Session {
         return nil
     }
 
-    /// The admin commands a connection that gave the inspector token may run: the
-    /// inspector's, which only read.
-    static let inspectorCommands: Set<String> = ["inspect", "info"]
-
     /// Whether `connection` gave the inspector token and `command` is one of the
     /// inspector's.
     private func mayInspect(with command: AnyCommand, from connection: Int) -> Bool {
-        !inspectorConnections.isEmpty && inspectorConnections.contains(connection) && Self.inspectorCommands.contains(command.spec.name)
+        !inspectorConnections.isEmpty && inspectorConnections.contains(connection) && command.spec.opensToInspector
     }
 
     /// Runs a command ``begin(_:from:)`` found awaits, and finishes it.

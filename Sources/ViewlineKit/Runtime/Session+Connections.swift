@@ -147,11 +147,7 @@ extension Session {
             log.removeAll()
             missed = nil
         }
-        let limit = application.sessions.limits.maximumConnectionsPerSession
-        if limit > 0, connections.count >= limit {
-            throw ProtocolError(
-                .serverBusy, "the session already has \(connections.count) connections, the most it may have; end one first", retryAfter: 1)
-        }
+        if isFull { throw Self.full(connections.count) }
         let before = connections.count
         connections[number] = connection
         let result: JSON = [
@@ -166,6 +162,11 @@ extension Session {
         }
         connectionCountChanged(from: before)
         return true
+    }
+
+    /// What an `attach` to a session that has its cap of connections gets.
+    static func full(_ count: Int) -> ProtocolError {
+        ProtocolError(.serverBusy, "the session already has \(count) connections, the most it may have; end one first", retryAfter: 1)
     }
 
     /// How many events a restored session's record may trail the client: far more
@@ -296,10 +297,20 @@ extension Session {
     /// Takes back a connection whose attach elsewhere failed. Returns `false`, adding
     /// nothing, when `end-others` changed the token since the connection left: it was
     /// one of the others then, and must not come back after it (the caller revokes it).
+    ///
+    /// Also `false` when the session took its cap of connections meanwhile (others
+    /// attached into the place this one left): the cap holds for every way in.
     package func rejoin(_ connection: SessionConnection, as number: Int, left: String) -> Bool {
         guard SessionRegistry.constantTimeEqual(Array(left.utf8), Array(token.utf8)) else { return false }
+        guard !isFull else { return false }
         connect(connection, as: number)
         return true
+    }
+
+    /// Whether the session has as many connections as one may (``SessionLimits/maximumConnectionsPerSession``).
+    package var isFull: Bool {
+        let limit = application.sessions.limits.maximumConnectionsPerSession
+        return limit > 0 && connections.count >= limit
     }
 
     /// Adds a connection without a reply: the first connection, which gets `welcome`.

@@ -130,17 +130,21 @@ package final class SessionRegistry: Sendable {
                 evicted = Self.take(victim, from: &state)
             } else if state.entries.count >= limits.maximumSessions {
                 // The address that holds the most pays first (an address churning
-                // connections evicts its own), then the newcomer's own; only then the
-                // oldest of all. A client reconnecting to attach again does not evict
-                // the very session it comes back for.
-                guard
-                    let victim = state.largest.flatMap({ state.addresses[$0]?.detached.oldest })
-                        ?? state.addresses[address]?.detached.oldest
-                        ?? Self.oldestBeyondFloor(in: state)
-                else {
-                    return .failure(.full)
+                // connections evicts its own), then the newcomer's own, then the oldest of
+                // any address — each only beyond the floor: an address holding a few
+                // sessions (a person whose connection dropped, coming back to attach)
+                // never loses one to make room. With nothing to end, a newcomer whose
+                // address is under the floor still gets its session, past the cap by at
+                // most ``overflow(of:)``: it needs one to attach with.
+                if let victim = state.largest.flatMap({ Self.oldestBeyondFloor(of: $0, in: state) })
+                    ?? Self.oldestBeyondFloor(of: address, in: state) ?? Self.oldestBeyondFloor(in: state)
+                {
+                    evicted = Self.take(victim, from: &state)
+                } else {
+                    let own = state.addresses[address]?.sessions ?? 0
+                    guard own < Self.evictionFloor, state.entries.count < limits.maximumSessions + Self.overflow(of: limits.maximumSessions)
+                    else { return .failure(.full) }
                 }
-                evicted = Self.take(victim, from: &state)
             }
             state.entries[lookup] = Entry(session: session)
             state.addresses[address, default: Address()].sessions += 1
@@ -156,6 +160,15 @@ package final class SessionRegistry: Sendable {
     /// address may end one of them: a person who briefly lost a connection never
     /// loses the session to someone else's flood (PROTOCOL §8).
     static let evictionFloor = 16
+    /// The oldest detached session of `address`, when it holds more than the floor.
+    private static func oldestBeyondFloor(of address: String, in state: State) -> UInt64? {
+        guard let held = state.addresses[address], held.sessions > evictionFloor else { return nil }
+        return held.detached.oldest
+    }
+
+    /// How far past ``SessionLimits/maximumSessions`` newcomers of addresses under the
+    /// floor may go when nothing can make room: a tenth of the cap (at least 16).
+    static func overflow(of maximum: Int) -> Int { max(16, maximum / 10) }
     /// How far ``oldestBeyondFloor(in:)`` looks.
     static let evictionSearch = 256
 

@@ -8,9 +8,9 @@ import NIOHTTP1
 /// turn — 256 KiB of tiny pipelined requests became ~5.5 MiB of parsed heads. Here,
 /// between the decoder and that handler, at most ``maximumWaiting`` requests and
 /// ``maximumWaitingBytes`` of their heads may wait behind the one being answered;
-/// one more closes the connection (browsers do not pipeline; a client that does gets
-/// its first 16 answered). Request bodies, which neither listener reads, are dropped
-/// as they are decoded, never queued.
+/// one more closes the connection at once, whatever was answered so far (browsers do
+/// not pipeline; 17 requests in one write are 16 waiting behind the first). Request
+/// bodies, which neither listener reads, are dropped as they are decoded, never queued.
 ///
 /// So an HTTP connection holds at most: one wakeup's reads (the decoder's buffer),
 /// the request being answered, and 64 KiB of waiting heads (PROTOCOL §8).

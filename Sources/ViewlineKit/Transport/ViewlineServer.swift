@@ -408,7 +408,6 @@ public final class ViewlineServer: Service, Sendable {
                                 // The guard's place goes back: the protocol connection takes its own.
                                 context.pipeline.syncOperations.removeHandler(page, promise: nil)
                                 context.pipeline.syncOperations.removeHandler(guarded, promise: nil)
-                                context.pipeline.syncOperations.removeHandler(queue, promise: nil)
                             }
                         ))
                     try Self.addRequestQueue(queue, to: channel.pipeline.syncOperations)

@@ -31,6 +31,11 @@ struct WebSocketUpgrader: HTTPServerProtocolUpgrader, Sendable {
         guard shouldUpgrade(channel, upgradeRequest) else {
             return channel.eventLoop.makeFailedFuture(NIOWebSocketUpgradeError.unsupportedWebSocketTarget)
         }
+        // Upgrading: the request queue, which reads HTTP parts only, leaves before the
+        // request decoder hands on what followed the request (the first frames).
+        if let queue = try? channel.pipeline.syncOperations.handler(type: HTTPRequestQueue.self) {
+            channel.pipeline.syncOperations.removeHandler(queue, promise: nil)
+        }
         var headers = initialResponseHeaders
         headers.replaceOrAdd(name: "Upgrade", value: "websocket")
         headers.add(name: "Sec-WebSocket-Accept", value: Self.accept(key: String(keys.first!)))
