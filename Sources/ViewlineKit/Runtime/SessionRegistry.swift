@@ -134,15 +134,20 @@ package final class SessionRegistry: Sendable {
                 // any address — each only beyond the floor: an address holding a few
                 // sessions (a person whose connection dropped, coming back to attach)
                 // never loses one to make room. With nothing to end, a newcomer whose
-                // address is under the floor still gets its session, past the cap by at
-                // most ``overflow(of:)``: it needs one to attach with.
+                // address holds a detached session and is under the floor still gets its
+                // session, past the cap by at most ``overflow(of:)``: it needs one to
+                // attach with.
                 if let victim = state.largest.flatMap({ Self.oldestBeyondFloor(of: $0, in: state) })
                     ?? Self.oldestBeyondFloor(of: address, in: state) ?? Self.oldestBeyondFloor(in: state)
                 {
                     evicted = Self.take(victim, from: &state)
                 } else {
-                    let own = state.addresses[address]?.sessions ?? 0
-                    guard own < Self.evictionFloor, state.entries.count < limits.maximumSessions + Self.overflow(of: limits.maximumSessions)
+                    // Only an address coming back to what it holds (a detached session of
+                    // its own, under the floor) goes past the cap: a flood from fresh
+                    // addresses cannot use up the room a returning person needs.
+                    let own = state.addresses[address]
+                    guard let own, own.detached.count > 0, own.sessions < Self.evictionFloor,
+                        state.entries.count < limits.maximumSessions + Self.overflow(of: limits.maximumSessions)
                     else { return .failure(.full) }
                 }
             }
@@ -166,8 +171,9 @@ package final class SessionRegistry: Sendable {
         return held.detached.oldest
     }
 
-    /// How far past ``SessionLimits/maximumSessions`` newcomers of addresses under the
-    /// floor may go when nothing can make room: a tenth of the cap (at least 16).
+    /// How far past ``SessionLimits/maximumSessions`` newcomers of addresses coming back
+    /// to a detached session (under the floor) may go when nothing can make room: a
+    /// tenth of the cap (at least 16).
     static func overflow(of maximum: Int) -> Int { max(16, maximum / 10) }
     /// How far ``oldestBeyondFloor(in:)`` looks.
     static let evictionSearch = 256
