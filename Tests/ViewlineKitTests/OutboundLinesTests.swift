@@ -54,7 +54,9 @@ import Testing
         }
 
         /// A client with a small receive buffer, and the server side's output.
-        func connect() throws -> (client: Int32, outbound: OutboundLines, channel: any Channel) {
+        func connect(
+            lease: (@Sendable () -> ContinuousClock.Instant?)? = nil
+        ) throws -> (client: Int32, outbound: OutboundLines, channel: any Channel) {
             let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
             var small: Int32 = 4096
             setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size))
@@ -72,7 +74,7 @@ import Testing
                 if channel == nil { usleep(5_000) }
             }
             let server = try #require(channel)
-            let outbound = OutboundLines(channel: server, logger: Logger(label: "test"), counts: counts)
+            let outbound = OutboundLines(channel: server, logger: Logger(label: "test"), counts: counts, limit: Self.budget, lease: lease)
             accepted.outbound.withLock { $0 = outbound }
             return (fd, outbound, server)
         }
@@ -120,6 +122,47 @@ import Testing
         try channel.closeFuture.wait()
         // What reached the socket before the cut is far less than the flood.
         #expect(Self.readAll(fd, limit: 8 << 20) < 256 * 1024 + Harness.budget * 4)
+    }
+
+    /// Many small flushes to a client that does not read are merged and counted at the
+    /// memory they hold: the connection is cut off near its budget, not after holding
+    /// a buffer of 256 bytes or more for every 20-byte line (round five: 5.2 MiB held
+    /// per connection against a 1 MiB budget).
+    @Test func smallFlushesToAClientThatDoesNotReadAreMergedAndCountedAtTheirCapacity() throws {
+        let harness = try Harness()
+        let (fd, outbound, channel) = try harness.connect()
+        defer { close(fd) }
+        let event = Array(#"{"type":"display","rev":1}"#.utf8) + [UInt8(ascii: "\n")]
+        var sent = 0
+        for _ in 0..<200_000 where channel.isActive {
+            outbound.send(event)
+            sent += event.count
+            // One line per loop tick: a flush each, as events to many sessions come.
+            if sent % (event.count * 64) == 0 { usleep(200) }
+        }
+        try channel.closeFuture.wait()
+        // Cut off within a few budgets of bytes sent (the kernel takes some first).
+        #expect(sent < 16 * Harness.budget, "sent \(sent) bytes before the cut")
+    }
+
+    /// In a cluster, output queued while the lease was valid and written only after it
+    /// ran out (the node paused in between) is dropped with the connection: a reply
+    /// must not acknowledge anything once another node may own the session.
+    @Test func outputThatOutlivesTheLeaseItWasMadeUnderIsDroppedWithTheConnection() throws {
+        let harness = try Harness()
+        let (fd, outbound, channel) = try harness.connect(lease: { .now + .milliseconds(20) })
+        defer { close(fd) }
+        // The loop stalls (a paused process) between the reply being made and written.
+        channel.eventLoop.execute { usleep(100_000) }
+        outbound.send(Array(#"{"type":"reply","ok":true}"#.utf8) + [UInt8(ascii: "\n")])
+        try channel.closeFuture.wait()
+        #expect(Self.readAll(fd, limit: 1 << 20) == 0, "nothing reached the client")
+        // Written in time, it goes out as usual.
+        let (fd2, outbound2, channel2) = try harness.connect(lease: { .now + .seconds(60) })
+        defer { close(fd2) }
+        outbound2.send(Array("pong\n".utf8))
+        #expect(Self.readAll(fd2, limit: 5) == 5)
+        #expect(channel2.isActive)
     }
 
     /// `info`'s output backlog: a connection whose client reads slower than it is

@@ -219,6 +219,19 @@ public final class Cluster: Sendable {
         }
     }
 
+    /// Until when this node's lease lets it speak, when it may now (`nil`: it may
+    /// not): what a connection's output queued now must be written by
+    /// (``OutboundLines``), so output made under a lease never reaches a client after
+    /// the lease ran out — a node paused between making a reply and writing it
+    /// (SIGSTOP, a stalled VM) drops it when it wakes, and the connection with it.
+    public func servingUntil(now: ContinuousClock.Instant = .now) -> ContinuousClock.Instant? {
+        lease.withLock { lease in
+            guard !lease.left, !lease.reconciling, let renewed = lease.renewedAt else { return nil }
+            let until = renewed + (nodeTimeout - leaseMargin)
+            return until > now ? until : nil
+        }
+    }
+
     /// Whether this node may run and acknowledge commands now: it is serving (see
     /// ``isServing(now:)``) and its session records are being written. A node whose
     /// lease is renewed but whose record batches have failed for longer than the

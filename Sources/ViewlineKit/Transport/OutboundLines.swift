@@ -21,7 +21,11 @@ final class OutboundLines: Sendable {
     private let channel: any Channel
     /// What waits for the next flush; `nil` between flushes, so an idle connection
     /// holds no buffer.
-    private let state = Mutex<(pending: ByteBuffer?, scheduled: Bool)>((nil, false))
+    private let state = Mutex<(pending: ByteBuffer?, scheduled: Bool, deadline: ContinuousClock.Instant?)>((nil, false, nil))
+    /// In a cluster, until when the node's lease lets it speak (``Cluster/servingUntil(now:)``):
+    /// output queued under a lease carries its end, and is dropped with the connection
+    /// if it could only be written after it (the node was paused meanwhile).
+    private let lease: (@Sendable () -> ContinuousClock.Instant?)?
     private let logger: Logger
     private let metrics: ServerMetrics?
     /// Set at shutdown, before the `bye`: no line read from now on runs.
@@ -54,8 +58,9 @@ final class OutboundLines: Sendable {
 
     init(
         channel: any Channel, logger: Logger, metrics: ServerMetrics? = nil, counts: ConnectionCounts? = nil, flushes: LoopFlushes? = nil,
-        limit: Int = 1 << 20, address: String? = nil
+        limit: Int = 1 << 20, address: String? = nil, lease: (@Sendable () -> ContinuousClock.Instant?)? = nil
     ) {
+        self.lease = lease
         precondition(flushes.map { $0.loop === channel.eventLoop } ?? true, "the flushes of another loop")
         self.channel = channel
         self.flushes = flushes
@@ -104,8 +109,10 @@ final class OutboundLines: Sendable {
 
     private func queue(bytes: Int, _ write: (inout ByteBuffer) -> Void) {
         guard !cutOff.load(ordering: .relaxed) else { return }
+        let until = lease?()
         let (schedule, flushNow) = state.withLock { state -> (Bool, Bool) in
             if state.pending == nil { state.pending = channel.allocator.buffer(capacity: max(bytes, 256)) }
+            if let until { state.deadline = min(state.deadline ?? until, until) }
             write(&state.pending!)
             let full = state.pending!.readableBytes >= Self.flushThreshold
             if state.scheduled { return (false, full) }
@@ -167,13 +174,24 @@ final class OutboundLines: Sendable {
     /// budget.
     func flushOnLoop(force: Bool = false) {
         let waiting = draining.load(ordering: .relaxed) && !force
-        let (pending, pendingCapacity) = state.withLock { state -> (ByteBuffer?, Int) in
+        let (pending, pendingCapacity, deadline) = state.withLock { state -> (ByteBuffer?, Int, ContinuousClock.Instant?) in
             state.scheduled = false
-            if waiting { return (nil, state.pending?.capacity ?? 0) }
-            defer { state.pending = nil }
-            return (state.pending, 0)
+            if waiting { return (nil, state.pending?.capacity ?? 0, nil) }
+            defer { (state.pending, state.deadline) = (nil, nil) }
+            return (state.pending, 0, state.deadline)
         }
         guard channel.isActive else { return }
+        if let deadline, ContinuousClock.now >= deadline {
+            // Made while the lease was valid, written only after it ran out (the node
+            // was paused, or its loop stalled): another node may own the session by now,
+            // and a reply from here would acknowledge what its record never held. Dropped,
+            // and the connection with it: the client attaches again and retries what was
+            // not answered (PROTOCOL §4).
+            cutOff.store(true, ordering: .relaxed)
+            logger.warning("closing a connection whose output outlived this node's lease")
+            channel.close(promise: nil)
+            return
+        }
         if waiting {
             checkBacklog(holding: handedCapacity.load(ordering: .relaxed) + pendingCapacity)
             return

@@ -503,9 +503,12 @@ public final class ViewlineServer: Service, Sendable {
     /// `welcome`, or `bye` when the server is full.
     func accept(_ channel: any Channel, transport: ServerMetrics.Transport, budget: InputBudget) -> ClientConnection? {
         let number = registry.nextNumber()
+        var lease: (@Sendable () -> ContinuousClock.Instant?)?
+        if let cluster = application.cluster { lease = { cluster.servingUntil() } }
         let outbound = OutboundLines(
             channel: channel, logger: logger, metrics: application.metrics, counts: application.connections,
-            flushes: loopFlushes[ObjectIdentifier(channel.eventLoop)], limit: configuration.maximumOutputBytes)
+            flushes: loopFlushes[ObjectIdentifier(channel.eventLoop)], limit: configuration.maximumOutputBytes,
+            lease: lease)
         if let refusal = registry.add(
             number, channel: channel, outbound: outbound, limit: maximumClients, perAddress: maximumClientsPerAddress)
         {
