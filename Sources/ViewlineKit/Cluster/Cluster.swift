@@ -221,7 +221,7 @@ public final class Cluster: Sendable {
 
     /// Until when this node's lease lets it speak, when it may now (`nil`: it may
     /// not): what a connection's output queued now must be written by
-    /// (``OutboundLines``), so output made under a lease never reaches a client after
+    /// (the server's outbound lines check it at each flush), so output made under a lease never reaches a client after
     /// the lease ran out — a node paused between making a reply and writing it
     /// (SIGSTOP, a stalled VM) drops it when it wakes, and the connection with it.
     public func servingUntil(now: ContinuousClock.Instant = .now) -> ContinuousClock.Instant? {
