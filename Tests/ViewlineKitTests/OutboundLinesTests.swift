@@ -24,16 +24,6 @@ import Testing
             let channel = Mutex<(any Channel)?>(nil)
             let outbound = Mutex<OutboundLines?>(nil)
         }
-        /// Tells the connection's output when the channel's writability changes, as
-        /// the server's last handler does.
-        final class Relay: ChannelInboundHandler, Sendable {
-            typealias InboundIn = ByteBuffer
-            let accepted: Accepted
-            init(_ accepted: Accepted) { self.accepted = accepted }
-            func channelWritabilityChanged(context: ChannelHandlerContext) {
-                accepted.outbound.withLock { $0 }?.writabilityChanged()
-            }
-        }
         let counts = ConnectionCounts()
         let accepted = Accepted()
         let port: Int
@@ -47,7 +37,7 @@ import Testing
                 .childChannelOption(.socketOption(.so_sndbuf), value: 4096)
                 .childChannelInitializer { channel in
                     accepted.channel.withLock { $0 = channel }
-                    return channel.pipeline.addHandler(Relay(accepted))
+                    return channel.eventLoop.makeSucceededVoidFuture()
                 }
                 .bind(host: "127.0.0.1", port: 0).wait()
             port = listener.localAddress!.port!

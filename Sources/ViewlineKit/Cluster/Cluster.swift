@@ -213,10 +213,7 @@ public final class Cluster: Sendable {
     /// Whether this node may serve its sessions' commands now: its lease is valid by
     /// its own monotonic clock and no lapse is being reconciled.
     public func isServing(now: ContinuousClock.Instant = .now) -> Bool {
-        lease.withLock { lease in
-            guard !lease.left, !lease.reconciling, let renewed = lease.renewedAt else { return false }
-            return now - renewed < nodeTimeout - leaseMargin
-        }
+        servingUntil(now: now) != nil
     }
 
     /// Until when this node's lease lets it speak, when it may now (`nil`: it may

@@ -141,7 +141,6 @@ extension Application {
             return nil
         }
         var found = sessions.session(for: token)
-        let lookup = SessionRegistry.split(token).lookup
         let miss = (peer ?? "local") + " " + Hex.string(Cluster.digest(Array(token.utf8)).prefix(16))
         if found == nil, cluster != nil, attachPolicy.missedRecently(miss, now: .now) {
             // Looked up a moment ago and found nowhere: no second query.

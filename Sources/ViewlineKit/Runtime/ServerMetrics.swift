@@ -369,11 +369,6 @@ public final class ConnectionCounts: Sendable {
         backedUp.withLock { ($0.byConnection.count, $0.total) }
     }
 
-    /// What the backlogs of `address` hold together.
-    func outputBacklog(of address: String) -> Int {
-        backedUp.withLock { $0.byAddress[address] ?? 0 }
-    }
-
     /// Every transport with its count (zeros included).
     public var byTransport: [ServerMetrics.Transport: Int] {
         let counts = counts.withLock { $0 }

@@ -263,22 +263,11 @@ extension Session {
     private func sendSnapshot(to connection: SessionConnection, views: some Sequence<Int>) {
         for index in views {
             displayedViews.insert(index)
-            let view = application.views[index]
-            let state = view.encodeState(currentState(index))
-            rev += 1
-            let display = DisplayEvent(rev: rev, viewPart: view.displayViewPart, state: state.bytes)
-            log.appendDisplay(display)
-            logged(.display)
-            connection.send(display: display)
+            emitDisplay(viewPart: application.views[index].displayViewPart, state: encodedState(index), only: connection)
         }
         if let alert = presentedAlert {
-            rev += 1
-            let line = ServerMessage.alert(rev: rev, id: alert.id, content: alert.content).line
-            log.append(line, rev: rev)
-            logged(.alert)
-            connection.send(line: line)
+            emit(only: connection) { .alert(rev: $0, id: alert.id, content: alert.content) }
         }
-        sentRev = rev
     }
 }
 

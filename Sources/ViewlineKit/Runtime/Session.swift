@@ -363,30 +363,35 @@ package actor Session {
     /// Sends (or holds) a view's new state as a `display` with the next `rev`, as
     /// its parts (``DisplayEvent``): no line is built for a connection that writes
     /// them straight out, and the log keeps the parts, the state's encoding shared.
-    /// `viewPart` is the view's ``DisplayEvent/viewPart(_:)``.
-    func emitDisplay(viewPart: [UInt8], state: EncodedState) {
+    /// `viewPart` is the view's ``DisplayEvent/viewPart(_:)``. `only`: sent to that
+    /// connection alone (a snapshot), logged all the same.
+    func emitDisplay(viewPart: [UInt8], state: EncodedState, only target: SessionConnection? = nil) {
         guard !closed else { return }
         rev += 1
         let display = DisplayEvent(rev: rev, viewPart: viewPart, state: state.bytes)
         log.appendDisplay(display)
         logged(.display)
-        broadcast(display: display)
+        guard let target else { return broadcast(display: display) }
+        target.send(display: display)
+        sentRev = rev
     }
 
     /// Sends (or holds, while a command runs) an event, giving it the next `rev`;
     /// keeps its line in the event log for clients that reconnect.
-    func emit(_ make: (Int) -> ServerMessage) {
+    func emit(only target: SessionConnection? = nil, _ make: (Int) -> ServerMessage) {
         guard !closed else { return }
         rev += 1
         let event = make(rev)
         let line = event.line
         log.append(line, rev: rev)
         logged(ServerMetrics.Event(event))
-        broadcast(line: line)
+        guard let target else { return broadcast(line: line) }
+        target.send(line: line)
+        sentRev = rev
     }
 
     /// An event just logged: marks the session's record and counts it.
-    func logged(_ kind: ServerMetrics.Event?) {
+    private func logged(_ kind: ServerMetrics.Event?) {
         application.cluster?.changed(self)
         if let kind { application.metrics?.sent(kind) }
     }

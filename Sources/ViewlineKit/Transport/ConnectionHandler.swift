@@ -54,11 +54,6 @@ final class ConnectionHandler: ChannelInboundHandler, LineReceiver {
         context.fireUserInboundEventTriggered(event)
     }
 
-    func channelWritabilityChanged(context: ChannelHandlerContext) {
-        connection?.outbound.writabilityChanged()
-        context.fireChannelWritabilityChanged()
-    }
-
     func channelInactive(context: ChannelHandlerContext) {
         connection?.receive(.disconnected)
         connection = nil

@@ -77,10 +77,6 @@ final class OutboundLines: Sendable {
         }
     }
 
-    /// The channel's writability changed (on its loop). The backlog is counted by
-    /// this connection's own drains, not by NIO's watermark; nothing to do.
-    func writabilityChanged() {}
-
     /// Bytes gathered before they are handed to NIO at once, even mid-burst: what
     /// waits here is counted against the backlog limit as it is queued, not after
     /// a whole pipelined read ran.
