@@ -265,6 +265,7 @@ struct ViewlineServerCommand: AsyncParsableCommand {
         // On PostgreSQL the database client is a service of the group, beside the server.
         let client = postgresURL.map { PostgresStore.makeClient($0, logger: logger) }
         let (db, nodeTimeout, advertise) = (db, nodeTimeout, advertise)
+        let watchdog = ShutdownWatchdog(drain: configuration.drainTimeout)
         let node = ServerNode(
             start: { [apps, configuration] in
                 let store: any AppStore
@@ -305,6 +306,7 @@ struct ViewlineServerCommand: AsyncParsableCommand {
                     // One token key too: any node tells a token another made from a guess.
                     let tokenKey = try await directory.agreedTokenKey()
                     cluster = Cluster(directory: directory, address: advertise, nodeTimeout: agreed, tokenKey: tokenKey, logger: logger)
+                    watchdog.clusterAgreed(nodeTimeout: agreed)
                     logger.info("using PostgreSQL", metadata: ["url": "\(postgresURL.redacted)"])
                 } else {
                     store = try SQLiteStore.open(path: db)
@@ -345,6 +347,7 @@ struct ViewlineServerCommand: AsyncParsableCommand {
                 caught += 1
                 if caught == 1 {
                     logger.info("shutting down", metadata: ["signal": "\(signal)", "drain-seconds": "\(drainSeconds)"])
+                    watchdog.arm(logger: logger)
                     await group.triggerGracefulShutdown()
                 } else {
                     logger.warning("exiting at once", metadata: ["signal": "\(signal)"])

@@ -1,3 +1,4 @@
+import Foundation
 import Logging
 import ServiceLifecycle
 import Testing
@@ -65,6 +66,56 @@ import ViewlineTestSupport
         // would hold it past the test's minute, so the bound leaves a loaded machine
         // five times the 6 s.
         #expect(ContinuousClock.now - started < .seconds(30))
+    }
+}
+
+/// A remote draft store that ignores cancellation, as a database call that ends only
+/// at its own deadline does: each call returns a minute after it began.
+private struct DeafRemoteStore: RemoteDraftStore {
+    func save(user: String, text: String) async throws -> SavedDraft {
+        await Self.aMinute()
+        return SavedDraft(user: user, text: text, savedAt: Date())
+    }
+    func saved(user: String) async throws -> [SavedDraft] {
+        await Self.aMinute()
+        return []
+    }
+    static func aMinute() async {
+        await withCheckedContinuation { continuation in
+            DispatchQueue.global().asyncAfter(deadline: .now() + 60) { continuation.resume() }
+        }
+    }
+}
+
+@Suite struct ShutdownBoundTests {
+    @Test(.timeLimit(.minutes(1))) func aCommandAwaitingACallThatIgnoresCancellationDoesNotHoldShutdownUp() async throws {
+        var configuration = ServerConfiguration()
+        configuration.port = 0
+        configuration.drainTimeout = .seconds(1)
+        var apps = SeedApps.Configuration()
+        apps.demoUsers = true
+        let faults = FaultInjector()
+        var services = try await SeedApps.liveServices(apps, store: SQLiteStore.inMemory(), faults: faults)
+        services.remoteStore = DeafRemoteStore()
+        let server = try ViewlineServer(
+            apps: SeedApps.all, services: services, faults: faults, configuration: configuration,
+            logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
+        let running = Task { try await server.run() }
+        let client = try LineClient(port: try await server.listeningAddress.port)
+        _ = try client.next()
+        #expect(try client.command("login alice wonderland").isOK)
+        try client.send("saved")  // its reply waits a minute on the store
+        try await Task.sleep(for: .milliseconds(200))
+        let started = ContinuousClock.now
+        await server.shutdown()
+        try await running.value
+        // `saved` is answered `unavailable` before the bye, and its connection is not
+        // waited for past the drain (1 s), the bye (2 s) and the connections' last
+        // work (2 s), not the store's minute: bounded, not timed (a loaded machine
+        // gets five times that).
+        let replies = try client.read { $0.type == "bye" }
+        #expect(replies.contains { $0.type == "reply" && $0["error"]?["code"]?.stringValue == "unavailable" })
+        #expect(ContinuousClock.now - started < .seconds(25))
     }
 }
 

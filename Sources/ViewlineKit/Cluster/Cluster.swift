@@ -1142,9 +1142,16 @@ public final class Cluster: Sendable {
             // node's monotonic clock, and the database's clock decides nothing. A count
             // that changed within the node timeout is a live owner; one not seen long
             // enough yet is waited for (at most one node timeout), then looked up again.
+            // An owner the database still calls alive but this node has not seen renew
+            // for two renewal periods has most likely died: the attach waits out the
+            // rest of the node timeout here instead of sending the client to a dead
+            // address (where a reconnecting client spends its attempts, and may run out
+            // of them before the session can be restored).
             var silent = silence(of: location.record.owner, renewals: renewals)
             if silent < nodeTimeout {
-                if location.ownerAlive { return .moved(address: location.ownerAddress, web: location.ownerWeb) }
+                if location.ownerAlive && silent < nodeTimeout * 2 / 5 {
+                    return .moved(address: location.ownerAddress, web: location.ownerWeb)
+                }
                 try await Task.sleep(for: nodeTimeout - silent)
                 guard let again = try await directory.find(lookup: lookup, nodeTimeout: nodeTimeout), Self.opens(secret, again.record),
                     again.record.owner == location.record.owner

@@ -14,7 +14,8 @@ final class ConnectionRegistry: Sendable {
         var reserved = 0
         /// Open connections per client address, reserved places included.
         var perAddress: [String: Int] = [:]
-        var emptyWaiters: [CheckedContinuation<Void, Never>] = []
+        var emptyWaiters: [Int: CheckedContinuation<Bool, Never>] = [:]
+        var nextWaiter = 0
     }
 
     private let state = Mutex(State())
@@ -77,26 +78,58 @@ final class ConnectionRegistry: Sendable {
     }
 
     func remove(_ id: Int) {
-        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+        let waiters = state.withLock { state -> [CheckedContinuation<Bool, Never>] in
             if let removed = state.connections.removeValue(forKey: id) {
                 let left = (state.perAddress[removed.address] ?? 1) - 1
                 state.perAddress[removed.address] = left > 0 ? left : nil
             }
             guard state.connections.isEmpty else { return [] }
-            defer { state.emptyWaiters = [] }
-            return state.emptyWaiters
+            defer { state.emptyWaiters = [:] }
+            return Array(state.emptyWaiters.values)
         }
-        for waiter in waiters { waiter.resume() }
+        for waiter in waiters { waiter.resume(returning: true) }
     }
 
     /// Returns once no connection is open.
     func waitUntilEmpty() async {
-        await withCheckedContinuation { continuation in
-            let empty = state.withLock { state in
-                if !state.connections.isEmpty { state.emptyWaiters.append(continuation) }
-                return state.connections.isEmpty
+        _ = await waitUntilEmptyOrCancelled()
+    }
+
+    /// Returns whether no connection is open within `limit` (a connection told `bye`
+    /// and closed leaves once its last command's work returns, which a call into
+    /// another system may hold up to that call's own deadline: a shutdown does not
+    /// wait that long).
+    func waitUntilEmpty(within limit: Duration) async -> Bool {
+        await withTaskGroup(of: Bool.self) { group in
+            group.addTask { await self.waitUntilEmptyOrCancelled() }
+            group.addTask {
+                try? await Task.sleep(for: limit)
+                return false
             }
-            if empty { continuation.resume() }
+            let first = await group.next() ?? false
+            group.cancelAll()
+            return first
+        }
+    }
+
+    /// `true` once no connection is open; `false` when the task is cancelled first.
+    private func waitUntilEmptyOrCancelled() async -> Bool {
+        let id = state.withLock { state in
+            defer { state.nextWaiter += 1 }
+            return state.nextWaiter
+        }
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+                let outcome = state.withLock { state -> Bool? in
+                    if state.connections.isEmpty { return true }
+                    if Task.isCancelled { return false }
+                    state.emptyWaiters[id] = continuation
+                    return nil
+                }
+                if let outcome { continuation.resume(returning: outcome) }
+            }
+        } onCancel: {
+            state.withLock { $0.emptyWaiters.removeValue(forKey: id) }?.resume(returning: false)
         }
     }
 

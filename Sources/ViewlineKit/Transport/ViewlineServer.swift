@@ -272,12 +272,21 @@ public final class ViewlineServer: Service, Sendable {
     private func serve() async throws {
         try await listener.closeFuture.get()
         try? await webChannel.withLock({ $0 })?.closeFuture.get()
-        await registry.waitUntilEmpty()
-        let shuttingDown = lifecycle.withLock { state in
-            defer { state = .stopped }
-            return state == .shuttingDown
+        if lifecycle.withLock({ $0 == .shuttingDown }) {
+            // Every connection was told `bye` and closed; one whose last command still
+            // awaits a call into another system (which may not end when cancelled, only
+            // at its own deadline) is not waited for past the `bye` timeout: a shutdown
+            // ends within the drain plus the node timeout plus that, whatever is in flight.
+            await shutdownFinished.wait()
+            if !(await registry.waitUntilEmpty(within: .nanoseconds(Self.byeTimeout.nanoseconds))) {
+                logger.warning(
+                    "stopping with connections whose last work has not returned",
+                    metadata: ["connections": "\(registry.count)"])
+            }
+        } else {
+            await registry.waitUntilEmpty()
         }
-        if shuttingDown { await shutdownFinished.wait() }
+        lifecycle.withLock { $0 = .stopped }
         try? await self.group.shutdownGracefully()
     }
 
