@@ -32,6 +32,14 @@ public struct PostgresSessionDirectory: SessionDirectory {
     /// again with the next; should the late one still arrive, its older revs change
     /// nothing.
     private let writeTimeout = WriteTimeout()
+    /// The database's clock against this node's, renewal by renewal.
+    private let clockWatch = DatabaseClockWatch()
+
+    /// Every forward jump of the database's clock a node saw, as an interval: what
+    /// the housekeeping adds to the age a record must reach.
+    static let clockForward = """
+        make_interval(secs => COALESCE((SELECT value::bigint FROM viewline_cluster_settings WHERE name = 'clock_forward_ms'), 0) / 1000.0)
+        """
 
     final class WriteTimeout: Sendable {
         let value = Mutex(Duration.seconds(5))
@@ -104,7 +112,8 @@ public struct PostgresSessionDirectory: SessionDirectory {
         // either clock says). The heartbeat by the database's clock is kept for the
         // operator's view and as one more lapse signal (a forward step only makes the
         // node check its sessions).
-        let (expired, claims) =
+        let sent = ContinuousClock.now
+        let renewed =
             try await lease.rows(
                 """
                 WITH previous AS (SELECT heartbeat_at FROM viewline_nodes WHERE id = \(node.id)),
@@ -115,9 +124,11 @@ public struct PostgresSessionDirectory: SessionDirectory {
                         renewals = viewline_nodes.renewals + 1
                     RETURNING heartbeat_at, claims)
                 SELECT COALESCE((SELECT heartbeat_at FROM previous) <= (SELECT heartbeat_at FROM renewed) - make_interval(secs => \(nodeTimeout.inSeconds)), false),
-                       (SELECT claims FROM renewed)
+                       (SELECT claims FROM renewed), (SELECT heartbeat_at FROM renewed)
                 """, timeout: max(nodeTimeout - nodeTimeout / 5, .seconds(2))
-            ) { row in try row.decode((Bool, Int64).self) }.last ?? (false, Int64(0))
+            ) { row in try row.decode((Bool, Int64, Date).self) }.last
+        let (expired, claims) = (renewed?.0 ?? false, renewed?.1 ?? 0)
+        let clock = renewed.map { clockWatch.observe(database: $0.2, sent: sent, received: .now) } ?? .first
         // (The deadline is as long as a renewal can still count: the node serves until
         // the node timeout less its margin, a fifth of it, counted from before the send;
         // 2 s at least. A fixed 2 s failed every renewal of a slower link that the
@@ -128,18 +139,43 @@ public struct PostgresSessionDirectory: SessionDirectory {
         // paused or merely silent — is never deleted, whatever the database's clock says
         // (a node that died without leaving keeps its row, so its records wait for a
         // claim); at most 1,000 a renewal.
-        Task { [database] in
+        //
+        // Ages are the database's clock's, less every forward jump of it a node saw
+        // (`clock_forward_ms`, `DatabaseClockWatch`): a jump of two days makes no
+        // record two days older. The first renewal of a node runs none: it has not
+        // compared the clock yet, and a jump it is the first to see is stored before
+        // its first delete.
+        guard clock != .first else { return LeaseRenewal(previousExpired: expired, claims: claims) }
+        Task { [database, statementTimeout] in
+            if case .jumped(let jump) = clock {
+                let milliseconds = Int64(jump.inSeconds * 1000)
+                database.logger.warning(
+                    "the database's clock jumped forward; record ages are counted without the jump",
+                    metadata: ["jump-ms": "\(milliseconds)"])
+                do {
+                    try await database.run(
+                        """
+                        INSERT INTO viewline_cluster_settings (name, value) VALUES ('clock_forward_ms', \(String(milliseconds)))
+                        ON CONFLICT (name) DO UPDATE SET value = (viewline_cluster_settings.value::bigint + \(milliseconds))::text
+                        """, timeout: statementTimeout)
+                } catch {
+                    return  // not stored: nothing is deleted by an age the jump inflated
+                }
+            }
+            let seconds = recordsExpireAfter.inSeconds
             try? await database.run(
                 """
                 DELETE FROM viewline_sessions WHERE lookup IN (
                     SELECT s.lookup FROM viewline_sessions s
-                    WHERE s.updated_at < clock_timestamp() - make_interval(secs => \(recordsExpireAfter.inSeconds))
+                    WHERE s.updated_at < clock_timestamp() - make_interval(secs => \(seconds)) - \(unescaped: Self.clockForward)
                     AND (s.ended OR NOT EXISTS (SELECT 1 FROM viewline_nodes n WHERE n.id = s.owner))
                     LIMIT 1000)
                 """, timeout: statementTimeout)
             try? await database.run(
-                "DELETE FROM viewline_session_writes WHERE written_at < clock_timestamp() - make_interval(secs => \(recordsExpireAfter.inSeconds))",
-                timeout: statementTimeout)
+                """
+                DELETE FROM viewline_session_writes
+                WHERE written_at < clock_timestamp() - make_interval(secs => \(seconds)) - \(unescaped: Self.clockForward)
+                """, timeout: statementTimeout)
         }
         return LeaseRenewal(previousExpired: expired, claims: claims)
     }

@@ -103,6 +103,39 @@ import ViewlineTestSupport
         #expect(left == "0")
     }
 
+    /// A forward jump of the database's clock that a node saw is not counted in any
+    /// record's age: a session a clean shutdown handed over, idle since, is not
+    /// cleared two days early by a two-day jump (here: its record looks two hours
+    /// old to a database whose clock a node saw jump three hours).
+    @Test func aJumpOfTheDatabasesClockANodeSawAgesNoRecord() async throws {
+        let server = PostgresServer.shared
+        let database = try server.createDatabase()
+        let directory = try await PostgresSessionDirectory.connect(try PostgresURL(server.url(database: database)))
+        defer { directory.close() }
+        _ = try await directory.renewLease(zombie, nodeTimeout: .seconds(30), recordsExpireAfter: .seconds(3600))
+        _ = try await directory.save([record(owner: zombie, snapshot: #"{"v":1}"#)])
+        _ = try server.query(
+            """
+            DELETE FROM viewline_nodes WHERE id = '\(zombie.id)';
+            UPDATE viewline_sessions SET updated_at = now() - interval '2 hours';
+            INSERT INTO viewline_cluster_settings VALUES ('clock_forward_ms', '10800000');
+            """, database: database)
+        _ = try await directory.renewLease(successor, nodeTimeout: .seconds(30), recordsExpireAfter: .seconds(3600))
+        _ = try await directory.renewLease(successor, nodeTimeout: .seconds(30), recordsExpireAfter: .seconds(3600))
+        try await Task.sleep(for: .milliseconds(500))
+        #expect(try server.query("SELECT count(*) FROM viewline_sessions", database: database) == "1")
+        // Past the age plus the jump, it goes.
+        _ = try server.query("UPDATE viewline_sessions SET updated_at = now() - interval '5 hours'", database: database)
+        _ = try await directory.renewLease(successor, nodeTimeout: .seconds(30), recordsExpireAfter: .seconds(3600))
+        var left = ""
+        for _ in 0..<200 {
+            left = try server.query("SELECT count(*) FROM viewline_sessions", database: database)
+            if left == "0" { break }
+            try await Task.sleep(for: .milliseconds(25))
+        }
+        #expect(left == "0")
+    }
+
     /// A claim by renewal count decides by no clock: it goes through only while the
     /// owner has not renewed since the count the claimer saw, and the owner's next
     /// renewal learns it was claimed.
