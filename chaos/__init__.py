@@ -21,16 +21,25 @@ flows: statements must end at their deadlines), hold one session's record row in
 another transaction past the node timeout (that session alone may be refused), slow
 a node's link so renewals land late but inside the node timeout, and fill the
 contacts table so every session showing it has a record over 256 KiB, then SIGKILL a
-node (records of any size are written and restored). Clients also send `end-others`
-now and then (during a database restart it must answer `unavailable` and change
-nothing). One node runs with its clock minutes ahead (faketime).
+node (records of any size are written and restored), step the database's clock
+(`db-clock-step`: by ±10–25 s, −1 h or +2 days, held two to three node timeouts,
+then stepped back; before a +2-day step a few idle sessions are handed over by a
+SIGTERM of their node; opt-in with --faults until the sessions a +2-day step loses
+today are kept), and step one node's wall clock (`node-clock-step`: by ±10–25 s
+or ±1–3 days, held as long, then back). Clients also send `end-others` now and then
+(during a database restart it must answer `unavailable` and change nothing).
+PostgreSQL and every node run under libfaketime, each reading its clock's offset from
+a file of its own (a node at every call, PostgreSQL's backends once a second; monotonic
+clocks stay true); one node runs with its
+clock minutes ahead. No clock step may lose anything: PROTOCOL §2.2 lets no wall
+clock decide an owner, so the checks below excuse no loss by one.
 
 At the end it checks, and writes a markdown report:
 - every acknowledged draft is saved or still pending in the database (0 lost);
 - each session's history against a model of it: every state read shows the last
   acknowledged search (or one whose reply was lost), unless a fault that may lose the
   last moments (kill, pause, cut, slow link, database restart, held records; never a
-  SIGTERM) began after it was sent or at most a node timeout before (a node whose
+  SIGTERM, never a clock step) began after it was sent or at most a node timeout before (a node whose
   records are further behind acknowledges nothing; the node may have acknowledged it
   any time until the reply came), or unless its node stepped down on its own (its
   records two node timeouts behind with no fault injected: a batch hung on a loaded
@@ -39,6 +48,9 @@ At the end it checks, and writes a markdown report:
 - no session is lost: a token that was never quit and had a command acknowledged
   attaches somewhere, unless such a fault began within a node timeout of that
   first acknowledgement (its first record unwritten);
+- no idle session is lost: the sessions handed over by a SIGTERM before a +2-day step
+  of the database's clock (their node left, no node holds them: housekeeping clears
+  such records after a day) all attach again after it, showing their search;
 - every acknowledged `quit` stays quit: no live record of it in the database, and its
   token attaches on no node;
 - per connection, event revs strictly increase, and an attach delivers a replay or a

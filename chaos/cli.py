@@ -13,6 +13,7 @@ import time
 from typing import List
 
 from . import __doc__ as OVERVIEW
+from .clocks import ClockFile
 from .constants import FAULT_KINDS, OPT_IN_FAULT_KINDS, USER_GENERATIONS
 from .driver import drive
 from .link import Link
@@ -35,15 +36,26 @@ def main() -> int:
                         help="count an unrelated session refused longer than one node timeout as a violation"
                              " (reported either way; see the report's liveness line)")
     parser.add_argument("--skew-minutes", type=int, default=10)
+    parser.add_argument("--pg-clock", help="the file PostgreSQL's clock reads its offset from under libfaketime"
+                                           " (Tests/support/postgres start with VIEWLINE_PG_FAKETIME_FILE);"
+                                           " without it there is no db-clock-step")
     parser.add_argument("--seed", type=int, default=int(time.time()))
-    parser.add_argument("--faults", default=",".join(FAULT_KINDS),
+    parser.add_argument("--faults", default=None,
                         help=f"the fault kinds to inject, comma-separated (default: {', '.join(FAULT_KINDS)};"
                              f" also: {', '.join(OPT_IN_FAULT_KINDS)}); one kind aims a run at one fix, as a mutation check does")
     args = parser.parse_args()
-    args.faults = [kind for kind in args.faults.split(",") if kind]
+    chosen = args.faults is not None
+    args.faults = [kind for kind in (args.faults or ",".join(FAULT_KINDS)).split(",") if kind]
     unknown = [kind for kind in args.faults if kind not in FAULT_KINDS + OPT_IN_FAULT_KINDS]
     if unknown or not args.faults:
         parser.error(f"--faults: unknown kind {', '.join(unknown) or '(none given)'}; kinds: {', '.join(FAULT_KINDS + OPT_IN_FAULT_KINDS)}")
+    if args.pg_clock is None and "db-clock-step" in args.faults:
+        if chosen:
+            parser.error("--faults db-clock-step needs --pg-clock (PostgreSQL started under libfaketime)")
+        args.faults.remove("db-clock-step")
+    if args.pg_clock is not None:
+        # PostgreSQL's clock as the run starts: true (a file a run left stepped would be kept).
+        args.pg_clock = ClockFile(args.pg_clock)
     args.pg_restart = args.pg_restart.split()
     args.psql = args.psql.split()
     run = Run(args.seed)

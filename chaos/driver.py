@@ -35,7 +35,8 @@ def drive(args, run: Run, rng: random.Random, nodes: List[Node], serve_log: Serv
     plan = kinds[:]
     rng.shuffle(plan)
     end = started + args.seconds
-    print(f"chaos: {args.seconds:.0f} s, {args.clients} clients, 3 nodes (node2 {args.skew_minutes} min ahead), seed {args.seed}", flush=True)
+    print(f"chaos: {args.seconds:.0f} s, {args.clients} clients, 3 nodes (node2 {args.skew_minutes} min ahead), seed {args.seed},"
+          f" faults: {', '.join(kinds)}", flush=True)
     def watch() -> None:
         """Liveness: the load must make progress; when it stalls, say what each
         client is doing (a stall is reported as a violation at the end)."""
@@ -56,14 +57,19 @@ def drive(args, run: Run, rng: random.Random, nodes: List[Node], serve_log: Serv
         node = rng.choice(nodes)
         t0 = now()
         with run.lock:
-            run.current = (t0, float("inf"), "SIGTERM" if kind == "term" else kind)
+            run.current = (t0, float("inf"), "SIGTERM" if kind == "term" else kind)   # clock kinds: never lossy
         t0, what, node, lookup = faults.inject(kind, node, t0, args, run, rng, nodes, clients)
         with run.lock:
             run.faults.append((t0, now(), what))
             run.current = None
-            # Records over 256 KiB load every node (every session showing contacts).
-            scope_port = None if kind in ("heldwrites", "postgres", "heldrecords", "rowlock", "bigrecords") else node.port
-            run.fault_scope.append((t0, now(), scope_port, lookup if kind == "rowlock" else None))
+            # Records over 256 KiB load every node (every session showing contacts). A
+            # step of the database's clock past the node timeout is a lapse of every
+            # lease by the database's clock (each node checks its sessions before it
+            # serves again). A node's wall clock is near nothing: it decides nothing.
+            scope_port = None if kind in ("heldwrites", "postgres", "heldrecords", "rowlock", "bigrecords",
+                                          "db-clock-step") else node.port
+            if kind != "node-clock-step":
+                run.fault_scope.append((t0, now(), scope_port, lookup if kind == "rowlock" else None))
         print(f"  {t0 - started:6.1f} s  {what}", flush=True)
         time.sleep(rng.uniform(2.0, 4.0))
     while now() < end:

@@ -1,19 +1,23 @@
 """The faults, one at a time: what each kind does to a node, its link, PostgreSQL or
 one session's record (kill, quit then kill, pause, partition, slow link, held draft
 writes, PostgreSQL restart, SIGTERM under a burst, held records then a kill,
-silenced connections, a row lock, slowed renewals, big records then a kill), and
-how it is described in the run's output and report."""
+silenced connections, a row lock, slowed renewals, big records then a kill, the
+database's clock stepped, a node's wall clock stepped), and how it is described in
+the run's output and report."""
 from __future__ import annotations
 
 import random
 import signal
 import subprocess
+import threading
 import time
 from typing import List, Optional, Tuple
 
 from .client import Client
+from .clocks import DAY, spoken, step_database, step_node
 from .constants import NODE_TIMEOUT, SIGTERM_BURST, now
 from .database import hold_tables, psql
+from .idle import check_idle, open_idle
 from .nodes import Node
 from .run import Run
 
@@ -197,6 +201,45 @@ def inject(kind: str, node: Node, t0: float, args, run: Run, rng: random.Random,
         time.sleep(1.0)
         psql(args, "DELETE FROM viewline_contacts WHERE name LIKE 'Chaos contact %'")
         what = f"4,000 contacts (records over 256 KiB), then SIGKILL {label}, restarted"
+    elif kind == "db-clock-step":
+        # PostgreSQL's clock steps (±10–25 s, −1 h or +2 days) and back: it stamps
+        # heartbeats and dates what housekeeping clears, and decides no owner. Before
+        # a +2-day step, a few idle sessions are handed over by a SIGTERM of their
+        # node (no node holds them then, only their records, which housekeeping
+        # clears a day after their node left); after it they must all attach again.
+        # The node starts again while the clock is stepped (a start takes seconds):
+        # its first renewals read the stepped clock, with nothing to compare it to.
+        step = run.clock_plan.next("database")
+        idle: List[Tuple[str, str]] = []
+        handed = ""
+        restart: Optional[threading.Thread] = None
+        failed: List[BaseException] = []
+        if step >= DAY:
+            idle = open_idle(node, run)
+            time.sleep(0.5)   # a batch every 100 ms: their records are written
+            label = node.incarnations[-1].label
+            node.stop()
+
+            def start() -> None:
+                try:
+                    node.start()
+                except BaseException as error:   # SystemExit included: raised again below
+                    failed.append(error)
+            restart = threading.Thread(target=start, daemon=True)
+            restart.start()
+            handed = f" ({len(idle)} idle sessions handed over by SIGTERM {label} first, attached again after)"
+        held = step_database(args.pg_clock, step, rng)
+        if restart:
+            restart.join()
+            if failed:
+                raise failed[0]
+        if idle:
+            check_idle(idle, nodes, run, rng, spoken(step))
+        what = f"db clock stepped {spoken(step)} for {held:.1f} s, then back" + handed
+    elif kind == "node-clock-step":
+        # One node's wall clock steps (±10–25 s or ±1–3 days) and back: it is read
+        # for timestamps only (PROTOCOL §2.2), so nothing may change.
+        what = step_node(node, run.clock_plan.next("node"), rng)
     else:
         # Output to nowhere: a server holding this script's pipes would never let go.
         subprocess.run(args.pg_restart, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,

@@ -1,8 +1,8 @@
 """The node processes: each viewline-server the run starts (on a port of its own, to
-PostgreSQL through its link, one of them with its clock minutes ahead under
-libfaketime), every incarnation it has had, its RSS, and how it is killed, paused,
-restarted or stopped. A node that fails to start is started again, as a supervisor
-would."""
+PostgreSQL through its link, its wall clock under libfaketime read from a file of its
+own that the clock faults step, one of them minutes ahead), every incarnation it has
+had, its RSS, and how it is killed, paused, restarted or stopped. A node that fails
+to start is started again, as a supervisor would."""
 from __future__ import annotations
 
 import os
@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, List, Optional, Tuple
 
+from .clocks import ClockFile
 from .constants import NODE_TIMEOUT, now
 from .link import Link
 
@@ -36,16 +37,6 @@ def free_port() -> int:
                 continue
 
 
-def libfaketime() -> str:
-    """libfaketime's multithreaded library, from Debian's faketime package."""
-    listing = subprocess.run(["dpkg", "-L", "libfaketime"], capture_output=True, text=True).stdout.split()
-    for path in listing:
-        if path.endswith("libfaketimeMT.so.1"):
-            return path
-    raise SystemExit("libfaketime is missing: apt-get install faketime")
-
-
-
 @dataclass
 class Incarnation:
     pid: int
@@ -61,6 +52,7 @@ class Node:
         self.link = link
         self.port = free_port()
         self.skewed = skewed
+        self.clock = ClockFile(os.path.join(log_dir, f"node{index}.clock"), base=args.skew_minutes * 60.0 if skewed else 0.0)
         self.log_dir = log_dir
         self.events = events
         self.process: Optional[subprocess.Popen] = None
@@ -82,17 +74,14 @@ class Node:
             "--remote-contacts", self.args.contacts, "--log-level", "debug",
             "--max-clients-per-address", "0", "--max-sessions-per-address", "0", "--max-logins-per-address", "0",
         ]
-        env = dict(os.environ)
-        if self.skewed:
-            # libfaketime preloaded into the node itself (the `faketime` wrapper forks:
-            # signals sent to it would miss the node). Through `env`, which execs in
-            # place: a Swift program exec'd straight from here with libfaketime
-            # preloaded sees no arguments at all (it ran as a default server on port
-            # 7878, with SQLite, for every run before this was found).
-            env["LD_PRELOAD"] = libfaketime()
-            env["FAKETIME"] = f"+{self.args.skew_minutes}m"
-            env["FAKETIME_DONT_FAKE_MONOTONIC"] = "1"
-            command = ["/usr/bin/env"] + command
+        # libfaketime preloaded into the node itself (the `faketime` wrapper forks:
+        # signals sent to it would miss the node). Through `env`, which execs in
+        # place: a Swift program exec'd straight from here with libfaketime
+        # preloaded sees no arguments at all (it ran as a default server on port
+        # 7878, with SQLite, for every run before this was found). Its offset is read
+        # from its clock file at every call: a clock fault steps it at run time.
+        env = dict(os.environ, **self.clock.environment())
+        command = ["/usr/bin/env"] + command
         label = f"node{self.index}.{len(self.incarnations)}"
         self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
         self.incarnations.append(Incarnation(self.process.pid, label, now()))
@@ -107,6 +96,7 @@ class Node:
         if not line.startswith("listening on"):
             # Like a supervisor (systemd's Restart=on-failure): note it, start again.
             self.process.wait()
+            self.forget_faketime()
             self.failed_starts += 1
             if self.failed_starts > 20:
                 raise SystemExit(f"{label} did not start: {line!r}; see {log.name}")
@@ -128,6 +118,18 @@ class Node:
     def kill(self) -> None:
         self.process.send_signal(signal.SIGKILL)
         self.process.wait()
+        self.forget_faketime()
+
+    def forget_faketime(self) -> None:
+        """libfaketime's shared memory and semaphore, named after the process it
+        started in (here the node's: `env` execs in place), are left behind by a
+        process that did not exit cleanly; a later process given the same pid would
+        fail to start on them."""
+        for name in (f"faketime_shm_{self.process.pid}", f"sem.faketime_sem_{self.process.pid}"):
+            try:
+                os.unlink(os.path.join("/dev/shm", name))
+            except OSError:
+                pass
 
     def stop(self) -> None:
         if self.process and self.process.poll() is None:
@@ -138,3 +140,5 @@ class Node:
                 self.process.wait(10)
             except subprocess.TimeoutExpired:
                 self.process.kill()
+                self.process.wait()
+            self.forget_faketime()

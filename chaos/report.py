@@ -36,7 +36,8 @@ def write(args, run: Run, nodes: List[Node], clients: List[Client], serve_log: S
              "SIGKILL": "node killed", "SIGSTOP": "node paused", "cut": "node cut off", "slowed": "link slowed past the lease",
              "held": "draft writes held, a link slowed past the lease",
              "records": "record writes held, then the node killed",
-             "restarted": "PostgreSQL restarted"}
+             "restarted": "PostgreSQL restarted", "db": "the database's clock stepped",
+             "node": "a node's wall clock stepped"}
     recovery_lines = [
         f"  - {names.get(kind, kind)}: p50 {pct(v, 0.5):.2f}, p99 {pct(v, 0.99):.2f}, max {v[-1]:.2f} ({len(v)} clients)"
         for kind, v in sorted(recovery.items())
@@ -46,9 +47,10 @@ def write(args, run: Run, nodes: List[Node], clients: List[Client], serve_log: S
         f"# Chaos run: {args.seconds:.0f} s, seed {args.seed}" + ("" if args.faults == FAULT_KINDS else f", faults: {', '.join(args.faults)}"),
         "",
         f"3 nodes (node timeout {NODE_TIMEOUT:.0f} s; node2 runs {args.skew_minutes} min ahead under faketime), "
-        f"{args.clients} clients, one throwaway PostgreSQL.",
+        f"{args.clients} clients, one throwaway PostgreSQL; every node's wall clock and the database's"
+        f" under libfaketime, stepped at run time by the clock faults.",
         "",
-        f"- faults injected: {len(run.faults)} ({', '.join(f'{k} {sum(1 for f in run.faults if f[2].startswith(p))}' for k, p in (('kill', 'SIGKILL'), ('pause', 'SIGSTOP'), ('partition', 'cut'), ('slow link', 'slowed'), ('held writes', 'held draft'), ('held records', 'records'), ('postgres restart', 'restarted'), ('clean restart', 'SIGTERM'), ('silenced', 'silenced'), ('row lock', 'row of'), ('slowed renewals', 'renewals'), ('big records', '4,000')))})",
+        f"- faults injected: {len(run.faults)} ({', '.join(f'{k} {sum(1 for f in run.faults if f[2].startswith(p))}' for k, p in (('kill', 'SIGKILL'), ('pause', 'SIGSTOP'), ('partition', 'cut'), ('slow link', 'slowed'), ('held writes', 'held draft'), ('held records', 'records'), ('postgres restart', 'restarted'), ('clean restart', 'SIGTERM'), ('silenced', 'silenced'), ('row lock', 'row of'), ('slowed renewals', 'renewals'), ('big records', '4,000'), ('db clock step', 'db clock'), ('node clock step', 'node clock')))})",
         f"- commands acknowledged: {run.successes}; `unavailable` replies: {run.unavailable}; other errors: {json.dumps(run.errors, sort_keys=True)}",
         f"- attach answers other than ok (reattaching during faults): {json.dumps(run.attach_errors, sort_keys=True)}",
         f"- commands acknowledged per minute: {', '.join(str(run.per_minute.get(m, 0)) for m in range(int(args.seconds // 60) + 1))}",
@@ -65,6 +67,8 @@ def write(args, run: Run, nodes: List[Node], clients: List[Client], serve_log: S
         f" {STEP_DOWN_WINDOW:.1f} s before: {len(alone)}"
         + (f" ({', '.join(f'{t - run.started:.1f} s {label}' for t, label in alone)})" if alone else ""),
         f"- acknowledged quits: {len(run.quit_tokens)}, come back on any node: {revived}",
+        f"- idle sessions handed over by SIGTERM, then the database's clock +2 d and back: {run.idle_opened} opened,"
+        f" {run.idle_checked} attached again, lost (or not shown as left): {run.idle_lost}",
         f"- liveness: refusals of a session on a node with no fault near it: {len(unrelated)}, longest"
         f" {max(unrelated, default=0.0):.2f} s, over the bound of one node timeout ({LIVENESS_BOUND:.1f} s): {len(over)}"
         + ("" if args.strict_liveness else " (violations only with VIEWLINE_CHAOS_STRICT_LIVENESS=1)")

@@ -1,13 +1,16 @@
 """The run's shared record, written by the clients, the readers and the driver under
 one lock: violations as they are found, acknowledged commands, refusals, faults with
 where each is near, quits, recoveries; and the question every check asks of it:
-did a fault that may lose a node's last moments begin in a given window."""
+did a fault that may lose a node's last moments begin in a given window (a SIGTERM
+or a clock step never may)."""
 from __future__ import annotations
 
+import random
 import sys
 import threading
 from typing import TYPE_CHECKING, Dict, FrozenSet, List, Optional, Tuple
 
+from .clocks import StepPlan, is_clock_step
 from .constants import LONG_RECOVERY, now
 
 if TYPE_CHECKING:
@@ -54,6 +57,14 @@ class Run:
         self.burst_port = 0
         self.burst_until = 0.0
         self.burst_searches = 0
+        # The clock faults' steps, in a shuffled cycle of each kind's variants.
+        self.clock_plan = StepPlan(random.Random(seed * 7 + 1))
+        # Idle sessions handed over by a SIGTERM before a +2-day step of the database's
+        # clock: opened, attached again after the step, lost (or not attached, or
+        # showing another search).
+        self.idle_opened = 0
+        self.idle_checked = 0
+        self.idle_lost = 0
         self.recoveries: List[Tuple[int, float, float]] = []
         self.long_recoveries: List[Tuple[int, float, float, List[str]]] = []
 
@@ -64,8 +75,10 @@ class Run:
 
     def lossy_fault_began(self, after: float, before: Optional[float] = None) -> bool:
         """Whether a fault that may lose a node's last moments (a kill, a pause, a cut, a
-        slow link, a database restart; never a SIGTERM) began after `after` (and
-        before `before`), or is one of held records that was still going on at `after`.
+        slow link, a database restart; never a SIGTERM, never a step of the database's
+        clock or of a node's wall clock: PROTOCOL §2.2 claims one owner and no loss
+        under any such step) began after `after` (and before `before`), or is one of
+        held records that was still going on at `after`.
 
         Held records lose more than the moments before their kill: a node with nothing
         waiting to be written goes on acknowledging while a batch hangs, and refuses
@@ -74,7 +87,7 @@ class Run:
         hold, on the node that is then killed before its records go on, may be lost."""
         with self.lock:
             faults = self.faults + ([(self.current[0], now(), self.current[2])] if self.current else [])
-        return any(not what.startswith("SIGTERM")
+        return any(not what.startswith("SIGTERM") and not is_clock_step(what)
                    and ((start >= after and (before is None or start <= before))
                         or (held_records(what) and start <= after and end >= after))
                    for start, end, what in faults)

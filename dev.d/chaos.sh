@@ -2,10 +2,12 @@
 # Sourced by ./dev (from the repository's root, under set -euo pipefail): ./dev chaos.
 
 # ./dev chaos [minutes]: 3 nodes on a throwaway PostgreSQL under a client load while
-# nodes are killed, paused, cut off from the database, cleanly restarted (SIGTERM) and
-# the database restarts; checks that nothing acknowledged is lost (drafts, each
-# session's searches, quits) and one node serves a session at a time
-# (chaos/chaos.py). Writes chaos-report.md; exits non-zero on any violation.
+# nodes are killed, paused, cut off from the database, cleanly restarted (SIGTERM),
+# the database restarts and the database's and the nodes' wall clocks are stepped
+# (PostgreSQL runs under libfaketime, its offset in $dir/pg-clock); checks that nothing
+# acknowledged is lost (drafts, each session's searches, quits, idle sessions) and one
+# node serves a session at a time (chaos/chaos.py). Writes chaos-report.md; exits
+# non-zero on any violation.
 chaos() {
     local minutes="${1:-1}"
     setup
@@ -16,12 +18,12 @@ chaos() {
     fi
     local dir; dir=$(mktemp -d /tmp/viewline-chaos.XXXXXX)
     local pg_url="" pg_stop="true" pg_port="" pg_restart="" pg_psql=""
-    start_postgres "$dir"
+    VIEWLINE_PG_FAKETIME_FILE="$dir/pg-clock" start_postgres "$dir"
     local seconds; seconds=$(python3 -c "print(int(float('$minutes') * 60))")
     say "chaos for ${seconds} s (node logs in $dir)"
     local status=0
     python3 chaos/chaos.py --bin "$bin" --seconds "$seconds" --pg-port "$pg_port" --pg-restart "$pg_restart" \
-        --psql "$pg_psql" --dir "$dir" --report chaos-report.md ${VIEWLINE_CHAOS_SEED:+--seed "$VIEWLINE_CHAOS_SEED"} ${VIEWLINE_CHAOS_FAULTS:+--faults "$VIEWLINE_CHAOS_FAULTS"} ${VIEWLINE_CHAOS_CLIENTS:+--clients "$VIEWLINE_CHAOS_CLIENTS"} ${VIEWLINE_CHAOS_STRICT_LIVENESS:+--strict-liveness} || status=$?
+        --pg-clock "$dir/pg-clock" --psql "$pg_psql" --dir "$dir" --report chaos-report.md ${VIEWLINE_CHAOS_SEED:+--seed "$VIEWLINE_CHAOS_SEED"} ${VIEWLINE_CHAOS_FAULTS:+--faults "$VIEWLINE_CHAOS_FAULTS"} ${VIEWLINE_CHAOS_CLIENTS:+--clients "$VIEWLINE_CHAOS_CLIENTS"} ${VIEWLINE_CHAOS_STRICT_LIVENESS:+--strict-liveness} || status=$?
     $pg_stop >/dev/null 2>&1 || true
     if [ "$status" = 0 ] && [ -z "${VIEWLINE_CHAOS_KEEP:-}" ]; then rm -rf "$dir"; else say "node logs kept in $dir"; fi
     return "$status"
