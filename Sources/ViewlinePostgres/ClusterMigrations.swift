@@ -1,6 +1,7 @@
 /// The cluster's tables — node leases (`viewline_nodes`), session records
-/// (`viewline_sessions`), settings every node shares (`viewline_cluster_settings`)
-/// and the order of each session's application writes (`viewline_session_writes`)
+/// (`viewline_sessions`), settings every node shares (`viewline_cluster_settings`),
+/// the order of each session's application writes (`viewline_session_writes`) and
+/// the jumps of the database's clock the nodes saw (`viewline_clock_jumps`)
 /// — recorded in `viewline_cluster_migrations`. Written so a database the seed apps'
 /// store migrated before the two schemas were split (it made these tables then)
 /// takes them as they are.
@@ -58,6 +59,17 @@ enum ClusterMigrations {
                     // learns that it lapsed, whatever either clock says).
                     "ALTER TABLE viewline_nodes ADD COLUMN IF NOT EXISTS renewals bigint NOT NULL DEFAULT 0",
                     "ALTER TABLE viewline_nodes ADD COLUMN IF NOT EXISTS claims bigint NOT NULL DEFAULT 0",
+                ]
+            ),
+            (
+                4,
+                [
+                    // Forward jumps of the database's clock the nodes saw (`DatabaseClockWatch`):
+                    // the database's time just after each (`seen_at`) and by how much. A
+                    // record written before a jump is that much younger than its
+                    // `updated_at` says; housekeeping judges it so, and forgets a jump once
+                    // every record written before it is due anyway.
+                    "CREATE TABLE IF NOT EXISTS viewline_clock_jumps (seen_at timestamptz NOT NULL, jump_ms bigint NOT NULL)"
                 ]
             ),
         ])

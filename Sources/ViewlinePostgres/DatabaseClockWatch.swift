@@ -2,25 +2,35 @@ import Foundation
 import Synchronization
 
 /// Watches the database's clock against this node's monotonic clock, renewal by
-/// renewal, and says when the database's clock jumped forward: the one clock fault
-/// that would make the directory's housekeeping delete what it must keep (a record
-/// of a session handed over by a clean shutdown looks a day old two days early after
-/// a two-day jump).
+/// renewal, and keeps the forward jumps it saw until they are stored: the one clock
+/// fault that would make the directory's housekeeping delete what it must keep (a
+/// record of a session handed over by a clean shutdown looks a day old two days
+/// early after a two-day jump).
 ///
 /// Two renewals' readings of the database's clock (`clock_timestamp()`) can be
 /// apart by at most the monotonic time from the first one's send to the second
 /// one's reply; anything beyond that, past ``tolerance``, is a forward step of the
-/// database's clock (or a failover to a server whose clock is ahead), and the
-/// housekeeping adds it to the records' age limit (``PostgresSessionDirectory``
-/// stores the sum in `viewline_cluster_settings`, so every node honours what one
-/// saw). A backward step only makes records look younger: kept longer, never lost.
+/// database's clock (or a failover to a server whose clock is ahead). The
+/// housekeeping stores each jump (`viewline_clock_jumps`, so every node honours what
+/// one saw) before it deletes anything, and deletes nothing while a jump it saw is
+/// not stored. A backward step only makes records look younger: kept longer, never
+/// lost.
 final class DatabaseClockWatch: Sendable {
-    private struct Reading {
-        var sent: ContinuousClock.Instant
-        var database: Date
+    /// A forward jump: the database's time just after it, and by how much.
+    struct Jump: Equatable, Sendable {
+        var seenAt: Date
+        var size: Duration
     }
 
-    private let last = Mutex<Reading?>(nil)
+    private struct State {
+        var sent: ContinuousClock.Instant?
+        var database = Date.distantPast
+        var compared = false
+        var unstored: [Jump] = []
+        var housekeeping = false
+    }
+
+    private let state = Mutex(State())
 
     /// Differences within this are the link's and the two clocks' ordinary drift.
     static let tolerance = Duration.seconds(1)
@@ -34,23 +44,48 @@ final class DatabaseClockWatch: Sendable {
         /// In step with the previous one, or older than it (overlapping renewals
         /// answered out of order: compared with nothing).
         case steady
-        /// The database's clock jumped forward by this much since the previous reading.
+        /// The database's clock jumped forward by this much since the previous
+        /// reading (kept to be stored: ``takeUnstored()``).
         case jumped(Duration)
     }
 
     /// A renewal sent at `sent`, answered at `received`, read `database` as the
     /// database's time.
+    @discardableResult
     func observe(database: Date, sent: ContinuousClock.Instant, received: ContinuousClock.Instant) -> Observation {
-        last.withLock { last -> Observation in
-            guard let previous = last else {
-                last = Reading(sent: sent, database: database)
+        state.withLock { state -> Observation in
+            guard let previous = state.sent else {
+                (state.sent, state.database) = (sent, database)
                 return .first
             }
-            guard sent > previous.sent else { return .steady }
-            last = Reading(sent: sent, database: database)
-            let databaseElapsed = Duration.milliseconds(Int64((database.timeIntervalSince(previous.database) * 1000).rounded()))
-            let jump = databaseElapsed - (received - previous.sent)
-            return jump > Self.tolerance ? .jumped(jump) : .steady
+            guard sent > previous else { return .steady }
+            state.compared = true
+            let databaseElapsed = Duration.milliseconds(Int64((database.timeIntervalSince(state.database) * 1000).rounded()))
+            (state.sent, state.database) = (sent, database)
+            let jump = databaseElapsed - (received - previous)
+            guard jump > Self.tolerance else { return .steady }
+            state.unstored.append(Jump(seenAt: database, size: jump))
+            return .jumped(jump)
+        }
+    }
+
+    /// Begins a round of housekeeping, unless one runs or no reading was compared
+    /// yet: the jumps to store first (every one not stored yet). `nil`: no round now.
+    func beginHousekeeping() -> [Jump]? {
+        state.withLock { state -> [Jump]? in
+            guard !state.housekeeping, state.compared else { return nil }
+            state.housekeeping = true
+            defer { state.unstored = [] }
+            return state.unstored
+        }
+    }
+
+    /// Ends the round; `unstored` (jumps its store failed for) go with the next, and
+    /// until they are stored no round deletes anything.
+    func endHousekeeping(unstored: [Jump] = []) {
+        state.withLock { state in
+            state.unstored = unstored + state.unstored
+            state.housekeeping = false
         }
     }
 }

@@ -35,11 +35,14 @@ public struct PostgresSessionDirectory: SessionDirectory {
     /// The database's clock against this node's, renewal by renewal.
     private let clockWatch = DatabaseClockWatch()
 
-    /// Every forward jump of the database's clock a node saw, as an interval: what
-    /// the housekeeping adds to the age a record must reach.
-    static let clockForward = """
-        make_interval(secs => COALESCE((SELECT value::bigint FROM viewline_cluster_settings WHERE name = 'clock_forward_ms'), 0) / 1000.0)
+    /// What the database's clock jumped forward since `column` (a row's time), as an
+    /// interval: every jump a node saw after it.
+    static func jumpedSince(_ column: String) -> String {
         """
+        COALESCE((SELECT make_interval(secs => sum(j.jump_ms)::double precision / 1000) FROM viewline_clock_jumps j \
+        WHERE j.seen_at > \(column)), interval '0')
+        """
+    }
 
     final class WriteTimeout: Sendable {
         let value = Mutex(Duration.seconds(5))
@@ -128,7 +131,7 @@ public struct PostgresSessionDirectory: SessionDirectory {
                 """, timeout: max(nodeTimeout - nodeTimeout / 5, .seconds(2))
             ) { row in try row.decode((Bool, Int64, Date).self) }.last
         let (expired, claims) = (renewed?.0 ?? false, renewed?.1 ?? 0)
-        let clock = renewed.map { clockWatch.observe(database: $0.2, sent: sent, received: .now) } ?? .first
+        if let renewed { clockWatch.observe(database: renewed.2, sent: sent, received: .now) }
         // (The deadline is as long as a renewal can still count: the node serves until
         // the node timeout less its margin, a fifth of it, counted from before the send;
         // 2 s at least. A fixed 2 s failed every renewal of a slower link that the
@@ -140,42 +143,60 @@ public struct PostgresSessionDirectory: SessionDirectory {
         // (a node that died without leaving keeps its row, so its records wait for a
         // claim); at most 1,000 a renewal.
         //
-        // Ages are the database's clock's, less every forward jump of it a node saw
-        // (`clock_forward_ms`, `DatabaseClockWatch`): a jump of two days makes no
-        // record two days older. The first renewal of a node runs none: it has not
-        // compared the clock yet, and a jump it is the first to see is stored before
-        // its first delete.
-        guard clock != .first else { return LeaseRenewal(previousExpired: expired, claims: claims) }
-        Task { [database, statementTimeout] in
-            if case .jumped(let jump) = clock {
-                let milliseconds = Int64(jump.inSeconds * 1000)
-                database.logger.warning(
-                    "the database's clock jumped forward; record ages are counted without the jump",
-                    metadata: ["jump-ms": "\(milliseconds)"])
-                do {
-                    try await database.run(
-                        """
-                        INSERT INTO viewline_cluster_settings (name, value) VALUES ('clock_forward_ms', \(String(milliseconds)))
-                        ON CONFLICT (name) DO UPDATE SET value = (viewline_cluster_settings.value::bigint + \(milliseconds))::text
-                        """, timeout: statementTimeout)
-                } catch {
-                    return  // not stored: nothing is deleted by an age the jump inflated
+        // A record is judged by the database's clock less every forward jump of it
+        // that a node saw after the record was written (`viewline_clock_jumps`,
+        // `DatabaseClockWatch`): a jump of two days makes no record two days older. A
+        // node deletes nothing before it has compared two readings, nor while a jump
+        // it saw is not stored; one round at a time.
+        //
+        // "Now" is the time this renewal read, never a later reading: a jump between
+        // the renewal and the delete (or a backend whose clock is already past it)
+        // would otherwise make a fresh record look old before any node saw the jump.
+        if let now = renewed?.2, let jumps = clockWatch.beginHousekeeping() {
+            Task { [database, statementTimeout, clockWatch] in
+                for (index, jump) in jumps.enumerated() {
+                    let milliseconds = Int64(jump.size.inSeconds * 1000)
+                    database.logger.warning(
+                        "the database's clock jumped forward; records written before it are judged without the jump",
+                        metadata: ["jump-ms": "\(milliseconds)"])
+                    do {
+                        // Once per jump, whichever nodes saw it (each a little differently).
+                        try await database.run(
+                            """
+                            INSERT INTO viewline_clock_jumps (seen_at, jump_ms)
+                            SELECT \(jump.seenAt)::timestamptz, \(milliseconds)::bigint WHERE NOT EXISTS (
+                                SELECT 1 FROM viewline_clock_jumps
+                                WHERE abs(extract(epoch FROM seen_at - \(jump.seenAt)::timestamptz)) < \(statementTimeout.inSeconds)
+                                AND abs(jump_ms - \(milliseconds)::bigint) < 2000)
+                            """, timeout: statementTimeout)
+                    } catch {
+                        clockWatch.endHousekeeping(unstored: Array(jumps[index...]))
+                        return
+                    }
                 }
+                defer { clockWatch.endHousekeeping() }
+                let seconds = recordsExpireAfter.inSeconds
+                try? await database.run(
+                    """
+                    DELETE FROM viewline_sessions WHERE lookup IN (
+                        SELECT s.lookup FROM viewline_sessions s
+                        WHERE s.updated_at < \(now)::timestamptz - make_interval(secs => \(seconds)) - \(unescaped: Self.jumpedSince("s.updated_at"))
+                        AND (s.ended OR NOT EXISTS (SELECT 1 FROM viewline_nodes n WHERE n.id = s.owner))
+                        LIMIT 1000)
+                    """, timeout: statementTimeout)
+                try? await database.run(
+                    """
+                    DELETE FROM viewline_session_writes w
+                    WHERE w.written_at < \(now)::timestamptz - make_interval(secs => \(seconds)) - \(unescaped: Self.jumpedSince("w.written_at"))
+                    """, timeout: statementTimeout)
+                // A jump is forgotten once every record written before it is due
+                // whatever it (real time since it past the age, and the jump again).
+                try? await database.run(
+                    """
+                    DELETE FROM viewline_clock_jumps
+                    WHERE seen_at < \(now)::timestamptz - make_interval(secs => \(seconds)) - 2 * make_interval(secs => jump_ms / 1000.0)
+                    """, timeout: statementTimeout)
             }
-            let seconds = recordsExpireAfter.inSeconds
-            try? await database.run(
-                """
-                DELETE FROM viewline_sessions WHERE lookup IN (
-                    SELECT s.lookup FROM viewline_sessions s
-                    WHERE s.updated_at < clock_timestamp() - make_interval(secs => \(seconds)) - \(unescaped: Self.clockForward)
-                    AND (s.ended OR NOT EXISTS (SELECT 1 FROM viewline_nodes n WHERE n.id = s.owner))
-                    LIMIT 1000)
-                """, timeout: statementTimeout)
-            try? await database.run(
-                """
-                DELETE FROM viewline_session_writes
-                WHERE written_at < clock_timestamp() - make_interval(secs => \(seconds)) - \(unescaped: Self.clockForward)
-                """, timeout: statementTimeout)
         }
         return LeaseRenewal(previousExpired: expired, claims: claims)
     }

@@ -17,6 +17,7 @@ final class ShutdownWatchdog: Sendable {
     /// The cluster's node timeout once the node agreed on one (zero on a single node).
     private let nodeTimeout = Mutex<Duration>(.zero)
     private let armed = Atomic<Bool>(false)
+    private let serving = Atomic<Bool>(false)
 
     /// Time a shutdown is given beyond its drain and node timeout: the `bye`s (2 s),
     /// the connections' last work (2 s) and the process's own ending.
@@ -31,12 +32,23 @@ final class ShutdownWatchdog: Sendable {
         self.nodeTimeout.withLock { $0 = nodeTimeout }
     }
 
+    /// The node listens (and, in a cluster, has joined it): from here a signal drains
+    /// and hands over. Before, there is nothing to hand over, and a start-up still
+    /// waiting for its database is not waited for.
+    func servingBegan() {
+        serving.store(true, ordering: .releasing)
+    }
+
     /// How long a shutdown may take from the signal.
     var limit: Duration { drain + nodeTimeout.withLock { $0 } + Self.margin }
 
     /// Starts the countdown (once; later calls do nothing).
     func arm(logger: Logger) {
         guard !armed.exchange(true, ordering: .relaxed) else { return }
+        guard serving.load(ordering: .acquiring) else {
+            logger.info("stopping before serving anything: nothing to drain or hand over")
+            exit(0)
+        }
         let limit = self.limit
         Thread.detachNewThread {
             let seconds = Double(limit.components.seconds) + Double(limit.components.attoseconds) / 1e18

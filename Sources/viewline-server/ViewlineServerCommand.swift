@@ -316,6 +316,7 @@ struct ViewlineServerCommand: AsyncParsableCommand {
                     apps: SeedApps.all, services: services, faults: faults, cluster: cluster, configuration: configuration, logger: logger)
             },
             listening: { [tlsCert] server in
+                watchdog.servingBegan()
                 let bound = server.localAddress
                 print("listening on \(bound.host):\(bound.port)")
                 if let metrics = server.metricsAddress {

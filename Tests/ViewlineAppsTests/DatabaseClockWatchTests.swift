@@ -32,6 +32,21 @@ import Testing
         #expect(watch.observe(database: then + 172_802, sent: start + .seconds(2), received: start + .milliseconds(2_004)) == .steady)
     }
 
+    @Test func aJumpIsKeptUntilAHousekeepingRoundStoresItAndNoRoundRunsBeforeAComparison() {
+        let watch = DatabaseClockWatch()
+        _ = watch.observe(database: then, sent: start, received: start + .milliseconds(3))
+        #expect(watch.beginHousekeeping() == nil)  // one reading: nothing compared yet
+        _ = watch.observe(database: then + 7_200, sent: start + .seconds(1), received: start + .milliseconds(1_003))
+        let jumps = watch.beginHousekeeping()
+        #expect(jumps?.count == 1)
+        #expect(jumps?.first?.seenAt == then + 7_200)
+        #expect(watch.beginHousekeeping() == nil)  // one round at a time
+        watch.endHousekeeping(unstored: jumps ?? [])  // its store failed
+        #expect(watch.beginHousekeeping() == jumps)  // the next round stores it first
+        watch.endHousekeeping()
+        #expect(watch.beginHousekeeping() == [])
+    }
+
     @Test func aBackwardStepIsNoJump() {
         let watch = DatabaseClockWatch()
         _ = watch.observe(database: then, sent: start, received: start + .milliseconds(3))

@@ -324,7 +324,10 @@ public final class Cluster: Sendable {
         // The loops ended (a batch or renewal in flight finished first: one that
         // landed after the node's row went would bring the node back, fresh, for a
         // node timeout). Asked to leave, not cancelled: the rest is written here.
-        if loops.withLock({ $0 == .closed }) { await leaveWithinNodeTimeout() }
+        if loops.withLock({ $0 == .closed }) {
+            logger.debug("the cluster's loops ended", metadata: ["since-leave": "\(sinceLeaveRequested)"])
+            await leaveWithinNodeTimeout()
+        }
     }
 
     /// Counts the nodes with a valid lease beside the renewals (never delaying one),
@@ -713,7 +716,14 @@ public final class Cluster: Sendable {
                 metadata: [
                     "node-timeout": "\(nodeTimeout)"
                 ])
+        } else {
+            logger.debug("left the cluster", metadata: ["since-leave": "\(sinceLeaveRequested)"])
         }
+    }
+
+    /// How long ago leaving was asked for (zero before): the shutdown's log.
+    private var sinceLeaveRequested: Duration {
+        lease.withLock { $0.leaveRequestedAt }.map { ContinuousClock.now - $0 } ?? .zero
     }
 
     /// The last batches and the directory's leave: records the last batch could not

@@ -307,7 +307,9 @@ public final class ViewlineServer: Service, Sendable {
         try? await webChannel.withLock({ $0 })?.close()
         // Draining (`/readyz` already says 503): commands already running finish,
         // within the drain timeout, before anyone is told `bye`.
+        let began = ContinuousClock.now
         await drain(within: configuration.drainTimeout)
+        logger.debug("drained", metadata: ["since-shutdown": "\(ContinuousClock.now - began)"])
         // From here no line read runs, and a command still running (the drain ran out,
         // or it began just after the drain) gets its reply before its connection's `bye`:
         // a client sends again, on its resumed connection, whatever had no reply (PROTOCOL §4).
@@ -315,7 +317,10 @@ public final class ViewlineServer: Service, Sendable {
         for session in application.sessions.all { await session.answerUnfinishedCommands(Self.shutDownMidCommand) }
         // Records written and the node gone from the cluster before the `bye`s: a
         // client that attaches to another node right away finds its session there.
-        await application.cluster?.leave()
+        if let cluster = application.cluster {
+            await cluster.leave()
+            logger.debug("left the cluster; saying bye", metadata: ["since-shutdown": "\(ContinuousClock.now - began)"])
+        }
         let bye = ServerMessage.bye(Bye(.shutdown, reason)).line
         // Every connection at once, each given a moment to take its `bye`: a client
         // that stopped reading cannot hold the shutdown up.
@@ -332,6 +337,7 @@ public final class ViewlineServer: Service, Sendable {
         }
         for session in application.sessions.removeAll() { await session.close(Bye(.shutdown, reason)) }
         try? await operationsChannel.withLock({ $0 })?.close()
+        logger.debug("every client told bye", metadata: ["since-shutdown": "\(ContinuousClock.now - began)"])
     }
 
     /// Waits until every connection has run what it received (nothing queued or
