@@ -5,7 +5,6 @@ import json
 import os
 import pathlib
 import subprocess
-import time
 import sys
 from typing import Iterator, List
 
@@ -44,8 +43,8 @@ def validate(message: dict) -> None:
 class Server:
     def __init__(self, *args: str) -> None:
         self.proc = subprocess.Popen(
-            [SERVER, "--port", "0", "--db", ":memory:", "--log-level", "debug", "--demo", *args],
-            stdout=subprocess.PIPE, stderr=open("/tmp/repro/srv-%d.err" % time.time_ns(), "w"))
+            [SERVER, "--port", "0", "--db", ":memory:", "--log-level", "error", "--demo", *args],
+            stdout=subprocess.PIPE)
         line = self.proc.stdout.readline().decode()
         assert line.startswith("listening on "), line
         self.port = int(line.rsplit(":", 1)[1])
