@@ -24,8 +24,7 @@ contacts table so every session showing it has a record over 256 KiB, then SIGKI
 node (records of any size are written and restored), step the database's clock
 (`db-clock-step`: by ±10–25 s, −1 h or +2 days, held two to three node timeouts,
 then stepped back; before a +2-day step a few idle sessions are handed over by a
-SIGTERM of their node; opt-in with --faults until the sessions a +2-day step loses
-today are kept), and step one node's wall clock (`node-clock-step`: by ±10–25 s
+SIGTERM of their node, and must all attach again after), and step one node's wall clock (`node-clock-step`: by ±10–25 s
 or ±1–3 days, held as long, then back). Clients also send `end-others` now and then
 (during a database restart it must answer `unavailable` and change nothing).
 PostgreSQL and every node run under libfaketime, each reading its clock's offset from
