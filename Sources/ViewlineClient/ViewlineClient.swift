@@ -7,13 +7,17 @@ import NIOSSL
 ///
 /// ```swift
 /// let client = try await ViewlineClient.connect(to: .tcp(host: "127.0.0.1", port: 7878))
-/// let events = await client.events()
 /// try await client.send("search thai food")
-/// for await event in events {
-///     if case .display("search", let state, _) = event, state["loading"] == false { break }
-/// }
+/// // Called after the reply, and still sees the displays that came before the call.
+/// try await client.waitForDisplay("search") { $0["loading"] == false }
 /// let search = try await client.state("search", as: SearchState.self)
 /// ```
+///
+/// Nothing a program waits for is missed: the client keeps the events it received
+/// that nothing has taken yet (up to ``Options/eventBuffer``), and
+/// ``waitForDisplay(_:timeout:where:)``, ``waitForAlert(timeout:)`` and a new
+/// ``events()`` read those first, then what arrives. An event that lands between a
+/// command's reply and the next wait is found by that wait.
 ///
 /// The client resumes its session by itself (``Options/reconnect``): after a dropped
 /// connection or a `bye` that leaves the session alive, it reconnects with backoff —
@@ -41,7 +45,9 @@ public actor ViewlineClient {
         public var backoff: @Sendable (Int) -> Duration = { round in
             .milliseconds(Int64.random(in: 0...min(5000, 100 << min(round, 6))))
         }
-        /// Events kept for a reader that falls behind (the oldest go first).
+        /// Events kept for waits and readers (the oldest go first when full): those
+        /// received that no wait or new ``ViewlineClient/events()`` reader has taken
+        /// yet, and, for each ``ViewlineClient/events()`` reader, those it has not read.
         public var eventBuffer = 1024
         /// The longest line taken from the server, in bytes: a longer one closes the
         /// connection (a hostile server cannot make the client buffer more). 1 MiB by
@@ -97,7 +103,10 @@ public actor ViewlineClient {
     public private(set) var connection: ConnectionState = .reconnecting
     /// The latest state of every view shown so far.
     public private(set) var views: [String: JSON] = [:]
-    /// The alert presented now, if any.
+    /// The alert presented now, if any: set by each `alert`, cleared by its `dismiss`
+    /// and as soon as the reply to its `confirm` or `cancel` (from this client) says it
+    /// was answered, and by an `attach` answered with a snapshot (which presents the
+    /// session's alert again).
     public private(set) var presentedAlert: Alert?
 
     private var endpoint: Endpoint
@@ -111,10 +120,26 @@ public actor ViewlineClient {
     private var messageSubscribers: [Int: AsyncStream<JSON>.Continuation] = [:]
     private var nextSubscriber = 0
     private var welcomeWaiter: CheckedContinuation<JSON, any Error>?
+    /// Events received that no wait or new `events()` reader has taken yet.
+    private var received: ReceivedEvents
+    /// The waits for an event not received yet, oldest first.
+    private var waiters: [Waiter] = []
+    private var nextWaiter = 0
     private var ended = false
     /// When the server was last heard from.
     private var heard = ContinuousClock.now
     private var pinger: Task<Void, Never>?
+
+    /// A wait for the first event it takes (``waitForDisplay(_:timeout:where:)``,
+    /// ``waitForAlert(timeout:)``), until its timer ends it.
+    private struct Waiter {
+        let id: Int
+        /// Resumes the wait with `event` and returns true when it is the one waited for.
+        let offer: (ViewlineEvent) -> Bool
+        /// Ends the wait with an error (its timeout, cancellation, the client closed).
+        let fail: (any Error) -> Void
+        let timer: Task<Void, Never>
+    }
 
     private struct Pending {
         var line: [UInt8]
@@ -128,6 +153,7 @@ public actor ViewlineClient {
         self.endpoint = endpoint
         self.knownNodes = [endpoint] + options.nodes.filter { $0 != endpoint }
         self.options = options
+        self.received = ReceivedEvents(limit: options.eventBuffer)
     }
 
     /// Connects to a server and starts a new session there (its `welcome`).
@@ -286,28 +312,102 @@ public actor ViewlineClient {
     }
 
     /// The state of `view` once it matches `predicate`: at once if its latest state
-    /// does, otherwise at the first display that does.
+    /// does; otherwise the first display of `view` that does among the events received
+    /// that nothing has taken yet (those that came after the last command's reply
+    /// included), or else the first that arrives within `timeout` (the client's
+    /// ``Options/timeout`` by default).
+    ///
+    /// A wait takes the events up to the display it returns, so successive waits move
+    /// forward through the session's events: waiting for `loading == true` and then
+    /// for `loading == false` never returns a state from before the first. A wait that
+    /// throws takes nothing. Throws ``Timeout``, ``ConnectionClosed`` once the client
+    /// is closed, or `CancellationError`.
+    ///
+    /// ```swift
+    /// try await client.send("search thai food")
+    /// let results = try await client.waitForDisplay("search") { $0["loading"] == false }
+    /// ```
     @discardableResult
     public func waitForDisplay(
         _ view: String, timeout: Duration? = nil, where predicate: @escaping @Sendable (JSON) -> Bool = { _ in true }
     ) async throws -> JSON {
-        if let state = views[view], predicate(state) { return state }
-        let stream = events()
-        let limit = timeout ?? options.timeout
-        return try await withThrowingTaskGroup(of: JSON.self) { group in
-            group.addTask {
-                for await event in stream {
-                    if case .display(view, let state, _) = event, predicate(state) { return state }
-                }
-                throw ConnectionClosed(message: "the session ended before a matching display of \(view)", bye: nil, sessionEnded: true)
-            }
-            group.addTask {
-                try await Task.sleep(for: limit)
-                throw Timeout(what: "display of \(view)")
-            }
-            defer { group.cancelAll() }
-            return try await group.next()!
+        if let state = views[view], predicate(state) {
+            received.takeThroughLast { if case .display(view, _, _) = $0 { true } else { false } }
+            return state
         }
+        return try await next("display of \(view)", timeout: timeout) { event in
+            if case .display(view, let state, _) = event, predicate(state) { state } else { nil }
+        }
+    }
+
+    /// The alert to answer: at once the presented one (``presentedAlert``), if there is
+    /// one, even if it arrived before the call; otherwise the next alert that arrives
+    /// within `timeout` (the client's ``Options/timeout`` by default). An alert answered
+    /// from this client is no longer presented once the reply says so, so after
+    /// `confirm` this waits for the next one.
+    ///
+    /// Throws ``Timeout``, ``ConnectionClosed`` once the client is closed, or
+    /// `CancellationError`.
+    ///
+    /// ```swift
+    /// try await client.send("save")
+    /// let alert = try await client.waitForAlert()
+    /// try await alert.confirm()
+    /// ```
+    @discardableResult
+    public func waitForAlert(timeout: Duration? = nil) async throws -> Alert {
+        if let alert = presentedAlert {
+            received.takeThroughLast { if case .alert(let queued) = $0 { queued.id == alert.id } else { false } }
+            return alert
+        }
+        // Every alert received and not presented now was answered or went away.
+        return try await next("alert", timeout: timeout, readingReceived: false) { event in
+            if case .alert(let alert) = event { alert } else { nil }
+        }
+    }
+
+    /// The first event `extract` gives a value for: among the events received that
+    /// nothing has taken (with `readingReceived`), else the first to arrive within
+    /// `timeout`. Takes the received events before it; a wait that ends without one
+    /// (its timeout, cancellation, the client closed) takes nothing.
+    private func next<Value: Sendable>(
+        _ what: String, timeout: Duration?, readingReceived: Bool = true, _ extract: @escaping (ViewlineEvent) -> Value?
+    ) async throws -> Value {
+        if readingReceived, let value = received.takeFirst(extract) { return value }
+        if ended { throw ConnectionClosed(message: "the client is closed: no \(what) will come", bye: bye, sessionEnded: bye?.code.isFinal ?? true) }
+        try Task.checkCancellation()
+        nextWaiter += 1
+        let id = nextWaiter
+        let limit = timeout ?? options.timeout
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Value, any Error>) in
+                let timer = Task { [weak self] in
+                    try? await Task.sleep(for: limit)
+                    if !Task.isCancelled { await self?.endWait(id, throwing: Timeout(what: what)) }
+                }
+                waiters.append(
+                    Waiter(
+                        id: id,
+                        offer: { event in
+                            guard let value = extract(event) else { return false }
+                            continuation.resume(returning: value)
+                            return true
+                        },
+                        fail: { continuation.resume(throwing: $0) }, timer: timer))
+                // Cancelled before the wait was in place: the handler found nothing to end.
+                if Task.isCancelled { endWait(id, throwing: CancellationError()) }
+            }
+        } onCancel: {
+            Task { await self.endWait(id, throwing: CancellationError()) }
+        }
+    }
+
+    /// Ends wait `id` with `error`, if it still waits.
+    private func endWait(_ id: Int, throwing error: any Error) {
+        guard let index = waiters.firstIndex(where: { $0.id == id }) else { return }
+        let waiter = waiters.remove(at: index)
+        waiter.timer.cancel()
+        waiter.fail(error)
     }
 
     /// Ends the session for good (every connection of it is told `bye`).
@@ -329,10 +429,35 @@ public actor ViewlineClient {
         return try JSONDecoder().decode(State.self, from: Data(state.encoded.utf8))
     }
 
-    /// The session's events from now on, in order, for one reader (each call makes a
-    /// new one). A reader that falls behind by ``Options/eventBuffer`` loses the
-    /// oldest. Ends when the session ends for this client.
+    /// The session's events, in order, for one reader (each call makes a new one): first
+    /// the events received that no wait or earlier `events()` call has taken yet (this
+    /// call takes them), then every event that arrives. So a loop begun after a
+    /// command's reply still sees what came before it.
+    ///
+    /// Readers do not take from the waits (``waitForDisplay(_:timeout:where:)``,
+    /// ``waitForAlert(timeout:)``): an event that arrives goes to every reader, and
+    /// unless a wait takes it, it is also kept for the waits and the next `events()`
+    /// call. A loop begun after another one ended may therefore be handed again what
+    /// the first was handed after it began (compare `rev`s); nothing is skipped. A
+    /// reader that falls behind by ``Options/eventBuffer`` loses the oldest. Ends when
+    /// the client is closed (after what it holds is read).
+    ///
+    /// ```swift
+    /// try await client.send("save")
+    /// for await event in await client.events() {  // begun after the reply: nothing missed
+    ///     if case .alert(let alert) = event {
+    ///         try await alert.confirm()
+    ///         break
+    ///     }
+    /// }
+    /// ```
     public func events() -> AsyncStream<ViewlineEvent> {
+        subscription(startingWith: received.takeAll()) { subscribers[$0] = $1 }
+    }
+
+    /// The session's events from now on, taking nothing: for a follower that starts
+    /// from the client's latest state (``ViewlineModel``).
+    func eventsFromNow() -> AsyncStream<ViewlineEvent> {
         subscription { subscribers[$0] = $1 }
     }
 
@@ -343,10 +468,13 @@ public actor ViewlineClient {
         subscription { messageSubscribers[$0] = $1 }
     }
 
-    /// A new bounded stream, registered by `add` under a fresh id (finished at once
-    /// when the client is closed).
-    private func subscription<Element>(_ add: (Int, AsyncStream<Element>.Continuation) -> Void) -> AsyncStream<Element> {
+    /// A new bounded stream holding `first`, registered by `add` under a fresh id
+    /// (finished at once when the client is closed).
+    private func subscription<Element: Sendable>(
+        startingWith first: [Element] = [], _ add: (Int, AsyncStream<Element>.Continuation) -> Void
+    ) -> AsyncStream<Element> {
         let (stream, continuation) = AsyncStream<Element>.makeStream(bufferingPolicy: .bufferingNewest(options.eventBuffer))
+        for element in first { continuation.yield(element) }
         if ended {
             continuation.finish()
             return stream
@@ -414,6 +542,7 @@ public actor ViewlineClient {
             welcomeWaiter?.resume(returning: message)
             welcomeWaiter = nil
         case "reply":
+            observeReply(message)
             guard let id = message["re"]?.intValue, let entry = pending.removeValue(forKey: id) else { return }
             entry.timer.cancel()
             entry.continuation.resume(returning: message)
@@ -440,8 +569,29 @@ public actor ViewlineClient {
         }
     }
 
+    /// What a successful reply says about the presented alert: answered (its `dismiss`
+    /// comes after the reply, and the next alert may come before it), or to be
+    /// presented again by an `attach`'s snapshot (PROTOCOL §2.1, §5). Late replies too.
+    private func observeReply(_ message: JSON) {
+        guard message["ok"]?.boolValue == true, let result = message["result"], let presented = presentedAlert else { return }
+        if result["snapshot"]?.boolValue == true, result["replayed"] != nil {
+            presentedAlert = nil
+        } else if result["answer"] != nil, result["alert"]?.stringValue == presented.id {
+            presentedAlert = nil
+        }
+    }
+
+    /// Hands `event` to every `events()` reader, and to the oldest wait it is for,
+    /// which takes it with the received events before it; kept for later otherwise.
     private func publish(_ event: ViewlineEvent) {
         for continuation in subscribers.values { continuation.yield(event) }
+        if let index = waiters.firstIndex(where: { $0.offer(event) }) {
+            let waiter = waiters.remove(at: index)
+            waiter.timer.cancel()
+            received.removeAll()
+        } else {
+            received.append(event)
+        }
     }
 
     private func setConnection(_ state: ConnectionState) {
@@ -535,6 +685,11 @@ public actor ViewlineClient {
         pending = [:]
         failWelcome(ConnectionClosed(message: reason, bye: bye, sessionEnded: sessionEnded))
         if case .disconnected = connection {} else { setConnection(.disconnected(reason: reason)) }
+        for waiter in waiters {
+            waiter.timer.cancel()
+            waiter.fail(ConnectionClosed(message: reason, bye: bye, sessionEnded: sessionEnded))
+        }
+        waiters = []
         for continuation in subscribers.values { continuation.finish() }
         subscribers = [:]
         for continuation in messageSubscribers.values { continuation.finish() }

@@ -57,7 +57,9 @@ public struct Alert: Sendable, Identifiable {
     public let actions: [Action]
     /// The inputs it asks for (none for most alerts).
     public let fields: [Field]
-    let client: ViewlineClient?
+    /// Where `confirm` and `cancel` go: not kept alive by the alert (the client keeps
+    /// alerts in its received events).
+    weak var client: ViewlineClient?
 
     init(_ message: JSON, client: ViewlineClient?) {
         id = message["id"]?.stringValue ?? ""

@@ -34,7 +34,7 @@ public final class ViewlineModel {
     /// shown before it was made are taken from the client.
     public init(client: ViewlineClient) async {
         self.client = client
-        let events = await client.events()
+        let events = await client.eventsFromNow()
         views = await client.views
         alert = await client.presentedAlert
         connection = await client.connection
