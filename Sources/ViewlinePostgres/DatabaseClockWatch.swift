@@ -25,7 +25,8 @@ final class DatabaseClockWatch: Sendable {
     private struct State {
         var sent: ContinuousClock.Instant?
         var database = Date.distantPast
-        var compared = false
+        /// When this node first compared two readings.
+        var compared: ContinuousClock.Instant?
         var unstored: [Jump] = []
         var housekeeping = false
     }
@@ -59,7 +60,7 @@ final class DatabaseClockWatch: Sendable {
                 return .first
             }
             guard sent > previous else { return .steady }
-            state.compared = true
+            if state.compared == nil { state.compared = received }
             let databaseElapsed = Duration.milliseconds(Int64((database.timeIntervalSince(state.database) * 1000).rounded()))
             (state.sent, state.database) = (sent, database)
             let jump = databaseElapsed - (received - previous)
@@ -70,11 +71,22 @@ final class DatabaseClockWatch: Sendable {
     }
 
     /// Begins a round of housekeeping, unless one runs or no reading was compared
-    /// yet: the jumps to store first (every one not stored yet). `nil`: no round now.
-    func beginHousekeeping() -> [Jump]? {
-        state.withLock { state -> [Jump]? in
-            guard !state.housekeeping, state.compared else { return nil }
+    /// yet: the jumps to store first (every one not stored yet), and whether the
+    /// round may delete — only once this node has compared readings for `grace` (a
+    /// node started just after a jump cannot see it: by then the nodes that saw it
+    /// have stored it). `nil`: no round now.
+    func beginHousekeeping(grace: Duration, now: ContinuousClock.Instant = .now) -> (jumps: [Jump], mayDelete: Bool)? {
+        state.withLock { state -> (jumps: [Jump], mayDelete: Bool)? in
+            guard !state.housekeeping, let compared = state.compared else { return nil }
             state.housekeeping = true
+            defer { state.unstored = [] }
+            return (state.unstored, now - compared >= grace)
+        }
+    }
+
+    /// The jumps seen and not stored yet, taken (a node leaving stores them).
+    func takeUnstored() -> [Jump] {
+        state.withLock { state in
             defer { state.unstored = [] }
             return state.unstored
         }

@@ -36,11 +36,12 @@ public struct PostgresSessionDirectory: SessionDirectory {
     private let clockWatch = DatabaseClockWatch()
 
     /// What the database's clock jumped forward since `column` (a row's time), as an
-    /// interval: every jump a node saw after it.
+    /// interval: every jump a node saw after it. (`column` must not name a row of
+    /// `later`, the subquery's own alias.)
     static func jumpedSince(_ column: String) -> String {
         """
-        COALESCE((SELECT make_interval(secs => sum(j.jump_ms)::double precision / 1000) FROM viewline_clock_jumps j \
-        WHERE j.seen_at > \(column)), interval '0')
+        COALESCE((SELECT make_interval(secs => sum(later.jump_ms)::double precision / 1000) FROM viewline_clock_jumps later \
+        WHERE later.seen_at > \(column)), interval '0')
         """
     }
 
@@ -146,13 +147,15 @@ public struct PostgresSessionDirectory: SessionDirectory {
         // A record is judged by the database's clock less every forward jump of it
         // that a node saw after the record was written (`viewline_clock_jumps`,
         // `DatabaseClockWatch`): a jump of two days makes no record two days older. A
-        // node deletes nothing before it has compared two readings, nor while a jump
-        // it saw is not stored; one round at a time.
+        // node deletes nothing before it has compared the clock for a node timeout (a
+        // node started just after a jump cannot see it; those that saw it store it at
+        // their next round), nor while a jump it saw is not stored; one round at a
+        // time, and a leaving node stores what it saw.
         //
         // "Now" is the time this renewal read, never a later reading: a jump between
         // the renewal and the delete (or a backend whose clock is already past it)
         // would otherwise make a fresh record look old before any node saw the jump.
-        if let now = renewed?.2, let jumps = clockWatch.beginHousekeeping() {
+        if let now = renewed?.2, let (jumps, mayDelete) = clockWatch.beginHousekeeping(grace: nodeTimeout) {
             Task { [database, statementTimeout, clockWatch] in
                 for (index, jump) in jumps.enumerated() {
                     let milliseconds = Int64(jump.size.inSeconds * 1000)
@@ -160,41 +163,37 @@ public struct PostgresSessionDirectory: SessionDirectory {
                         "the database's clock jumped forward; records written before it are judged without the jump",
                         metadata: ["jump-ms": "\(milliseconds)"])
                     do {
-                        // Once per jump, whichever nodes saw it (each a little differently).
-                        try await database.run(
-                            """
-                            INSERT INTO viewline_clock_jumps (seen_at, jump_ms)
-                            SELECT \(jump.seenAt)::timestamptz, \(milliseconds)::bigint WHERE NOT EXISTS (
-                                SELECT 1 FROM viewline_clock_jumps
-                                WHERE abs(extract(epoch FROM seen_at - \(jump.seenAt)::timestamptz)) < \(statementTimeout.inSeconds)
-                                AND abs(jump_ms - \(milliseconds)::bigint) < 2000)
-                            """, timeout: statementTimeout)
+                        try await Self.store(jump, in: database, timeout: statementTimeout)
                     } catch {
                         clockWatch.endHousekeeping(unstored: Array(jumps[index...]))
                         return
                     }
                 }
                 defer { clockWatch.endHousekeeping() }
+                guard mayDelete else { return }
                 let seconds = recordsExpireAfter.inSeconds
                 try? await database.run(
                     """
                     DELETE FROM viewline_sessions WHERE lookup IN (
                         SELECT s.lookup FROM viewline_sessions s
-                        WHERE s.updated_at < \(now)::timestamptz - make_interval(secs => \(seconds)) - \(unescaped: Self.jumpedSince("s.updated_at"))
+                        WHERE s.updated_at < \(now)::timestamptz - make_interval(secs => \(seconds))
+                        AND s.updated_at < \(now)::timestamptz - make_interval(secs => \(seconds)) - \(unescaped: Self.jumpedSince("s.updated_at"))
                         AND (s.ended OR NOT EXISTS (SELECT 1 FROM viewline_nodes n WHERE n.id = s.owner))
                         LIMIT 1000)
                     """, timeout: statementTimeout)
                 try? await database.run(
                     """
                     DELETE FROM viewline_session_writes w
-                    WHERE w.written_at < \(now)::timestamptz - make_interval(secs => \(seconds)) - \(unescaped: Self.jumpedSince("w.written_at"))
+                    WHERE w.written_at < \(now)::timestamptz - make_interval(secs => \(seconds))
+                    AND w.written_at < \(now)::timestamptz - make_interval(secs => \(seconds)) - \(unescaped: Self.jumpedSince("w.written_at"))
                     """, timeout: statementTimeout)
                 // A jump is forgotten once every record written before it is due
-                // whatever it (real time since it past the age, and the jump again).
+                // whatever it: the time since it, less the jumps after it, is past the
+                // age (a later jump must not make an earlier one forgotten early).
                 try? await database.run(
                     """
-                    DELETE FROM viewline_clock_jumps
-                    WHERE seen_at < \(now)::timestamptz - make_interval(secs => \(seconds)) - 2 * make_interval(secs => jump_ms / 1000.0)
+                    DELETE FROM viewline_clock_jumps j
+                    WHERE j.seen_at < \(now)::timestamptz - make_interval(secs => \(seconds)) - \(unescaped: Self.jumpedSince("j.seen_at"))
                     """, timeout: statementTimeout)
             }
         }
@@ -243,7 +242,25 @@ public struct PostgresSessionDirectory: SessionDirectory {
     }
 
     public func leave(_ node: ClusterNode) async throws {
+        // Jumps of the database's clock this node saw and has not stored yet: stored
+        // now, or nobody will (the other nodes may not have seen them).
+        for jump in clockWatch.takeUnstored() { try? await Self.store(jump, in: database, timeout: statementTimeout) }
         try await database.run("DELETE FROM viewline_nodes WHERE id = \(node.id)", timeout: statementTimeout)
+    }
+
+    /// Stores a jump of the database's clock once, whichever nodes saw it (each
+    /// measures it a little differently: within a statement timeout in time and 2 s
+    /// in size is the same jump).
+    static func store(_ jump: DatabaseClockWatch.Jump, in database: DatabaseAccess, timeout: Duration) async throws {
+        let milliseconds = Int64(jump.size.inSeconds * 1000)
+        try await database.run(
+            """
+            INSERT INTO viewline_clock_jumps (seen_at, jump_ms)
+            SELECT \(jump.seenAt)::timestamptz, \(milliseconds)::bigint WHERE NOT EXISTS (
+                SELECT 1 FROM viewline_clock_jumps
+                WHERE abs(extract(epoch FROM seen_at - \(jump.seenAt)::timestamptz)) < \(timeout.inSeconds)
+                AND abs(jump_ms - \(milliseconds)::bigint) < 2000)
+            """, timeout: timeout)
     }
 
     public func save(_ records: [SessionRecord]) async throws -> SavedRecords {

@@ -32,19 +32,22 @@ import Testing
         #expect(watch.observe(database: then + 172_802, sent: start + .seconds(2), received: start + .milliseconds(2_004)) == .steady)
     }
 
-    @Test func aJumpIsKeptUntilAHousekeepingRoundStoresItAndNoRoundRunsBeforeAComparison() {
+    @Test func aJumpIsKeptUntilAHousekeepingRoundStoresItAndNothingIsDeletedInTheFirstNodeTimeout() {
         let watch = DatabaseClockWatch()
         _ = watch.observe(database: then, sent: start, received: start + .milliseconds(3))
-        #expect(watch.beginHousekeeping() == nil)  // one reading: nothing compared yet
+        #expect(watch.beginHousekeeping(grace: .seconds(5), now: start + .seconds(1)) == nil)  // nothing compared yet
         _ = watch.observe(database: then + 7_200, sent: start + .seconds(1), received: start + .milliseconds(1_003))
-        let jumps = watch.beginHousekeeping()
-        #expect(jumps?.count == 1)
-        #expect(jumps?.first?.seenAt == then + 7_200)
-        #expect(watch.beginHousekeeping() == nil)  // one round at a time
-        watch.endHousekeeping(unstored: jumps ?? [])  // its store failed
-        #expect(watch.beginHousekeeping() == jumps)  // the next round stores it first
+        let round = watch.beginHousekeeping(grace: .seconds(5), now: start + .seconds(2))
+        #expect(round?.jumps.count == 1)
+        #expect(round?.jumps.first?.seenAt == then + 7_200)
+        #expect(round?.mayDelete == false)  // compared for 1 s of the 5 s grace
+        #expect(watch.beginHousekeeping(grace: .seconds(5), now: start + .seconds(2)) == nil)  // one round at a time
+        watch.endHousekeeping(unstored: round?.jumps ?? [])  // its store failed
+        let next = watch.beginHousekeeping(grace: .seconds(5), now: start + .seconds(7))
+        #expect(next?.jumps == round?.jumps)  // the next round stores it first
+        #expect(next?.mayDelete == true)
         watch.endHousekeeping()
-        #expect(watch.beginHousekeeping() == [])
+        #expect(watch.takeUnstored() == [])
     }
 
     @Test func aBackwardStepIsNoJump() {
