@@ -50,21 +50,23 @@ import ViewlineTestSupport
     /// 10 s pass, returning whether it held: a node deletes nothing before it has
     /// compared the database's clock for a node timeout, and one round of
     /// housekeeping runs at a time, beside the renewals.
-    func housekeep(_ directory: PostgresSessionDirectory, as node: ClusterNode, until done: () throws -> Bool) async throws -> Bool {
+    func housekeep(
+        _ directory: PostgresSessionDirectory, as node: ClusterNode, recordsLast: Duration = .seconds(3600), until done: () throws -> Bool
+    ) async throws -> Bool {
         let deadline = ContinuousClock.now + .seconds(10)
         while ContinuousClock.now < deadline {
-            _ = try await directory.renewLease(node, nodeTimeout: .seconds(1), recordsExpireAfter: .seconds(3600))
+            _ = try await directory.renewLease(node, nodeTimeout: .seconds(1), recordsExpireAfter: recordsLast)
             if try done() { return true }
             try await Task.sleep(for: .milliseconds(50))
         }
         return false
     }
 
-    /// Renews as ``housekeep(_:as:until:)`` does for 2 s: past the first node
+    /// Renews as ``housekeep(_:as:recordsLast:until:)`` does for 2 s: past the first node
     /// timeout, so rounds that may delete have run.
-    func housekeepAWhile(_ directory: PostgresSessionDirectory, as node: ClusterNode) async throws {
+    func housekeepAWhile(_ directory: PostgresSessionDirectory, as node: ClusterNode, recordsLast: Duration = .seconds(3600)) async throws {
         let end = ContinuousClock.now + .seconds(2)
-        _ = try await housekeep(directory, as: node) { ContinuousClock.now >= end }
+        _ = try await housekeep(directory, as: node, recordsLast: recordsLast) { ContinuousClock.now >= end }
         try await Task.sleep(for: .milliseconds(300))  // the last round's statements
     }
 
@@ -168,12 +170,7 @@ import ViewlineTestSupport
             INSERT INTO viewline_clock_jumps VALUES (now() - interval '3 days 20 seconds', 86400000),
                 (now() - interval '10 seconds', 259200000);
             """, database: database)
-        let end = ContinuousClock.now + .seconds(2)
-        while ContinuousClock.now < end {
-            _ = try await directory.renewLease(successor, nodeTimeout: .seconds(1), recordsExpireAfter: .seconds(86_400))
-            try await Task.sleep(for: .milliseconds(50))
-        }
-        try await Task.sleep(for: .milliseconds(300))
+        try await housekeepAWhile(directory, as: successor, recordsLast: .seconds(86_400))
         #expect(try server.query("SELECT count(*) FROM viewline_sessions", database: database) == "1")
         #expect(try server.query("SELECT count(*) FROM viewline_clock_jumps", database: database) == "2")
     }
