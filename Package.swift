@@ -54,10 +54,10 @@ let package = Package(
         ),
         // Salted password hashing through the system's libxcrypt (yescrypt).
         .target(name: "CPasswordHash", linkerSettings: [.linkedLibrary("crypt")]),
-        // Persistence: one narrow type over GRDB.
+        // Persistence: one narrow type over GRDB, and a single node's session records.
         .target(
             name: "ViewlinePersistence",
-            dependencies: [.product(name: "GRDB", package: "GRDB.swift")]
+            dependencies: ["ViewlineKit", .product(name: "GRDB", package: "GRDB.swift")]
         ),
         // A cluster over PostgreSQL (postgres-nio): session records, node leases and
         // shared settings in tables of its own, over a bare PostgresClient; the

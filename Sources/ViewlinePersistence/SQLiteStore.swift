@@ -77,6 +77,19 @@ public struct SQLiteStore: AppStore {
                     CREATE TRIGGER contactDeleted AFTER DELETE ON contact BEGIN UPDATE contactsVersion SET version = version + 1; END;
                     """)
         }
+        migrator.registerMigration("v3 session records") { db in
+            // A single node's session records (``SQLiteSessionDirectory``): what lets a
+            // restarted server give its sessions back.
+            try db.execute(
+                sql: """
+                    CREATE TABLE sessionRecord (
+                        lookup TEXT PRIMARY KEY, secretDigest BLOB NOT NULL, owner TEXT NOT NULL, snapshot TEXT NOT NULL,
+                        rev INTEGER NOT NULL, updatedAt DOUBLE NOT NULL, ended BOOLEAN NOT NULL DEFAULT 0);
+                    CREATE INDEX sessionRecordOwner ON sessionRecord (owner, updatedAt);
+                    CREATE TABLE sessionNode (id TEXT PRIMARY KEY, seenAt DOUBLE NOT NULL);
+                    CREATE TABLE setting (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+                    """)
+        }
         return migrator
     }
 }

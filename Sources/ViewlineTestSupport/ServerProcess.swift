@@ -23,6 +23,23 @@ public final class ServerProcess {
         return directory
     }
 
+    /// A TCP port on 127.0.0.1 free a moment ago: for a server that must come back on
+    /// the port its clients know (a restart).
+    public static func freePort() throws -> Int {
+        let probe = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(probe) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(probe, $0, length) } }
+        let named = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(probe, $0, &length) }
+        }
+        guard bound == 0, named == 0 else { throw LineClient.Failure(description: "no free port: errno \(errno)") }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+
     /// Starts the server with `arguments`; its log (at `logLevel`) goes to `logFile`, or nowhere.
     public init(_ arguments: [String], executable: String = "viewline-server", logFile: String? = nil, logLevel: String = "warning") throws {
         _ = BrokenPipes.ignored

@@ -96,8 +96,10 @@ struct ViewlineServerCommand: AsyncParsableCommand {
     var maxConnectionsPerSession = 32
     @Option(help: ArgumentHelp("Failed log-ins allowed per user and per address before each attempt must wait (doubling).", valueName: "n"))
     var loginAttemptsBeforeThrottle = 5
-    @Option(help: ArgumentHelp("SQLite database file (`:memory:` for none); the store of a single node.", valueName: "path")) var db =
-        "viewline.sqlite"
+    @Option(
+        help: ArgumentHelp(
+            "SQLite database file of a single node: its store and its session records, which a restart gives back (`:memory:`: none kept).",
+            valueName: "path")) var db = "viewline.sqlite"
     @Option(
         help: ArgumentHelp(
             "PostgreSQL instead of SQLite, for several nodes over one database (also VIEWLINE_POSTGRES).", valueName: "postgres://user@host/db"))
@@ -309,7 +311,17 @@ struct ViewlineServerCommand: AsyncParsableCommand {
                     watchdog.clusterAgreed(nodeTimeout: agreed)
                     logger.info("using PostgreSQL", metadata: ["url": "\(postgresURL.redacted)"])
                 } else {
-                    store = try SQLiteStore.open(path: db)
+                    let sqlite = try SQLiteStore.open(path: db)
+                    store = sqlite
+                    if db != ":memory:" {
+                        // A cluster of one over its own file: sessions survive a restart.
+                        let directory = try SQLiteSessionDirectory(sqlite, path: db, expireAfter: configuration.sessions.timeToLive)
+                        cluster = Cluster(
+                            directory: directory, address: advertise, nodeTimeout: proposed, tokenKey: try await directory.agreedTokenKey(),
+                            logger: logger)
+                        watchdog.clusterAgreed(nodeTimeout: proposed)
+                        logger.info("sessions are recorded: a restart gives them back", metadata: ["db": "\(db)"])
+                    }
                 }
                 let services = try await SeedApps.liveServices(apps, store: store, faults: faults)
                 return try ViewlineServer(

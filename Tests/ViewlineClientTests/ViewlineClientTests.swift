@@ -258,6 +258,38 @@ import ViewlineTestSupport
         for node in nodes { node.signal(SIGTERM) }
     }
 
+    @Test(arguments: [SIGTERM, SIGKILL])
+    func aRestartOfASingleNodeOnItsFileKeepsTheSession(signal: Int32) async throws {
+        let (port, database) = (freePort(), NSTemporaryDirectory() + "viewline-client-restart-\(UUID().uuidString).sqlite")
+        func start() throws -> ServerProcess {
+            try ServerProcess(["--db", database, "--demo", "--drain-seconds", "1", "--port", String(port)])
+        }
+        var server = try start()
+        var options = ViewlineClient.Options(timeout: .seconds(20))
+        // Long enough to wait out a restart: every 200 ms for 10 s.
+        (options.reconnectAttempts, options.backoff) = (50, { _ in .milliseconds(200) })
+        let client = try await ViewlineClient.connect(to: .tcp(port: port), options: options)
+        try await client.send("login alice wonderland")
+        try await client.send("search golden")
+        _ = try await client.waitForDisplay("search") { $0["loading"] == false }
+        let (session, token) = (await client.session, await client.token)
+        try await Task.sleep(for: .milliseconds(300))  // past the record lag (a tenth of a second)
+        server.signal(signal)
+        _ = try server.waitForExit(timeout: .seconds(20))
+        server = try start()
+        // A command sent on the dead connection would fail as "may or may not have
+        // run" (the client cannot know): wait for the resume, as a program would.
+        let deadline = ContinuousClock.now + .seconds(20)
+        while await client.resumed == 0, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
+        #expect(try await client.send("state session")["state"] == ["user": "alice", "loggedIn": true])
+        #expect(try await client.send("state search")["state"]?["query"] == "golden")
+        #expect(await client.resumed == 1)
+        #expect(await client.session == session)
+        #expect(await client.token == token)
+        await client.close()
+        server.signal(SIGTERM)
+    }
+
     @Test func attachFollowsMovedToTheNodeThatHoldsTheSession() async throws {
         let postgres = PostgresServer.shared
         let url = postgres.url(database: try postgres.createDatabase())

@@ -137,6 +137,23 @@ import ViewlineTestSupport
         try first.expect("pong")
     }
 
+    @Test func theREPLResumesItsSessionAcrossARestartOfTheServer() throws {
+        let database = temporaryPath("repl-restart.sqlite")
+        let port = try ServerProcess.freePort()
+        var server = try startServer(["--port", String(port), "--drain-seconds", "1"], database: database)
+        let terminal = try startREPL(server)
+        try terminal.expect("viewline> ")
+        terminal.type("search thai\r")
+        try terminal.expect("query: thai ")
+        server.signal(SIGTERM)
+        _ = try server.waitForExit()
+        server = try startServer(["--port", String(port), "--drain-seconds", "1"], database: database)
+        try terminal.expect("attached to session", timeout: .seconds(20))
+        terminal.type("state search\r")
+        try terminal.expect("query: thai ")
+        _ = server
+    }
+
     @Test func aSessionNoNodeHoldsAnyMoreGoesOnInAFreshOneOnAnotherNode() throws {
         let first = try startServer()
         let second = try startServer()

@@ -530,7 +530,10 @@ public final class ViewlineServer: Service, Sendable {
             refuse(outbound, reason: refusal == .full ? "max clients reached" : "max clients per address reached")
             return nil
         }
-        let session = Session(id: "s\(number)", application: application, peer: channel.remoteAddress?.clientKey, eventLoop: channel.eventLoop)
+        // Recorded sessions outlive this node's life: their ids carry a part of its name,
+        // so no session made here is named like one restored from an earlier life.
+        let id = application.cluster.map { "s\(number)-\($0.nodeID.dropFirst().prefix(4))" } ?? "s\(number)"
+        let session = Session(id: id, application: application, peer: channel.remoteAddress?.clientKey, eventLoop: channel.eventLoop)
         switch application.sessions.register(session) {
         case .success(let evicted):
             if let evicted { Task { await evicted.close(.evicted) } }
