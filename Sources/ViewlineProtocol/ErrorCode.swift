@@ -73,6 +73,12 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConve
     /// `unavailable`: The database the command needs cannot be reached right now; the session keeps its state; try again.
     public static let unavailable = ErrorCode(
         "unavailable", meaning: "The database the command needs cannot be reached right now; the session keeps its state; try again.")
+    /// `record_unreadable`: `attach`: the session's record holds a view this server cannot read (written by a newer release, or an older one without a migration); the session is kept for a server that can; start a new session or try again after the deploy.
+    public static let recordUnreadable = ErrorCode(
+        "record_unreadable",
+        meaning:
+            "`attach`: the session's record holds a view this server cannot read (written by a newer release, or an older one without a migration); the session is kept for a server that can; start a new session or try again after the deploy."
+    )
     /// `server_busy`: The server is too loaded for this right now (log-ins being checked, or the node holds all the sessions it may); try again in a moment.
     public static let serverBusy = ErrorCode(
         "server_busy",
@@ -90,7 +96,7 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConve
     public static let builtIn: [ErrorCode] = [
         .unknownCommand, .badArguments, .badSyntax, .badJSON, .badEncoding, .badRequest, .lineTooLong, .noAlert, .staleAlert,
         .noCancelAction, .adminDisabled, .unknownView, .unknownService, .timeout, .badToken, .attachThrottled, .busy,
-        .moved, .unavailable, .serverBusy,
+        .moved, .unavailable, .recordUnreadable, .serverBusy,
     ]
 }
 

@@ -107,10 +107,20 @@ extension JSON: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, Express
 }
 
 extension JSON {
-    /// The member `key` of an object; `nil` for a missing key or a value that is not an object.
+    /// The member `key` of an object; `nil` for a missing key or a value that is not an
+    /// object. Setting it changes an object's member (`nil` removes it; a new key is
+    /// appended) and leaves any other value as it is.
     public subscript(key: String) -> JSON? {
-        if case .object(let object) = self { return object[key] }
-        return nil
+        get {
+            if case .object(let object) = self { return object[key] }
+            return nil
+        }
+        set {
+            guard case .object(var object) = self else { return }
+            self = .null  // the object's storage is uniquely referenced while it changes
+            object[key] = newValue
+            self = .object(object)
+        }
     }
 
     /// The string, if this is one.

@@ -108,7 +108,8 @@ import ViewlineTesting
         #expect(await session.state(Contacts.self).items.isEmpty)
         let record = try JSON.parse(await session.record)
         await session.close()
-        let restored = await Session.restore(record, claimedAt: 100, token: session.token, application: harness.application)
+        let states = Session.readViews(record, application: harness.application).states
+        let restored = await Session.restore(record, states: states, claimedAt: 100, token: session.token, application: harness.application)
         let recorder = MessageRecorder()
         await restored.connect(SessionConnection(send: recorder.output, close: {}), as: 1)
         let ada = Contact(name: "Ada", phone: "1", address: "London")
@@ -120,8 +121,9 @@ import ViewlineTesting
         let harness = try await TestHarness(contacts: [])
         let (session, _) = harness.makeSession()
         await session.send("ping")
-        let restored = await Session.restore(
-            try JSON.parse(await session.record), claimedAt: 100, token: session.token, application: harness.application)
+        let record = try JSON.parse(await session.record)
+        let states = Session.readViews(record, application: harness.application).states
+        let restored = await Session.restore(record, states: states, claimedAt: 100, token: session.token, application: harness.application)
         #expect(await !restored.hasDisplayed(Contacts.self))
         #expect(await !restored.state(Contacts.self).open)
     }

@@ -50,7 +50,7 @@ import ViewlineTesting
         #expect(commands.compactMap { $0["name"]?.stringValue }.prefix(5) == ["help", "ping", "state", "wait", "quit"])
         #expect(
             help["views"] == [
-                ["name": "counter", "state": "{count, label, busy}"],
+                ["name": "counter", "state": "{count, label, busy}", "recorded": 1],
                 ["name": "connections", "state": "{count}: the session's connections, once more than one", "builtin": true],
             ])
         #expect(help["services"]?.arrayValue?.first?["name"] == "adder")

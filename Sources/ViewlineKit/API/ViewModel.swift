@@ -47,10 +47,15 @@ public protocol ViewModel: SendableMetatype {
     /// Called on every session after its user changed (``ViewSession/signIn(_:)``,
     /// ``ViewSession/signOut()``), in the order the server lists its view-models.
     static func userChanged(in session: isolated ViewSession<Self>, from previous: String?) async
-    /// Called on a session another node restored from its cluster record (its node
-    /// died), after the user and every `Decodable` state came back; running work did
-    /// not. Start again what must go on, from what the store holds.
+    /// Called on a session restored from its record (its node restarted or died),
+    /// after the user and every recorded state (``record``) came back; running work
+    /// did not. Start again what must go on, from what the store holds.
     static func restored(in session: isolated ViewSession<Self>) async
+    /// How the state is kept in the session's record, which a restart or a failover
+    /// restores (``StateRecord``): by default its `Codable` form, version 1, when
+    /// `State` is `Decodable`; `nil` — not recorded: after a restore the view starts at
+    /// its initial state (`help` says which views are recorded).
+    static var record: StateRecord<State>? { get }
 }
 
 extension ViewModel {
@@ -64,6 +69,13 @@ extension ViewModel {
     public static func userChanged(in session: isolated ViewSession<Self>, from previous: String?) async {}
     /// Does nothing after a restore.
     public static func restored(in session: isolated ViewSession<Self>) async {}
+    /// Not recorded: a state that is not `Decodable` starts again after a restore.
+    public static var record: StateRecord<State>? { nil }
+}
+
+extension ViewModel where State: Decodable {
+    /// The state's `Codable` form, version 1; an unreadable record refuses the attach.
+    public static var record: StateRecord<State>? { .codable() }
 }
 
 /// A backend as `help` and `fault` list it (a ``BackendKey``'s name and summary).

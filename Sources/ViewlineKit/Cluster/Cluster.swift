@@ -1205,7 +1205,21 @@ public final class Cluster: Sendable {
         _ record: SessionRecord, lookup: String, token: String, previousOwner: String, application: Application
     ) async throws -> Lookup {
         let snapshot = (try? JSON.parse(record.snapshot)) ?? .null
-        let session = await Session.restore(snapshot, claimedAt: record.rev, token: token, application: application)
+        // Every view is read by its declaration first: a record this release cannot
+        // read never turns into a fresh state silently.
+        let (states, unreadable) = Session.readViews(snapshot, application: application)
+        for view in unreadable { application.unreadableRecord(view, logger: logger) }
+        if unreadable.contains(where: \.refused) {
+            // Not restored, and the record left as it was (for a release that reads
+            // it): handed back to its previous owner, never rewritten from here.
+            if previousOwner != nodeID { try? await directory.release(lookup: lookup, by: node, to: previousOwner) }
+            let views = unreadable.filter(\.refused).map(\.view)
+            throw ProtocolError(
+                .recordUnreadable,
+                "this server cannot read the session's record of \(views.joined(separator: ", ")) (written by another release); the session is kept for one that can: start a new session, or try again after the deploy"
+            )
+        }
+        let session = await Session.restore(snapshot, states: states, claimedAt: record.rev, token: token, application: application)
         let registered = application.sessions.register(session, restoring: true)
         if case .success(let evicted?) = registered { await evicted.close(.evicted) }
         guard case .success = registered else {

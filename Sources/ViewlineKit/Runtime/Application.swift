@@ -58,6 +58,8 @@ public final class Application: Sendable {
     public let metrics: ServerMetrics?
     /// The last slow commands (`slowlog`).
     public let slowLog: SlowLog
+    /// The last views' records a restore could not read (`inspect`), newest last.
+    let unreadableRecords = Mutex<[UnreadableRecord]>([])
     /// Event loops serving this application (`info`): set by the server that runs it.
     let eventLoopCount = Atomic<Int>(System.coreCount)
     /// The shortest inspector token a server takes: 16 characters. Length alone is
@@ -180,6 +182,7 @@ public final class Application: Sendable {
                 views.map { view -> JSON in
                     var entry: JSONObject = ["name": .string(view.name), "state": .string(view.summary)]
                     if !view.busyFields.isEmpty { entry["busy"] = .array(view.busyFields.map { .string($0) }) }
+                    if let version = view.recordVersion { entry["recorded"] = .int(version) }
                     return .object(entry)
                 } + [
                     [
@@ -211,9 +214,16 @@ public struct ViewDescription: Sendable {
     let encodeState: @Sendable (any Sendable) -> EncodedState
     /// A copy of the state at `pointer` (one being changed by ``Session/update(_:as:display:_:)``).
     let copyState: @Sendable (UnsafeRawPointer) -> any Sendable
-    /// Reads a state back from its wire form, when the state is `Decodable` (a
-    /// session restored on another node of a cluster).
-    let decodeState: (@Sendable (JSON) -> (any Sendable)?)?
+    /// The version of the view's record this release writes; `nil`: not recorded
+    /// (``ViewModel/record``).
+    public let recordVersion: Int?
+    /// What a restore does with a record of this view it cannot read.
+    let whenUnreadable: WhenRecordUnreadable
+    /// The state's recorded form, when it is not its wire form.
+    let encodeRecord: (@Sendable (any Sendable) throws -> JSON)?
+    /// Reads a state back from a record of the given version, migrating it; `nil`
+    /// when the view is not recorded.
+    let readRecord: (@Sendable (JSON, Int) -> Result<any Sendable, UnreadableRecord.Reason>)?
     /// `{"view":"<name>","state":`: how `state`'s reply for this view begins.
     let stateReplyHead: [UInt8]
     /// `,"view":"<name>","state":`: what follows the `rev` in this view's displays.
@@ -251,15 +261,26 @@ public struct ViewDescription: Sendable {
         } else {
             encodeState = { EncodedState(bytes: encodeBytes($0 as! Model.State)) }
         }
-        if let decodable = Model.State.self as? any Decodable.Type {
-            decodeState = { json in
-                guard let data = json.encoded.data(using: .utf8),
-                    let state = try? JSONDecoder().decode(decodable, from: data) as? Model.State
-                else { return nil }
-                return state
+        if let record = Model.record {
+            recordVersion = record.version
+            whenUnreadable = record.whenUnreadable
+            if record.recordsWireForm {
+                encodeRecord = nil
+            } else {
+                let encode = record.encode
+                encodeRecord = { state in try encode(state as! Model.State) }
+            }
+            readRecord = { json, version -> Result<any Sendable, UnreadableRecord.Reason> in
+                switch record.read(json, recordedVersion: version) {
+                case .success(let state): .success(state)
+                case .failure(let reason): .failure(reason)
+                }
             }
         } else {
-            decodeState = nil
+            recordVersion = nil
+            whenUnreadable = .startAtInitialState
+            encodeRecord = nil
+            readRecord = nil
         }
     }
 }

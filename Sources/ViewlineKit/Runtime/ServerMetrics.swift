@@ -55,6 +55,8 @@ public final class ServerMetrics: Sendable {
     private let eventLoops: CoreMetrics.Gauge
     private let clusterServing: CoreMetrics.Gauge?
     private let clusterLiveNodes: CoreMetrics.Gauge?
+    /// The factory the figures are made with (for those made when they happen).
+    private let factory: PrometheusMetricsFactory
     /// Failed commands by "name code" (rarer than `ok`: a lock is fine).
     private let failures = Mutex<[String: Int]>([:])
 
@@ -72,6 +74,7 @@ public final class ServerMetrics: Sendable {
     /// `clustered`, its lease).
     public init(commandNames: [String], clustered: Bool = false, registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
         let factory = Self.factory(for: registry)
+        self.factory = factory
         self.registry = registry
         var names: [String] = []
         for name in commandNames + ["unknown"] where !names.contains(name) { names.append(name) }
@@ -106,6 +109,13 @@ public final class ServerMetrics: Sendable {
         eventLoops = CoreMetrics.Gauge(label: "viewline_event_loops", factory: factory)
         clusterServing = clustered ? CoreMetrics.Gauge(label: "viewline_cluster_lease_valid", factory: factory) : nil
         clusterLiveNodes = clustered ? CoreMetrics.Gauge(label: "viewline_cluster_nodes_live", factory: factory) : nil
+    }
+
+    /// A view's record a restore could not read (`reason`: `newer`, `no_migration`,
+    /// `migration_failed`, `decode`).
+    func recordUnreadable(view: String, reason: String) {
+        CoreMetrics.Counter(label: "viewline_records_unreadable_total", dimensions: [("view", view), ("reason", reason)], factory: factory)
+            .increment()
     }
 
     /// The factory this server's figures are made with: latency buckets from 100 µs

@@ -236,7 +236,7 @@ extension Session {
         let application = session.application
         let node: JSON = application.cluster.map { cluster in ["id": .string(cluster.nodeID), "address": .string(cluster.node.address)] } ?? .null
         let all = application.sessions.all
-        // `inspect sessions` (no session is called that: ids are `s` and a number) is
+        // `inspect sessions` (no session is called that: ids are `s`, a number and a node's part) is
         // the list, as bare `inspect` is.
         guard let id = args[BuiltInArgument.session], id.lowercased() != listWord else {
             var summaries: [JSON] = []
@@ -250,6 +250,7 @@ extension Session {
                 "node": node, "count": .int(all.count), "read": .int(min(all.count, sessionsReadForInspect)),
                 "recording": .bool(application.inspects),
                 "sessions": .array(Array(summaries.prefix(inspectedSessions))),
+                "unreadableRecords": application.unreadableRecordsJSON,
             ]
         }
         guard let target = all.first(where: { $0.id == id }) else {

@@ -4,9 +4,10 @@ import Foundation
 /// over a session whose node died.
 ///
 /// The record holds the session's id, its last `rev`, its user, every view's state
-/// (as the client sees it) and the presented alert. Restoring gives back the user,
-/// every view whose `State` is `Decodable`, and an alert nobody was waiting on (an
-/// error's OK); running work and an alert a flow was waiting on are not in it —
+/// in its recorded form with that form's version (``StateRecord``) and the presented
+/// alert. Restoring gives back the user, every recorded view (migrated to this
+/// release's version), and an alert nobody was waiting on (an error's OK); running
+/// work and an alert a flow was waiting on are not in it —
 /// each view-model's ``ViewModel/restored(in:)`` starts again what must go on
 /// (the drafts flow offers the pending draft again).
 extension Session {
@@ -30,9 +31,28 @@ extension Session {
         out.append(contentsOf: #","views":{"#.utf8)
         for index in application.views.indices {
             if index > 0 { out.append(UInt8(ascii: ",")) }
-            JSON.string(application.views[index].name).write(into: &out)
+            let view = application.views[index]
+            JSON.string(view.name).write(into: &out)
             out.append(UInt8(ascii: ":"))
-            out.append(contentsOf: encodedState(index).bytes)
+            if let encodeRecord = view.encodeRecord {
+                // A recorded form of its own; one that fails to encode is not recorded
+                // (the restore finds `null`, which it cannot read, and says so).
+                ((try? encodeRecord(states[index])) ?? .null).write(into: &out)
+            } else {
+                out.append(contentsOf: encodedState(index).bytes)
+            }
+        }
+        out.append(UInt8(ascii: "}"))
+        // The version of each recorded view's form (``StateRecord``).
+        out.append(contentsOf: #","versions":{"#.utf8)
+        var first = true
+        for view in application.views {
+            guard let version = view.recordVersion else { continue }
+            if !first { out.append(UInt8(ascii: ",")) }
+            first = false
+            JSON.string(view.name).write(into: &out)
+            out.append(UInt8(ascii: ":"))
+            JSON.int(version).write(into: &out)
         }
         out.append(UInt8(ascii: "}"))
         var alert: JSON = .null
@@ -110,17 +130,42 @@ extension Session {
         return .due(record, rev: recordRev, token: token)
     }
 
-    /// Rebuilds a session from its record on this node, with the same token. The
-    /// revs go on from `claimedAt`, the record's rev as the claim raised it, so a
-    /// client that attaches gets a snapshot with revs newer than anything it saw.
-    static func restore(_ record: JSON, claimedAt: Int, token: String, application: Application) async -> Session {
+    /// The views' states a record holds, each read by its view's declaration
+    /// (``ViewModel/record``) and migrated to this release's version, by view index;
+    /// and the views whose record could not be read. A view not recorded, or missing
+    /// from the record (added since), starts at its initial state and is neither.
+    static func readViews(_ record: JSON, application: Application) -> (states: [Int: any Sendable], unreadable: [UnreadableRecord]) {
+        var states: [Int: any Sendable] = [:]
+        var unreadable: [UnreadableRecord] = []
+        for index in application.views.indices {
+            let view = application.views[index]
+            guard let read = view.readRecord, let version = view.recordVersion, let saved = record["views"]?[view.name] else { continue }
+            // A record from before versions were written holds version 1 of every view.
+            let recorded = record["versions"]?[view.name]?.intValue ?? 1
+            switch read(saved, recorded) {
+            case .success(let state): states[index] = state
+            case .failure(let reason):
+                unreadable.append(
+                    UnreadableRecord(
+                        session: record["id"]?.stringValue ?? "", view: view.name, recordedVersion: recorded, version: version, reason: reason,
+                        refused: view.whenUnreadable == .refuseAttach))
+            }
+        }
+        return (states, unreadable)
+    }
+
+    /// Rebuilds a session from its record on this node, with the same token and the
+    /// views' states ``readViews(_:application:)`` read. The revs go on from
+    /// `claimedAt`, the record's rev as the claim raised it, so a client that attaches
+    /// gets a snapshot with revs newer than anything it saw.
+    static func restore(_ record: JSON, states: [Int: any Sendable], claimedAt: Int, token: String, application: Application) async -> Session {
         let session = Session(
             restoring: record["id"]?.stringValue ?? "s0", token: token, peer: record["address"]?.stringValue, application: application)
-        await session.apply(record, claimedAt: claimedAt)
+        await session.apply(record, states: states, claimedAt: claimedAt)
         return session
     }
 
-    private func apply(_ record: JSON, claimedAt: Int) async {
+    private func apply(_ record: JSON, states restoredStates: [Int: any Sendable], claimedAt: Int) async {
         // The new owner's revs start a whole lag above the recorded ones: the old owner
         // may have sent events after its last record, and its revs and the new owner's
         // never overlap, so any last-rev from the old owner gets a snapshot numbered
@@ -139,9 +184,8 @@ extension Session {
         user = record["user"]?.stringValue
         let displayed = Set((record["displayed"]?.arrayValue ?? []).compactMap(\.stringValue))
         for index in application.views.indices {
-            let view = application.views[index]
-            if let saved = record["views"]?[view.name], let state = view.decodeState?(saved) { states[index] = state }
-            if displayed.contains(view.name) { displayedViews.insert(index) }
+            if let state = restoredStates[index] { states[index] = state }
+            if displayed.contains(application.views[index].name) { displayedViews.insert(index) }
         }
         if let alert = record["alert"], alert["awaited"] == false, let content = AlertContent(json: alert) {
             presentedAlert = PendingAlert(id: alert["id"]?.stringValue ?? "a\(nextAlertNumber)", content: content, continuation: nil)

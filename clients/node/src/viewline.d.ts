@@ -10,7 +10,7 @@ export type ErrorCode =
   | 'unknown_command' | 'bad_arguments' | 'bad_syntax' | 'bad_json' | 'bad_encoding' | 'bad_request'
   | 'line_too_long' | 'no_alert' | 'stale_alert' | 'no_cancel_action' | 'admin_disabled' | 'unknown_view'
   | 'unknown_service' | 'timeout' | 'bad_token' | 'attach_throttled' | 'busy' | 'moved' | 'unavailable'
-  | 'server_busy' | 'login_required' | 'login_failed' | 'login_throttled' | 'nothing_to_save'
+  | 'record_unreadable' | 'server_busy' | 'login_required' | 'login_failed' | 'login_throttled' | 'nothing_to_save'
   | 'nothing_pending' | 'internal_error'
   | 'connection_closed' | 'connect_failed' | 'client_timeout' | 'aborted' | 'bad_message' | 'message_too_long';
 
@@ -141,6 +141,8 @@ export interface HelpView {
   busy?: string[];
   /** The server's own view (`connections`). */
   builtin?: boolean;
+  /** The version of its state session records keep: it survives a restart (1.3). */
+  recorded?: number;
 }
 
 /** `help`'s result: every command, backend, view and error code the server has. */

@@ -4,12 +4,14 @@ alike, and after a crash (SIGKILL) as well as after a clean stop."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import sqlite3
 import signal
 import socket
 import tempfile
 
-from viewline import AsyncClient, Client
+from viewline import AsyncClient, Client, ViewlineError
 from viewline.backoff import constant
 
 
@@ -85,3 +87,36 @@ def test_an_asyncio_client_carries_on_through_a_restart(make_server):
             assert vl.session == session
 
     asyncio.run(scenario())
+
+
+def test_a_record_this_release_cannot_read_is_refused_and_kept(make_server):
+    # A rollback: the stored record says the search view was written at a version
+    # newer than this release records. The attach is refused with a stable code, the
+    # record is left as it was, and `inspect` names the view and the versions.
+    node = Node(make_server)
+    with Client.connect(port=node.port) as vl:
+        vl.command("search golden")
+        vl.wait_for_display("search", lambda s: not s["loading"])
+        token = vl.token
+    node.server.proc.send_signal(signal.SIGTERM)
+    node.server.proc.wait(timeout=20)
+    with sqlite3.connect(node.db) as db:
+        (snapshot,) = db.execute("SELECT snapshot FROM sessionRecord WHERE NOT ended").fetchone()
+        record = json.loads(snapshot)
+        assert record["versions"]["search"] == 1
+        record["versions"]["search"] = 99
+        tampered = json.dumps(record)
+        db.execute("UPDATE sessionRecord SET snapshot = ? WHERE NOT ended", (tampered,))
+    node.server = make_server("--db", node.db, "--port", str(node.port), "--admin")
+    with Client.connect(port=node.port) as other:
+        try:
+            other.attach(token)
+            raise AssertionError("attach must be refused")
+        except ViewlineError as error:
+            assert error.code == "record_unreadable"
+        listed = other.command("inspect")["unreadableRecords"]
+        assert listed[-1]["view"] == "search" and listed[-1]["recordedVersion"] == 99 and listed[-1]["reason"] == "newer"
+        assert listed[-1]["refused"] is True
+    with sqlite3.connect(node.db) as db:
+        (snapshot,) = db.execute("SELECT snapshot FROM sessionRecord WHERE NOT ended").fetchone()
+        assert snapshot == tampered

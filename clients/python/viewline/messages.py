@@ -11,7 +11,7 @@ ErrorCode = Literal[
     "unknown_command", "bad_arguments", "bad_syntax", "bad_json", "bad_encoding", "bad_request",
     "line_too_long", "no_alert", "stale_alert", "no_cancel_action", "admin_disabled", "unknown_view",
     "unknown_service", "timeout", "bad_token", "attach_throttled", "busy", "moved", "unavailable",
-    "server_busy", "login_required", "login_failed", "login_throttled", "nothing_to_save",
+    "record_unreadable", "server_busy", "login_required", "login_failed", "login_throttled", "nothing_to_save",
     "nothing_pending", "internal_error",
     "connection_closed", "connect_failed", "client_timeout", "message_too_long", "bad_message",
 ]
@@ -142,6 +142,7 @@ class HelpCommand(_HelpCommandOptional):
 class _HelpViewOptional(TypedDict, total=False):
     busy: List[str]  # the state's booleans that are true while work is under way (1.2)
     builtin: bool  # the server's own view (``connections``)
+    recorded: int  # the version of its state session records keep: it survives a restart (1.3)
 
 
 class HelpView(_HelpViewOptional):

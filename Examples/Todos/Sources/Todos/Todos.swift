@@ -129,8 +129,31 @@ public enum Todos: ViewModel {
     }
 }
 
+extension Todos {
+    /// What a session record keeps of the list: all a restore needs, the page shown
+    /// and the next id included, which the client's state leaves out.
+    public struct Recorded: Codable, Sendable, Equatable {
+        var items: [Todo]
+        var filter: String
+        var shown: Int
+        var nextID: Int
+    }
+
+    /// Version 2 keeps the filter and the page too (version 1 kept the items and the
+    /// next id); a record of version 1 comes back with no filter, on the first page.
+    public static let record: StateRecord<State>? = StateRecord.codable(
+        as: Recorded.self, version: 2,
+        record: { Recorded(items: $0.items, filter: $0.filter, shown: $0.shown, nextID: $0.nextID) },
+        restore: { State(items: $0.items, filter: $0.filter, shown: $0.shown, nextID: $0.nextID) }
+    )
+    .migrating(from: 1) { state in
+        state["filter"] = ""
+        state["shown"] = .int(Todos.pageSize)
+    }
+}
+
 /// One item of the list.
-public struct Todo: Encodable, Sendable, Equatable {
+public struct Todo: Codable, Sendable, Equatable {
     public var id: Int
     public var title: String
     public var done: Bool

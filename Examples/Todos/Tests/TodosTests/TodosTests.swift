@@ -59,6 +59,19 @@ final class FakeTodoStore: TodoStore {
         #expect(store.saved == [[Todo(id: 1, title: "buy milk", done: false)]])
     }
 
+    @Test func aRecordOfTheFirstVersionComesBackWithNoFilterOnTheFirstPage() throws {
+        // As release 1 wrote it: the items and the next id.
+        let stored = try JSON.parse(#"{"items":[{"id":1,"title":"buy milk","done":false}],"nextID":2}"#)
+        let state = try Todos.record!.read(stored, recordedVersion: 1).get()
+        #expect(state.items == [Todo(id: 1, title: "buy milk", done: false)])
+        #expect(state.filter == "" && state.visible.count == 1)
+        // A record of this version keeps the filter.
+        let current = try JSON.parse(
+            #"{"items":[{"id":1,"title":"buy milk","done":false},{"id":2,"title":"call mum","done":true}],"filter":"milk","shown":10,"nextID":3}"#)
+        let filtered = try Todos.record!.read(current, recordedVersion: 2).get()
+        #expect(filtered.filter == "milk" && filtered.visible.map(\.title) == ["buy milk"])
+    }
+
     @Test func aDeleteCanBeUndoneFromItsAlert() async throws {
         let test = try await makeStore()
         store.hold()

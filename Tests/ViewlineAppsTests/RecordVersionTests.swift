@@ -1,0 +1,175 @@
+import Foundation
+import Testing
+import ViewlinePersistence
+@testable import ViewlineKit
+
+/// A view's record across releases: release 1 records `{text}`, release 2 renamed it
+/// `body` and added `tags`, with a migration. A record is read by the release that
+/// restores it — migrated when older, refused (never reset) when it cannot be read —
+/// over the real single-node directory (SQLite), as a restart between releases does.
+@Suite struct RecordVersionTests {
+    enum NotesV1: ViewModel {
+        struct State: Codable, Sendable, Equatable { var text = "" }
+        static let view = "notes"
+        static let stateSummary = "{text}"
+        static func initialState(_ services: Services) -> State { State() }
+        static let commands: [Command<NotesV1>] = [
+            Command("note", summary: "Write the note.", arguments: [.text("text")]) { session, args in
+                let text = args.string("text")
+                session.update { $0.text = text }
+                return [:]
+            }
+        ]
+    }
+
+    enum NotesV2: ViewModel {
+        struct State: Codable, Sendable, Equatable {
+            var body = ""
+            var tags: [String] = []
+        }
+        static let view = "notes"
+        static let stateSummary = "{body, tags}"
+        static func initialState(_ services: Services) -> State { State() }
+        static let commands: [Command<NotesV2>] = []
+        static let record: StateRecord<State>? = StateRecord.codable(version: 2)
+            .migrating(from: 1) { state in
+                // 1 → 2: `text` became `body`; `tags` is new.
+                state["body"] = state["text"] ?? ""
+                state["text"] = nil
+                state["tags"] = []
+            }
+    }
+
+    /// Release 2 again, forgetting its migration: a record of release 1 is unreadable.
+    enum NotesV2WithoutMigration: ViewModel {
+        typealias State = NotesV2.State
+        static let view = "notes"
+        static let stateSummary = "{body, tags}"
+        static func initialState(_ services: Services) -> State { State() }
+        static let commands: [Command<NotesV2WithoutMigration>] = []
+        static let record: StateRecord<State>? = StateRecord.codable(version: 2)
+    }
+
+    /// A release whose notes are cheap to lose: an unreadable record restarts them.
+    enum NotesLenient: ViewModel {
+        typealias State = NotesV2.State
+        static let view = "notes"
+        static let stateSummary = "{body, tags}"
+        static func initialState(_ services: Services) -> State { State(body: "fresh") }
+        static let commands: [Command<NotesLenient>] = []
+        static let record: StateRecord<State>? = StateRecord.codable(version: 2, whenUnreadable: .startAtInitialState)
+    }
+
+    @Test func aMigrationTurnsAStoredRecordOfTheOldVersionIntoTheNewState() throws {
+        let fixture = try JSON.parse(#"{"text":"buy milk"}"#)  // as release 1 wrote it
+        #expect(try NotesV2.record!.read(fixture, recordedVersion: 1).get() == NotesV2.State(body: "buy milk", tags: []))
+        #expect(try NotesV2.record!.read(["body": "x", "tags": ["a"]], recordedVersion: 2).get() == NotesV2.State(body: "x", tags: ["a"]))
+        #expect(NotesV2.record!.read(fixture, recordedVersion: 3) == .failure(.newer))
+        #expect(NotesV2WithoutMigration.record!.read(fixture, recordedVersion: 1) == .failure(.noMigration(from: 1)))
+        guard case .failure(.decode) = NotesV1.record!.read(["body": "x"], recordedVersion: 1) else {
+            Issue.record("a state of another shape must not decode")
+            return
+        }
+    }
+
+    @Test func aStateThatIsNotDecodableIsDeclaredNotRecorded() {
+        enum Shown: ViewModel {
+            struct State: Encodable, Sendable { var count = 0 }
+            static let view = "shown"
+            static let stateSummary = "{count}"
+            static func initialState(_ services: Services) -> State { State() }
+            static let commands: [Command<Shown>] = []
+        }
+        #expect(Shown.record == nil)
+        #expect(NotesV1.record?.version == 1)
+    }
+
+    /// One SQLite file, and a node of each release over it in turn (one process holds
+    /// the file: the directory is shared, each node is a new life).
+    final class Deploys {
+        let directory: SQLiteSessionDirectory
+        var lives: [Application] = []
+
+        init() throws {
+            let path = NSTemporaryDirectory() + "viewline-records-\(UUID().uuidString).sqlite"
+            directory = try SQLiteSessionDirectory(try SQLiteStore.open(path: path), path: path, expireAfter: .seconds(300))
+        }
+
+        /// A node of the release serving `model`, the previous one gone (its records written).
+        func release(_ model: any ViewModel.Type) async throws -> Application {
+            if let previous = lives.last {
+                await previous.cluster!.flush()
+                try await directory.leave(previous.cluster!.node)
+            }
+            let cluster = Cluster(directory: directory, address: "127.0.0.1:7878", nodeTimeout: .seconds(600))
+            try await cluster.renew()
+            let application = Application([model], services: Services(), cluster: cluster)
+            cluster.hold(application.sessions)
+            lives.append(application)
+            return application
+        }
+    }
+
+    @Test func aRestartIntoANewReleaseMigratesTheRecordAndAnOlderOneNeverResetsIt() async throws {
+        let deploys = try Deploys()
+        let one = try await deploys.release(NotesV1.self)
+        let session = Session(id: "s1", application: one, output: { _ in })
+        _ = await session.handle(Request(id: .null, name: "note", arguments: Arguments(["text": "buy milk"])), from: 0)
+        one.cluster!.changed(session)
+
+        // Release 2 migrates it.
+        let two = try await deploys.release(NotesV2.self)
+        guard case .restored(let restored) = try await two.cluster!.locate(session.token, application: two) else {
+            Issue.record("release 2 must restore release 1's record")
+            return
+        }
+        #expect(await restored.state(NotesV2.self) == NotesV2.State(body: "buy milk", tags: []))
+        two.cluster!.changed(restored)
+
+        // Rolled back to release 1: it cannot read version 2. The attach is refused with a
+        // stable code, and the record stays as release 2 wrote it.
+        let back = try await deploys.release(NotesV1.self)
+        await #expect(throws: ProtocolError.self) { _ = try await back.cluster!.locate(session.token, application: back) }
+        do {
+            _ = try await back.cluster!.locate(session.token, application: back)
+        } catch let error as ProtocolError {
+            #expect(error.code == .recordUnreadable)
+        }
+        let seen = back.unreadableRecords.withLock { $0 }.last
+        #expect(seen?.view == "notes" && seen?.recordedVersion == 2 && seen?.version == 1 && seen?.reason == .newer && seen?.refused == true)
+
+        // Release 2 again: the session, untouched.
+        let again = try await deploys.release(NotesV2.self)
+        guard case .restored(let kept) = try await again.cluster!.locate(session.token, application: again) else {
+            Issue.record("the record an older release refused must still restore")
+            return
+        }
+        #expect(await kept.state(NotesV2.self).body == "buy milk")
+    }
+
+    @Test func aRecordWithoutItsMigrationIsRefusedUnlessTheViewMayStartAgain() async throws {
+        let deploys = try Deploys()
+        let one = try await deploys.release(NotesV1.self)
+        let session = Session(id: "s1", application: one, output: { _ in })
+        _ = await session.handle(Request(id: .null, name: "note", arguments: Arguments(["text": "keep me"])), from: 0)
+        one.cluster!.changed(session)
+
+        let forgetful = try await deploys.release(NotesV2WithoutMigration.self)
+        do {
+            _ = try await forgetful.cluster!.locate(session.token, application: forgetful)
+            Issue.record("a record without its migration must not restore")
+        } catch let error as ProtocolError {
+            #expect(error.code == .recordUnreadable)
+        }
+        #expect(forgetful.unreadableRecords.withLock { $0 }.last?.reason == .noMigration(from: 1))
+
+        // A view declared cheap to lose starts again; the rest of the session comes back.
+        let lenient = try await deploys.release(NotesLenient.self)
+        guard case .restored(let restored) = try await lenient.cluster!.locate(session.token, application: lenient) else {
+            Issue.record("a lenient view must not block the restore")
+            return
+        }
+        #expect(await restored.state(NotesLenient.self).body == "fresh")
+        #expect(lenient.unreadableRecords.withLock { $0 }.last?.refused == false)
+    }
+}
