@@ -126,14 +126,15 @@ import ViewlinePersistence
         #expect(await restored.state(NotesV2.self) == NotesV2.State(body: "buy milk", tags: []))
         two.cluster!.changed(restored)
 
-        // Rolled back to release 1: it cannot read version 2. The attach is refused with a
-        // stable code, and the record stays as release 2 wrote it.
+        // Rolled back to release 1: it cannot read version 2. The attach is refused with
+        // `unavailable` (a node of the newer release can restore it: the client tries
+        // again), and the record stays as release 2 wrote it.
         let back = try await deploys.release(NotesV1.self)
-        await #expect(throws: ProtocolError.self) { _ = try await back.cluster!.locate(session.token, application: back) }
         do {
             _ = try await back.cluster!.locate(session.token, application: back)
+            Issue.record("an older release must not restore a newer record")
         } catch let error as ProtocolError {
-            #expect(error.code == .recordUnreadable)
+            #expect(error.code == .unavailable && error.retryAfter != nil)
         }
         let seen = back.unreadableRecords.withLock { $0 }.last
         #expect(seen?.view == "notes" && seen?.recordedVersion == 2 && seen?.version == 1 && seen?.reason == .newer && seen?.refused == true)

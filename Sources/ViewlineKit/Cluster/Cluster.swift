@@ -1214,6 +1214,14 @@ public final class Cluster: Sendable {
             // it): handed back to its previous owner, never rewritten from here.
             if previousOwner != nodeID { try? await directory.release(lookup: lookup, by: node, to: previousOwner) }
             let views = unreadable.filter(\.refused).map(\.view)
+            if unreadable.allSatisfy({ !$0.refused || $0.reason == .newer }) {
+                // Written by a newer release (a rolling deploy under way, or rolled
+                // back): a node that runs it can restore it, so the client tries again.
+                throw ProtocolError(
+                    .unavailable,
+                    "the session was recorded by a newer release than this node runs; attach to a node that runs it, or try again in a moment",
+                    retryAfter: 1)
+            }
             throw ProtocolError(
                 .recordUnreadable,
                 "this server cannot read the session's record of \(views.joined(separator: ", ")) (written by another release); the session is kept for one that can: start a new session, or try again after the deploy"
