@@ -11,22 +11,25 @@ import ViewlineProtocol
 /// the one path a failover takes: `attach TOKEN LAST-REV` finds the record, the node
 /// claims it from its previous life and restores it.
 ///
-/// One process owns the file (an exclusive `flock` on it, held for the directory's
-/// life): a second server on the same file refuses to start. So the only live node
-/// is this process's, and every other owner a record names is a life of the server
-/// that ended, whose sessions may be restored at once, without waiting out a node
-/// timeout. Leases are this process's monotonic clock.
+/// One process owns the file (an exclusive `flock`, taken before the store opens it
+/// and held for the process's life: ``lock(path:)``): a second server on the same
+/// file refuses to start. So the only live node is this process's, and every other
+/// owner a record names is a life of the server that ended, whose sessions may be
+/// restored at once, without waiting out a node timeout. Leases are this process's
+/// monotonic clock, held in memory: a renewal never waits on the file (a long write
+/// of the store's cannot stop the node serving).
 ///
-/// The wall clock is the only clock that spans a restart: a record left by an
-/// earlier life is as old as the wall clock says it was when this one started,
-/// and ages by the monotonic clock from then on (a step of the wall clock while the
-/// server runs changes no record's age). Records of sessions nobody resumed within
-/// `expireAfter` of their node's end are deleted, at most 1,000 a renewal, so a
-/// start never waits on a large file; one that is due is never restored.
+/// The wall clock is the only clock that spans a restart, and records are stamped
+/// with it as it reads when they are written (a clock corrected after boot stamps
+/// the corrected time). Records of sessions nobody resumed within `expireAfter` of
+/// their node's end are deleted, at most 1,000 a renewal, so a start never waits on
+/// a large file; one that is due is never restored. A step of the wall clock between
+/// two lives misjudges the age of what the earlier one left by the step.
 ///
 /// ```swift
+/// let lock = try SQLiteSessionDirectory.lock(path: "viewline.sqlite")
 /// let store = try SQLiteStore.open(path: "viewline.sqlite")
-/// let directory = try SQLiteSessionDirectory(store, path: "viewline.sqlite", expireAfter: .seconds(300))
+/// let directory = SQLiteSessionDirectory(store, lock: lock, expireAfter: .seconds(300))
 /// let cluster = Cluster(directory: directory, nodeTimeout: .seconds(5), tokenKey: try await directory.agreedTokenKey())
 /// let server = try ViewlineServer(apps: apps, services: services, cluster: cluster)
 /// ```
@@ -34,32 +37,42 @@ public final class SQLiteSessionDirectory: SessionDirectory {
     private let writer: any DatabaseWriter
     /// How long a record of an ended life waits for its client.
     public let expireAfter: Duration
-    /// The file's exclusive lock (`flock`), held while the directory lives.
-    private let lock: Int32
-    /// The wall clock and the monotonic clock read together at start.
-    private let startedWall: Double
-    private let startedAt = ContinuousClock.now
+    /// The file's exclusive lock, held while the directory lives.
+    private let lock: FileLock
+    /// Housekeeping (the node's row, deletes) runs off the renewal, one at a time.
+    private let housekeeping = Mutex(false)
     /// The nodes of this process that hold a lease (one, while the server runs), with
     /// their last renewal.
     private let live = Mutex<[String: (node: ClusterNode, renewedAt: ContinuousClock.Instant)]>([:])
 
-    /// The directory over `store`'s database, the file at `path` (the one the store
-    /// opened). Throws ``FileInUse`` when another process holds it.
-    public init(_ store: SQLiteStore, path: String, expireAfter: Duration) throws {
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+    /// The directory over `store`'s database, the file `lock` holds.
+    public init(_ store: SQLiteStore, lock: FileLock, expireAfter: Duration) {
+        self.lock = lock
+        writer = store.writer
+        self.expireAfter = expireAfter
+    }
+
+    /// Takes the exclusive lock on the database file at `path` (created if missing),
+    /// before anything opens it: a second server on the file fails here, having
+    /// written nothing. Throws ``FileInUse`` when another process holds it.
+    public static func lock(path: String) throws -> FileLock {
+        let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
         guard descriptor >= 0 else { throw FileInUse(path: path, reason: String(cString: strerror(errno))) }
         guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
             let reason = errno == EWOULDBLOCK ? "another viewline-server uses it" : String(cString: strerror(errno))
             close(descriptor)
             throw FileInUse(path: path, reason: reason)
         }
-        lock = descriptor
-        writer = store.writer
-        self.expireAfter = expireAfter
-        startedWall = Date().timeIntervalSince1970
+        return FileLock(descriptor: descriptor)
     }
 
-    deinit { close(lock) }
+    /// An exclusive `flock` on a database file, released when it is freed (or the
+    /// process ends, however it ends).
+    public final class FileLock: Sendable {
+        let descriptor: Int32
+        init(descriptor: Int32) { self.descriptor = descriptor }
+        deinit { close(descriptor) }
+    }
 
     /// The database file is locked by another process (or cannot be opened).
     public struct FileInUse: Error, CustomStringConvertible {
@@ -70,9 +83,8 @@ public final class SQLiteSessionDirectory: SessionDirectory {
         public var description: String { "cannot keep session records in \(path): \(reason)" }
     }
 
-    /// Seconds since 1970 by the wall clock as it was at start, advanced by the
-    /// monotonic clock since.
-    private var now: Double { startedWall + (ContinuousClock.now - startedAt).inSeconds }
+    /// Seconds since 1970 by the wall clock, now.
+    private var now: Double { Date().timeIntervalSince1970 }
 
     /// Records of ended lives written before this are due: deleted, never restored.
     private var dueBefore: Double { now - expireAfter.inSeconds }
@@ -112,24 +124,35 @@ public final class SQLiteSessionDirectory: SessionDirectory {
         }
         // The node's time of life, by which an ended life's records age; and the
         // housekeeping: records of ended lives due, their nodes once they have none,
-        // tombstones (`remove`) as old. Bounded: 1,000 records a renewal.
-        let (now, due, alive) = (self.now, dueBefore, liveIDs)
-        try await writer.write { db in
-            try db.execute(
-                sql: "INSERT INTO sessionNode (id, seenAt) VALUES (?, ?) ON CONFLICT(id) DO UPDATE SET seenAt = excluded.seenAt",
-                arguments: [node.id, now])
-            try db.execute(
-                sql: """
-                    DELETE FROM sessionRecord WHERE lookup IN (
-                        SELECT r.lookup FROM sessionRecord r LEFT JOIN sessionNode n ON n.id = r.owner
-                        WHERE r.updatedAt < ? AND (r.ended OR (r.owner NOT IN (SELECT value FROM json_each(?)) AND coalesce(n.seenAt, 0) < ?))
-                        LIMIT 1000)
-                    """, arguments: [due, Self.json(alive), due])
-            try db.execute(
-                sql: """
-                    DELETE FROM sessionNode WHERE id NOT IN (SELECT value FROM json_each(?))
-                    AND NOT EXISTS (SELECT 1 FROM sessionRecord r WHERE r.owner = sessionNode.id)
-                    """, arguments: [Self.json(alive)])
+        // tombstones (`remove`) as old. Bounded: 1,000 records a round, one round at a
+        // time, off the renewal: the lease is this process's, and a long write of the
+        // store's (a large sync, a full disk) must not make the node stop serving.
+        let begin = housekeeping.withLock { running -> Bool in
+            defer { running = true }
+            return !running
+        }
+        if begin {
+            let (now, due, alive, writer) = (self.now, dueBefore, Self.json(liveIDs), writer)
+            Task {
+                defer { self.housekeeping.withLock { $0 = false } }
+                try? await writer.write { db in
+                    try db.execute(
+                        sql: "INSERT INTO sessionNode (id, seenAt) VALUES (?, ?) ON CONFLICT(id) DO UPDATE SET seenAt = excluded.seenAt",
+                        arguments: [node.id, now])
+                    try db.execute(
+                        sql: """
+                            DELETE FROM sessionRecord WHERE lookup IN (
+                                SELECT r.lookup FROM sessionRecord r LEFT JOIN sessionNode n ON n.id = r.owner
+                                WHERE r.updatedAt < ? AND (r.ended OR (r.owner NOT IN (SELECT value FROM json_each(?)) AND coalesce(n.seenAt, 0) < ?))
+                                LIMIT 1000)
+                            """, arguments: [due, alive, due])
+                    try db.execute(
+                        sql: """
+                            DELETE FROM sessionNode WHERE id NOT IN (SELECT value FROM json_each(?))
+                            AND NOT EXISTS (SELECT 1 FROM sessionRecord r WHERE r.owner = sessionNode.id)
+                            """, arguments: [alive])
+                }
+            }
         }
         return LeaseRenewal(previousExpired: expired)
     }
@@ -143,6 +166,35 @@ public final class SQLiteSessionDirectory: SessionDirectory {
         }
     }
 
+    /// A row as the directory reads it: `nil` when a column is not what it writes (a
+    /// file edited by hand, damaged): such a row is no record, never a crash.
+    struct Stored {
+        var digest: [UInt8]
+        var owner: String
+        var snapshot: String
+        var rev: Int64
+        var ended: Bool
+        var updatedAt: Double
+        var seenAt: Double?
+
+        static let columns = "r.secretDigest, r.owner, r.snapshot, r.rev, r.ended, r.updatedAt, n.seenAt"
+        static let from = "FROM sessionRecord r LEFT JOIN sessionNode n ON n.id = r.owner WHERE r.lookup = ?"
+
+        init?(_ row: Row) {
+            guard let digest = Data.fromDatabaseValue(row[0] as DatabaseValue), let owner = String.fromDatabaseValue(row[1] as DatabaseValue),
+                let snapshot = String.fromDatabaseValue(row[2] as DatabaseValue), let rev = Int64.fromDatabaseValue(row[3] as DatabaseValue),
+                let ended = Bool.fromDatabaseValue(row[4] as DatabaseValue), let updatedAt = Double.fromDatabaseValue(row[5] as DatabaseValue)
+            else { return nil }
+            (self.digest, self.owner, self.snapshot, self.rev, self.ended, self.updatedAt) = ([UInt8](digest), owner, snapshot, rev, ended, updatedAt)
+            seenAt = Double.fromDatabaseValue(row[6] as DatabaseValue)
+        }
+
+        static func fetch(_ db: Database, _ lookup: String) throws -> (found: Bool, stored: Stored?) {
+            guard let row = try Row.fetchOne(db, sql: "SELECT \(columns) \(from)", arguments: [lookup]) else { return (false, nil) }
+            return (true, Stored(row))
+        }
+    }
+
     public func save(_ records: [SessionRecord]) async throws -> SavedRecords {
         guard !records.isEmpty else { return SavedRecords() }
         let now = self.now
@@ -150,22 +202,18 @@ public final class SQLiteSessionDirectory: SessionDirectory {
             var refused: [String] = []
             for record in records {
                 // A record another life owns now, or that ended, is not written; one of a
-                // lower rev than the stored one is late and changes nothing.
-                if let row = try Row.fetchOne(db, sql: "SELECT owner, rev, ended FROM sessionRecord WHERE lookup = ?", arguments: [record.lookup]) {
-                    let (owner, rev, ended): (String, Int64, Bool) = (row[0], row[1], row[2])
-                    guard owner == record.owner, !ended else {
+                // lower rev than the stored one is late and changes nothing. A row this
+                // directory cannot read is replaced.
+                if let stored = try Stored.fetch(db, record.lookup).stored {
+                    guard stored.owner == record.owner, !stored.ended else {
                         refused.append(record.lookup)
                         continue
                     }
-                    guard rev <= Int64(record.rev) else { continue }
-                    try db.execute(
-                        sql: "UPDATE sessionRecord SET secretDigest = ?, snapshot = ?, rev = ?, updatedAt = ? WHERE lookup = ?",
-                        arguments: [Data(record.secretDigest), record.snapshot, Int64(record.rev), now, record.lookup])
-                } else {
-                    try db.execute(
-                        sql: "INSERT INTO sessionRecord (lookup, secretDigest, owner, snapshot, rev, updatedAt) VALUES (?, ?, ?, ?, ?, ?)",
-                        arguments: [record.lookup, Data(record.secretDigest), record.owner, record.snapshot, Int64(record.rev), now])
+                    guard stored.rev <= Int64(record.rev) else { continue }
                 }
+                try db.execute(
+                    sql: "INSERT OR REPLACE INTO sessionRecord (lookup, secretDigest, owner, snapshot, rev, updatedAt, ended) VALUES (?, ?, ?, ?, ?, ?, 0)",
+                    arguments: [record.lookup, Data(record.secretDigest), record.owner, record.snapshot, Int64(record.rev), now])
             }
             return refused
         }
@@ -180,15 +228,14 @@ public final class SQLiteSessionDirectory: SessionDirectory {
         let refused = try await writer.write { db -> [String] in
             var refused: [String] = []
             for lookup in lookups {
-                let owner = try Row.fetchOne(db, sql: "SELECT owner, ended FROM sessionRecord WHERE lookup = ?", arguments: [lookup])
-                if let owner, owner[0] as String != node.id, !(owner[1] as Bool) {
+                if let stored = try Stored.fetch(db, lookup).stored, stored.owner != node.id, !stored.ended {
                     refused.append(lookup)
                     continue
                 }
                 try db.execute(
                     sql: """
-                        INSERT INTO sessionRecord (lookup, secretDigest, owner, snapshot, rev, updatedAt, ended) VALUES (?, x'', ?, '{}', 0, ?, 1)
-                        ON CONFLICT(lookup) DO UPDATE SET ended = 1, snapshot = '{}', secretDigest = x'', updatedAt = excluded.updatedAt
+                        INSERT OR REPLACE INTO sessionRecord (lookup, secretDigest, owner, snapshot, rev, updatedAt, ended)
+                        VALUES (?, x'', ?, '{}', 0, ?, 1)
                         """, arguments: [lookup, node.id, now])
             }
             return refused
@@ -198,26 +245,14 @@ public final class SQLiteSessionDirectory: SessionDirectory {
 
     public func find(lookup: String, nodeTimeout: Duration) async throws -> SessionLocation? {
         let due = dueBefore
-        guard
-            let row = try await writer.read({ db in
-                try Row.fetchOne(
-                    db,
-                    sql: """
-                        SELECT r.secretDigest, r.owner, r.snapshot, r.rev, r.updatedAt, n.seenAt FROM sessionRecord r
-                        LEFT JOIN sessionNode n ON n.id = r.owner WHERE r.lookup = ? AND NOT r.ended
-                        """, arguments: [lookup])
-            })
-        else { return nil }
-        let owner: String = row[1]
+        guard let stored = try await writer.read({ db in try Stored.fetch(db, lookup).stored }), !stored.ended else { return nil }
         let record = SessionRecord(
-            lookup: lookup, secretDigest: [UInt8]((row[0] as Data?) ?? Data()), owner: owner, snapshot: row[2], rev: Int(row[3] as Int64))
-        if let alive = isAlive(owner, nodeTimeout: nodeTimeout) {
+            lookup: lookup, secretDigest: stored.digest, owner: stored.owner, snapshot: stored.snapshot, rev: Int(clamping: stored.rev))
+        if let alive = isAlive(stored.owner, nodeTimeout: nodeTimeout) {
             return SessionLocation(record: record, ownerAddress: alive.address, ownerWeb: alive.web, ownerAlive: true)
         }
         // An ended life's session nobody resumed in time: due, never restored.
-        let updatedAt: Double = row[4]
-        let seenAt: Double? = row[5]
-        guard max(updatedAt, seenAt ?? 0) >= due else { return nil }
+        guard max(stored.updatedAt, stored.seenAt ?? 0) >= due else { return nil }
         return SessionLocation(record: record, ownerAddress: "", ownerAlive: false)
     }
 
@@ -225,21 +260,19 @@ public final class SQLiteSessionDirectory: SessionDirectory {
         guard isAlive(previousOwner, nodeTimeout: nodeTimeout) == nil else { return nil }
         let now = self.now
         return try await writer.write { db in
+            guard let stored = try Stored.fetch(db, lookup).stored, stored.owner == previousOwner, !stored.ended else { return nil }
+            // Raised by the lag, from a rev kept sane (a row edited by hand cannot overflow it).
+            let rev = min(max(0, stored.rev), Int64.max / 4) + Int64(SessionRecord.maximumLag)
             try db.execute(
-                sql: "UPDATE sessionRecord SET owner = ?, updatedAt = ?, rev = rev + ? WHERE lookup = ? AND owner = ? AND NOT ended",
-                arguments: [node.id, now, Int64(SessionRecord.maximumLag), lookup, previousOwner])
-            guard db.changesCount > 0,
-                let row = try Row.fetchOne(db, sql: "SELECT secretDigest, snapshot, rev FROM sessionRecord WHERE lookup = ?", arguments: [lookup])
-            else { return nil }
-            return SessionRecord(
-                lookup: lookup, secretDigest: [UInt8]((row[0] as Data?) ?? Data()), owner: node.id, snapshot: row[1], rev: Int(row[2] as Int64))
+                sql: "UPDATE sessionRecord SET owner = ?, updatedAt = ?, rev = ? WHERE lookup = ?", arguments: [node.id, now, rev, lookup])
+            return SessionRecord(lookup: lookup, secretDigest: stored.digest, owner: node.id, snapshot: stored.snapshot, rev: Int(rev))
         }
     }
 
     public func release(lookup: String, by node: ClusterNode, to previousOwner: String) async throws {
         try await writer.write { db in
             try db.execute(
-                sql: "UPDATE sessionRecord SET owner = ?, rev = max(0, rev - ?) WHERE lookup = ? AND owner = ?",
+                sql: "UPDATE sessionRecord SET owner = ?, rev = max(0, rev - ?) WHERE lookup = ? AND owner = ? AND typeof(rev) = 'integer'",
                 arguments: [previousOwner, Int64(SessionRecord.maximumLag), lookup, node.id])
         }
     }

@@ -86,6 +86,7 @@ public struct SQLiteStore: AppStore {
                         lookup TEXT PRIMARY KEY, secretDigest BLOB NOT NULL, owner TEXT NOT NULL, snapshot TEXT NOT NULL,
                         rev INTEGER NOT NULL, updatedAt DOUBLE NOT NULL, ended BOOLEAN NOT NULL DEFAULT 0);
                     CREATE INDEX sessionRecordOwner ON sessionRecord (owner, updatedAt);
+                    CREATE INDEX sessionRecordUpdatedAt ON sessionRecord (updatedAt);
                     CREATE TABLE sessionNode (id TEXT PRIMARY KEY, seenAt DOUBLE NOT NULL);
                     CREATE TABLE setting (name TEXT PRIMARY KEY, value TEXT NOT NULL);
                     """)

@@ -311,11 +311,13 @@ struct ViewlineServerCommand: AsyncParsableCommand {
                     watchdog.clusterAgreed(nodeTimeout: agreed)
                     logger.info("using PostgreSQL", metadata: ["url": "\(postgresURL.redacted)"])
                 } else {
+                    // One server per file, locked before anything opens it.
+                    let lock = db == ":memory:" ? nil : try SQLiteSessionDirectory.lock(path: db)
                     let sqlite = try SQLiteStore.open(path: db)
                     store = sqlite
-                    if db != ":memory:" {
+                    if let lock {
                         // A cluster of one over its own file: sessions survive a restart.
-                        let directory = try SQLiteSessionDirectory(sqlite, path: db, expireAfter: configuration.sessions.timeToLive)
+                        let directory = SQLiteSessionDirectory(sqlite, lock: lock, expireAfter: configuration.sessions.timeToLive)
                         cluster = Cluster(
                             directory: directory, address: advertise, nodeTimeout: proposed, tokenKey: try await directory.agreedTokenKey(),
                             logger: logger)

@@ -92,7 +92,8 @@ import ViewlinePersistence
 
         init() throws {
             let path = NSTemporaryDirectory() + "viewline-records-\(UUID().uuidString).sqlite"
-            directory = try SQLiteSessionDirectory(try SQLiteStore.open(path: path), path: path, expireAfter: .seconds(300))
+            let lock = try SQLiteSessionDirectory.lock(path: path)
+            directory = SQLiteSessionDirectory(try SQLiteStore.open(path: path), lock: lock, expireAfter: .seconds(300))
         }
 
         /// A node of the release serving `model`, the previous one gone (its records written).

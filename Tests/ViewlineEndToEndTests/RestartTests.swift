@@ -72,7 +72,8 @@ import ViewlineTestSupport
             try client.command("search noodles")
             try client.read { $0.type == "display" && $0["view"] == "search" && $0["state"]?["loading"] == false }
             resume = Resume(client, welcome: welcome)
-            // Records go at most a tenth of a second after a change; a quarter is ample.
+            // A record goes a tenth of a second after a change (this session changed three
+            // times: within its five a second); a quarter is ample.
             usleep(250_000)
             server.signal(SIGKILL)
             _ = try server.waitForExit()

@@ -532,7 +532,7 @@ public final class ViewlineServer: Service, Sendable {
         }
         // Recorded sessions outlive this node's life: their ids carry a part of its name,
         // so no session made here is named like one restored from an earlier life.
-        let id = application.cluster.map { "s\(number)-\($0.nodeID.dropFirst().prefix(4))" } ?? "s\(number)"
+        let id = application.cluster.map { "s\(number)-\($0.nodeID.suffix(6))" } ?? "s\(number)"
         let session = Session(id: id, application: application, peer: channel.remoteAddress?.clientKey, eventLoop: channel.eventLoop)
         switch application.sessions.register(session) {
         case .success(let evicted):
