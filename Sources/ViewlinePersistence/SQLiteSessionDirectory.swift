@@ -212,7 +212,10 @@ public final class SQLiteSessionDirectory: SessionDirectory {
                     guard stored.rev <= Int64(record.rev) else { continue }
                 }
                 try db.execute(
-                    sql: "INSERT OR REPLACE INTO sessionRecord (lookup, secretDigest, owner, snapshot, rev, updatedAt, ended) VALUES (?, ?, ?, ?, ?, ?, 0)",
+                    sql: """
+                        INSERT OR REPLACE INTO sessionRecord (lookup, secretDigest, owner, snapshot, rev, updatedAt, ended)
+                        VALUES (?, ?, ?, ?, ?, ?, 0)
+                        """,
                     arguments: [record.lookup, Data(record.secretDigest), record.owner, record.snapshot, Int64(record.rev), now])
             }
             return refused
