@@ -329,6 +329,30 @@ def test_a_restarted_server_shows_reconnecting_then_connected(page, server: Serv
     wait(page, lambda: "pho" in view(page, "search").text.lower())
 
 
+def test_a_restart_on_a_database_file_gives_the_page_its_session_back(page, tmp_path):
+    # A deploy: the server records its sessions in its file, and the page resumes the
+    # same session after SIGTERM and a start on the same ports — the same token, the
+    # search still on screen, the user still logged in.
+    server = Server(["--db", str(tmp_path / "viewline.sqlite"), "--drain-seconds", "1"])
+    try:
+        page.get(server.url)
+        wait(page, lambda: status(page) == "connected")
+        token = wait(page, lambda: named(page, "code", "session token")).text
+        run(page, "login", user="alice", password="wonderland")
+        wait(page, lambda: "alice" in view(page, "session").text)
+        run(page, "search", query="pho")
+        wait(page, lambda: "pho" in view(page, "search").text.lower())
+        server.stop()
+        wait(page, lambda: status(page) == "reconnecting…")
+        server.start()
+        wait(page, lambda: status(page) == "connected", seconds=20)
+        assert wait(page, lambda: named(page, "code", "session token")).text == token
+        assert "alice" in view(page, "session").text
+        assert "pho" in view(page, "search").text.lower()
+    finally:
+        server.stop()
+
+
 def test_a_burst_of_displays_shows_the_last_state_within_a_second(page, server: Server):
     """2,000 display events in about a second: the page draws on animation frames,
     not per event, and shows the last state within a second of the last event."""

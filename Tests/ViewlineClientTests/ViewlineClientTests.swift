@@ -228,7 +228,7 @@ import ViewlineTestSupport
     @Test func aRollingRestartOfAClusterKeepsTheSession() async throws {
         let postgres = PostgresServer.shared
         let url = postgres.url(database: try postgres.createDatabase())
-        let ports = (0..<2).map { _ in freePort() }
+        let ports = try (0..<2).map { _ in try freePort() }
         func start(_ index: Int) throws -> ServerProcess {
             try ServerProcess([
                 "--postgres", url, "--demo", "--node-timeout", "1", "--drain-seconds", "1", "--port", String(ports[index]),
@@ -260,7 +260,7 @@ import ViewlineTestSupport
 
     @Test(arguments: [SIGTERM, SIGKILL])
     func aRestartOfASingleNodeOnItsFileKeepsTheSession(signal: Int32) async throws {
-        let (port, database) = (freePort(), NSTemporaryDirectory() + "viewline-client-restart-\(UUID().uuidString).sqlite")
+        let (port, database) = (try freePort(), NSTemporaryDirectory() + "viewline-client-restart-\(UUID().uuidString).sqlite")
         func start() throws -> ServerProcess {
             try ServerProcess(["--db", database, "--demo", "--drain-seconds", "1", "--port", String(port)])
         }
@@ -316,17 +316,7 @@ import ViewlineTestSupport
         await owner.close()
     }
 
-    func freePort() -> Int {
-        let probe = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(probe) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(probe, $0, length) } }
-        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(probe, $0, &length) } }
-        return Int(UInt16(bigEndian: address.sin_port))
-    }
+    func freePort() throws -> Int { try ServerProcess.freePort() }
 }
 
 /// The same client over the web listener's WebSocket (`/ws`): one line per text message.
