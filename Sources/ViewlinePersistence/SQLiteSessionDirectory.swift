@@ -87,7 +87,7 @@ public final class SQLiteSessionDirectory: SessionDirectory {
     private var now: Double { Date().timeIntervalSince1970 }
 
     /// Records of ended lives written before this are due: deleted, never restored.
-    private var dueBefore: Double { now - expireAfter.inSeconds }
+    private var dueBefore: Double { now - expireAfter.seconds }
 
     private func isAlive(_ owner: String, nodeTimeout: Duration) -> ClusterNode? {
         live.withLock { live in
@@ -189,9 +189,9 @@ public final class SQLiteSessionDirectory: SessionDirectory {
             seenAt = Double.fromDatabaseValue(row[6] as DatabaseValue)
         }
 
-        static func fetch(_ db: Database, _ lookup: String) throws -> (found: Bool, stored: Stored?) {
-            guard let row = try Row.fetchOne(db, sql: "SELECT \(columns) \(from)", arguments: [lookup]) else { return (false, nil) }
-            return (true, Stored(row))
+        /// The row of `lookup`, if there is one the directory can read.
+        static func fetch(_ db: Database, _ lookup: String) throws -> Stored? {
+            try Row.fetchOne(db, sql: "SELECT \(columns) \(from)", arguments: [lookup]).flatMap(Stored.init)
         }
     }
 
@@ -204,7 +204,7 @@ public final class SQLiteSessionDirectory: SessionDirectory {
                 // A record another life owns now, or that ended, is not written; one of a
                 // lower rev than the stored one is late and changes nothing. A row this
                 // directory cannot read is replaced.
-                if let stored = try Stored.fetch(db, record.lookup).stored {
+                if let stored = try Stored.fetch(db, record.lookup) {
                     guard stored.owner == record.owner, !stored.ended else {
                         refused.append(record.lookup)
                         continue
@@ -231,7 +231,7 @@ public final class SQLiteSessionDirectory: SessionDirectory {
         let refused = try await writer.write { db -> [String] in
             var refused: [String] = []
             for lookup in lookups {
-                if let stored = try Stored.fetch(db, lookup).stored, stored.owner != node.id, !stored.ended {
+                if let stored = try Stored.fetch(db, lookup), stored.owner != node.id, !stored.ended {
                     refused.append(lookup)
                     continue
                 }
@@ -248,7 +248,7 @@ public final class SQLiteSessionDirectory: SessionDirectory {
 
     public func find(lookup: String, nodeTimeout: Duration) async throws -> SessionLocation? {
         let due = dueBefore
-        guard let stored = try await writer.read({ db in try Stored.fetch(db, lookup).stored }), !stored.ended else { return nil }
+        guard let stored = try await writer.read({ db in try Stored.fetch(db, lookup) }), !stored.ended else { return nil }
         let record = SessionRecord(
             lookup: lookup, secretDigest: stored.digest, owner: stored.owner, snapshot: stored.snapshot, rev: Int(clamping: stored.rev))
         if let alive = isAlive(stored.owner, nodeTimeout: nodeTimeout) {
@@ -263,7 +263,7 @@ public final class SQLiteSessionDirectory: SessionDirectory {
         guard isAlive(previousOwner, nodeTimeout: nodeTimeout) == nil else { return nil }
         let now = self.now
         return try await writer.write { db in
-            guard let stored = try Stored.fetch(db, lookup).stored, stored.owner == previousOwner, !stored.ended else { return nil }
+            guard let stored = try Stored.fetch(db, lookup), stored.owner == previousOwner, !stored.ended else { return nil }
             // Raised by the lag, from a rev kept sane (a row edited by hand cannot overflow it).
             let rev = min(max(0, stored.rev), Int64.max / 4) + Int64(SessionRecord.maximumLag)
             try db.execute(
@@ -304,8 +304,4 @@ public final class SQLiteSessionDirectory: SessionDirectory {
         out.append(UInt8(ascii: "]"))
         return String(decoding: out, as: UTF8.self)
     }
-}
-
-extension Duration {
-    fileprivate var inSeconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
 }

@@ -127,7 +127,7 @@ public struct PostgresSessionDirectory: SessionDirectory {
                     ON CONFLICT (id) DO UPDATE SET address = excluded.address, web = excluded.web, heartbeat_at = clock_timestamp(),
                         renewals = viewline_nodes.renewals + 1
                     RETURNING heartbeat_at, claims)
-                SELECT COALESCE((SELECT heartbeat_at FROM previous) <= (SELECT heartbeat_at FROM renewed) - make_interval(secs => \(nodeTimeout.inSeconds)), false),
+                SELECT COALESCE((SELECT heartbeat_at FROM previous) <= (SELECT heartbeat_at FROM renewed) - make_interval(secs => \(nodeTimeout.seconds)), false),
                        (SELECT claims FROM renewed), (SELECT heartbeat_at FROM renewed)
                 """, timeout: max(nodeTimeout - nodeTimeout / 5, .seconds(2))
             ) { row in try row.decode((Bool, Int64, Date).self) }.last
@@ -158,7 +158,7 @@ public struct PostgresSessionDirectory: SessionDirectory {
         if let now = renewed?.2, let (jumps, mayDelete) = clockWatch.beginHousekeeping(grace: nodeTimeout) {
             Task { [database, statementTimeout, clockWatch] in
                 for (index, jump) in jumps.enumerated() {
-                    let milliseconds = Int64(jump.size.inSeconds * 1000)
+                    let milliseconds = Int64(jump.size.seconds * 1000)
                     database.logger.warning(
                         "the database's clock jumped forward; records written before it are judged without the jump",
                         metadata: ["jump-ms": "\(milliseconds)"])
@@ -171,7 +171,7 @@ public struct PostgresSessionDirectory: SessionDirectory {
                 }
                 defer { clockWatch.endHousekeeping() }
                 guard mayDelete else { return }
-                let seconds = recordsExpireAfter.inSeconds
+                let seconds = recordsExpireAfter.seconds
                 try? await database.run(
                     """
                     DELETE FROM viewline_sessions WHERE lookup IN (
@@ -205,7 +205,7 @@ public struct PostgresSessionDirectory: SessionDirectory {
     /// timeouts would each think the other's sessions free: a node started with
     /// another value adopts the stored one.
     public func agreedNodeTimeout(proposing proposed: Duration) async throws -> Duration {
-        let milliseconds = String(Int(proposed.inSeconds * 1000))
+        let milliseconds = String(Int(proposed.seconds * 1000))
         try await database.run(
             """
             INSERT INTO viewline_cluster_settings (name, value) VALUES ('node_timeout_ms', \(milliseconds)) ON CONFLICT (name) DO NOTHING
@@ -252,13 +252,13 @@ public struct PostgresSessionDirectory: SessionDirectory {
     /// measures it a little differently: within a statement timeout in time and 2 s
     /// in size is the same jump).
     static func store(_ jump: DatabaseClockWatch.Jump, in database: DatabaseAccess, timeout: Duration) async throws {
-        let milliseconds = Int64(jump.size.inSeconds * 1000)
+        let milliseconds = Int64(jump.size.seconds * 1000)
         try await database.run(
             """
             INSERT INTO viewline_clock_jumps (seen_at, jump_ms)
             SELECT \(jump.seenAt)::timestamptz, \(milliseconds)::bigint WHERE NOT EXISTS (
                 SELECT 1 FROM viewline_clock_jumps
-                WHERE abs(extract(epoch FROM seen_at - \(jump.seenAt)::timestamptz)) < \(timeout.inSeconds)
+                WHERE abs(extract(epoch FROM seen_at - \(jump.seenAt)::timestamptz)) < \(timeout.seconds)
                 AND abs(jump_ms - \(milliseconds)::bigint) < 2000)
             """, timeout: timeout)
     }
@@ -339,7 +339,7 @@ public struct PostgresSessionDirectory: SessionDirectory {
         try await database.collect(
             """
             SELECT id, address, web FROM viewline_nodes
-            WHERE heartbeat_at > clock_timestamp() - make_interval(secs => \(nodeTimeout.inSeconds))
+            WHERE heartbeat_at > clock_timestamp() - make_interval(secs => \(nodeTimeout.seconds))
             ORDER BY id LIMIT \(Self.liveNodesListed)
             """, timeout: statementTimeout
         ) { row in
@@ -355,7 +355,7 @@ public struct PostgresSessionDirectory: SessionDirectory {
         try await database.collect(
             """
             SELECT s.lookup, encode(s.secret_digest, 'hex'), s.owner, s.snapshot, s.rev, coalesce(n.address, ''), coalesce(n.web, ''),
-                   coalesce(n.heartbeat_at > clock_timestamp() - make_interval(secs => \(nodeTimeout.inSeconds)), false), n.renewals
+                   coalesce(n.heartbeat_at > clock_timestamp() - make_interval(secs => \(nodeTimeout.seconds)), false), n.renewals
             FROM viewline_sessions s LEFT JOIN viewline_nodes n ON n.id = s.owner
             WHERE s.lookup = \(lookup) AND NOT s.ended
             """, timeout: statementTimeout
@@ -384,7 +384,7 @@ public struct PostgresSessionDirectory: SessionDirectory {
                 SELECT heartbeat_at FROM viewline_nodes WHERE id = \(previousOwner) FOR SHARE)
             UPDATE viewline_sessions SET owner = \(node.id), updated_at = clock_timestamp(), rev = rev + \(Int64(SessionRecord.maximumLag))
             WHERE lookup = \(lookup) AND owner = \(previousOwner) AND NOT ended
-            AND NOT EXISTS (SELECT 1 FROM owner_lease WHERE heartbeat_at > clock_timestamp() - make_interval(secs => \(nodeTimeout.inSeconds)))
+            AND NOT EXISTS (SELECT 1 FROM owner_lease WHERE heartbeat_at > clock_timestamp() - make_interval(secs => \(nodeTimeout.seconds)))
             RETURNING lookup, encode(secret_digest, 'hex'), owner, snapshot, rev
             """, timeout: statementTimeout
         ) { row in

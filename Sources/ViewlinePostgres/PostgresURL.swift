@@ -71,7 +71,7 @@ public struct PostgresURL: Sendable, CustomStringConvertible {
     /// startup packet, so a pooled connection has them too; a statement they end fails
     /// with PostgreSQL's own error.
     package var serverSideLimits: [(String, String)] {
-        let milliseconds = max(Int(nodeTimeout.inSeconds * 1000), 100)
+        let milliseconds = max(Int(nodeTimeout.seconds * 1000), 100)
         return [
             ("statement_timeout", "\(milliseconds * 9 / 10)"),
             ("lock_timeout", "\(milliseconds * 4 / 10)"),

@@ -1269,5 +1269,6 @@ public final class Cluster: Sendable {
 }
 
 extension Duration {
-    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
+    /// The duration in seconds: for logs, figures, SQL intervals and the wall clock.
+    package var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
 }
