@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { once } from 'node:events';
 import { Client, parseAddress } from '../src/viewline.mjs';
-import { startPostgres, startServer } from './helpers.mjs';
+import { freePort, startPostgres, startServer } from './helpers.mjs';
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -124,13 +124,3 @@ describe('a rolling restart', () => {
     await vl.close();
   });
 });
-
-async function freePort() {
-  const net = await import('node:net');
-  const probe = net.createServer().listen(0, '127.0.0.1');
-  await once(probe, 'listening');
-  const { port } = probe.address();
-  probe.close();
-  await once(probe, 'close');
-  return port;
-}

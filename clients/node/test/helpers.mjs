@@ -9,6 +9,16 @@ export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '
 export const PROTOCOL = path.join(ROOT, 'protocol');
 const SERVER = process.env.VIEWLINE_SERVER ?? path.join(ROOT, '.build/debug/viewline-server');
 
+/** A TCP port on 127.0.0.1 free a moment ago: for a server that must come back on it. */
+export async function freePort() {
+  const probe = net.createServer().listen(0, '127.0.0.1');
+  await once(probe, 'listening');
+  const { port } = probe.address();
+  probe.close();
+  await once(probe, 'close');
+  return port;
+}
+
 /** Starts a real viewline-server on port 0; resolves with `{port, stop}`. */
 export async function startServer(args = ['--admin']) {
   const child = spawn(SERVER, ['--port', '0', '--db', ':memory:', '--log-level', 'error', '--demo', ...args], { stdio: ['ignore', 'pipe', 'inherit'] });

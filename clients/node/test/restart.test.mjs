@@ -4,22 +4,12 @@ import assert from 'node:assert/strict';
 import { after, describe, test } from 'node:test';
 import { once } from 'node:events';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { Client } from '../src/viewline.mjs';
-import { startServer } from './helpers.mjs';
+import { freePort, startServer } from './helpers.mjs';
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
-
-async function freePort() {
-  const server = net.createServer().listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const { port } = server.address();
-  server.close();
-  await once(server, 'close');
-  return port;
-}
 
 describe('a single node restarted', () => {
   const servers = [];
