@@ -25,7 +25,10 @@ node (records of any size are written and restored), step the database's clock
 (`db-clock-step`: by ±10–25 s, −1 h or +2 days, held two to three node timeouts,
 then stepped back; before a +2-day step a few idle sessions are handed over by a
 SIGTERM of their node, and must all attach again after), and step one node's wall clock (`node-clock-step`: by ±10–25 s
-or ±1–3 days, held as long, then back). Clients also send `end-others` now and then
+or ±1–3 days, held as long, then back), and upgrade the cluster (`upgrade`: every node
+replaced in turn, by SIGTERM, with release 2 of the seed apps, whose search view
+records its state in a new form migrated from release 1's: two releases own sessions
+side by side meanwhile; the report counts sessions lost, views reset and drafts lost). Clients also send `end-others` now and then
 (during a database restart it must answer `unavailable` and change nothing).
 PostgreSQL and every node run under libfaketime, each reading its clock's offset from
 a file of its own (a node at every call, PostgreSQL's backends once a second; monotonic

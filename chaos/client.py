@@ -150,6 +150,16 @@ class Client(HistoryChecks, threading.Thread):
                                            f" lost (bad_token on attach at {address[0]}:{address[1]})")
                         self.new_session()
                         break
+                    if code == "record_unreadable":
+                        # A release that cannot read the session's record: in this run
+                        # every release reads every older record, and a newer one is
+                        # sent on (`moved`) or refused with `unavailable`, never this.
+                        with self.run_state.lock:
+                            self.run_state.unreadable_sessions += 1
+                            self.run_state.lost_sessions += 1
+                        self.violation(f"session {self.token[:16]} refused as unreadable at {address[0]}:{address[1]}")
+                        self.new_session()
+                        break
                     if code == "unavailable":
                         self.run_state.unavailable += 1
                         self.refused(address[1])

@@ -12,7 +12,7 @@ NODE_TIMEOUT = 2.0          # seconds: --node-timeout of every node
 COMMAND_TIMEOUT = 6.0       # a command unanswered this long: the connection is dropped
 USER_GENERATIONS = 6         # users per client, taking turns
 FAULT_KINDS = ["kill", "quitkill", "pause", "partition", "slow", "heldwrites", "postgres", "term", "heldrecords",
-               "silent", "rowlock", "slowrenew", "bigrecords", "node-clock-step", "db-clock-step"]
+               "silent", "rowlock", "slowrenew", "bigrecords", "node-clock-step", "db-clock-step", "upgrade"]
 # Injected only when asked for (--faults): none now. (`db-clock-step` was, while a +2-day
 # step of the database's clock lost idle sessions handed over by a SIGTERM.)
 OPT_IN_FAULT_KINDS: List[str] = []

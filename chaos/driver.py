@@ -57,7 +57,8 @@ def drive(args, run: Run, rng: random.Random, nodes: List[Node], serve_log: Serv
         node = rng.choice(nodes)
         t0 = now()
         with run.lock:
-            run.current = (t0, float("inf"), "SIGTERM" if kind == "term" else kind)   # clock kinds: never lossy
+            # Clean shutdowns (a SIGTERM, a rolling upgrade) and clock kinds: never lossy.
+            run.current = (t0, float("inf"), "SIGTERM" if kind == "term" else kind)
         t0, what, node, lookup = faults.inject(kind, node, t0, args, run, rng, nodes, clients)
         with run.lock:
             run.faults.append((t0, now(), what))
@@ -67,7 +68,7 @@ def drive(args, run: Run, rng: random.Random, nodes: List[Node], serve_log: Serv
             # lease by the database's clock (each node checks its sessions before it
             # serves again). A node's wall clock is near nothing: it decides nothing.
             scope_port = None if kind in ("heldwrites", "postgres", "heldrecords", "rowlock", "bigrecords",
-                                          "db-clock-step") else node.port
+                                          "db-clock-step", "upgrade") else node.port
             if kind != "node-clock-step":
                 run.fault_scope.append((t0, now(), scope_port, lookup if kind == "rowlock" else None))
         print(f"  {t0 - started:6.1f} s  {what}", flush=True)

@@ -236,6 +236,27 @@ def inject(kind: str, node: Node, t0: float, args, run: Run, rng: random.Random,
         if idle:
             check_idle(idle, nodes, run, rng, spoken(step))
         what = f"db clock stepped {spoken(step)} for {held:.1f} s, then back" + handed
+    elif kind == "upgrade":
+        # A deploy: every node replaced in turn by the next release of the seed apps
+        # (release 2: the search view records its state in a new form, version 2,
+        # migrated from 1), each stopped cleanly (SIGTERM) and started on the new
+        # release before the next goes. Meanwhile two releases own sessions side by
+        # side: a session of an old node is restored on a new one through the
+        # migration; one recorded by a new node is sent on by an old one (`moved`),
+        # never read or overwritten by it. Nothing may be lost, no view reset. Once
+        # every node runs release 2, an upgrade is a rolling restart on it.
+        target = 2
+        labels = []
+        for replaced in nodes:
+            labels.append(replaced.incarnations[-1].label)
+            replaced.stop()
+            replaced.release = target
+            replaced.start()
+            time.sleep(rng.uniform(0.5, 1.5))
+        with run.lock:
+            run.upgrades += 1
+            run.upgraded_nodes += len(labels)
+        what = f"rolling upgrade to seed-apps release {target}: {', '.join(labels)} replaced one at a time by SIGTERM"
     elif kind == "node-clock-step":
         # One node's wall clock steps (±10–25 s or ±1–3 days) and back: it is read
         # for timestamps only (PROTOCOL §2.2), so nothing may change.

@@ -51,6 +51,9 @@ class HistoryChecks:
                      and self.run_state.serve_log.records_stopped(sent_at - NODE_TIMEOUT - 0.5)))
         if lossy and (shown in {q for q, _, _ in self.searches} or shown == ""):
             return
+        if shown == "":
+            with self.run_state.lock:
+                self.run_state.views_reset += 1
         self.violation(f"state shows search {shown!r} after {last!r} was acknowledged"
                        f" (sent {now() - sent_at:.1f} s ago) with no fault since that may lose it"
                        f" (session {(self.token or '?')[:16]}, acknowledged on port {acknowledged_by}, read on port {via.address[1]})")

@@ -59,6 +59,7 @@ class Node:
         self.incarnations: List[Incarnation] = []
         self.stopped = False
         self.failed_starts = 0
+        self.release = 1   # of the seed apps (`--seed-release`): the upgrade fault raises it
 
     @property
     def address(self) -> Tuple[str, int]:
@@ -73,6 +74,7 @@ class Node:
             "--node-timeout", str(int(node_timeout)), "--admin", "--users", self.args.users,
             "--remote-contacts", self.args.contacts, "--log-level", "debug",
             "--max-clients-per-address", "0", "--max-sessions-per-address", "0", "--max-logins-per-address", "0",
+            "--seed-release", str(self.release),
         ]
         # libfaketime preloaded into the node itself (the `faketime` wrapper forks:
         # signals sent to it would miss the node). Through `env`, which execs in

@@ -37,7 +37,7 @@ def write(args, run: Run, nodes: List[Node], clients: List[Client], serve_log: S
              "held": "draft writes held, a link slowed past the lease",
              "records": "record writes held, then the node killed",
              "restarted": "PostgreSQL restarted", "db": "the database's clock stepped",
-             "node": "a node's wall clock stepped"}
+             "node": "a node's wall clock stepped", "rolling": "a rolling upgrade"}
     recovery_lines = [
         f"  - {names.get(kind, kind)}: p50 {pct(v, 0.5):.2f}, p99 {pct(v, 0.99):.2f}, max {v[-1]:.2f} ({len(v)} clients)"
         for kind, v in sorted(recovery.items())
@@ -50,13 +50,16 @@ def write(args, run: Run, nodes: List[Node], clients: List[Client], serve_log: S
         f"{args.clients} clients, one throwaway PostgreSQL; every node's wall clock and the database's"
         f" under libfaketime, stepped at run time by the clock faults.",
         "",
-        f"- faults injected: {len(run.faults)} ({', '.join(f'{k} {sum(1 for f in run.faults if f[2].startswith(p))}' for k, p in (('kill', 'SIGKILL'), ('pause', 'SIGSTOP'), ('partition', 'cut'), ('slow link', 'slowed'), ('held writes', 'held draft'), ('held records', 'records'), ('postgres restart', 'restarted'), ('clean restart', 'SIGTERM'), ('silenced', 'silenced'), ('row lock', 'row of'), ('slowed renewals', 'renewals'), ('big records', '4,000'), ('db clock step', 'db clock'), ('node clock step', 'node clock')))})",
+        f"- faults injected: {len(run.faults)} ({', '.join(f'{k} {sum(1 for f in run.faults if f[2].startswith(p))}' for k, p in (('kill', 'SIGKILL'), ('pause', 'SIGSTOP'), ('partition', 'cut'), ('slow link', 'slowed'), ('held writes', 'held draft'), ('held records', 'records'), ('postgres restart', 'restarted'), ('clean restart', 'SIGTERM'), ('silenced', 'silenced'), ('row lock', 'row of'), ('slowed renewals', 'renewals'), ('big records', '4,000'), ('db clock step', 'db clock'), ('node clock step', 'node clock'), ('rolling upgrade', 'rolling upgrade')))})",
         f"- commands acknowledged: {run.successes}; `unavailable` replies: {run.unavailable}; other errors: {json.dumps(run.errors, sort_keys=True)}",
         f"- attach answers other than ok (reattaching during faults): {json.dumps(run.attach_errors, sort_keys=True)}",
         f"- commands acknowledged per minute: {', '.join(str(run.per_minute.get(m, 0)) for m in range(int(args.seconds // 60) + 1))}",
         f"- acknowledged drafts: {acknowledged} (each user's newest 80 checked against the database: {checked}), lost: {lost}",
         f"- commands served after another node claimed the session: {len(served)} (within {TOLERANCE} s of a claim, read order only: {near})",
         f"- sessions lost: {run.lost_sessions}",
+        f"- rolling upgrades to the next release (a migrated search record): {run.upgrades}, nodes replaced: {run.upgraded_nodes};"
+        f" sessions lost: {run.lost_sessions} (refused as unreadable: {run.unreadable_sessions}), views reset: {run.views_reset},"
+        f" drafts lost: {lost}",
         f"- second devices attached with the old owner's last-rev after a failover (snapshot expected): {run.second_devices}",
         f"- readers (a second device per client that stays on its node): {run.reader_reads} state reads served;"
         f" refused: {json.dumps(run.reader_refusals, sort_keys=True)}; connections ended: {json.dumps(run.reader_ends, sort_keys=True)}",

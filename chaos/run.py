@@ -65,6 +65,13 @@ class Run:
         self.idle_opened = 0
         self.idle_checked = 0
         self.idle_lost = 0
+        # Rolling upgrades: how many, the nodes they replaced, and what a deploy must
+        # never do (a session refused as unreadable; a view shown at its initial state
+        # after a change was acknowledged).
+        self.upgrades = 0
+        self.upgraded_nodes = 0
+        self.unreadable_sessions = 0
+        self.views_reset = 0
         self.recoveries: List[Tuple[int, float, float]] = []
         self.long_recoveries: List[Tuple[int, float, float, List[str]]] = []
 
@@ -87,7 +94,7 @@ class Run:
         hold, on the node that is then killed before its records go on, may be lost."""
         with self.lock:
             faults = self.faults + ([(self.current[0], now(), self.current[2])] if self.current else [])
-        return any(not what.startswith("SIGTERM") and not is_clock_step(what)
+        return any(not is_clean_shutdown(what) and not is_clock_step(what)
                    and ((start >= after and (before is None or start <= before))
                         or (held_records(what) and start <= after and end >= after))
                    for start, end, what in faults)
@@ -97,6 +104,13 @@ class Run:
             self.recoveries.append((client, since, at))
             if at - since >= LONG_RECOVERY:
                 self.long_recoveries.append((client, since, at, list(trail)))
+
+
+def is_clean_shutdown(what: str) -> bool:
+    """Whether a fault (its kind while it goes on, its description once over) stops
+    nodes only cleanly — a SIGTERM, or a rolling upgrade's SIGTERMs — which hand every
+    acknowledged change over: it excuses no loss."""
+    return what.startswith(("SIGTERM", "upgrade", "rolling upgrade"))
 
 
 def held_records(what: str) -> bool:

@@ -1,3 +1,4 @@
+import Synchronization
 import ViewlineKit
 
 /// Search (seeds 002 and 004): loading first, then results or an error alert;
@@ -71,4 +72,33 @@ public enum Search: ViewModel {
 
 extension TaskSlot {
     static let search = TaskSlot("search")
+}
+
+extension Search {
+    /// How a search is recorded for a restart or a failover: release 1 of the seed
+    /// apps records its wire form (version 1); release 2
+    /// (``SeedApps/release``) records `{terms, loading, results}` (version 2: `query`
+    /// renamed), with the migration from version 1 — two releases of one app, for
+    /// rehearsing a rolling deploy.
+    public static var record: StateRecord<State>? {
+        SeedApps.release.load(ordering: .relaxed) >= 2 ? recordV2 : .codable()
+    }
+
+    /// Release 2's record of a search: the query is kept as `terms`.
+    struct RecordedV2: Codable {
+        var terms: String
+        var loading: Bool
+        var results: [Place]
+    }
+
+    static let recordV2 = StateRecord<State>.codable(
+        as: RecordedV2.self, version: 2,
+        record: { RecordedV2(terms: $0.query, loading: $0.loading, results: $0.results) },
+        restore: { State(query: $0.terms, loading: $0.loading, results: $0.results) }
+    )
+    .migrating(from: 1) { state in
+        // 1 → 2: `query` became `terms`.
+        state["terms"] = state["query"] ?? ""
+        state["query"] = nil
+    }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import ViewlineKit
 import ViewlinePersistence
 
@@ -7,6 +8,17 @@ import ViewlinePersistence
 public enum SeedApps {
     /// Search, the session (log-in), drafts, contacts and the playlist.
     public static let all: [any ViewModel.Type] = [Search.self, Account.self, Drafts.self, Contacts.self, Playlist.self]
+
+    /// Which release of the seed apps this process runs: 1, the default, or 2, whose
+    /// search view records its state in a new form (``Search/record``: version 2,
+    /// migrated from 1). Two releases of one app side by side are what a rolling
+    /// deploy is rehearsed with (`viewline-server --seed-release 2`, the chaos run's
+    /// `upgrade` fault). Set it before the application is built: a view's record
+    /// declaration is read once, then.
+    public static let release = Atomic<Int>(1)
+
+    /// The releases ``release`` can be.
+    public static let releases = 1...2
 
     /// What `viewline-server`'s app flags set.
     public struct Configuration: Sendable {

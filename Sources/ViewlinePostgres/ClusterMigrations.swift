@@ -72,5 +72,16 @@ enum ClusterMigrations {
                     "CREATE TABLE IF NOT EXISTS viewline_clock_jumps (seen_at timestamptz NOT NULL, jump_ms bigint NOT NULL)"
                 ]
             ),
+            (
+                5,
+                [
+                    // What each node runs, for a rolling deploy: its release (the
+                    // operator's view) and its views' record versions as JSON (a node
+                    // sends a session recorded by a newer release to one that reads it).
+                    // Nodes of an earlier release leave them at their defaults.
+                    "ALTER TABLE viewline_nodes ADD COLUMN IF NOT EXISTS release text NOT NULL DEFAULT ''",
+                    "ALTER TABLE viewline_nodes ADD COLUMN IF NOT EXISTS records text NOT NULL DEFAULT '{}'",
+                ]
+            ),
         ])
 }

@@ -122,10 +122,10 @@ public struct PostgresSessionDirectory: SessionDirectory {
                 """
                 WITH previous AS (SELECT heartbeat_at FROM viewline_nodes WHERE id = \(node.id)),
                 renewed AS (
-                    INSERT INTO viewline_nodes (id, address, web, heartbeat_at, renewals)
-                    VALUES (\(node.id), \(node.address), \(node.web), clock_timestamp(), 1)
-                    ON CONFLICT (id) DO UPDATE SET address = excluded.address, web = excluded.web, heartbeat_at = clock_timestamp(),
-                        renewals = viewline_nodes.renewals + 1
+                    INSERT INTO viewline_nodes (id, address, web, release, records, heartbeat_at, renewals)
+                    VALUES (\(node.id), \(node.address), \(node.web), \(node.release), \(Self.encode(node.records)), clock_timestamp(), 1)
+                    ON CONFLICT (id) DO UPDATE SET address = excluded.address, web = excluded.web, release = excluded.release,
+                        records = excluded.records, heartbeat_at = clock_timestamp(), renewals = viewline_nodes.renewals + 1
                     RETURNING heartbeat_at, claims)
                 SELECT COALESCE((SELECT heartbeat_at FROM previous) <= (SELECT heartbeat_at FROM renewed) - make_interval(secs => \(nodeTimeout.seconds)), false),
                        (SELECT claims FROM renewed), (SELECT heartbeat_at FROM renewed)
@@ -338,14 +338,28 @@ public struct PostgresSessionDirectory: SessionDirectory {
     public func liveNodes(nodeTimeout: Duration) async throws -> [ClusterNode]? {
         try await database.collect(
             """
-            SELECT id, address, web FROM viewline_nodes
+            SELECT id, address, web, release, records FROM viewline_nodes
             WHERE heartbeat_at > clock_timestamp() - make_interval(secs => \(nodeTimeout.seconds))
             ORDER BY id LIMIT \(Self.liveNodesListed)
             """, timeout: statementTimeout
         ) { row in
-            let (id, address, web) = try row.decode((String, String, String).self)
-            return ClusterNode(id: id, address: address, web: web)
+            let (id, address, web, release, records) = try row.decode((String, String, String, String, String).self)
+            return ClusterNode(id: id, address: address, web: web, release: release, records: Self.decode(records))
         }
+    }
+
+    /// A node's record versions as the `records` column keeps them (`{"search":2}`).
+    static func encode(_ records: [String: Int]) -> String {
+        JSON.object(JSONObject(records.sorted { $0.key < $1.key }.map { ($0.key, .int($0.value)) })).encoded
+    }
+
+    /// The `records` column read back; what is not a JSON object of integers (written
+    /// by hand?) reads as no versions: that node is sent no record it may not read.
+    static func decode(_ records: String) -> [String: Int] {
+        guard case .object(let object)? = try? JSON.parse(records) else { return [:] }
+        var versions: [String: Int] = [:]
+        for (view, version) in object.pairs { if let version = version.intValue { versions[view] = version } }
+        return versions
     }
 
     /// At most this many live nodes are listed (a bound on what one renewal reads).

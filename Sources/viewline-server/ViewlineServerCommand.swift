@@ -59,6 +59,11 @@ struct ViewlineServerCommand: AsyncParsableCommand {
             "An origin besides the page's own allowed to open the WebSocket (repeatable), e.g. https://app.example.com.", valueName: "origin"))
     var webOrigin: [String] = []
     @Flag(help: "Add the demo users alice/wonderland and bob/builder (demos, the tutorial, tests; never a real deployment).") var demo = false
+    @Option(
+        help: ArgumentHelp(
+            "Run release 2 of the seed apps (their search view records its state in a new form, migrated from 1): a rolling deploy's rehearsal.",
+            valueName: "n"))
+    var seedRelease = 1
     @Flag(help: "Print the JSON Schema of the commands (derived from the view-models' declarations) and exit.") var printSchema = false
     @Option(help: ArgumentHelp("PEM certificate chain: serve over TLS (with --tls-key).", valueName: "file")) var tlsCert: String?
     @Option(help: ArgumentHelp("PEM private key of the certificate.", valueName: "file")) var tlsKey: String?
@@ -141,6 +146,9 @@ struct ViewlineServerCommand: AsyncParsableCommand {
     func validate() throws {
         guard (0...65535).contains(port) else { throw ValidationError("--port must be between 0 and 65535") }
         if let eventLoops, !(1...256).contains(eventLoops) { throw ValidationError("--event-loops must be between 1 and 256") }
+        guard SeedApps.releases.contains(seedRelease) else {
+            throw ValidationError("--seed-release must be \(SeedApps.releases.map(String.init).joined(separator: " or "))")
+        }
         guard backendLatency >= 0 else { throw ValidationError("--backend-latency must not be negative") }
         guard maxLineBytes >= 16 else { throw ValidationError("--max-line-bytes must be at least 16") }
         guard (tlsCert == nil) == (tlsKey == nil) else { throw ValidationError("--tls-cert and --tls-key go together") }
@@ -197,7 +205,10 @@ struct ViewlineServerCommand: AsyncParsableCommand {
             metricsRegistry = registry
         }
 
+        // Before any application is built: the views' record declarations are read then.
+        SeedApps.release.store(seedRelease, ordering: .relaxed)
         var configuration = ServerConfiguration()
+        if seedRelease != 1 { configuration.release = "\(ViewlineRelease.serverName) seed-apps/\(seedRelease)" }
         configuration.host = host
         configuration.port = port
         configuration.admin = admin

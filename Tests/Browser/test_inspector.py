@@ -179,3 +179,30 @@ def test_a_server_without_admin_serves_no_inspector():
     finally:
         process.terminate()
         process.wait(10)
+
+
+def test_a_record_this_release_cannot_read_is_listed_with_its_versions(page, tmp_path):
+    # A rollback on a database file: release 2 of the seed apps records a search at
+    # version 2; release 1 cannot read it, refuses the attach and keeps the record,
+    # and the inspector lists it — the view, both versions, the reason.
+    database = str(tmp_path / "viewline.sqlite")
+    server = Server(["--db", database, "--drain-seconds", "1", "--seed-release", "2"])
+    try:
+        tcp = server.tcp()
+        token = tcp.welcome["token"]
+        assert tcp.command("search pho")["ok"]
+        assert tcp.command("wait")["ok"]
+        server.stop()
+        server.extra = ["--db", database, "--drain-seconds", "1"]
+        server.start()
+        answer = server.tcp().command(f"attach {token}")
+        assert answer["error"]["code"] == "unavailable" and answer["error"]["retryAfter"] >= 1
+        inspector(page, server)
+        listed = wait(page, lambda: (found := page.find_element(By.ID, "unreadable")) and found.is_displayed() and found)
+        text = listed.text
+        assert "view search: recorded version 2, this release 1" in text and "newer" in text and "record kept" in text
+        assert_clean(page, "the inspector listing an unreadable record")
+    finally:
+        for client in server.clients:
+            client.sock.close()
+        server.stop()

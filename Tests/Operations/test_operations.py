@@ -146,6 +146,9 @@ def test_readyz_is_503_while_the_database_is_down_and_200_when_it_is_back():
         cluster = client.command("info")["result"]["cluster"]
         assert cluster["liveNodes"] == 1 and [node["node"] for node in cluster["nodes"]] == [cluster["node"]]
         assert cluster["nodes"][0]["address"].endswith(":" + process_port.strip())
+        # What the node runs, for a rolling deploy: its release and its record versions.
+        assert cluster["release"] == cluster["nodes"][0]["release"] == "viewline/1.3"
+        assert cluster["nodes"][0]["records"]["search"] == 1
         assert 0 <= cluster["recordLagSeconds"] < 2  # written within the node timeout
 
         def wait_for(code: int) -> str:

@@ -30,7 +30,13 @@ import ViewlinePersistence
         static let view = "notes"
         static let stateSummary = "{body, tags}"
         static func initialState(_ services: Services) -> State { State() }
-        static let commands: [Command<NotesV2>] = []
+        static let commands: [Command<NotesV2>] = [
+            Command("note", summary: "Write the note.", arguments: [.text("text")]) { session, args in
+                let text = args.string("text")
+                session.update { $0.body = text }
+                return [:]
+            }
+        ]
         static let record: StateRecord<State>? = StateRecord.codable(version: 2)
             .migrating(from: 1) { state in
                 // 1 → 2: `text` became `body`; `tags` is new.
@@ -58,6 +64,16 @@ import ViewlinePersistence
         static func initialState(_ services: Services) -> State { State(body: "fresh") }
         static let commands: [Command<NotesLenient>] = []
         static let record: StateRecord<State>? = StateRecord.codable(version: 2, whenUnreadable: .startAtInitialState)
+    }
+
+    /// Release 1 again, its notes declared cheap to lose.
+    enum NotesV1Lenient: ViewModel {
+        typealias State = NotesV1.State
+        static let view = "notes"
+        static let stateSummary = "{text}"
+        static func initialState(_ services: Services) -> State { State() }
+        static let commands: [Command<NotesV1Lenient>] = []
+        static let record: StateRecord<State>? = StateRecord.codable(whenUnreadable: .startAtInitialState)
     }
 
     @Test func aMigrationTurnsAStoredRecordOfTheOldVersionIntoTheNewState() throws {
@@ -173,5 +189,32 @@ import ViewlinePersistence
         }
         #expect(await restored.state(NotesLenient.self).body == "fresh")
         #expect(lenient.unreadableRecords.withLock { $0 }.last?.refused == false)
+    }
+
+    /// A view declared cheap to lose still never starts afresh over a newer record:
+    /// that would overwrite what the newer release wrote (a rolling deploy's newer
+    /// node, or the release rolled forward again, reads it).
+    @Test func aNewerRecordIsRefusedEvenWhereTheViewMayStartAgain() async throws {
+        let deploys = try Deploys()
+        let two = try await deploys.release(NotesV2.self)
+        let session = Session(id: "s1", application: two, output: { _ in })
+        _ = await session.handle(Request(id: .null, name: "note", arguments: Arguments(["text": "written by release 2"])), from: 0)
+        two.cluster!.changed(session)
+
+        let back = try await deploys.release(NotesV1Lenient.self)
+        do {
+            _ = try await back.cluster!.locate(session.token, application: back)
+            Issue.record("an older release must not restore a newer record, lenient or not")
+        } catch let error as ProtocolError {
+            #expect(error.code == .unavailable && error.retryAfter != nil)
+        }
+        #expect(back.unreadableRecords.withLock { $0 }.last?.refused == true)
+
+        let again = try await deploys.release(NotesV2.self)
+        guard case .restored(let kept) = try await again.cluster!.locate(session.token, application: again) else {
+            Issue.record("the record the older release refused must still restore")
+            return
+        }
+        #expect(await kept.state(NotesV2.self).body == "written by release 2")
     }
 }

@@ -32,6 +32,9 @@ public final class Cluster: Sendable {
     let tokenKey: [UInt8]?
     private let advertised: Mutex<String?>
     private let advertisedWeb = Mutex("")
+    /// What this node runs: its release and its views' record versions (set by the
+    /// application it serves).
+    private let runs = Mutex<(release: String, records: [String: Int])>(("", [:]))
     /// Sessions whose records changed since a batch last took them.
     private let dirty = Mutex(Dirty())
     /// The last "a record batch was slow" warning, and the slow batches since.
@@ -191,7 +194,15 @@ public final class Cluster: Sendable {
 
     /// This node as the directory knows it.
     public var node: ClusterNode {
-        ClusterNode(id: nodeID, address: advertised.withLock { $0 } ?? "", web: advertisedWeb.withLock { $0 })
+        let (release, records) = runs.withLock { $0 }
+        return ClusterNode(
+            id: nodeID, address: advertised.withLock { $0 } ?? "", web: advertisedWeb.withLock { $0 }, release: release, records: records)
+    }
+
+    /// What the application this node serves runs: its release (`welcome`'s server
+    /// name) and its views' record versions, advertised with every lease renewal.
+    func runs(release: String, records: [String: Int]) {
+        runs.withLock { $0 = (release, records) }
     }
 
     /// The web listener's page, once bound: what `moved` tells a browser page.
@@ -473,6 +484,21 @@ public final class Cluster: Sendable {
             if let entry = seen[node], entry.renewals == renewals { return now - entry.since }
             seen[node] = (renewals, now)
             return .zero
+        }
+    }
+
+    /// A node other than this one that reads records of `versions` and is alive now:
+    /// listed live by the directory at this moment (not at the last renewal: a node
+    /// that left since is not), and — where the directory counts renewals — seen
+    /// renewing within two fifths of the node timeout by this node's clock, as an
+    /// owner must be to be sent a client (a killed node stays listed a node timeout).
+    private func liveNode(reading versions: [String: Int]) async -> ClusterNode? {
+        guard let nodes = try? await directory.liveNodes(nodeTimeout: nodeTimeout) else { return nil }
+        let now = ContinuousClock.now
+        let seen = renewalsSeen.withLock { $0 }
+        return nodes.first { node in
+            node.id != nodeID && !node.address.isEmpty && node.reads(versions)
+                && (seen[node.id].map { now - $0.since < nodeTimeout * 2 / 5 } ?? seen.isEmpty)
         }
     }
 
@@ -1216,7 +1242,15 @@ public final class Cluster: Sendable {
             let views = unreadable.filter(\.refused).map(\.view)
             if unreadable.allSatisfy({ !$0.refused || $0.reason == .newer }) {
                 // Written by a newer release (a rolling deploy under way, or rolled
-                // back): a node that runs it can restore it, so the client tries again.
+                // back): a live node that reads it restores it; without one, the
+                // client tries again (a node of that release may be on its way).
+                let versions = Dictionary(unreadable.map { ($0.view, $0.recordedVersion) }, uniquingKeysWith: max)
+                if let reader = await liveNode(reading: versions) {
+                    logger.info(
+                        "a session recorded by a newer release sent to a node that runs it",
+                        metadata: ["record": "\(lookup)", "node": "\(reader.id)", "release": "\(reader.release)"])
+                    return .moved(address: reader.address, web: reader.web)
+                }
                 throw ProtocolError(
                     .unavailable,
                     "the session was recorded by a newer release than this node runs; attach to a node that runs it, or try again in a moment",

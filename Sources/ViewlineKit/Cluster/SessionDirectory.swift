@@ -141,12 +141,29 @@ public struct ClusterNode: Sendable, Equatable {
     /// Where the node's web page is (`http://host:port/`), or `""` without one: what
     /// `moved` tells a browser page, which speaks WebSocket rather than TCP.
     public var web: String
+    /// The release the node runs, as it says in `welcome` (`viewline/1.3`, or the
+    /// app's own name): what the operator reads in `info` and `inspect` during a
+    /// rolling deploy. `""` when the directory does not keep it.
+    public var release: String
+    /// The version of each view's record the node writes, by view (views it does not
+    /// record are absent): a record holding a view of a higher version than a node
+    /// knows is restored only by a node that knows it (`moved` there).
+    public var records: [String: Int]
 
-    /// A node named `id`, reached at `address` (and its page at `web`).
-    public init(id: String, address: String, web: String = "") {
+    /// A node named `id`, reached at `address` (and its page at `web`), running
+    /// `release` with `records`' versions of the views' records.
+    public init(id: String, address: String, web: String = "", release: String = "", records: [String: Int] = [:]) {
         self.id = id
         self.address = address
         self.web = web
+        self.release = release
+        self.records = records
+    }
+
+    /// Whether this node reads every view of a record at the given versions (each
+    /// view's recorded version at most the one this node writes).
+    public func reads(_ versions: [String: Int]) -> Bool {
+        versions.allSatisfy { view, version in (records[view] ?? 0) >= version }
     }
 }
 

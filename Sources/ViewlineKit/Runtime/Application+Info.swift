@@ -43,10 +43,16 @@ extension Application {
         if let cluster {
             let live = cluster.liveNodes
             clusterGroup = [
-                "node": .string(cluster.nodeID), "leaseValid": .bool(cluster.isServing()),
+                "node": .string(cluster.nodeID), "release": .string(cluster.node.release), "leaseValid": .bool(cluster.isServing()),
                 "liveNodes": live.map { .int($0.count) } ?? .null,
                 "nodes": live.map { nodes in
-                    .array(nodes.map { ["node": .string($0.id), "address": .string($0.address), "web": .string($0.web)] })
+                    .array(
+                        nodes.map {
+                            [
+                                "node": .string($0.id), "address": .string($0.address), "web": .string($0.web), "release": .string($0.release),
+                                "records": .object(JSONObject($0.records.sorted { $0.key < $1.key }.map { ($0.key, .int($0.value)) })),
+                            ]
+                        })
                 } ?? .null,
                 "recordLagSeconds": .double(cluster.recordLag().seconds),
             ]

@@ -168,6 +168,9 @@ public final class Application: Sendable {
         userChangedHooks = hooks
         self.restoredHooks = restoredHooks
         self.cluster = cluster
+        cluster?.runs(
+            release: configuration.release ?? serverName,
+            records: Dictionary(views.compactMap { view in view.recordVersion.map { (view.name, $0) } }, uniquingKeysWith: max))
         tokens = SessionTokens(key: cluster?.tokenKey)
         metrics =
             recordsMetrics

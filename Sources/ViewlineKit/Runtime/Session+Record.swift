@@ -148,7 +148,10 @@ extension Session {
                 unreadable.append(
                     UnreadableRecord(
                         session: record["id"]?.stringValue ?? "", view: view.name, recordedVersion: recorded, version: version, reason: reason,
-                        refused: view.whenUnreadable == .refuseAttach))
+                        // A newer record is never read here, whatever the view allows:
+                        // starting the view afresh would overwrite it (a rolling deploy's
+                        // newer node, or the release rolled forward again, reads it).
+                        refused: view.whenUnreadable == .refuseAttach || reason == .newer))
             }
         }
         return (states, unreadable)

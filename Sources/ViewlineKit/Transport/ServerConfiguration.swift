@@ -80,6 +80,10 @@ public struct ServerConfiguration: Sendable {
     public var slowCommandThreshold: Duration = .milliseconds(100)
     /// Names the server in `welcome`.
     public var serverName = ViewlineRelease.serverName
+    /// What this node says it runs in a cluster's directory (`info`'s and `inspect`'s
+    /// nodes), for the operator of a rolling deploy: the app's own release
+    /// (`shop 2.4.1`); `nil`, the default, says ``serverName``.
+    public var release: String?
     /// Whether a server made with
     /// ``ViewlineServer/init(apps:services:faults:cluster:configuration:logger:)``
     /// and no ``inspectorToken`` takes the token from the file the environment

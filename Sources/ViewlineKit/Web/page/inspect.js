@@ -206,7 +206,10 @@ function nodes(cluster) {
   const line = $("node");
   const others = (Array.isArray(cluster.nodes) ? cluster.nodes : []).filter((node) => node.node !== cluster.node);
   line.replaceChildren(
-    element("span", `node ${cluster.node} · lease ${cluster.leaseValid ? "valid" : "not valid"} · ${cluster.liveNodes ?? "?"} live nodes`),
+    element(
+      "span",
+      `node ${cluster.node}${cluster.release ? ` (${cluster.release})` : ""} · lease ${cluster.leaseValid ? "valid" : "not valid"} · ${cluster.liveNodes ?? "?"} live nodes`,
+    ),
   );
   if (!others.length) return;
   line.append(element("span", " · other nodes: "));
@@ -221,6 +224,8 @@ function nodes(cluster) {
     } else {
       line.append(element("span", `${node.node} (${node.address}, no web listener)`));
     }
+    // A rolling deploy shows as nodes of two releases.
+    if (node.release && node.release !== cluster.release) line.append(element("span", ` (${node.release})`));
   });
 }
 
@@ -258,6 +263,7 @@ async function sessions() {
   }[sort];
   rows.sort((a, b) => (sort === "session" ? String(key(a)).localeCompare(String(key(b)), undefined, { numeric: true }) : key(b) > key(a) ? 1 : key(b) < key(a) ? -1 : 0));
   $("sessions-count").textContent = `${reply.result.count} sessions on this node${reply.result.recording ? "" : " (no timelines)"}; ${rows.length} shown`;
+  unreadable(reply.result.unreadableRecords);
   const body = $("sessions");
   body.replaceChildren(
     ...rows.map((row) => {
@@ -282,6 +288,22 @@ async function sessions() {
       if (row.session === selected) tr.setAttribute("aria-selected", "true");
       return tr;
     }),
+  );
+}
+
+// Records a restore could not read (`inspect`'s `unreadableRecords`): which view, its
+// recorded and this release's versions, why, and whether the attach was refused.
+function unreadable(records) {
+  const list = Array.isArray(records) ? records : [];
+  $("unreadable-section").hidden = list.length === 0;
+  $("unreadable").replaceChildren(
+    ...list.map((record) =>
+      element(
+        "li",
+        `session ${record.session}, view ${record.view}: recorded version ${record.recordedVersion}, this release ${record.version}` +
+          ` (${record.reason}: ${record.detail}); ${record.refused ? "attach refused, record kept" : "view started afresh"}`,
+      ),
+    ),
   );
 }
 
