@@ -19,17 +19,26 @@ public final class WebSocketClient: ProtocolClient {
 
     /// Connects and upgrades `/ws` (with `origin` as the `Origin` header, if any);
     /// throws unless the server switches protocols.
-    public init(port: Int, origin: String? = nil, path: String = "/ws") throws {
-        connection = try LineClient(port: port)
-        let response = try Self.upgrade(connection, port: port, origin: origin, path: path)
+    public convenience init(port: Int, origin: String? = nil, path: String = "/ws") throws {
+        try self.init(connection: LineClient(port: port), port: port, origin: origin, path: path)
+    }
+
+    /// Upgrades `/ws` over `connection` (opened by the caller: from a source address
+    /// of its choosing, or after a PROXY protocol header), with `headers` besides.
+    public init(connection: LineClient, port: Int, origin: String? = nil, path: String = "/ws", headers: [(String, String)] = []) throws {
+        self.connection = connection
+        let response = try Self.upgrade(connection, port: port, origin: origin, path: path, headers: headers)
         guard response.status == 101 else { throw LineClient.Failure(description: "upgrade refused: \(response.status)") }
     }
 
-    /// Sends an upgrade request and reads the response head, whatever it is.
-    public static func upgrade(_ connection: LineClient, port: Int, origin: String?, path: String = "/ws") throws -> Response {
+    /// Sends an upgrade request (with `headers` besides) and reads the response head, whatever it is.
+    public static func upgrade(
+        _ connection: LineClient, port: Int, origin: String?, path: String = "/ws", headers: [(String, String)] = []
+    ) throws -> Response {
         var request = "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
         request += "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
         if let origin { request += "Origin: \(origin)\r\n" }
+        for (name, value) in headers { request += "\(name): \(value)\r\n" }
         try connection.sendRaw(Array((request + "\r\n").utf8))
         return try readHead(connection)
     }

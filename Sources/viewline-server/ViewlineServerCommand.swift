@@ -61,6 +61,11 @@ struct ViewlineServerCommand: AsyncParsableCommand {
     @Flag(help: "Add the demo users alice/wonderland and bob/builder (demos, the tutorial, tests; never a real deployment).") var demo = false
     @Option(
         help: ArgumentHelp(
+            "A load balancer whose PROXY protocol header (and on the web listener Forwarded/X-Forwarded-For) gives the client's address (repeatable): an address or network, e.g. 10.0.0.5 or 10.0.0.0/8. Its connections must begin with the header; a header from any other peer closes the connection.",
+            valueName: "address"))
+    var trustedProxy: [String] = []
+    @Option(
+        help: ArgumentHelp(
             "Run release 2 of the seed apps (their search view records its state in a new form, migrated from 1): a rolling deploy's rehearsal.",
             valueName: "n"))
     var seedRelease = 1
@@ -146,6 +151,7 @@ struct ViewlineServerCommand: AsyncParsableCommand {
     func validate() throws {
         guard (0...65535).contains(port) else { throw ValidationError("--port must be between 0 and 65535") }
         if let eventLoops, !(1...256).contains(eventLoops) { throw ValidationError("--event-loops must be between 1 and 256") }
+        do { _ = try TrustedProxies(trustedProxy) } catch { throw ValidationError("--trusted-proxy: \(error)") }
         guard SeedApps.releases.contains(seedRelease) else {
             throw ValidationError("--seed-release must be \(SeedApps.releases.map(String.init).joined(separator: " or "))")
         }
@@ -210,6 +216,7 @@ struct ViewlineServerCommand: AsyncParsableCommand {
         var configuration = ServerConfiguration()
         if seedRelease != 1 { configuration.release = "\(ViewlineRelease.serverName) seed-apps/\(seedRelease)" }
         configuration.host = host
+        configuration.trustedProxies = try TrustedProxies(trustedProxy)
         configuration.port = port
         configuration.admin = admin
         if let inspectorTokenFile {

@@ -65,7 +65,7 @@ final class ClientConnection: Sendable {
     private let logger: Logger
 
     init(
-        number: Int, channel: any Channel, outbound: OutboundLines, budget: InputBudget, session: Session,
+        number: Int, channel: any Channel, peer: String?, outbound: OutboundLines, budget: InputBudget, session: Session,
         server: ViewlineServer, transport: ServerMetrics.Transport, logger: Logger
     ) {
         self.number = number
@@ -75,7 +75,7 @@ final class ClientConnection: Sendable {
         self.outbound = outbound
         self.server = server
         commands = server.application.commands
-        peer = channel.remoteAddress?.clientKey
+        self.peer = peer
         logsCommands = logger.logLevel <= .debug
         self.logger = logger
         state = Mutex(State(session: session, own: session))

@@ -13,24 +13,32 @@ final class ConnectionHandler: ChannelInboundHandler, LineReceiver {
     private let transport: ServerMetrics.Transport
     /// What the connection holds on the way in, shared with its framer.
     private let budget: InputBudget
+    /// Who the client is (a trusted proxy may have said), read when it is admitted.
+    private let peer: PeerAddress?
     /// Read for every line, only on the channel's loop (not checked for exclusive
     /// access at run time, as the session's per-command fields are not).
     @exclusivity(unchecked) private var connection: ClientConnection?
 
-    init(server: ViewlineServer, transport: ServerMetrics.Transport, budget: InputBudget) {
+    init(server: ViewlineServer, transport: ServerMetrics.Transport, budget: InputBudget, peer: PeerAddress? = nil) {
         self.server = server
         self.transport = transport
         self.budget = budget
+        self.peer = peer
     }
 
     func channelActive(context: ChannelHandlerContext) {
-        if connection == nil { connection = server.accept(context.channel, transport: transport, budget: budget) }
+        if connection == nil { accept(context) }
         context.fireChannelActive()
     }
 
     /// Added to a channel already open: a WebSocket once its upgrade is done.
     func handlerAdded(context: ChannelHandlerContext) {
-        if context.channel.isActive, connection == nil { connection = server.accept(context.channel, transport: transport, budget: budget) }
+        if context.channel.isActive, connection == nil { accept(context) }
+    }
+
+    private func accept(_ context: ChannelHandlerContext) {
+        let address = peer?.current ?? context.channel.remoteAddress
+        connection = server.accept(context.channel, peer: address, transport: transport, budget: budget)
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {

@@ -34,10 +34,9 @@ final class ConnectionRegistry: Sendable {
     }
 
     /// Adds the connection unless `limit` connections are already open, or
-    /// `perAddress` from its address (0: no cap per address).
-    func add(_ number: Int, channel: any Channel, outbound: OutboundLines, limit: Int, perAddress: Int) -> Refusal? {
-        let address = channel.remoteAddress?.clientKey ?? ""
-        return state.withLock { state in
+    /// `perAddress` from its client's `address` (0: no cap per address).
+    func add(_ number: Int, channel: any Channel, address: String, outbound: OutboundLines, limit: Int, perAddress: Int) -> Refusal? {
+        state.withLock { state in
             guard state.connections.count + state.reserved < limit else { return .full }
             let fromAddress = state.perAddress[address] ?? 0
             guard perAddress == 0 || fromAddress < perAddress else { return .addressFull }

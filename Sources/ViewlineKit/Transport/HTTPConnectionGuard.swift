@@ -19,6 +19,11 @@ import NIOHTTP1
 ///
 /// Removed at a WebSocket upgrade, giving its place back: the protocol connection
 /// that follows takes a place of its own and lives by the line protocol's limits.
+///
+/// Behind a trusted proxy the place is the client's its PROXY protocol header names;
+/// a trusted proxy's connection without one (HTTP mode, many clients' requests over
+/// it) counts against `--max-clients` only, since its clients are known request by
+/// request: each WebSocket it upgrades is capped per client (its forwarding header's).
 final class HTTPConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias InboundOut = HTTPServerRequestPart
@@ -34,6 +39,9 @@ final class HTTPConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
 
     private let admission: Admission
     private let timeout: TimeAmount?
+    /// The client's address as a trusted proxy said it (`nil`: none is trusted).
+    private let peer: PeerAddress?
+    private let trusted: TrustedProxies
     /// The address whose place this connection holds; `nil` before or after.
     private var place: String?
     /// Request parts held back while the backlog is over the budget, in order.
@@ -42,9 +50,11 @@ final class HTTPConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     /// Between a request's head and its end: the deadline is the request's.
     private var readingRequest = false
 
-    init(admission: Admission, timeout: TimeAmount?) {
+    init(admission: Admission, timeout: TimeAmount?, peer: PeerAddress? = nil, trusted: TrustedProxies = TrustedProxies()) {
         self.admission = admission
         self.timeout = timeout
+        self.peer = peer
+        self.trusted = trusted
     }
 
     // MARK: place
@@ -60,8 +70,10 @@ final class HTTPConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
 
     private func opened(context: ChannelHandlerContext) {
         guard place == nil else { return }
-        let address = context.channel.remoteAddress?.clientKey ?? ""
-        if admission.registry.reserve(address: address, limit: admission.limit, perAddress: admission.perAddress) != nil {
+        let client = peer?.current ?? context.channel.remoteAddress
+        let address = client?.clientKey ?? ""
+        let perAddress = trusted.contains(client) ? 0 : admission.perAddress
+        if admission.registry.reserve(address: address, limit: admission.limit, perAddress: perAddress) != nil {
             // No place: nothing is read or written; the descriptor goes at once.
             context.close(promise: nil)
             return

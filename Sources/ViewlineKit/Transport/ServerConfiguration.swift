@@ -78,6 +78,10 @@ public struct ServerConfiguration: Sendable {
     public var drainTimeout: Duration = .seconds(10)
     /// Commands at least this slow are kept in the slow log (`slowlog`).
     public var slowCommandThreshold: Duration = .milliseconds(100)
+    /// The load balancers whose word on a client's address is taken (a PROXY protocol
+    /// header on the line and web listeners, and `Forwarded`/`X-Forwarded-For` on the
+    /// web listener): see ``TrustedProxies``. None by default.
+    public var trustedProxies = TrustedProxies()
     /// Names the server in `welcome`.
     public var serverName = ViewlineRelease.serverName
     /// What this node says it runs in a cluster's directory (`info`'s and `inspect`'s

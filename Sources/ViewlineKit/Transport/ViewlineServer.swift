@@ -158,6 +158,8 @@ public final class ViewlineServer: Service, Sendable {
         let maximumLineBytes = configuration.maximumLineBytes
         let lineTimeout = configuration.incompleteLineTimeout.map { TimeAmount.nanoseconds(Int64($0.seconds * 1e9)) }
         let tls = configuration.tls
+        let trusted = configuration.trustedProxies
+        let proxyWarnings = ProxyHeaderWarnings(logger: logger)
         do {
             let channel = try await ServerBootstrap(group: group)
                 .serverChannelOption(.backlog, value: Int32(clamping: configuration.listenBacklog))
@@ -176,11 +178,14 @@ public final class ViewlineServer: Service, Sendable {
                 .childChannelOption(.allowRemoteHalfClosure, value: true)
                 .childChannelInitializer { [unowned self] channel in
                     channel.eventLoop.makeCompletedFuture {
+                        // Before TLS: a proxy's header precedes the handshake.
+                        let peer = try Self.addProxyHeader(
+                            trusted, to: channel.pipeline.syncOperations, timeout: lineTimeout, warnings: proxyWarnings)
                         if let tls {
                             try tls.addServerHandlers(to: channel.pipeline.syncOperations)
                         }
                         let budget = InputBudget()
-                        let connection = ConnectionHandler(server: self, transport: tls == nil ? .tcp : .tls, budget: budget)
+                        let connection = ConnectionHandler(server: self, transport: tls == nil ? .tcp : .tls, budget: budget, peer: peer)
                         try channel.pipeline.syncOperations.addHandlers(
                             LineFrameHandler(
                                 maximumLength: maximumLineBytes, incompleteLineTimeout: lineTimeout, budget: budget, next: connection),
@@ -384,6 +389,8 @@ public final class ViewlineServer: Service, Sendable {
                 })
         let admission = httpAdmission
         let timeout = Self.httpTimeout(configuration)
+        let trusted = configuration.trustedProxies
+        let proxyWarnings = ProxyHeaderWarnings(logger: logger)
         return try await ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: Int32(clamping: configuration.listenBacklog))
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -396,15 +403,26 @@ public final class ViewlineServer: Service, Sendable {
             )
             .childChannelInitializer { [unowned self] channel in
                 channel.eventLoop.makeCompletedFuture {
+                    let peer =
+                        try Self.addProxyHeader(
+                            trusted, to: channel.pipeline.syncOperations, timeout: timeout, required: false, warnings: proxyWarnings)
                     if let tls {
                         try tls.addServerHandlers(to: channel.pipeline.syncOperations)
                     }
-                    let guarded = HTTPConnectionGuard(admission: admission, timeout: timeout)
+                    let guarded = HTTPConnectionGuard(admission: admission, timeout: timeout, peer: peer, trusted: trusted)
                     let page = WebPageHandler(origins: origins, inspector: application.inspects)
                     let upgrader = WebSocketUpgrader(
                         shouldUpgrade: { channel, head in
-                            head.uri.split(separator: "?").first == "/ws" && origins.acceptsHost(head)
-                                && origins.allows(head, local: channel.localAddress)
+                            guard
+                                head.uri.split(separator: "?").first == "/ws" && origins.acceptsHost(head)
+                                    && origins.allows(head, local: channel.localAddress)
+                            else { return false }
+                            // Through a trusted proxy in HTTP mode: the session is the
+                            // client's its forwarding header names.
+                            if let peer, let relay = peer.proxied ?? channel.remoteAddress, trusted.contains(relay) {
+                                peer.forwarded(for: trusted.client(of: relay, headers: head.headers))
+                            }
+                            return true
                         },
                         upgradePipeline: { [unowned self] pipeline in
                             // A frame somewhat over the line limit still arrives, to be
@@ -413,7 +431,7 @@ public final class ViewlineServer: Service, Sendable {
                             let lines = WebSocketLines(
                                 maximumLength: maximumLineBytes, maximumFrameLength: min(Int(UInt32.max), maximumLineBytes * 2 + 1024),
                                 incompleteMessageTimeout: timeout, budget: budget)
-                            try pipeline.addHandlers(lines, ConnectionHandler(server: self, transport: .websocket, budget: budget))
+                            try pipeline.addHandlers(lines, ConnectionHandler(server: self, transport: .websocket, budget: budget, peer: peer))
                         })
                     let queue = HTTPRequestQueue(logger: logger)
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(
@@ -430,6 +448,22 @@ public final class ViewlineServer: Service, Sendable {
                 }
             }
             .bind(host: configuration.host, port: port).get()
+    }
+
+    /// With trusted proxies, a connection's first handler reads their PROXY protocol
+    /// header (``ProxyHeaderHandler``); returns where it puts the client's address
+    /// (`nil`: no proxy is trusted, the peer is the client).
+    /// On the web listener (`required` false) a trusted proxy may send none: its
+    /// requests' forwarding headers name the clients.
+    private static func addProxyHeader(
+        _ trusted: TrustedProxies, to pipeline: ChannelPipeline.SynchronousOperations, timeout: TimeAmount?, required: Bool = true,
+        warnings: ProxyHeaderWarnings
+    ) throws -> PeerAddress? {
+        guard !trusted.isEmpty else { return nil }
+        let peer = PeerAddress()
+        try pipeline.addHandler(
+            ProxyHeaderHandler(trusted: trusted, peer: peer, timeout: timeout ?? .seconds(10), required: required, warnings: warnings))
+        return peer
     }
 
     /// Puts `queue` between NIO's request decoder and its pipelining handler, where it
@@ -516,16 +550,19 @@ public final class ViewlineServer: Service, Sendable {
 
     /// A new connection, on its event loop: its session (on the same loop) and
     /// `welcome`, or `bye` when the server is full.
-    func accept(_ channel: any Channel, transport: ServerMetrics.Transport, budget: InputBudget) -> ClientConnection? {
+    /// `peer` is the client's address (a trusted proxy's word, or the TCP peer's).
+    func accept(_ channel: any Channel, peer: SocketAddress?, transport: ServerMetrics.Transport, budget: InputBudget) -> ClientConnection? {
+        let address = peer?.clientKey
         let number = registry.nextNumber()
         var lease: (@Sendable () -> ContinuousClock.Instant?)?
         if let cluster = application.cluster { lease = { cluster.servingUntil() } }
         let outbound = OutboundLines(
             channel: channel, logger: logger, metrics: application.metrics, counts: application.connections,
             flushes: loopFlushes[ObjectIdentifier(channel.eventLoop)], limit: configuration.maximumOutputBytes,
-            lease: lease)
+            address: address ?? "", lease: lease)
         if let refusal = registry.add(
-            number, channel: channel, outbound: outbound, limit: maximumClients, perAddress: maximumClientsPerAddress)
+            number, channel: channel, address: address ?? "", outbound: outbound, limit: maximumClients,
+            perAddress: maximumClientsPerAddress)
         {
             refuse(outbound, reason: refusal == .full ? "max clients reached" : "max clients per address reached")
             return nil
@@ -533,7 +570,7 @@ public final class ViewlineServer: Service, Sendable {
         // Recorded sessions outlive this node's life: their ids carry a part of its name,
         // so no session made here is named like one restored from an earlier life.
         let id = application.cluster.map { "s\(number)-\($0.nodeID.suffix(6))" } ?? "s\(number)"
-        let session = Session(id: id, application: application, peer: channel.remoteAddress?.clientKey, eventLoop: channel.eventLoop)
+        let session = Session(id: id, application: application, peer: address, eventLoop: channel.eventLoop)
         switch application.sessions.register(session) {
         case .success(let evicted):
             if let evicted { Task { await evicted.close(.evicted) } }
@@ -544,7 +581,7 @@ public final class ViewlineServer: Service, Sendable {
         }
         application.cluster?.changed(session)  // its record, so another node can take it over
         let connection = ClientConnection(
-            number: number, channel: channel, outbound: outbound, budget: budget, session: session, server: self,
+            number: number, channel: channel, peer: address, outbound: outbound, budget: budget, session: session, server: self,
             transport: transport, logger: logger)
         registry.bind(number, to: connection)
         application.connections.opened(transport)
@@ -554,7 +591,9 @@ public final class ViewlineServer: Service, Sendable {
         }
         session.assumeIsolated { $0.connect(connection.link, as: number) }
         application.sessions.attached(session)
-        logger.info("connected", metadata: ["session": "\(session.id)", "peer": "\(channel.remoteAddress?.description ?? "?")"])
+        var metadata: Logger.Metadata = ["session": "\(session.id)", "peer": "\(peer?.description ?? "?")"]
+        if let proxy = channel.remoteAddress, proxy != peer { metadata["proxy"] = "\(proxy)" }
+        logger.info("connected", metadata: metadata)
         outbound.send(session.welcome.line)
         return connection
     }
