@@ -8,7 +8,8 @@ import ViewlineProtocol
 /// (`LineFrameHandler`, fed in two chunks), then request decoding (UTF-8, the
 /// inline tokenizer or the JSON parser) and argument checking against a declaration
 /// of each shape commands take (``commands``); then both framers with the
-/// connection's input budget checked after every read (``FramerCheck``). Nothing
+/// connection's input budget checked after every read (``FramerCheck``); and the
+/// PROXY protocol header a trusted proxy sends first (``ProxyHeader``). Nothing
 /// here may crash, whatever the bytes.
 enum FuzzLines {
     /// A command of each shape commands take (``CommandSpec/everyShape``): the fuzzer
@@ -35,6 +36,11 @@ enum FuzzLines {
         // Both framers (TCP lines, WebSocket) with their input budget: bytes held stay
         // within the bound after every read.
         FramerCheck.run(bytes)
+        // A trusted proxy's PROXY protocol header: whatever it reads, a header it
+        // accepts is no longer than the bytes and than the most a connection holds.
+        if case .header(_, let length) = ProxyHeader.parse(ByteBuffer(bytes: bytes)) {
+            precondition(length <= bytes.count && length <= ProxyHeader.maximumLength, "a header longer than its bytes")
+        }
     }
 }
 

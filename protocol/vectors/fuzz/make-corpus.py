@@ -25,6 +25,15 @@ def lines():
                 for step in json.load(f)["steps"]:
                     if "send" in step:
                         yield step["send"].encode("utf-8")
+    # PROXY protocol headers as a trusted load balancer sends them (v1, v2 IPv4 and
+    # IPv6 with a TLV, a LOCAL health check), each followed by a command.
+    signature = b"\r\n\r\n\x00\r\nQUIT\n"
+    yield b"PROXY TCP4 203.0.113.7 10.0.0.1 56324 7878\r\nping"
+    yield b"PROXY TCP6 2001:db8::7 2001:db8::1 4711 443\r\nping"
+    yield b"PROXY UNKNOWN\r\nping"
+    yield signature + b"\x21\x11\x00\x0c" + bytes([203, 0, 113, 7, 10, 0, 0, 1, 0xDC, 0x04, 0x1E, 0xC6]) + b"ping"
+    yield signature + b"\x21\x21\x00\x29" + bytes(32) + b"\x12\x67\x01\xbb" + b"\x01\x00\x02h2" + b"ping"
+    yield signature + b"\x20\x00\x00\x00" + b"ping"
     crashes = os.path.join(HERE, "crashes")
     for name in sorted(os.listdir(crashes)) if os.path.isdir(crashes) else []:
         with open(os.path.join(crashes, name), "rb") as f:
