@@ -8,8 +8,9 @@ say() { printf '\033[1m==> %s\033[0m (%d s)\n' "$*" "$SECONDS" >&2; }
 setup() {
     local sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
     local missing=()
-    # postgresql: the engine for several nodes (its tests start a throwaway server).
-    for pkg in libedit-dev libsqlite3-dev libcrypt-dev libssl-dev openssl pkg-config netcat-openbsd postgresql faketime chromium chromium-driver; do
+    # postgresql: the engine for several nodes (its tests start a throwaway server);
+    # haproxy: the load balancer the deploy tests put in front of them (deploy/haproxy.cfg).
+    for pkg in libedit-dev libsqlite3-dev libcrypt-dev libssl-dev openssl pkg-config netcat-openbsd postgresql faketime chromium chromium-driver haproxy; do
         dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
     done
     command -v python3 >/dev/null || missing+=(python3)
