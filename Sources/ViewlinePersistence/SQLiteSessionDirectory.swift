@@ -280,6 +280,13 @@ public final class SQLiteSessionDirectory: SessionDirectory {
         }
     }
 
+    public func handOver(lookup: String, by node: ClusterNode, to successor: String) async throws {
+        try await writer.write { db in
+            try db.execute(
+                sql: "UPDATE sessionRecord SET owner = ? WHERE lookup = ? AND owner = ? AND NOT ended", arguments: [successor, lookup, node.id])
+        }
+    }
+
     public func lost(_ lookups: [String], by node: ClusterNode) async throws -> [String] {
         guard !lookups.isEmpty else { return [] }
         return try await writer.read { db in

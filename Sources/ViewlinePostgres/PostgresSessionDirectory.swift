@@ -450,6 +450,12 @@ public struct PostgresSessionDirectory: SessionDirectory {
             """, timeout: statementTimeout)
     }
 
+    public func handOver(lookup: String, by node: ClusterNode, to successor: String) async throws {
+        try await database.run(
+            "UPDATE viewline_sessions SET owner = \(successor) WHERE lookup = \(lookup) AND owner = \(node.id) AND NOT ended",
+            timeout: statementTimeout)
+    }
+
     public func lost(_ lookups: [String], by node: ClusterNode) async throws -> [String] {
         guard !lookups.isEmpty else { return [] }
         // A session with no record yet was never seen by another node: not lost. One

@@ -118,9 +118,15 @@ import ViewlinePersistence
                 await previous.cluster!.flush()
                 try await directory.leave(previous.cluster!.node)
             }
-            let cluster = Cluster(directory: directory, address: "127.0.0.1:7878", nodeTimeout: .seconds(600))
-            try await cluster.renew()
+            return try await node(model, address: "127.0.0.1:7878")
+        }
+
+        /// A node of the release serving `model` at `address`, beside those running
+        /// (as in a rolling deploy: they share the directory, each with its lease).
+        func node(_ model: any ViewModel.Type, address: String) async throws -> Application {
+            let cluster = Cluster(directory: directory, address: address, nodeTimeout: .seconds(600))
             let application = Application([model], services: Services(), cluster: cluster)
+            try await cluster.renew()  // with its release and record versions
             cluster.hold(application.sessions)
             lives.append(application)
             return application
@@ -216,5 +222,80 @@ import ViewlinePersistence
             return
         }
         #expect(await kept.state(NotesV2.self).body == "written by release 2")
+    }
+
+    /// Many attaches of one session at once on a node that cannot read its record
+    /// (a client's tabs, retries): each is told to try again, none that the session is
+    /// gone, and the record is untouched.
+    @Test func concurrentAttachesOfANewerRecordAreAllToldToTryAgain() async throws {
+        let deploys = try Deploys()
+        let two = try await deploys.release(NotesV2.self)
+        let session = Session(id: "s1", application: two, output: { _ in })
+        _ = await session.handle(Request(id: .null, name: "note", arguments: Arguments(["text": "kept"])), from: 0)
+        two.cluster!.changed(session)
+        let back = try await deploys.release(NotesV1.self)
+        let codes = await withTaskGroup(of: String.self) { group in
+            for _ in 0..<8 {
+                group.addTask {
+                    do {
+                        _ = try await back.cluster!.locate(session.token, application: back)
+                        return "found"
+                    } catch let error as ProtocolError {
+                        return error.code.rawValue
+                    } catch {
+                        return "\(error)"
+                    }
+                }
+            }
+            return await group.reduce(into: [String]()) { $0.append($1) }
+        }
+        #expect(codes == Array(repeating: "unavailable", count: 8))
+        // Once, in the log and in `inspect`, however many asked.
+        #expect(back.unreadableRecords.withLock { $0 }.count == 1)
+        let again = try await deploys.release(NotesV2.self)
+        guard case .restored(let kept) = try await again.cluster!.locate(session.token, application: again) else {
+            Issue.record("the record must still restore on release 2")
+            return
+        }
+        #expect(await kept.state(NotesV2.self).body == "kept")
+    }
+
+    /// A node of the older release left owning a newer record (its give-back failed,
+    /// or its claim committed after its caller gave up) hands it to a live node of the
+    /// newer release and sends the client there: never `moved` back and forth.
+    @Test func anOlderNodeOwningANewerRecordHandsItToANodeThatReadsIt() async throws {
+        let deploys = try Deploys()
+        let two = try await deploys.node(NotesV2.self, address: "127.0.0.1:7002")
+        let one = try await deploys.node(NotesV1.self, address: "127.0.0.1:7001")
+        let session = Session(id: "s1", application: two, output: { _ in })
+        _ = await session.handle(Request(id: .null, name: "note", arguments: Arguments(["text": "written by 2"])), from: 0)
+        two.cluster!.changed(session)
+        await two.cluster!.flush()
+        await session.close()  // gone from node two; its record stays
+        let lookup = String(session.token.prefix(16))
+        try await deploys.directory.handOver(lookup: lookup, by: two.cluster!.node, to: one.cluster!.nodeID)
+
+        guard case .moved(let address, _) = try await one.cluster!.locate(session.token, application: one) else {
+            Issue.record("the older node must send the client to the node that reads the record")
+            return
+        }
+        #expect(address == "127.0.0.1:7002")
+        guard case .restored(let restored) = try await two.cluster!.locate(session.token, application: two) else {
+            Issue.record("the newer node must restore the record handed to it")
+            return
+        }
+        #expect(await restored.state(NotesV2.self).body == "written by 2")
+    }
+
+    /// A record that is not JSON, or holds no views, or a version that is not a
+    /// number, is refused as unreadable: never a session at its initial states.
+    @Test func aCorruptRecordIsRefusedNeverRestoredBlank() async throws {
+        let one = try Application([NotesV1.self], services: Services())
+        for text in ["not json {", #"{"id":"s1","vews":{}}"#, #"{"id":"s1","views":{"notes":{"text":"x"}},"versions":{"notes":"1"}}"#] {
+            let (_, states, unreadable) = Session.readRecord(text, application: one)
+            #expect(states.isEmpty && unreadable.count == 1 && unreadable.allSatisfy(\.refused), "\(text)")
+        }
+        let (_, states, unreadable) = Session.readRecord(#"{"id":"s1","views":{"notes":{"text":"x"}}}"#, application: one)
+        #expect(states.count == 1 && unreadable.isEmpty)
     }
 }

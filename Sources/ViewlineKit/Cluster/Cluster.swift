@@ -158,6 +158,9 @@ public final class Cluster: Sendable {
     /// on each: two connections attaching to the same orphaned session at once share
     /// one restore (the first runs it; the others wait for it to end).
     private let inFlight = Mutex<[String: [CheckedContinuation<Void, Never>]]>([:])
+    /// Lookups of sessions recorded by a newer release that no live node reads, until
+    /// when they are answered `unavailable` without a claim (``newerRecordPause``).
+    private let newerRecords = Mutex<[String: ContinuousClock.Instant]>([:])
     /// Nodes with a valid lease, as last listed (`nil`: not yet, or the directory cannot tell).
     private let liveNodeList = Mutex<[ClusterNode]?>(nil)
     /// Each other node's renewal count as last seen, and when this node first saw it
@@ -1134,7 +1137,10 @@ public final class Cluster: Sendable {
             if ended { continuation.resume() }
         }
         if let session = application.sessions.session(for: token) { return .restored(session) }
-        return try await locateOnce(token, application: application)
+        // One at a time again: concurrent attaches of one session on one node never
+        // race each other's claims (a loser would take the record it finds handed back
+        // for one nobody can restore).
+        return try await locate(token, application: application)
     }
 
     /// How a record written by `end-others` begins: `{"tokenBefore":"<digest>",` with
@@ -1153,8 +1159,11 @@ public final class Cluster: Sendable {
     }
 
     private func locateOnce(_ token: String, application: Application, depth: Int = 0) async throws -> Lookup {
-        guard depth < 2 else { return .unknown }
+        // The record keeps changing hands under this lookup (claims racing elsewhere):
+        // not settled, so not gone either — the client tries again.
+        guard depth < 3 else { throw Self.unsettled }
         let (lookup, secret) = SessionRegistry.split(token)
+        if let until = newerRecords.withLock({ $0[lookup] }), ContinuousClock.now < until { throw Self.newerRecord }
         guard let found = try await directory.find(lookup: lookup, nodeTimeout: nodeTimeout), Self.opens(secret, found.record)
         else { return .unknown }
         var location = found
@@ -1207,11 +1216,15 @@ public final class Cluster: Sendable {
                 lookup: lookup, from: location.record.owner, renewals: location.ownerRenewals, for: node, nodeTimeout: nodeTimeout)
         else {
             // Another node restored it first (or its owner came back, renewing: alive
-            // whatever the database's clock says): send the client there.
+            // whatever the database's clock says): send the client there. Otherwise
+            // (the record went back to its previous owner meanwhile: another node's
+            // claim of it did not restore it) look again.
             guard let winner = try await directory.find(lookup: lookup, nodeTimeout: nodeTimeout) else { return .unknown }
             let renewed =
                 winner.record.owner == location.record.owner && winner.ownerRenewals != nil && winner.ownerRenewals != location.ownerRenewals
-            guard winner.ownerAlive || renewed || winner.record.owner != location.record.owner else { return .unknown }
+            guard winner.record.owner != nodeID, winner.ownerAlive || renewed || winner.record.owner != location.record.owner else {
+                return try await locateOnce(token, application: application, depth: depth + 1)
+            }
             return .moved(address: winner.ownerAddress, web: winner.ownerWeb)
         }
         logger.debug("claimed", metadata: ["record": "\(lookup)", "previous-owner": "\(location.record.owner)", "rev": "\(claimed.rev)"])
@@ -1230,32 +1243,39 @@ public final class Cluster: Sendable {
     private func restore(
         _ record: SessionRecord, lookup: String, token: String, previousOwner: String, application: Application
     ) async throws -> Lookup {
-        let snapshot = (try? JSON.parse(record.snapshot)) ?? .null
         // Every view is read by its declaration first: a record this release cannot
-        // read never turns into a fresh state silently.
-        let (states, unreadable) = Session.readViews(snapshot, application: application)
+        // read — not even as JSON — never turns into a fresh state silently.
+        let (snapshot, states, unreadable) = Session.readRecord(record.snapshot, application: application)
         for view in unreadable { application.unreadableRecord(view, logger: logger) }
         if unreadable.contains(where: \.refused) {
-            // Not restored, and the record left as it was (for a release that reads
-            // it): handed back to its previous owner, never rewritten from here.
-            if previousOwner != nodeID { try? await directory.release(lookup: lookup, by: node, to: previousOwner) }
+            // Not restored, and the record left as it was, never rewritten from here.
             let views = unreadable.filter(\.refused).map(\.view)
             if unreadable.allSatisfy({ !$0.refused || $0.reason == .newer }) {
                 // Written by a newer release (a rolling deploy under way, or rolled
-                // back): a live node that reads it restores it; without one, the
-                // client tries again (a node of that release may be on its way).
+                // back): handed to a live node that reads it, where the client is
+                // sent; without one, back to its previous owner, and the client tries
+                // again (a node of that release may be on its way).
                 let versions = Dictionary(unreadable.map { ($0.view, $0.recordedVersion) }, uniquingKeysWith: max)
                 if let reader = await liveNode(reading: versions) {
-                    logger.info(
-                        "a session recorded by a newer release sent to a node that runs it",
-                        metadata: ["record": "\(lookup)", "node": "\(reader.id)", "release": "\(reader.release)"])
-                    return .moved(address: reader.address, web: reader.web)
+                    do {
+                        try await directory.handOver(lookup: lookup, by: node, to: reader.id)
+                        logger.info(
+                            "a session recorded by a newer release handed to a node that runs it",
+                            metadata: ["record": "\(lookup)", "node": "\(reader.id)", "release": "\(reader.release)"])
+                        return .moved(address: reader.address, web: reader.web)
+                    } catch {
+                        logger.debug("handing a record over failed", metadata: ["record": "\(lookup)", "error": "\(error)"])
+                    }
                 }
-                throw ProtocolError(
-                    .unavailable,
-                    "the session was recorded by a newer release than this node runs; attach to a node that runs it, or try again in a moment",
-                    retryAfter: 1)
+                if previousOwner != nodeID { try? await directory.release(lookup: lookup, by: node, to: previousOwner) }
+                newerRecords.withLock { newer in
+                    let now = ContinuousClock.now
+                    if newer.count >= Self.newerRecordsKept { newer = newer.filter { $0.value > now } }
+                    if newer.count < Self.newerRecordsKept { newer[lookup] = now + Self.newerRecordPause }
+                }
+                throw Self.newerRecord
             }
+            if previousOwner != nodeID { try? await directory.release(lookup: lookup, by: node, to: previousOwner) }
             throw ProtocolError(
                 .recordUnreadable,
                 "this server cannot read the session's record of \(views.joined(separator: ", ")) (written by another release); the session is kept for one that can: start a new session, or try again after the deploy"
@@ -1284,6 +1304,25 @@ public final class Cluster: Sendable {
     /// The most snapshot bytes one statement of a record batch carries; a larger
     /// record is written by a statement of its own.
     static let batchBytes = 1 << 20
+
+    /// What an attach of a session recorded by a newer release answers while no live
+    /// node runs that release.
+    static let newerRecord = ProtocolError(
+        .unavailable,
+        "the session was recorded by a newer release than this node runs; attach to a node that runs it, or try again in a moment",
+        retryAfter: 1)
+
+    /// How long a lookup found recorded by a newer release (no live node reading it)
+    /// is answered ``newerRecord`` without asking the directory again: a rollback's
+    /// retrying clients cost no claim each.
+    static let newerRecordPause = Duration.seconds(1)
+    /// The most such lookups remembered (past it, none more until they are due).
+    static let newerRecordsKept = 10_000
+
+    /// What an attach answers when the record changed hands under it more often than
+    /// it looks again.
+    static let unsettled = ProtocolError(
+        .unavailable, "the session is being restored by another node right now; try again in a moment", retryAfter: 1)
 
     /// What a node without a valid lease answers.
     static let noLease = ProtocolError(

@@ -63,6 +63,13 @@ public protocol SessionDirectory: Sendable {
     /// Gives a record back to `previousOwner` (a node that claimed it but cannot hold
     /// it, having written nothing for it), lowering its rev by what the claim raised.
     func release(lookup: String, by node: ClusterNode, to previousOwner: String) async throws
+    /// Makes `successor` the owner of a record `node` owns and cannot restore (one a
+    /// newer release wrote, which `successor` runs), the record as it stands: its rev
+    /// stays where `node`'s claim raised it, above anything an earlier owner sent.
+    /// `successor` restores it when the client it was sent to attaches (a record its
+    /// node owns and holds no session for). By default it throws
+    /// ``HandOverUnsupported``: the session then waits for a node that can claim it.
+    func handOver(lookup: String, by node: ClusterNode, to successor: String) async throws
     /// Of `lookups`, those whose record another node owns now (claimed while `node`
     /// could not renew its lease). A lookup with no record is not lost: no other
     /// node could have restored it.
@@ -86,6 +93,10 @@ public protocol SessionDirectory: Sendable {
 }
 
 extension SessionDirectory {
+    /// Not supported: throws ``HandOverUnsupported``.
+    public func handOver(lookup: String, by node: ClusterNode, to successor: String) async throws {
+        throw HandOverUnsupported()
+    }
     /// Cannot tell: `nil`.
     public func liveNodes(nodeTimeout: Duration) async throws -> [ClusterNode]? { nil }
     /// Renewals not counted: `nil` (claims are judged by the directory's clock).
@@ -97,6 +108,14 @@ extension SessionDirectory {
     {
         try await claim(lookup: lookup, from: previousOwner, for: node, nodeTimeout: nodeTimeout)
     }
+}
+
+/// A directory that cannot hand a record to another node
+/// (``SessionDirectory/handOver(lookup:by:to:)``'s default).
+public struct HandOverUnsupported: Error, CustomStringConvertible {
+    /// The error.
+    public init() {}
+    public var description: String { "this session directory cannot hand a record to another node" }
 }
 
 /// What ``SessionDirectory/save(_:)`` did not write, by lookup.

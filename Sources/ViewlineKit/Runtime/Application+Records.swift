@@ -7,14 +7,20 @@ extension Application {
 
     /// A restore could not read `record`'s view: said in the log, counted
     /// (`viewline_records_unreadable_total{view,reason}`) and kept for `inspect`.
+    /// The same record found again (a client retrying its attach during a deploy) is
+    /// logged at debug level only and neither counted nor kept again: one retrying
+    /// client never floods the log or pushes the others out of `inspect`'s list.
     func unreadableRecord(_ record: UnreadableRecord, logger: Logger) {
-        logger.error(
+        let again = unreadableRecords.withLock { kept in kept.contains(record) }
+        logger.log(
+            level: again ? .debug : .error,
             "a session's record of a view cannot be read by this release",
             metadata: [
                 "session": "\(record.session)", "view": "\(record.view)", "recorded-version": "\(record.recordedVersion)",
                 "version": "\(record.version)", "reason": "\(record.reason.name)", "error": "\(record.reason.detail)",
                 "outcome": "\(record.refused ? "attach refused, record kept" : "view restored at its initial state")",
             ])
+        guard !again else { return }
         metrics?.recordUnreadable(view: record.view, reason: record.reason.name)
         unreadableRecords.withLock { kept in
             kept.append(record)

@@ -130,6 +130,32 @@ extension Session {
         return .due(record, rev: recordRev, token: token)
     }
 
+    /// A record's text read whole: the record, its views' states and the views it
+    /// could not read (``readViews(_:application:)``). Text that is not a JSON object
+    /// with a `views` object (a truncated or hand-edited row) is unreadable as a
+    /// whole — refused, named ``wholeRecord`` — never a session at its initial states.
+    static func readRecord(_ text: String, application: Application) -> (
+        record: JSON, states: [Int: any Sendable], unreadable: [UnreadableRecord]
+    ) {
+        let parsed = Result { try JSON.parse(text) }
+        guard case .success(let record) = parsed, case .object? = record["views"] else {
+            let detail: String
+            switch parsed {
+            case .failure(let error): detail = "the record is not JSON: \(error)"
+            case .success: detail = "the record holds no views"
+            }
+            let whole = UnreadableRecord(
+                session: (try? parsed.get())?["id"]?.stringValue ?? "", view: wholeRecord, recordedVersion: 0, version: 0,
+                reason: .decode(detail), refused: true)
+            return (.null, [:], [whole])
+        }
+        let (states, unreadable) = readViews(record, application: application)
+        return (record, states, unreadable)
+    }
+
+    /// The view an unreadable record names when the record itself cannot be read.
+    static let wholeRecord = "(record)"
+
     /// The views' states a record holds, each read by its view's declaration
     /// (``ViewModel/record``) and migrated to this release's version, by view index;
     /// and the views whose record could not be read. A view not recorded, or missing
@@ -140,8 +166,16 @@ extension Session {
         for index in application.views.indices {
             let view = application.views[index]
             guard let read = view.readRecord, let version = view.recordVersion, let saved = record["views"]?[view.name] else { continue }
-            // A record from before versions were written holds version 1 of every view.
-            let recorded = record["versions"]?[view.name]?.intValue ?? 1
+            // A record from before versions were written holds version 1 of every view;
+            // a version that is not a number is not guessed at.
+            let written = record["versions"]?[view.name]
+            guard let recorded = written == nil ? 1 : written?.intValue else {
+                unreadable.append(
+                    UnreadableRecord(
+                        session: record["id"]?.stringValue ?? "", view: view.name, recordedVersion: 0, version: version,
+                        reason: .decode("its version is not a number: \(written!.encoded)"), refused: view.whenUnreadable == .refuseAttach))
+                continue
+            }
             switch read(saved, recorded) {
             case .success(let state): states[index] = state
             case .failure(let reason):
