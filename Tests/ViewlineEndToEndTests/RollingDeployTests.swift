@@ -81,6 +81,7 @@ import ViewlineTestSupport
         let releases = Set(nodes.compactMap { $0["release"]?.stringValue })
         #expect(releases == ["viewline/1.3", "viewline/1.3 seed-apps/2"], "\(nodes)")
         #expect(nodes.contains { $0["release"] == "viewline/1.3 seed-apps/2" && $0["records"]?["search"] == 2 })
+        #expect(try connect(a2).command("inspect")["result"]?["node"]?["release"] == "viewline/1.3 seed-apps/2")
 
         // Rolled back while a2 goes: no node left reads the session's record, so b
         // refuses it with `unavailable` and a retry (the record is kept as written).

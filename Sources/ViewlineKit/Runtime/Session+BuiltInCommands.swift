@@ -234,7 +234,11 @@ extension Session {
     /// `inspect [session] [from-rev]`: read from each session on its own executor.
     private static func inspect(from session: isolated Session, _ args: Arguments) async throws -> JSON {
         let application = session.application
-        let node: JSON = application.cluster.map { cluster in ["id": .string(cluster.nodeID), "address": .string(cluster.node.address)] } ?? .null
+        let node: JSON =
+            application.cluster.map { cluster in
+                let this = cluster.node
+                return ["id": .string(cluster.nodeID), "address": .string(this.address), "release": .string(this.release)]
+            } ?? .null
         let all = application.sessions.all
         // `inspect sessions` (no session is called that: ids are `s`, a number and a node's part) is
         // the list, as bare `inspect` is.
