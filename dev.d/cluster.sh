@@ -1,9 +1,23 @@
 # shellcheck shell=bash
 # Sourced by ./dev (from the repository's root, under set -euo pipefail): ./dev cluster.
 
-# A throwaway PostgreSQL from Debian's packages and N nodes on consecutive ports.
+# A throwaway PostgreSQL from Debian's packages and N nodes on consecutive ports; with
+# --haproxy, three nodes behind Debian's HAProxy run with deploy/haproxy.cfg (clients
+# connect to the proxy; each node trusts it and advertises its own frontend on it).
 cluster() {
-    local count="${1:-3}" base="${VIEWLINE_PORT:-7878}"
+    local count=3 haproxy=""
+    for arg in "$@"; do
+        case "$arg" in
+            --haproxy) haproxy=1 ;;
+            *[!0-9]*|"") echo "usage: ./dev cluster [N] [--haproxy]" >&2; return 2 ;;
+            *) count="$arg" ;;
+        esac
+    done
+    if [ -n "$haproxy" ] && [ "$count" != 3 ]; then
+        echo "./dev cluster --haproxy runs three nodes (deploy/haproxy.cfg lists three)" >&2
+        return 2
+    fi
+    local base="${VIEWLINE_PORT:-7878}"
     setup
     swift build --product viewline-server && swift build --product viewline
     local bin; bin="$(swift build --show-bin-path)"
@@ -19,16 +33,36 @@ cluster() {
     start_postgres "$dir"
     say "PostgreSQL in $dir: $pg_url"
     local url=$pg_url
+    if [ -n "$haproxy" ]; then
+        # The proxy on the ports clients know; the nodes on ports of their own.
+        export VIEWLINE_LB_LINES="127.0.0.1:$base" VIEWLINE_LB_WEB="127.0.0.1:$((base + 202))"
+        for i in 0 1 2; do
+            export "VIEWLINE_LB_NODE$i=127.0.0.1:$((base + 23 + i))"
+            export "VIEWLINE_NODE${i}_LINES=127.0.0.1:$((base + 3 + i))"
+            export "VIEWLINE_NODE${i}_WEB=127.0.0.1:$((base + 203 + i))"
+            export "VIEWLINE_NODE${i}_OPS_HOST=127.0.0.1" "VIEWLINE_NODE${i}_OPS_PORT=$((base + 1003 + i))"
+        done
+        haproxy -db -f deploy/haproxy.cfg 2> "$dir/haproxy.log" &
+        pids+=($!)
+        say "HAProxy: lines $VIEWLINE_LB_LINES, page http://$VIEWLINE_LB_WEB/ (log $dir/haproxy.log)"
+    fi
     for i in $(seq 0 $((count - 1))); do
-        local port=$((base + i))
-        "$bin/viewline-server" --port "$port" --postgres "$url" --admin --demo --metrics-port $((port + 1000)) \
-            > "$dir/node$i.out" 2> "$dir/node$i.log" &
+        local args=(--port $((base + i)) --metrics-port $((base + i + 1000)))
+        if [ -n "$haproxy" ]; then
+            args=(--port $((base + 3 + i)) --web-port $((base + 203 + i)) --metrics-port $((base + 1003 + i))
+                  --trusted-proxy 127.0.0.1 --advertise "127.0.0.1:$((base + 23 + i))")
+        fi
+        "$bin/viewline-server" "${args[@]}" --postgres "$url" --admin --demo > "$dir/node$i.out" 2> "$dir/node$i.log" &
         pids+=($!)
         for _ in $(seq 200); do grep -q '^listening on' "$dir/node$i.out" 2>/dev/null && break; sleep 0.05; done
         grep -q '^listening on' "$dir/node$i.out" || { cat "$dir/node$i.log" >&2; exit 1; }
         say "node $i: $(tr '\n' ' ' < "$dir/node$i.out")(pid ${pids[-1]}, log $dir/node$i.log)"
     done
-    say "connect: $bin/viewline --port $base  |  nc 127.0.0.1 $((base + 1))  |  kill a node: kill ${pids[0]}"
+    if [ -n "$haproxy" ]; then
+        say "connect through the proxy: $bin/viewline --port $base  |  nc 127.0.0.1 $base  |  restart a node: kill ${pids[1]}"
+    else
+        say "connect: $bin/viewline --port $base  |  nc 127.0.0.1 $((base + 1))  |  kill a node: kill ${pids[0]}"
+    fi
     say "database: $url; Ctrl-C stops everything"
     wait "${pids[@]}" || true
 }

@@ -340,3 +340,45 @@ import ViewlineTestSupport
         #expect(Endpoint.webSocket(URL(string: "http://10.0.0.7:8079/")!) == .webSocket(host: "10.0.0.7", port: 8079))
     }
 }
+
+/// The Swift client behind Debian's HAProxy (the shipped `deploy/haproxy.cfg`): it
+/// knows only the proxy, and resumes its session through it when the node restarts.
+@Suite(.enabled(if: LoadBalancer.isInstalled, "haproxy is not installed (./dev setup installs it)"))
+struct LoadBalancedClientTests {
+    @Test func theClientResumesThroughTheProxyWhenItsNodeRestarts() async throws {
+        let balancer = try LoadBalancer()
+        let arguments =
+            ["--db", NSTemporaryDirectory() + "viewline-client-lb-\(UUID().uuidString).sqlite", "--demo", "--drain-seconds", "1"]
+            + balancer.nodeArguments(0)
+        var server = try ServerProcess(arguments)
+        var options = ViewlineClient.Options(timeout: .seconds(20))
+        (options.reconnectAttempts, options.backoff) = (75, { _ in .milliseconds(200) })
+        // The proxy serves once the node's health check has passed twice.
+        var connected: ViewlineClient?
+        let deadline = ContinuousClock.now + .seconds(15)
+        while connected == nil {
+            do {
+                connected = try await ViewlineClient.connect(to: .tcp(port: balancer.lines), options: options)
+            } catch {
+                guard ContinuousClock.now < deadline else { throw error }
+                try await Task.sleep(for: .milliseconds(200))
+            }
+        }
+        let client = try #require(connected)
+        try await client.send("login alice wonderland")
+        try await client.send("search golden")
+        _ = try await client.waitForDisplay("search") { $0["loading"] == false }
+        let (session, token) = (await client.session, await client.token)
+        server.signal(SIGTERM)
+        _ = try server.waitForExit(timeout: .seconds(20))
+        server = try ServerProcess(arguments)
+        let resumed = ContinuousClock.now + .seconds(30)
+        while await client.resumed == 0, ContinuousClock.now < resumed { try await Task.sleep(for: .milliseconds(50)) }
+        #expect(try await client.send("state search")["state"]?["query"] == "golden")
+        #expect(try await client.send("state session")["state"] == ["user": "alice", "loggedIn": true])
+        #expect(await client.session == session)
+        #expect(await client.token == token)
+        await client.close()
+        server.signal(SIGTERM)
+    }
+}

@@ -108,4 +108,27 @@ struct LoadBalancerTests {
         }
         for session in sessions { #expect(try resume(session) == .string(session.query), "\(session)") }
     }
+
+    /// The REPL knows only the proxy: when the node behind it restarts (a deploy, on its
+    /// database file), it resumes its session through the proxy.
+    @Test func theREPLResumesThroughTheProxyWhenItsNodeRestarts() throws {
+        let balancer = try LoadBalancer()
+        let arguments = ["--db", temporaryPath("lb.sqlite"), "--drain-seconds", "1"] + balancer.nodeArguments(0)
+        var server = try ServerProcess(arguments)
+        _ = try served(balancer.lines, from: "127.0.0.2")  // the proxy routes to it
+        let terminal = try PseudoTerminal(
+            executable: ServerProcess.productsDirectory.appendingPathComponent("viewline"),
+            arguments: ["--port", String(balancer.lines), "--history", temporaryPath("history")],
+            environment: ["TERM": "xterm", "NO_COLOR": "1", "HOME": NSTemporaryDirectory()], columns: 120)
+        try terminal.expect("viewline> ")
+        terminal.type("search thai\r")
+        try terminal.expect("query: thai ")
+        server.signal(SIGTERM)
+        _ = try server.waitForExit()
+        server = try ServerProcess(arguments)
+        try terminal.expect("attached to session", timeout: .seconds(30))
+        terminal.type("state search\r")
+        try terminal.expect("query: thai ")
+        server.signal(SIGTERM)
+    }
 }
