@@ -66,6 +66,11 @@ struct ViewlineServerCommand: AsyncParsableCommand {
     var trustedProxy: [String] = []
     @Option(
         help: ArgumentHelp(
+            "The header the trusted proxies name the web client in: x-forwarded-for (HAProxy's option forwardfor, nginx) or forwarded (RFC 7239). The other is never read.",
+            valueName: "header"))
+    var forwardedHeader = "x-forwarded-for"
+    @Option(
+        help: ArgumentHelp(
             "Run release 2 of the seed apps (their search view records its state in a new form, migrated from 1): a rolling deploy's rehearsal.",
             valueName: "n"))
     var seedRelease = 1
@@ -152,6 +157,9 @@ struct ViewlineServerCommand: AsyncParsableCommand {
         guard (0...65535).contains(port) else { throw ValidationError("--port must be between 0 and 65535") }
         if let eventLoops, !(1...256).contains(eventLoops) { throw ValidationError("--event-loops must be between 1 and 256") }
         do { _ = try TrustedProxies(trustedProxy) } catch { throw ValidationError("--trusted-proxy: \(error)") }
+        guard TrustedProxies.ForwardingHeader(rawValue: forwardedHeader.lowercased()) != nil else {
+            throw ValidationError("--forwarded-header must be x-forwarded-for or forwarded")
+        }
         guard SeedApps.releases.contains(seedRelease) else {
             throw ValidationError("--seed-release must be \(SeedApps.releases.map(String.init).joined(separator: " or "))")
         }
@@ -216,7 +224,13 @@ struct ViewlineServerCommand: AsyncParsableCommand {
         var configuration = ServerConfiguration()
         if seedRelease != 1 { configuration.release = "\(ViewlineRelease.serverName) seed-apps/\(seedRelease)" }
         configuration.host = host
-        configuration.trustedProxies = try TrustedProxies(trustedProxy)
+        configuration.trustedProxies = try TrustedProxies(
+            trustedProxy, header: TrustedProxies.ForwardingHeader(rawValue: forwardedHeader.lowercased()) ?? .xForwardedFor)
+        for network in configuration.trustedProxies.tooWide {
+            logger.warning(
+                "a trusted proxy network this wide lets any client in it claim any address: trust only the proxies' own addresses",
+                metadata: ["trusted-proxy": "\(network)"])
+        }
         configuration.port = port
         configuration.admin = admin
         if let inspectorTokenFile {

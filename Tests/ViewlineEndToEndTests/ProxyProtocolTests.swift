@@ -106,8 +106,12 @@ import ViewlineTestSupport
         let listed = try first.next()["result"]?["sessions"]?.arrayValue ?? []
         #expect(Set(listed.compactMap { $0["address"]?.stringValue }) == ["203.0.113.7", "198.51.100.20"], "\(listed)")
         // Per client: a second socket of the forwarded client is refused, another is not.
-        let third = try socket([("Forwarded", "for=198.51.100.20")])
+        let third = try socket([("X-Forwarded-For", "198.51.100.20")])
         #expect(try third.next().type == "bye")
+        // A `Forwarded` header is the client's own words here (the proxies write
+        // X-Forwarded-For): it names nobody, and the socket is the proxy's own.
+        let forger = try socket([("Forwarded", "for=198.51.100.30")])
+        #expect(try forger.next().type == "welcome")
         let fourth = try socket([("X-Forwarded-For", "198.51.100.21")])
         #expect(try fourth.next().type == "welcome")
         // A client's own forwarding header is one more hop, never the client.

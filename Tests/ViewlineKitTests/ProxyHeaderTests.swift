@@ -102,17 +102,27 @@ import Testing
         #expect(trusted.contains(try SocketAddress(ipAddress: "::ffff:10.1.2.3", port: 1)))  // IPv4 over IPv6
         #expect(!trusted.contains(nil))
         #expect(try TrustedProxies(["0.0.0.0/0"]).contains(try SocketAddress(ipAddress: "198.51.100.1", port: 1)))
-        for unreadable in ["10.0.0.0/33", "10.0.0.0/", "proxy.example", "10.0.0.0/8/8", "fd00::/129", "10.0.0.0/+8", ""] {
+        // An IPv4 network written as IPv6 is that IPv4 network (its prefix 96 bits longer).
+        let mapped = try TrustedProxies(["::ffff:10.0.0.0/104"])
+        #expect(mapped.contains(try SocketAddress(ipAddress: "10.9.8.7", port: 1)))
+        #expect(!mapped.contains(try SocketAddress(ipAddress: "11.0.0.1", port: 1)))
+        let wide = try TrustedProxies(["0.0.0.0/0", "10.0.0.0/8", "::/0", "fd00::/8", "2000::/3"]).tooWide
+        #expect(wide == ["0.0.0.0/0", "::/0", "2000::/3"], "\(wide)")
+        for unreadable in [
+            "10.0.0.0/33", "10.0.0.0/", "proxy.example", "10.0.0.0/8/8", "fd00::/129", "10.0.0.0/+8", "", "10.0.0.0/08", "::ffff:10.0.0.0/24",
+            "10.0.0.0/ 8",
+        ] {
             #expect(throws: TrustedProxies.Unreadable.self, "\(unreadable)") { try TrustedProxies([unreadable]) }
         }
     }
 
     @Test func aForwardingHeaderIsReadFromTrustedProxiesOnlyTheLastUntrustedHopBeingTheClient() throws {
         let trusted = try TrustedProxies(["10.0.0.0/8"])
+        let rfc7239 = try TrustedProxies(["10.0.0.0/8"], header: .forwarded)
         let proxy = try SocketAddress(ipAddress: "10.0.0.2", port: 40000)
         let stranger = try SocketAddress(ipAddress: "198.51.100.9", port: 40000)
-        func client(_ peer: SocketAddress, _ headers: [(String, String)]) -> String? {
-            trusted.client(of: peer, headers: HTTPHeaders(headers)).ipAddress
+        func client(_ peer: SocketAddress, _ headers: [(String, String)], _ proxies: TrustedProxies? = nil) -> String? {
+            (proxies ?? trusted).client(of: peer, headers: HTTPHeaders(headers)).ipAddress
         }
         #expect(client(proxy, [("X-Forwarded-For", "203.0.113.7")]) == "203.0.113.7")
         // Hops the client wrote itself come before the trusted ones: never believed.
@@ -120,13 +130,17 @@ import Testing
         #expect(client(proxy, [("X-Forwarded-For", "1.2.3.4"), ("X-Forwarded-For", "203.0.113.7")]) == "203.0.113.7")
         // From a peer that is not trusted, the header is anyone's word.
         #expect(client(stranger, [("X-Forwarded-For", "203.0.113.7")]) == "198.51.100.9")
-        // RFC 7239: quoted, bracketed IPv6 with a port; other parameters; precedence over X-Forwarded-For.
+        // Only the header the proxies write is read: a client's own `Forwarded`, which a
+        // proxy that appends X-Forwarded-For passes on untouched, names nobody.
+        #expect(client(proxy, [("Forwarded", "for=198.51.100.66"), ("X-Forwarded-For", "203.0.113.7")]) == "203.0.113.7")
+        #expect(client(proxy, [("Forwarded", "for=198.51.100.66")]) == "10.0.0.2")
+        // RFC 7239 where the proxies write it: quoted, bracketed IPv6 with a port, other parameters.
         #expect(
-            client(proxy, [("Forwarded", #"for="[2001:db8:cafe::17]:4711";proto=https"#), ("X-Forwarded-For", "1.2.3.4")])
+            client(proxy, [("Forwarded", #"for="[2001:db8:cafe::17]:4711";proto=https"#), ("X-Forwarded-For", "1.2.3.4")], rfc7239)
                 == "2001:db8:cafe::17")
-        #expect(client(proxy, [("Forwarded", "for=192.0.2.60:8080;by=10.0.0.2, for=10.0.0.3")]) == "192.0.2.60")
+        #expect(client(proxy, [("Forwarded", "for=192.0.2.60:8080;by=10.0.0.2, for=10.0.0.3")], rfc7239) == "192.0.2.60")
         // A hidden hop stops the walk at the last address read (a trusted one).
-        #expect(client(proxy, [("Forwarded", "for=unknown")]) == "10.0.0.2")
+        #expect(client(proxy, [("Forwarded", "for=unknown")], rfc7239) == "10.0.0.2")
         #expect(client(proxy, [("X-Forwarded-For", "_hidden, 203.0.113.7")]) == "203.0.113.7")
         #expect(client(proxy, [("X-Forwarded-For", "not an address")]) == "10.0.0.2")
         // No header: the proxy itself.

@@ -2,20 +2,19 @@ import NIOCore
 import NIOHTTP1
 
 extension TrustedProxies {
-    /// The client of an HTTP request `peer` sent: walking the hops that `Forwarded`
-    /// (RFC 7239; else `X-Forwarded-For`) lists from the nearest back, the first
-    /// address that is not a trusted proxy. `peer` itself when it is not trusted (its
+    /// The client of an HTTP request `peer` sent: walking the hops that the proxies'
+    /// ``ForwardingHeader`` lists from the nearest back, the first address that is not
+    /// a trusted proxy. Only that header is read — the other is the client's to write,
+    /// and a proxy passes it on untouched. `peer` itself when it is not trusted (its
     /// headers are then anyone's words), and the last address read when a hop is
     /// hidden (`unknown`, an obfuscated name) or unreadable. At most
     /// ``maximumHopsRead`` hops are read.
     func client(of peer: SocketAddress, headers: HTTPHeaders) -> SocketAddress {
         guard contains(peer) else { return peer }
-        let forwarded = headers["Forwarded"]
-        let hops =
-            forwarded.isEmpty
-            ? headers["X-Forwarded-For"].flatMap { $0.split(separator: ",") }.map { Self.address(String($0)) }
-            : forwarded.flatMap { $0.split(separator: ",") }.map { element in
-                Self.forValue(element).map(Self.address) ?? nil
+        let hops: [SocketAddress?] =
+            switch header {
+            case .xForwardedFor: headers["X-Forwarded-For"].flatMap { $0.split(separator: ",") }.map { Self.address(String($0)) }
+            case .forwarded: headers["Forwarded"].flatMap { $0.split(separator: ",") }.map { Self.forValue($0).map(Self.address) ?? nil }
             }
         var client = peer
         for hop in hops.reversed().prefix(Self.maximumHopsRead) {

@@ -27,26 +27,59 @@ public struct TrustedProxies: Sendable, Equatable {
         }
     }
 
+    /// The header of the web listener's requests that the proxies write the client's
+    /// address in (the other one is the client's to write, and is never read).
+    public enum ForwardingHeader: String, Sendable, CaseIterable {
+        /// `X-Forwarded-For` (HAProxy's `option forwardfor`, nginx's
+        /// `$proxy_add_x_forwarded_for`, most cloud load balancers): the default.
+        case xForwardedFor = "x-forwarded-for"
+        /// `Forwarded`'s `for=` (RFC 7239).
+        case forwarded
+    }
+
     let networks: [Network]
+    /// The header the proxies name the client in (``ForwardingHeader``).
+    public let header: ForwardingHeader
 
     /// None: every peer is its own client.
-    public init() { networks = [] }
+    public init() {
+        networks = []
+        header = .xForwardedFor
+    }
 
-    /// The proxies `specifications` name (`ADDRESS` or `ADDRESS/PREFIX`, IPv4 or IPv6).
+    /// The proxies `specifications` name (`ADDRESS` or `ADDRESS/PREFIX`, IPv4 or IPv6;
+    /// an IPv4 address written as IPv6, `::ffff:10.0.0.0/104`, is that IPv4 network),
+    /// which write the client's address in `header`.
     /// - Throws: ``Unreadable`` naming the first that is neither.
-    public init(_ specifications: [String]) throws {
+    public init(_ specifications: [String], header: ForwardingHeader = .xForwardedFor) throws {
+        self.header = header
         networks = try specifications.map { specification in
             let parts = specification.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
             guard let first = parts.first, let address = try? SocketAddress(ipAddress: first, port: 0), let bytes = Self.bytes(of: address)
             else { throw Unreadable(specification: specification) }
+            // An IPv4 address written as IPv6 is read as IPv4: its prefix counts 96 bits fewer.
+            let written = first.contains(":") ? 128 : bytes.count * 8
             var prefix = bytes.count * 8
             if parts.count == 2 {
-                guard let value = Int(parts[1]), (0...bytes.count * 8).contains(value), parts[1].allSatisfy(\.isNumber) else {
-                    throw Unreadable(specification: specification)
-                }
-                prefix = value
+                let digits = parts[1]
+                guard !digits.isEmpty, digits.count <= 3, digits.utf8.allSatisfy({ (0x30...0x39).contains($0) }),
+                    digits == "0" || !digits.hasPrefix("0"), let value = Int(digits), (0...written).contains(value),
+                    value >= written - bytes.count * 8
+                else { throw Unreadable(specification: specification) }
+                prefix = value - (written - bytes.count * 8)
             }
             return Network(bytes: bytes, prefix: prefix)
+        }
+    }
+
+    /// Networks so wide they trust (nearly) everyone: any wider than a /8 (`0.0.0.0/0`,
+    /// `2000::/3`). Any client in them can claim any address; the server warns at start.
+    public var tooWide: [String] {
+        networks.filter { $0.prefix < 8 }.map { network in
+            let text =
+                (try? SocketAddress(packedIPAddress: ByteBuffer(bytes: network.bytes), port: 0).ipAddress).flatMap { $0 }
+                ?? network.bytes.map(String.init).joined(separator: ".")
+            return "\(text)/\(network.prefix)"
         }
     }
 
