@@ -50,6 +50,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from typing import Any
 
@@ -305,7 +306,7 @@ def streams(args: argparse.Namespace) -> int:
 # what it measured in the style of the streams report and returns how many bounds
 # failed. Sizes are a smoke's by default; the flags give more.
 
-PHASES = ["streams", "fanout", "pipelining", "attach-storm", "registry", "nofile"]
+PHASES = ["streams", "fanout", "pipelining", "attach-storm", "registry", "nofile", "dead-tokens", "amplification"]
 QUERIES = ["pizza", "thai food", "mission", "restaurant", "sushi", "burger", "noodles", "st"]
 
 
@@ -926,6 +927,239 @@ def attach_storm(args: argparse.Namespace) -> int:
     return report("attach storm", failures, args.seed)
 
 
+def dead_tokens(args: argparse.Namespace) -> int:
+    """Dead tokens in a cluster: one address replays, pipelined and each once (so no
+    cache of its own misses answers them), the tokens of sessions that quit — first
+    those of an earlier node on the same database (the cluster made them; each is a
+    lookup in PostgreSQL), then those of sessions that quit on the node itself —
+    while a victim from another address resumes its live session and a probe pings.
+    Bounds: the earlier node's tokens cost at most the failed attaches an address gets
+    free (100) and the 8 lookups in flight before `attach_throttled`; the node's own
+    ended sessions cost no lookup at all; the victim's attach succeeds; the probe's
+    p99 stays within --p99-ms."""
+    url = args.postgres or os.environ.get("VIEWLINE_TEST_POSTGRES", "")
+    if not url:
+        print("dead tokens: skipped (no PostgreSQL: --postgres URL or VIEWLINE_TEST_POSTGRES)")
+        return 0
+    support = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "Tests", "support", "postgres")
+    database = subprocess.run([support, "createdb", url, f"attack{os.getpid()}"], capture_output=True, text=True,
+                              timeout=60).stdout.strip()
+    flags = ("--postgres", database, "--max-clients-per-address", "0", "--max-sessions-per-address", "0",
+             "--max-attaches-per-second", str(args.attach_rate), "--metrics-port", "0")
+
+    def quit_sessions(port: int, count: int) -> list[str]:
+        tokens = []
+        for _ in range(count):
+            conn = LineConn(port)
+            tokens.append(conn.message()["token"])  # type: ignore[index]
+            conn.send("quit")
+            conn.reply()
+            conn.close()
+        return tokens
+
+    earlier = Server(args.bin, *flags)
+    try:
+        theirs = quit_sessions(earlier.port, args.dead_tokens)
+    finally:
+        earlier.stop()
+    server = Server(args.bin, *flags)
+    failures: list[str] = []
+    try:
+        watch = Watch(server.pid)
+        ours = quit_sessions(server.port, args.dead_tokens)
+        victim = LineConn(server.port, source="127.0.0.2")
+        victim_token = victim.message()["token"]  # type: ignore[index]
+        victim.send("search pizza")
+        victim.reply()
+        victim.close()
+        time.sleep(0.5)  # records written
+        assert PROBER is not None
+        PROBER.start(server.port, args.phase_seconds)
+        cpu_before = cpu_seconds(server.pid)
+        victim_answer = ""
+        figures: list[tuple[str, int, dict[str, int], int]] = []
+        for name, source, tokens in (("an earlier node's", "127.0.0.3", theirs), ("its own", "127.0.0.4", ours)):
+            before = int(metrics(server.metrics_port).get("viewline_cluster_lookups_total", 0))
+            attacker = LineConn(server.port, source=source)
+            attacker.message()
+            answers: dict[str, int] = {}
+            for start in range(0, len(tokens), 32):
+                if not watch.sample():
+                    failures.append("the server died")
+                    break
+                batch = tokens[start:start + 32]
+                attacker.sock.sendall(b"".join(f"attach {token}\n".encode() for token in batch))
+                for _ in batch:
+                    answer = code(attacker.reply())
+                    answers[answer] = answers.get(answer, 0) + 1
+                if not victim_answer and start >= len(tokens) // 2:
+                    # Midway, the victim resumes its session from its own address.
+                    back = LineConn(server.port, source="127.0.0.2")
+                    back.message()
+                    victim_answer = code(attach(back, victim_token, patience=5))
+                    back.close()
+            attacker.close()
+            lookups = int(metrics(server.metrics_port).get("viewline_cluster_lookups_total", 0)) - before
+            figures.append((name, len(tokens), answers, lookups))
+        cpu = cpu_seconds(server.pid) - cpu_before
+        latencies = PROBER.latencies(args.phase_seconds)
+        if latencies and latencies[-1] == -1:
+            failures.append("the probe's session lost its connection")
+            latencies = latencies[:-1]
+        free = 100  # the failed attaches of this cluster's tokens an address gets free (AttachPolicy)
+        print("dead tokens: " + "; ".join(
+            f"{count} of {name} quit sessions' tokens from one address ("
+            + ", ".join(f"{k} {v}" for k, v in sorted(answers.items())) + f"): {lookups} lookups reached PostgreSQL"
+            for name, count, answers, lookups in figures)
+            + f" (bounds: {free} free failures and 8 in flight; none for its own); victim's attach from another address:"
+            f" {victim_answer or 'not tried'}; server CPU {cpu:.2f} s; probe p99 {p99(latencies):.2f} ms (bound"
+            f" {args.p99_ms} ms); server RSS +{watch.growth / 2**20:.1f} MiB")
+        (_, _, their_answers, their_lookups), (_, _, _, own_lookups) = figures
+        if their_lookups > free + 8 + 1:  # and the victim's
+            failures.append(f"{their_lookups} lookups reached the database for an earlier node's dead tokens")
+        if len(theirs) > free + 8 and not their_answers.get("attach_throttled"):
+            failures.append("no dead-token attach was throttled")
+        if own_lookups > 1:  # the victim's, at most
+            failures.append(f"{own_lookups} lookups reached the database for sessions that ended on the node itself")
+        if victim_answer != "ok":
+            failures.append(f"the victim's attach got {victim_answer}")
+        if p99(latencies) > args.p99_ms:
+            failures.append(f"the probe's p99 {p99(latencies):.2f} ms is over {args.p99_ms} ms")
+    finally:
+        server.stop()
+    return report("dead tokens", failures, args.seed)
+
+
+class Readers:
+    """Connections of one session that read everything they are sent, on a thread of
+    their own, counting the bytes."""
+
+    def __init__(self, conns: list[LineConn]) -> None:
+        self.conns = conns
+        self.bytes = 0
+        self.lock = threading.Lock()
+        self.stopped = threading.Event()
+        self.selector = selectors.DefaultSelector()
+        for conn in conns:
+            conn.sock.setblocking(False)
+            self.selector.register(conn.sock, selectors.EVENT_READ, conn)
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self) -> None:
+        while not self.stopped.is_set():
+            for key, _ in self.selector.select(timeout=0.05):
+                try:
+                    data = key.fileobj.recv(1 << 20)  # type: ignore[union-attr]
+                except (BlockingIOError, OSError):
+                    continue
+                with self.lock:
+                    self.bytes += len(data)
+
+    def settled(self) -> int:
+        """The bytes read so far, once nothing has arrived for 0.3 s."""
+        last = -1
+        while True:
+            time.sleep(0.3)
+            with self.lock:
+                now = self.bytes
+            if now == last:
+                return now
+            last = now
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.thread.join(timeout=5)
+        for conn in self.conns:
+            conn.close()
+
+
+def amplification(args: argparse.Namespace) -> int:
+    """What one input line can make the server send and spend, measured: a session
+    with five views on screen and --session-cap connections, every one reading. For
+    each of PROTOCOL §8's amplification rows, the line is sent --amplification-lines
+    times; the bytes every connection received and the server's CPU are divided by
+    that. Bounds: each row's output within PROTOCOL §8's table (a snapshot and a
+    `connections` display per connection for `attach`; the event log for a replay;
+    each event once per connection for a command), and its CPU within --line-cpu-ms
+    (but a log-in's, which is its password hash's)."""
+    server = Server(args.bin, "--max-clients-per-address", "0", "--max-sessions-per-address", "0",
+                    "--max-attaches-per-second", "0", "--max-connections-per-session", str(args.session_cap))
+    failures: list[str] = []
+    lines = args.amplification_lines
+    try:
+        owner = LineConn(server.port)
+        token = owner.message()["token"]  # type: ignore[index]
+        for command in ("login alice wonderland", "search pizza", "contacts", "playlist", "draft a draft to keep"):
+            owner.send(command)
+            owner.reply()
+        owner.send("wait")
+        owner.reply()
+        members = [owner]
+        for _ in range(args.session_cap - 2):  # a place left for the measuring connection
+            member = LineConn(server.port)
+            member.message()
+            if code(attach(member, token)) != "ok":
+                failures.append("a member's attach was refused")
+                break
+            members.append(member)
+        readers = Readers(members)
+        readers.settled()
+        rows: list[tuple[str, float, float, float]] = []
+
+        def measure(name: str, line: str, bound_bytes: float, cpu_bound: bool = True) -> None:
+            conn = LineConn(server.port)
+            conn.message()
+            attach(conn, token) if not line.startswith("attach") else None
+            own_before = 0
+            others_before = readers.settled()
+            cpu_before = cpu_seconds(server.pid)
+            received = 0
+            for _ in range(lines):
+                conn.send(line)
+                while (message := conn.message()) is not None:
+                    received += len(json.dumps(message, separators=(",", ":"))) + 1
+                    if message.get("type") in ("reply", "bye"):
+                        break
+                # What follows the reply (a snapshot, a replay, the command's events).
+                conn.sock.settimeout(0.15)
+                while (message := conn.message()) is not None:
+                    received += len(json.dumps(message, separators=(",", ":"))) + 1
+                conn.sock.settimeout(10)
+                if line.startswith("attach"):
+                    # Each attach from a fresh connection: the first one's session is
+                    # left (it ends, nobody knowing it) and the measuring one rejoins.
+                    conn.close()
+                    conn = LineConn(server.port)
+                    conn.message()
+            others = readers.settled() - others_before
+            cpu = cpu_seconds(server.pid) - cpu_before
+            conn.close()
+            own = (received - own_before) / lines
+            rows.append((name, own, others / lines, cpu * 1000 / lines))
+            if own + others / lines > bound_bytes:
+                failures.append(f"{name}: {own + others / lines:.0f} bytes a line, over {bound_bytes:.0f}")
+            if cpu_bound and cpu * 1000 / lines > args.line_cpu_ms:
+                failures.append(f"{name}: {cpu * 1000 / lines:.2f} ms of server CPU a line, over {args.line_cpu_ms} ms")
+
+        cap = args.session_cap
+        measure("attach <token> (snapshot)", f"attach {token}", 64 * 1024 + cap * 256)
+        measure("attach <token> <last-rev> (replay)", f"attach {token} 1", 256 * 1024 + 48 * 256 + cap * 256)
+        # A log-in's CPU is its password hash's (yescrypt, on a pool of its own: §8's log-in
+        # limits bound it): its output is what is measured here.
+        measure("login (every view's event)", "login alice wonderland", 2 * cap * 16 * 1024, cpu_bound=False)
+        measure("search … (results to every connection)", "search thai food", 2 * cap * 16 * 1024)
+        readers.stop()
+        print(f"amplification: a session of {len(members) + 1} connections, 5 views; {lines} lines each (per line:"
+              " bytes to the sender, bytes to the session's other connections, server CPU)")
+        for name, own, others, cpu in rows:
+            print(f"  {name}: {own / 1024:.1f} KiB to the sender, {others / 1024:.1f} KiB to the others"
+                  f" ({others / max(len(members), 1):.0f} B each), {cpu:.3f} ms")
+    finally:
+        server.stop()
+    return report("amplification", failures, args.seed)
+
+
 def registry(args: argparse.Namespace) -> int:
     """Registry pressure from two addresses: a victim from 127.0.0.2 leaves one detached
     session; the attacker from 127.0.0.1 holds every other place attached and brings
@@ -1134,6 +1368,10 @@ def main() -> int:
     more.add_argument("--pipeline-budget-kib", type=int, default=1024, help="RSS allowed per HTTP connection")
     more.add_argument("--attach-rate", type=int, default=100, help="the server's --max-attaches-per-second")
     more.add_argument("--registry-sessions", type=int, default=50, help="the registry phase's --max-sessions")
+    more.add_argument("--amplification-lines", type=int, default=50, help="lines sent per amplification row")
+    more.add_argument("--line-cpu-ms", type=float, default=20.0, help="the most server CPU one amplifying line may cost, ms")
+    more.add_argument("--postgres", help="PostgreSQL for the dead-tokens phase (default: $VIEWLINE_TEST_POSTGRES)")
+    more.add_argument("--dead-tokens", type=int, default=200, help="quit sessions whose tokens the dead-tokens phase replays")
     more.add_argument("--nofile-fill", type=int, default=0,
                       help="connections at most one address opens in the descriptor phase (0: its cap and one more)")
     args = parser.parse_args()
@@ -1148,13 +1386,13 @@ def main() -> int:
     if soft < hard:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     global PROBER
-    if "attach-storm" in phases and args.bin:
+    if ("attach-storm" in phases or "dead-tokens" in phases) and args.bin:
         PROBER = Prober()
     failures = 0
     if "streams" in phases:
         failures += streams(args)
     others = {"fanout": fanout, "pipelining": pipelining, "attach-storm": attach_storm, "registry": registry,
-              "nofile": nofile}
+              "nofile": nofile, "dead-tokens": dead_tokens, "amplification": amplification}
     for name in [p for p in phases if p != "streams"]:
         if not args.bin:
             print(f"{name}: skipped (no --bin to start its server from)")

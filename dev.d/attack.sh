@@ -6,7 +6,8 @@
 # probe pings; fails when the server dies, grows past the budget per attacking
 # connection, or the probe's p99 passes the bound. Then the other phases (output
 # fan-out to slow readers, HTTP pipelining, an attach storm, registry pressure from two
-# addresses, a 1,024 descriptor limit), each briefly on a server of its own from BIN.
+# addresses, a 1,024 descriptor limit, dead tokens replayed at a cluster node, what one
+# line can make the server send and spend), each briefly on a server of its own from BIN.
 attack_run() {
     local bin=$1 seconds=$2; shift 2
     local out; out=$(mktemp)
@@ -31,7 +32,18 @@ attack() {
     setup
     say "building release"
     swift build -c release --product viewline-server 2>&1 | { grep -Ev '^\[[0-9]+/[0-9]+\]' || true; }
+    # The dead-tokens phase runs a cluster node: a throwaway PostgreSQL unless one is given.
+    local dir; dir=$(mktemp -d /tmp/viewline-attack.XXXXXX)
+    local pg_url="" pg_stop="true" pg_port="" pg_restart="" pg_psql=""
+    if [ -z "${VIEWLINE_TEST_POSTGRES:-}" ]; then
+        start_postgres "$dir"
+        export VIEWLINE_TEST_POSTGRES=$pg_url
+    fi
     say "hostile-stream fuzzer for ${seconds} s against the release server"
+    local status=0
     attack_run "$(swift build -c release --show-bin-path)" "$seconds" --connections 40 \
-        --phase-seconds 20 --fanout-connections 200 --pipeline-connections 200 "$@"
+        --phase-seconds 20 --fanout-connections 200 --pipeline-connections 200 "$@" || status=$?
+    $pg_stop >/dev/null 2>&1 || true
+    rm -rf "$dir"
+    return "$status"
 }

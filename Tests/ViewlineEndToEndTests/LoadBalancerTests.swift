@@ -18,7 +18,7 @@ struct LoadBalancerTests {
 
     /// A connection to `port` from `source` once it is served (`welcome`): HAProxy
     /// routes to a node only once its health check has passed twice.
-    func served(_ port: Int, from source: String, within time: Duration = .seconds(15)) throws -> (LineClient, JSON) {
+    func served(_ port: Int, from source: String, within time: Duration = .seconds(60)) throws -> (LineClient, JSON) {
         let deadline = ContinuousClock.now + time
         while true {
             if let client = try? LineClient(port: port, from: source), let first = try? client.next(timeout: .seconds(2)) {

@@ -41,6 +41,11 @@ public final class Cluster: Sendable {
     private let slowBatches = Mutex<(lastWarning: ContinuousClock.Instant?, skipped: Int)>((nil, 0))
     /// Lookup parts of sessions that ended, whose records are still to be deleted.
     private let endedLookups = Mutex<Set<String>>([])
+    /// Lookups of sessions that ended here for good (their records ended in the
+    /// directory), the newest ``recentlyEndedKept``: an `attach` of one is answered
+    /// "no session" without a query (a dead token replayed costs the database nothing).
+    private let recentlyEnded = Mutex<(lookups: Set<String>, order: [String], next: Int)>(([], [], 0))
+    static let recentlyEndedKept = 4096
     /// Opened by ``leave()`` (or when ``run()`` is cancelled): its loops stop.
     private let stopping = Latch()
     /// Opened once ``run()`` is over: the node left (its last records written, or
@@ -518,6 +523,15 @@ public final class Cluster: Sendable {
 
     /// Records written per batch (swift-metrics, as the process bootstrapped it).
     private static let recordsPerBatch = CoreMetrics.Recorder(label: "viewline_cluster_records_per_batch", aggregate: true)
+    /// Session lookups sent to the directory for `attach`es of sessions this node does
+    /// not hold: what attaches, a guesser's included, cost the database.
+    private static let lookups = CoreMetrics.Counter(label: "viewline_cluster_lookups_total")
+
+    /// The record of `lookup` in the directory, counted (``lookups``).
+    private func find(_ lookup: String) async throws -> SessionLocation? {
+        Self.lookups.increment()
+        return try await directory.find(lookup: lookup, nodeTimeout: nodeTimeout)
+    }
 
     /// Renews the lease; after a lapse, closes the sessions other nodes claimed
     /// meanwhile before serving again.
@@ -829,6 +843,23 @@ public final class Cluster: Sendable {
             throw ProtocolError(.unavailable, "the session's record is busy right now; try again", retryAfter: 1)
         }
         ended(session)
+        endedForGood([lookup])
+    }
+
+    /// `lookups` ended in the directory for good: remembered (``recentlyEnded``).
+    private func endedForGood(_ lookups: some Sequence<String>) {
+        recentlyEnded.withLock { ring in
+            for lookup in lookups where !ring.lookups.contains(lookup) {
+                if ring.order.count < Self.recentlyEndedKept {
+                    ring.order.append(lookup)
+                } else {
+                    ring.lookups.remove(ring.order[ring.next])
+                    ring.order[ring.next] = lookup
+                    ring.next = (ring.next + 1) % Self.recentlyEndedKept
+                }
+                ring.lookups.insert(lookup)
+            }
+        }
     }
 
     /// Records `session` with `token` (`end-others`' new one, not yet the session's):
@@ -899,6 +930,7 @@ public final class Cluster: Sendable {
             let removed = try await directory.remove(lookups: Array(ended), by: node)
             // Rows another transaction held stay to be ended with the next batch.
             endedLookups.withLock { $0.subtract(ended.subtracting(removed.skipped)) }
+            endedForGood(ended.subtracting(removed.skipped).subtracting(removed.refused))
             if !removed.refused.isEmpty {
                 logger.info("left the records of sessions another node holds now", metadata: ["records": "\(removed.refused.count)"])
             }
@@ -1163,8 +1195,10 @@ public final class Cluster: Sendable {
         // not settled, so not gone either — the client tries again.
         guard depth < 3 else { throw Self.unsettled }
         let (lookup, secret) = SessionRegistry.split(token)
+        // Ended here for good a moment ago: the directory would say so too.
+        if recentlyEnded.withLock({ $0.lookups.contains(lookup) }) { return .unknown }
         if let until = newerRecords.withLock({ $0[lookup] }), ContinuousClock.now < until { throw Self.newerRecord }
-        guard let found = try await directory.find(lookup: lookup, nodeTimeout: nodeTimeout), Self.opens(secret, found.record)
+        guard let found = try await find(lookup), Self.opens(secret, found.record)
         else { return .unknown }
         var location = found
         if location.record.owner == nodeID {
@@ -1198,7 +1232,7 @@ public final class Cluster: Sendable {
                     return .moved(address: location.ownerAddress, web: location.ownerWeb)
                 }
                 try await Task.sleep(for: nodeTimeout - silent)
-                guard let again = try await directory.find(lookup: lookup, nodeTimeout: nodeTimeout), Self.opens(secret, again.record),
+                guard let again = try await find(lookup), Self.opens(secret, again.record),
                     again.record.owner == location.record.owner
                 else { return try await locateOnce(token, application: application, depth: depth + 1) }
                 location = again
@@ -1219,7 +1253,7 @@ public final class Cluster: Sendable {
             // whatever the database's clock says): send the client there. Otherwise
             // (the record went back to its previous owner meanwhile: another node's
             // claim of it did not restore it) look again.
-            guard let winner = try await directory.find(lookup: lookup, nodeTimeout: nodeTimeout) else { return .unknown }
+            guard let winner = try await find(lookup) else { return .unknown }
             let renewed =
                 winner.record.owner == location.record.owner && winner.ownerRenewals != nil && winner.ownerRenewals != location.ownerRenewals
             guard winner.record.owner != nodeID, winner.ownerAlive || renewed || winner.record.owner != location.record.owner else {

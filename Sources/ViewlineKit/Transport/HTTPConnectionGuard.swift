@@ -15,7 +15,9 @@ import NIOHTTP1
 ///   (`--max-output-bytes`: the client is not reading), no further request is handed
 ///   on (NIO's pipelining handler reads no more meanwhile), so pipelined requests cost
 ///   at most one response beyond the budget; a backlog that does not drain within the
-///   timeout closes the connection.
+///   timeout closes the connection. A backlog counts against its address's and the
+///   server's output budgets (`--max-output-bytes-per-address`, `-total`) like a line
+///   connection's: one that passes either is closed at once.
 ///
 /// Removed at a WebSocket upgrade, giving its place back: the protocol connection
 /// that follows takes a place of its own and lives by the line protocol's limits.
@@ -35,6 +37,8 @@ final class HTTPConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
         var registry: ConnectionRegistry
         var limit: Int
         var perAddress: Int
+        /// The output budgets every backlog counts against (`nil`: none).
+        var counts: ConnectionCounts? = nil
     }
 
     private let admission: Admission
@@ -44,6 +48,8 @@ final class HTTPConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     private let trusted: TrustedProxies
     /// The address whose place this connection holds; `nil` before or after.
     private var place: String?
+    /// This connection's backlog in the output budgets, while it has one.
+    private var backlogID: Int?
     /// Request parts held back while the backlog is over the budget, in order.
     private var held: [HTTPServerRequestPart] = []
     private var deadline: Scheduled<Void>?
@@ -95,6 +101,10 @@ final class HTTPConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
         deadline?.cancel()
         deadline = nil
         held = []
+        if let backlogID {
+            admission.counts?.backlog(of: backlogID, bytes: nil)
+            self.backlogID = nil
+        }
         if let place {
             admission.registry.release(address: place)
             self.place = nil
@@ -133,6 +143,7 @@ final class HTTPConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
+        countBacklog(context: context)
         if context.channel.isWritable {
             while !held.isEmpty, context.channel.isWritable, context.channel.isActive {
                 pass(held.removeFirst(), context: context)
@@ -147,6 +158,7 @@ final class HTTPConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     // MARK: responses out
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        defer { if !context.channel.isWritable { countBacklog(context: context) } }
         guard case .end = unwrapOutboundIn(data) else { return context.write(data, promise: promise) }
         // Once the response is handed to the socket, the connection is ready for the next
         // request: its head has the whole timeout to arrive.
@@ -156,6 +168,29 @@ final class HTTPConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
             self.armDeadline(context: context)
         }
         context.write(data, promise: written)
+    }
+
+    /// Tells the output budgets what the connection holds now: nothing while the socket
+    /// keeps up, its buffered bytes while it does not; past its address's or the
+    /// server's budget, the connection is closed.
+    private func countBacklog(context: ChannelHandlerContext) {
+        guard let counts = admission.counts, let place else { return }
+        guard !context.channel.isWritable,
+            let bytes = try? context.channel.syncOptions?.getOption(ChannelOptions.bufferedWritableBytes)
+        else {
+            if let backlogID {
+                counts.backlog(of: backlogID, bytes: nil)
+                self.backlogID = nil
+            }
+            return
+        }
+        let id = backlogID ?? counts.makeBacklogID()
+        backlogID = id
+        if counts.backlog(of: id, address: place, bytes: bytes) != nil {
+            counts.backlog(of: id, bytes: nil)
+            backlogID = nil
+            context.close(promise: nil)
+        }
     }
 
     private func armDeadline(context: ChannelHandlerContext) {

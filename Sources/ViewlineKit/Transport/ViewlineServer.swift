@@ -476,7 +476,7 @@ public final class ViewlineServer: Service, Sendable {
     /// Where HTTP connections hold their places: the same registry and limits as
     /// protocol connections.
     private var httpAdmission: HTTPConnectionGuard.Admission {
-        .init(registry: registry, limit: maximumClients, perAddress: maximumClientsPerAddress)
+        .init(registry: registry, limit: maximumClients, perAddress: maximumClientsPerAddress, counts: application.connections)
     }
 
     /// How long an HTTP request's head may take to arrive whole, a keep-alive
