@@ -85,6 +85,8 @@ let package = Package(
         .target(name: "CEpoll"),
         // A cache prefetch hint (a compiler builtin Swift has no spelling for).
         .target(name: "CPrefetch"),
+        // glibc's allocator told to give large buffers back (mallopt has no Swift module).
+        .target(name: "CHeap"),
         // The runtime as a library: view-model API, sessions, alerts, task slots,
         // shared observations, and the SwiftNIO transport. Knows no app.
         .target(
@@ -145,7 +147,7 @@ let package = Package(
         .executableTarget(
             name: "viewline-server",
             dependencies: [
-                "ViewlineKit", "ViewlineTLS", "ViewlineApps", "ViewlinePersistence", "ViewlinePostgres", "ViewlineAppsPostgres",
+                "ViewlineKit", "ViewlineTLS", "ViewlineApps", "ViewlinePersistence", "ViewlinePostgres", "ViewlineAppsPostgres", "CHeap",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),

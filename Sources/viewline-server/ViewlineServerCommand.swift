@@ -1,4 +1,5 @@
 import ArgumentParser
+import CHeap
 @preconcurrency import CoreMetrics
 import Foundation
 import Prometheus
@@ -192,6 +193,10 @@ struct ViewlineServerCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        // Output buffers past 128 KiB (a slow reader's backlog grows to 1 MiB) are
+        // mappings of their own, given back when freed: the process holds no more
+        // than its output budgets count (see CHeap).
+        _ = viewline_return_large_allocations(128 * 1024)
         var metricsRegistry: PrometheusCollectorRegistry?
         if printSchema {
             let application = Application(SeedApps.all)
