@@ -56,12 +56,7 @@ public final class LoadBalancer: @unchecked Sendable {
         process.environment = environment
         process.standardInput = FileHandle.nullDevice
         process.standardOutput = FileHandle.nullDevice
-        if let logFile {
-            FileManager.default.createFile(atPath: logFile, contents: nil)
-            process.standardError = FileHandle(forWritingAtPath: logFile)
-        } else {
-            process.standardError = FileHandle.nullDevice
-        }
+        process.standardError = ServerProcess.errors(to: logFile)
         try process.run()
         // Listening once its frontend accepts.
         let deadline = ContinuousClock.now + .seconds(10)

@@ -41,6 +41,13 @@ public final class ServerProcess {
     }
 
     /// Starts the server with `arguments`; its log (at `logLevel`) goes to `logFile`, or nowhere.
+    /// Where a child process's standard error goes: `logFile` (made empty first), or nowhere.
+    static func errors(to logFile: String?) -> FileHandle? {
+        guard let logFile else { return FileHandle.nullDevice }
+        FileManager.default.createFile(atPath: logFile, contents: nil)
+        return FileHandle(forWritingAtPath: logFile)
+    }
+
     public init(_ arguments: [String], executable: String = "viewline-server", logFile: String? = nil, logLevel: String = "warning") throws {
         _ = BrokenPipes.ignored
         process = Process()
@@ -50,12 +57,7 @@ public final class ServerProcess {
         process.standardInput = input
         output = Pipe()
         process.standardOutput = output
-        if let logFile {
-            FileManager.default.createFile(atPath: logFile, contents: nil)
-            process.standardError = FileHandle(forWritingAtPath: logFile)
-        } else {
-            process.standardError = FileHandle.nullDevice
-        }
+        process.standardError = Self.errors(to: logFile)
         try process.run()
         // The first line is "listening on HOST:PORT".
         var line: [UInt8] = []
