@@ -18,11 +18,15 @@ public final class LineClient {
     }
 
     /// Connects to `host:port`; with `source`, from that local address (any of
-    /// 127.0.0.0/8 works on loopback: a test's stand-in for another client host).
-    public init(port: Int, host: String = "127.0.0.1", from source: String? = nil) throws {
+    /// 127.0.0.0/8 works on loopback: a test's stand-in for another client host); with
+    /// `receiveBuffer`, a kernel receive buffer that small (a client that reads little).
+    public init(port: Int, host: String = "127.0.0.1", from source: String? = nil, receiveBuffer: Int32? = nil) throws {
         _ = BrokenPipes.ignored
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         self.fd = fd
+        if var size = receiveBuffer {
+            setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        }
         if let source, Self.withAddress(source, port: 0, { bind(fd, $0, $1) }) != 0 {
             close(fd)
             throw Failure(description: "bind to \(source) failed: \(String(cString: strerror(errno)))")

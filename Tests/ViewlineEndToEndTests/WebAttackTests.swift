@@ -59,6 +59,33 @@ import ViewlineTestSupport
         #expect(try victim.command("ping").isOK)
     }
 
+    /// Small responses pipelined by a client that reads almost nothing (a 4 KiB receive
+    /// buffer): the kernel takes megabytes of them, and NIO would have kept thousands
+    /// more under the high-water mark, never counted and never timed (60 such
+    /// connections held 147 MiB for as long as they stayed). Now a request waits for
+    /// the previous response to reach the socket, and one that does not within the line
+    /// timeout closes the connection, on both HTTP listeners.
+    @Test func smallResponsesThatAreNeverReadHoldOneResponseAndAreCutOffInTime() throws {
+        let (server, web) = try startWebServer(["--line-timeout", "2", "--metrics-port", "0"])
+        let pid = server.process.processIdentifier
+        let sockets = Self.openSockets(pid)
+        for (port, path) in [(web, "/favicon.ico"), (try #require(server.metricsPort), "/healthz")] {
+            let attacker = try LineClient(port: port, receiveBuffer: 4096)
+            let request = Array("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\n\r\n".utf8)
+            // Eight at a time, within the pipelining queue's bound (16: more closes the
+            // connection at once), for as long as the server takes them.
+            let eight = Array([[UInt8]](repeating: request, count: 8).joined())
+            let growth = try AttackTests.peakGrowth(of: pid) { () throws in
+                for _ in 0..<1_250 {
+                    guard attacker.send(eight, within: .milliseconds(100)) == eight.count else { break }
+                    usleep(2_000)
+                }
+                #expect(Self.socketsFall(pid, to: sockets, within: .seconds(10)), "\(path)")
+            }
+            #expect(growth < 16 << 20, "\(path): RSS grew \(growth >> 20) MiB")
+        }
+    }
+
     /// A client that sends its first frame in the same write as the upgrade request
     /// (the request decoder hands those bytes on as it leaves) gets its answer: the
     /// HTTP request queue leaves first (it crashed the server, round five's review).

@@ -11,11 +11,12 @@ import NIOHTTP1
 ///   dropped) must arrive whole within the timeout from the moment the connection is
 ///   ready for it (opened, or its previous response written), however slowly it
 ///   trickles in; a keep-alive connection that sends nothing for as long is closed too.
-/// - **An output budget.** While the connection's backlog is over the high-water mark
-///   (`--max-output-bytes`: the client is not reading), no further request is handed
-///   on (NIO's pipelining handler reads no more meanwhile), so pipelined requests cost
-///   at most one response beyond the budget; a backlog that does not drain within the
-///   timeout closes the connection. A backlog counts against its address's and the
+/// - **One response at a time.** No request is handed on while the previous response
+///   has not reached the socket, or while the connection's backlog is over the
+///   high-water mark (`--max-output-bytes`: the client is not reading): pipelined
+///   requests cost at most one response held (NIO's pipelining handler reads no more
+///   meanwhile, and keeps at most a few request heads), and a response that does not
+///   reach the socket within the timeout closes the connection. A backlog counts against its address's and the
 ///   server's output budgets (`--max-output-bytes-per-address`, `-total`) like a line
 ///   connection's: one that passes either is closed at once.
 ///
@@ -55,6 +56,8 @@ final class HTTPConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     private var deadline: Scheduled<Void>?
     /// Between a request's head and its end: the deadline is the request's.
     private var readingRequest = false
+    /// Responses handed to the pipeline whose last part has not reached the socket yet.
+    private var unwritten = 0
 
     init(admission: Admission, timeout: TimeAmount?, peer: PeerAddress? = nil, trusted: TrustedProxies = TrustedProxies()) {
         self.admission = admission
@@ -118,13 +121,21 @@ final class HTTPConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
         // Neither listener takes a request body: it is dropped as it comes, never held
         // (a body streamed behind a full backlog grew without limit).
         if case .body = part { return }
-        guard held.isEmpty, context.channel.isWritable else {
-            // Over the budget: held, and the backlog must drain within the timeout.
+        guard held.isEmpty, unwritten == 0, context.channel.isWritable else {
+            // A response still on its way, or over the budget: held, and the output
+            // must drain within the timeout.
             if held.isEmpty { armDeadline(context: context) }
             held.append(part)
             return
         }
         pass(part, context: context)
+    }
+
+    /// Hands on the requests held while output was on its way, as far as it may go.
+    private func passHeld(context: ChannelHandlerContext) {
+        while !held.isEmpty, unwritten == 0, context.channel.isWritable, context.channel.isActive {
+            pass(held.removeFirst(), context: context)
+        }
     }
 
     private func pass(_ part: HTTPServerRequestPart, context: ChannelHandlerContext) {
@@ -145,9 +156,7 @@ final class HTTPConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     func channelWritabilityChanged(context: ChannelHandlerContext) {
         countBacklog(context: context)
         if context.channel.isWritable {
-            while !held.isEmpty, context.channel.isWritable, context.channel.isActive {
-                pass(held.removeFirst(), context: context)
-            }
+            passHeld(context: context)
         } else if deadline == nil {
             // Over the budget mid-response: the backlog must drain within the timeout.
             armDeadline(context: context)
@@ -161,11 +170,17 @@ final class HTTPConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
         defer { if !context.channel.isWritable { countBacklog(context: context) } }
         guard case .end = unwrapOutboundIn(data) else { return context.write(data, promise: promise) }
         // Once the response is handed to the socket, the connection is ready for the next
-        // request: its head has the whole timeout to arrive.
+        // request: its head has the whole timeout to arrive, and one held meanwhile goes on.
+        // Until then, the response must reach the socket within the timeout.
+        unwritten += 1
+        armDeadline(context: context)
         let written = promise ?? context.eventLoop.makePromise()
-        written.futureResult.whenSuccess { [weak self] in
-            guard let self, !self.readingRequest, self.place != nil else { return }
-            self.armDeadline(context: context)
+        written.futureResult.whenComplete { [weak self] result in
+            guard let self else { return }
+            self.unwritten -= 1
+            guard case .success = result, self.place != nil else { return }
+            if !self.readingRequest { self.armDeadline(context: context) }
+            self.passHeld(context: context)
         }
         context.write(data, promise: written)
     }
