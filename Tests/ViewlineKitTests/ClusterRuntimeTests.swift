@@ -1194,6 +1194,58 @@ import ViewlineTestSupport
         #expect(!cluster.isServing(now: now + .seconds(8)))
     }
 
+    /// Output withheld while the lease was not valid reaches the open connections once
+    /// it is back, in rev order with none skipped: when a renewal sent before the lease
+    /// ran out is answered after it (no lapse, yet output was withheld in between), and
+    /// when a session speaks again before the node has told it the lease is back.
+    @Test func outputWithheldWhileTheLeaseWasNotValidReachesTheConnectionsOnceItIsBack() async throws {
+        let directory = MemoryDirectory()
+        // Serving lasts 40 s after a renewal is sent (a node timeout of 50 s less its margin).
+        let cluster = Cluster(directory: directory, address: "10.0.0.1:7878", nodeTimeout: .seconds(50))
+        let start = ContinuousClock.now
+        try await cluster.renew(now: { start - .seconds(45) })  // sent 45 s ago: run out
+        var services = Services()
+        services.adder = FakeAdder()
+        let application = Application([Counter.self], services: services, cluster: cluster)
+        cluster.hold(application.sessions)
+        final class Revs: Sendable {
+            let seen = Mutex<[Int]>([])
+            func withLock<R>(_ body: (inout [Int]) -> R) -> R { seen.withLock { body(&$0) } }
+        }
+        func watched(_ id: String, registered: Bool) async throws -> (Session, Revs) {
+            let session = Session(id: id, application: application)
+            if registered { try application.sessions.register(session).get() }
+            let revs = Revs()
+            let link = SessionConnection(
+                send: { message in
+                    switch message {
+                    case .alert(let rev, _, _), .display(let rev, _, _): revs.withLock { $0.append(rev) }
+                    default: break
+                    }
+                }, close: {})
+            await session.connect(link, as: 1)
+            return (session, revs)
+        }
+        // `told` is among the node's sessions; `untold` stands for one the node has not
+        // reached yet when it tells its sessions the lease is back.
+        let (told, toldRevs) = try await watched("s1", registered: true)
+        let (untold, untoldRevs) = try await watched("s2", registered: false)
+        #expect(!cluster.isServing())
+        await told.showAlert(.error("the adder is down"))
+        await untold.showAlert(.error("the adder is down"))
+        #expect(toldRevs.withLock { $0 }.isEmpty && untoldRevs.withLock { $0 }.isEmpty, "withheld without a lease")
+
+        // A renewal sent 39 s after the last (before it ran out) is answered now.
+        try await cluster.renew(now: { start - .seconds(6) })
+        #expect(cluster.isServing())
+        #expect(toldRevs.withLock { $0 } == [1], "the withheld alert, once the lease is back")
+        #expect(untoldRevs.withLock { $0 }.isEmpty)
+
+        // The untold session speaks first: the withheld alert goes before its new display.
+        _ = await untold.handle(Request(id: .null, name: "increment", arguments: Arguments()), from: 0)
+        #expect(untoldRevs.withLock { $0 } == [1, 2])
+    }
+
     @Test func aPausedNodeWakesUpClosesWhatWasClaimedAndServesTheRest() async throws {
         let directory = MemoryDirectory()
         let a = try await leasedNode(directory, "10.0.0.1:7878", timeout: .seconds(600))

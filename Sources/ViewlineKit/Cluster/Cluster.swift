@@ -94,6 +94,11 @@ public final class Cluster: Sendable {
         /// renewal (`nil`: not yet known, or the directory does not count them): a
         /// renewal that finds more is a lapse, whatever any clock says.
         var claimsSeen: Int64?
+        /// A session withheld output since the sessions were last told the lease is
+        /// back (``outputWithheld()``): the next renewal that finds it valid tells
+        /// them, lapse or not (a renewal sent before the lease ran out and answered
+        /// after is no lapse, yet output was withheld in between).
+        var withheld = false
     }
 
     /// Sessions whose records changed since a batch last took them, and when the
@@ -579,17 +584,29 @@ public final class Cluster: Sendable {
                 for session in sessions.all { changed(session, now: at) }
             }
         }
-        lease.withLock { lease in
+        let withheld = lease.withLock { lease -> Bool in
             // Overlapping renewals may return out of order: the latest send counts.
             lease.renewedAt = max(lease.renewedAt ?? sent, sent)
             // A write fenced off while this renewal ran: the next one reconciles again.
             if lease.lapsesNoticed == noticed { lease.reconciling = false }
+            defer { lease.withheld = false }
+            return lease.withheld
         }
-        if reconciled, let sessions = registry.withLock({ $0.sessions }) {
-            // Sessions that withheld output while the lease was not valid (kept: the
-            // lost ones are closed) show their state again.
-            for session in sessions.all { await session.leaseRestored() }
-        }
+        if reconciled || withheld { await restoreOutput() }
+    }
+
+    /// A session withheld output because the lease was not valid (``Session/leased``):
+    /// the sessions hear when it is back (``restoreOutput()``).
+    func outputWithheld() {
+        lease.withLock { $0.withheld = true }
+    }
+
+    /// The lease is valid again: sessions that withheld output meanwhile (kept: the
+    /// lost ones are closed) show their state again. (A session that withholds
+    /// again while this runs marks it anew for the next renewal.)
+    private func restoreOutput() async {
+        guard let sessions = registry.withLock({ $0.sessions }) else { return }
+        for session in sessions.all { await session.leaseRestored() }
     }
 
     /// A store refused a write made for `session` (``SessionFence``): by the database's
@@ -656,6 +673,7 @@ public final class Cluster: Sendable {
                         outcome = .again
                     } else if let renewed = lease.renewedAt, ContinuousClock.now - renewed < nodeTimeout - leaseMargin {
                         lease.reconciling = false
+                        lease.withheld = false
                         outcome = .serve
                     }
                 }
@@ -666,9 +684,7 @@ public final class Cluster: Sendable {
             case .again: continue
             case .stop: return
             case .serve:
-                if let sessions = registry.withLock({ $0.sessions }) {
-                    for session in sessions.all { await session.leaseRestored() }
-                }
+                await restoreOutput()
                 return
             }
         }

@@ -243,10 +243,8 @@ extension Session {
         guard leased else { return }
         withheldWithoutLease = false
         if let missed = log.lines(after: sentRev, current: rev) {
-            for connection in connections.values {
-                for line in missed { connection.send(line: line) }
-            }
             sentRev = rev
+            for line in missed { deliver(line) }
         } else {
             for index in application.views.indices where displayedViews.contains(index) { display(index) }
             if let alert = presentedAlert {

@@ -331,13 +331,25 @@ package actor Session {
     var leased: Bool {
         guard let cluster = application.cluster else { return true }
         if cluster.isServing() { return true }
+        if !withheldWithoutLease { cluster.outputWithheld() }
         withheldWithoutLease = true
         return false
     }
 
+    /// Sends an event just logged, unless the lease is not valid. When output was
+    /// withheld and the lease is back before the cluster said so
+    /// (``leaseRestored()``), what was withheld goes first, this event with it:
+    /// sending it alone would move `sentRev` past the withheld events, and they would
+    /// never reach the connections still open.
     private func broadcast(line: [UInt8]) {
         guard !closed, leased else { return }
+        if withheldWithoutLease { return leaseRestored() }
         sentRev = rev
+        deliver(line)
+    }
+
+    /// `line` to every connection, held for those whose command's reply is not out.
+    func deliver(_ line: [UInt8]) {
         if held.isEmpty {
             for connection in connections.values { connection.send(line: line) }
             return
@@ -356,6 +368,7 @@ package actor Session {
     private func broadcast(display: DisplayEvent) {
         guard held.isEmpty else { return broadcast(line: display.line) }
         guard !closed, leased else { return }
+        if withheldWithoutLease { return leaseRestored() }
         sentRev = rev
         for connection in connections.values { connection.send(display: display) }
     }
