@@ -16,7 +16,8 @@ extension ServerMessage {
         switch json["type"]?.stringValue {
         case "welcome":
             guard let session = json["session"]?.stringValue, let token = json["token"]?.stringValue else { return nil }
-            self = .welcome(session: session, token: token, server: json["server"]?.stringValue ?? "")
+            self = .welcome(
+                session: session, token: token, server: json["server"]?.stringValue ?? "", maximumLineBytes: json["maxLineBytes"]?.intValue)
         case "reply":
             let re = json["re"] ?? .null
             switch json["ok"]?.boolValue {

@@ -1,8 +1,9 @@
 /// Every line the server sends. Each encodes to one JSON object whose first key is `type`.
 public enum ServerMessage: Sendable, Equatable {
     /// The first line of a connection: its session, the token that attaches to it
-    /// again, and the server's name.
-    case welcome(session: String, token: String, server: String)
+    /// again, the server's name, and the longest line it takes from a client (`nil`:
+    /// not said; servers before 1.3 do not).
+    case welcome(session: String, token: String, server: String, maximumLineBytes: Int? = nil)
     /// The answer to one command (`re` is its id): a result or an error.
     case reply(re: JSON, result: Result<JSON, ProtocolError>)
     /// A view's new state, numbered `rev` in the session's event order.
@@ -25,12 +26,14 @@ public enum ServerMessage: Sendable, Equatable {
     /// The line's JSON object, `type` first.
     public var json: JSON {
         switch self {
-        case .welcome(let session, let token, let server):
-            return [
+        case .welcome(let session, let token, let server, let maximumLineBytes):
+            var object: JSONObject = [
                 "type": "welcome", "protocol": .int(Self.protocolVersion), "minor": .int(Self.protocolMinorVersion),
                 "session": .string(session),
                 "token": .string(token), "server": .string(server),
             ]
+            if let maximumLineBytes { object["maxLineBytes"] = .int(maximumLineBytes) }
+            return .object(object)
         case .reply(let re, .success(let result)):
             return ["type": "reply", "re": re, "ok": true, "result": result]
         case .reply(let re, .failure(let error)):

@@ -119,7 +119,7 @@ private final class LineReader: ChannelInboundHandler, Sendable {
             return
         }
         switch message {
-        case .welcome(let session, _, _):
+        case .welcome(let session, _, _, _):
             let waiter = state.withLock { state -> OneShot<String>? in
                 state.welcomed = session
                 return state.welcomeWaiter

@@ -6,6 +6,7 @@ import ViewlineProtocol
 @Suite struct ServerMessageParsingTests {
     static let messages: [ServerMessage] = [
         .welcome(session: "s1", token: String(repeating: "ab", count: 24), server: "viewline/1.3"),
+        .welcome(session: "s1", token: String(repeating: "ab", count: 24), server: "viewline/1.3", maximumLineBytes: 65_536),
         .reply(re: .null, result: .success(["accepted": true, "query": "thai"])),
         .reply(re: 7, result: .success(.null)),
         .reply(re: "a", result: .failure(ProtocolError(.moved, "the session lives on 10.0.0.2:7878", address: "10.0.0.2:7878"))),

@@ -31,6 +31,9 @@ public final class Application: Sendable {
     public let admin: Bool
     /// Names the server in `welcome`.
     public let serverName: String
+    /// The longest line a client may send, said in `welcome` (a client refuses a
+    /// longer one itself: the server's `line_too_long` for it cannot name its id).
+    let maximumLineBytes: Int
     /// The armed `fault`s, shared with any service that checks them itself.
     public let faults: FaultInjector
     /// Every live session by token: attach, expiry, the session limit.
@@ -164,6 +167,7 @@ public final class Application: Sendable {
         eventLogBudget = EventLogBudget(limit: limits.eventLogBudgetBytes)
         self.admin = admin
         self.serverName = serverName
+        maximumLineBytes = configuration.maximumLineBytes
         self.viewIndex = viewIndex
         userChangedHooks = hooks
         self.restoredHooks = restoredHooks

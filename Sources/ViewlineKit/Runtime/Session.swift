@@ -234,7 +234,7 @@ package actor Session {
 
     /// The first line a new connection gets.
     package nonisolated var welcome: ServerMessage {
-        .welcome(session: id, token: token, server: application.serverName)
+        .welcome(session: id, token: token, server: application.serverName, maximumLineBytes: application.maximumLineBytes)
     }
 
     /// The connection whose command is running, for an awaiting command that acts on

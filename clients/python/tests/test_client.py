@@ -30,6 +30,29 @@ def test_errors_are_exceptions_with_the_protocol_code(client):
     assert caught.value.code == "unknown_command"
 
 
+def test_a_line_longer_than_the_welcome_says_is_refused_without_waiting(client):
+    limit = client.welcome["maxLineBytes"]
+    with pytest.raises(ViewlineError) as caught:
+        client.command("search " + "x" * limit, timeout=30)
+    assert caught.value.code == "line_too_long"
+    assert client.command("ping") == {"pong": True}  # never sent: the connection goes on
+
+
+def test_the_asyncio_client_refuses_a_line_longer_than_the_welcome_says(server):
+    import asyncio
+    from viewline import AsyncClient
+
+    async def scenario() -> None:
+        vl = await AsyncClient.connect(port=server.port)
+        with pytest.raises(ViewlineError) as caught:
+            await vl.command("search " + "x" * vl.welcome["maxLineBytes"], timeout=30)
+        assert caught.value.code == "line_too_long"
+        assert await vl.command("ping") == {"pong": True}
+        await vl.close()
+
+    asyncio.run(scenario())
+
+
 def test_failing_save_answered_until_it_succeeds(client):
     client.command("login alice wonderland")
     client.command("draft quarterly report")

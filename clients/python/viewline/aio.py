@@ -339,12 +339,13 @@ class AsyncClient(_Settings):
             raise self._protocol_error()
         if self.closed or self._writer is None:
             raise ConnectionClosed("the client is closed", self.bye, self._ended and self.bye is not None)
+        line = request.encode(self._next_id + 1, cmd, args)
+        request.check_length(line, self.welcome)
         self._next_id += 1
         request_id = self._next_id
         future: "asyncio.Future[Message]" = asyncio.get_running_loop().create_future()
         self._pending[request_id] = future
         self._nudge()  # the reader reads on to the reply, whatever is full
-        line = request.encode(request_id, cmd, args)
         self._lines[request_id] = line
         try:
             self._writer.write(line)

@@ -302,6 +302,7 @@ class Client(_Settings):
         self._next_id += 1
         request_id = self._next_id
         line = request.encode(request_id, cmd, args)
+        request.check_length(line, self.welcome)
         try:
             self._sock.sendall(line)
         except OSError:

@@ -30,6 +30,16 @@ def encode(request_id: int | str, cmd: str, args: Optional[Mapping[str, Any]]) -
     return json.dumps(line, ensure_ascii=False).encode("utf-8") + b"\n"
 
 
+def check_length(line: bytes, welcome: Message) -> None:
+    """Refuses a line (with its newline) longer than the server takes, as the welcome
+    says (``maxLineBytes``, 1.3): the server's ``line_too_long`` for it could not
+    name its id, so the command would wait for its reply until it timed out."""
+    limit = welcome.get("maxLineBytes")
+    if isinstance(limit, int) and not isinstance(limit, bool) and len(line) - 1 > limit:
+        raise ViewlineError("line_too_long",
+                            f"the line is {len(line) - 1} bytes; the server takes at most {limit}: not sent")
+
+
 def result_of(reply: Message) -> Dict[str, Any]:
     """A reply's ``result``; a failed reply raises its ``ViewlineError`` subclass."""
     if not reply.get("ok"):
