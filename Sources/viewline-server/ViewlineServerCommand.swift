@@ -303,6 +303,7 @@ struct ViewlineServerCommand: AsyncParsableCommand {
             }
         // On PostgreSQL the database client is a service of the group, beside the server.
         let client = postgresURL.map { PostgresStore.makeClient($0, logger: logger) }
+        let nodePool = NodePool()
         let (db, nodeTimeout, advertise) = (db, nodeTimeout, advertise)
         let watchdog = ShutdownWatchdog(drain: configuration.drainTimeout)
         let node = ServerNode(
@@ -331,11 +332,13 @@ struct ViewlineServerCommand: AsyncParsableCommand {
                                 ])
                         }
                         // Server-side limits below the agreed timeout: a pool of the
-                        // node's own, run until the process ends (the group's client
-                        // only served the agreement).
+                        // node's own, run by the group until the node has drained (the
+                        // group's client only served the agreement).
                         var agreedURL = postgresURL
                         agreedURL.nodeTimeout = agreed
-                        database = DatabaseAccess(url: agreedURL, operationTimeout: .seconds(10), logger: logger)
+                        let own = DatabaseAccess.makeClient(agreedURL, logger: logger)
+                        nodePool.serve(own)
+                        database = DatabaseAccess(client: own, url: agreedURL, operationTimeout: .seconds(10), logger: logger)
                         directory = PostgresSessionDirectory(database)
                         _ = try await directory.agreedNodeTimeout(proposing: agreed)
                     }
@@ -362,6 +365,7 @@ struct ViewlineServerCommand: AsyncParsableCommand {
                         logger.info("sessions are recorded: a restart gives them back", metadata: ["db": "\(db)"])
                     }
                 }
+                nodePool.notNeeded()  // (when it was not served above)
                 let services = try await SeedApps.liveServices(apps, store: store, faults: faults)
                 return try ViewlineServer(
                     apps: SeedApps.all, services: services, faults: faults, cluster: cluster, configuration: configuration, logger: logger)
@@ -386,10 +390,10 @@ struct ViewlineServerCommand: AsyncParsableCommand {
         for number in [SIGTERM, SIGINT] { signal(number, SIG_IGN) }  // the sources below deliver them
         let signals = await UnixSignalsSequence(trapping: .sigterm, .sigint)
         if stopAtEndOfInput { Self.signalAtEndOfInput() }
-        // The database client first: the group shuts services down in reverse order,
-        // so it outlives the server's last record writes.
+        // The database clients first: the group shuts services down in reverse order,
+        // so they outlive the server's drain and last record writes.
         let services: [ServiceGroupConfiguration.ServiceConfiguration] =
-            (client.map { [.init(service: $0)] } ?? []) + [
+            (client.map { [.init(service: $0), .init(service: nodePool)] } ?? []) + [
                 .init(service: node, successTerminationBehavior: .gracefullyShutdownGroup)
             ]
         let group = ServiceGroup(configuration: .init(services: services, logger: logger))

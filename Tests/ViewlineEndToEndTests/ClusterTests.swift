@@ -31,6 +31,33 @@ import ViewlineTestSupport
         try JSONSerialization.data(withJSONObject: contacts).write(to: URL(fileURLWithPath: path))
     }
 
+    /// A node started with a node timeout other than the cluster's runs a database
+    /// pool of its own (with the cluster's limits). It outlives the node's drain: what
+    /// the node runs while it drains still reaches the database. (It used to close as
+    /// the drain began, and every command that touched the database failed with
+    /// `internal_error` until the node exited.)
+    @Test func aNodeWithAPoolOfItsOwnReachesTheDatabaseWhileItDrains() throws {
+        let (database, nodes) = try startCluster(1, ["--node-timeout", "2"])
+        let node = try ServerProcess([
+            "--postgres", PostgresServer.shared.url(database: database), "--demo", "--node-timeout", "10", "--drain-seconds", "4",
+            "--backend-latency", "1000",
+        ])
+        let client = try LineClient(port: node.port)
+        _ = try client.next()  // welcome
+        #expect(try client.command("login bob builder").isOK)
+        #expect(try client.command("draft written before the drain").isOK)
+        // A log-in under way (a second of backend latency) when the drain begins, and a
+        // save behind it: the drain lets the connection's commands finish.
+        try client.send("login bob builder")
+        try client.send("saved")
+        Thread.sleep(forTimeInterval: 0.2)
+        node.signal(SIGTERM)
+        let replies = try client.read(until: { $0["type"] == "bye" }).filter { $0["type"] == "reply" }
+        #expect(replies.count == 2 && replies.allSatisfy(\.isOK), "both ran, the saved drafts read from the database while draining: \(replies)")
+        _ = try node.waitForExit(timeout: .seconds(30))
+        withExtendedLifetime(nodes) {}
+    }
+
     /// `end-others` the database does not take has not happened: with PostgreSQL down
     /// the reply is `unavailable`, the other connection is not revoked, and once the
     /// database is back the token the client holds still attaches (it was lost to its
