@@ -25,6 +25,9 @@ export interface Welcome {
   session: string;
   token: string;
   server: string;
+  /** The longest line the server takes, in bytes without the `\n`: the client refuses
+   * a longer command itself (`line_too_long`) instead of sending it. */
+  maxLineBytes?: number;
 }
 
 export interface ErrorObject {

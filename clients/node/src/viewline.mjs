@@ -74,6 +74,7 @@ export class Client extends EventEmitter {
   #heard = 0;
   #finished = false;
   #pinger = null;
+  #serverLineLimit = null;  // the longest line this connection's server takes (its welcome's `maxLineBytes`), or null
 
   /** Use `Client.connect(options)`. */
   constructor(options = {}) {
@@ -194,6 +195,7 @@ export class Client extends EventEmitter {
     this.#listen(socket);
     return welcome.then((message) => {
       this.closed = false;
+      this.#serverLineLimit = Number.isSafeInteger(message.maxLineBytes) && message.maxLineBytes > 0 ? message.maxLineBytes : null;
       if (!this.welcome) {
         this.welcome = message;
         this.session = message.session;
@@ -508,7 +510,9 @@ export class Client extends EventEmitter {
    * subclass for the codes callers act on). `command('add buy milk')` sends the
    * line as typed and the server parses it, so any view-model's commands work;
    * `command('add', { title: 'buy milk' })` sends a name with JSON args. The last
-   * argument may be `{ timeout, signal }`.
+   * argument may be `{ timeout, signal }`. A command whose line is longer than the
+   * server's welcome says it takes (`maxLineBytes`) is not sent: it rejects with
+   * `line_too_long` at once.
    */
   async command(cmd, args = undefined, options = {}) {
     if (typeof cmd !== 'string') throw new TypeError('command: a string line or command name');
@@ -522,6 +526,12 @@ export class Client extends EventEmitter {
     if (this.closed && !internal) throw new ConnectionClosedError('the client is closed', { bye: this.bye, sessionEnded: this.#ended && this.bye !== null });
     const id = ++this.#nextId;
     const line = args === null ? { id, line: cmd } : { id, cmd, ...(Object.keys(args).length ? { args } : {}) };
+    const text = JSON.stringify(line) + '\n';
+    const bytes = Buffer.byteLength(text) - 1;
+    if (this.#serverLineLimit !== null && bytes > this.#serverLineLimit) {
+      // The server would answer it `line_too_long` with `re: null` (it cannot read the id): refused here instead.
+      throw new ViewlineError('line_too_long', `the command's line is ${bytes} bytes, longer than the ${this.#serverLineLimit} the server takes (its welcome's maxLineBytes); it was not sent`);
+    }
     return new Promise((resolve, reject) => {
       let timer = null;
       const onAbort = () => finish(reject, new AbortedError(signal.reason));
@@ -531,7 +541,6 @@ export class Client extends EventEmitter {
         this.#pending.delete(id);
         settle(value);
       };
-      const text = JSON.stringify(line) + '\n';
       this.#pending.set(id, { resolve: (v) => finish(resolve, v), reject: (e) => finish(reject, e), text, internal, resend: false });
       if (timeout !== Infinity && timeout != null) {
         timer = setTimeout(() => finish(reject, new ClientTimeoutError(`the reply to ${cmd.split(' ')[0]}`)), timeout);

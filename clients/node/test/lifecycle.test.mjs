@@ -53,6 +53,32 @@ describe('time', () => {
     server.stop();
   });
 
+  test('a command longer than the welcome\'s maxLineBytes is refused at once, not sent, and the connection goes on', async () => {
+    const server = await fakeServer(async (peer) => {
+      peer.send({ type: 'welcome', protocol: 1, session: 's1', token: 't'.repeat(48), server: 'fake/1.3', maxLineBytes: 64 });
+      for (let message; (message = await peer.receive()) !== null;) peer.reply(message, { sent: message });
+    });
+    const unlimited = await fakeServer(echo);  // a welcome without maxLineBytes: no bound on what the client sends
+    const vl = await Client.connect({ port: server.port, timeout: 5000 });
+    const other = await Client.connect({ port: unlimited.port });
+    try {
+      const started = Date.now();
+      const tooLong = (e) => e instanceof ViewlineError && e.code === 'line_too_long' && /maxLineBytes/.test(e.message);
+      await assert.rejects(vl.command(`search ${'x'.repeat(100)}`), tooLong);
+      await assert.rejects(vl.command('search', { query: 'x'.repeat(100) }), tooLong);
+      await assert.rejects(vl.command(`search ${'é'.repeat(30)}`), tooLong);  // 55 characters, 85 bytes
+      assert.ok(Date.now() - started < 1000, 'refused without waiting for a reply');
+      assert.equal((await vl.command('ping')).sent.line, 'ping');
+      assert.deepEqual(server.lines.map((line) => line.line), ['ping'], 'only the short command reached the server');
+      assert.equal((await other.command(`search ${'x'.repeat(100_000)}`)).sent.line.length, 100_007);
+    } finally {
+      vl.destroy();
+      other.destroy();
+      server.stop();
+      unlimited.stop();
+    }
+  });
+
   test('the ping interval resumes a half-open connection', async () => {
     const server = await fakeServer((peer) => (peer.number === 0 ? welcomeThenSilent(peer) : acceptResume(peer)));
     const vl = await Client.connect({ port: server.port, reconnect: true, pingInterval: 100, timeout: 300 });
