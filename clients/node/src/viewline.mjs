@@ -370,21 +370,13 @@ export class Client extends EventEmitter {
       if ((this.#ended && this.bye === null) || this.#failure) break;  // closed by us meanwhile, or for good
       try {
         await this.#moveTo(candidates[attempt % candidates.length]);
-        await this.#attachFollowingMoved({ token: this.token, lastRev: this.rev }, { internal: true });
+        // Counted as the attach's reply is read, before the lines after it: an event
+        // the resumed connection brings never ends a wait before the resume is counted.
+        await this.#attachFollowingMoved({ token: this.token, lastRev: this.rev }, { internal: true, onResult: () => this.#resumed() });
         if (this.#finished) {  // destroyed while resuming: stay closed
           this.closed = true;
           this.#socket?.destroy();
-          return;
         }
-        this.resumed += 1;
-        this.bye = null;
-        this.#gate = null;
-        for (const pending of this.#pending.values()) {
-          if (!pending.resend) continue;
-          pending.resend = false;
-          this.#socket.write(pending.text);  // never ran: sent again, in the order first sent
-        }
-        this.emit('resumed');
         return;
       } catch (error) {
         if (this.#failure || !RETRYABLE_ATTACH.has(error.code)) {
@@ -400,6 +392,20 @@ export class Client extends EventEmitter {
     this.#gate = null;
     this.#socket?.destroy();
     this.#end();
+  }
+
+  /** The session is attached on the new connection: counted, and what waited for it goes on. */
+  #resumed() {
+    if (this.#finished) return;
+    this.resumed += 1;
+    this.bye = null;
+    this.#gate = null;
+    for (const pending of this.#pending.values()) {
+      if (!pending.resend) continue;
+      pending.resend = false;
+      this.#socket.write(pending.text);  // never ran: sent again, in the order first sent
+    }
+    this.emit('resumed');
   }
 
   /** Replaces the connection with one to `address` and reads its welcome. */
@@ -449,8 +455,14 @@ export class Client extends EventEmitter {
       const pending = this.#pending.get(message.re);
       if (pending) {
         this.#pending.delete(message.re);
-        if (message.ok) pending.resolve(message.result);
-        else pending.reject(errorFromReply(message));
+        if (!message.ok) pending.reject(errorFromReply(message));
+        else {
+          try {
+            pending.onResult?.();  // before the next line is read (a resume is counted)
+          } finally {
+            pending.resolve(message.result);
+          }
+        }
       }
       return;
     }
@@ -519,7 +531,7 @@ export class Client extends EventEmitter {
     return this.#request(cmd, args ?? null, options);
   }
 
-  async #request(cmd, args, { timeout = this.#options.timeout, signal, internal = false } = {}) {
+  async #request(cmd, args, { timeout = this.#options.timeout, signal, internal = false, onResult } = {}) {
     signal?.throwIfAborted?.();
     if (!internal && (this.#resumeTask || this.#gate)) await (this.#resumeTask ?? this.#gate);
     if (this.#failure) throw this.#failure;
@@ -541,7 +553,7 @@ export class Client extends EventEmitter {
         this.#pending.delete(id);
         settle(value);
       };
-      this.#pending.set(id, { resolve: (v) => finish(resolve, v), reject: (e) => finish(reject, e), text, internal, resend: false });
+      this.#pending.set(id, { resolve: (v) => finish(resolve, v), reject: (e) => finish(reject, e), text, internal, resend: false, onResult });
       if (timeout !== Infinity && timeout != null) {
         timer = setTimeout(() => finish(reject, new ClientTimeoutError(`the reply to ${cmd.split(' ')[0]}`)), timeout);
       }

@@ -260,6 +260,37 @@ describe('what the server sends', () => {
 });
 
 describe('lifecycle', () => {
+  test('an event the resumed connection brings with the attach reply finds the resume counted', async () => {
+    const server = await fakeServer(async (peer) => {
+      if (peer.number === 0) {
+        peer.welcome();
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        peer.send({ type: 'bye', reason: 'server shutting down', code: 'shutdown' });
+        return peer.close();
+      }
+      peer.welcome('s2', 'u'.repeat(48));
+      const attach = await peer.receive();
+      // The reply and the alert the restored session raises, in one chunk: the
+      // client reads both before anything awaiting the attach runs.
+      peer.socket.write([
+        { type: 'reply', re: attach.id, ok: true, result: { session: 's1', rev: 1, replayed: 0, snapshot: true } },
+        { type: 'alert', id: 'a1', rev: 1, title: 'Unsaved', message: 'Save it?', actions: ['Save', 'Discard'] },
+      ].map((message) => JSON.stringify(message) + '\n').join(''));
+      for (let message; (message = await peer.receive()) !== null;) peer.reply(message, {});
+    });
+    const vl = await Client.connect({ port: server.port, reconnect: true, backoff: () => 10, timeout: 5000 });
+    try {
+      const alert = await vl.waitForAlert();
+      assert.equal(alert.id, 'a1');
+      assert.equal(vl.resumed, 1, 'the resume is counted before the wait that its events end returns');
+      assert.equal(vl.bye, null);
+      assert.equal(vl.alert?.id, 'a1');
+    } finally {
+      vl.destroy();
+      server.stop();
+    }
+  });
+
   test('a shutdown bye is resumed; a final bye is not', async () => {
     const server = await fakeServer(async (peer) => {
       if (peer.number === 0) {
