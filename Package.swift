@@ -181,6 +181,13 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
             ]
         ),
+        // The Swift client's driver of the conformance suite (clients/conformance), built
+        // with the rest so `./dev test` runs the scenarios for Swift as for Python and Node.
+        .executableTarget(
+            name: "viewline-conformance",
+            dependencies: ["ViewlineClient"],
+            path: "clients/conformance/drivers/swift"
+        ),
         // The Todos example, built and tested with the rest so a run compiles it once.
         // Examples/Todos/Package.swift declares the same three targets as a package
         // of its own, the way an app depends on Viewline.

@@ -49,6 +49,11 @@ tests() {
         say "Node client tests"
         (cd clients/node && node --test)
     fi
+    say "conformance: the same scenarios for the Python, Node and Swift clients (clients/conformance)"
+    python3 clients/conformance/run.py --server "$bin/viewline-server" \
+        --driver python="python3 clients/conformance/drivers/python.py" \
+        --driver node="node clients/conformance/drivers/node.mjs" \
+        --driver swift="$bin/viewline-conformance"
     say "operations tests (/metrics through prometheus_client's parser, /healthz, /readyz)"
     (cd Tests/Operations && python3 -m pytest -q)
     say "browser tests (headless Chromium; failures' screenshots in .build/browser-artifacts)"

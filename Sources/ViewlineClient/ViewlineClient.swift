@@ -19,6 +19,9 @@ import NIOSSL
 /// ``events()`` read those first, then what arrives. An event that lands between a
 /// command's reply and the next wait is found by that wait.
 ///
+/// A command line longer than the server takes (its welcome's `maxLineBytes`) is
+/// refused with ``ViewlineError`` `line_too_long` before it is sent.
+///
 /// The client resumes its session by itself (``Options/reconnect``): after a dropped
 /// connection or a `bye` that leaves the session alive, it reconnects with backoff —
 /// the same node, then the first one and ``Options/nodes`` — attaches from the last `rev` seen (missed
@@ -126,6 +129,9 @@ public actor ViewlineClient {
     private var waiters: [Waiter] = []
     private var nextWaiter = 0
     private var ended = false
+    /// A resume is under way (``resume()``): a connection of it that closes is its
+    /// attempt failing, not a new drop to resume from.
+    private var resuming = false
     /// When the server was last heard from.
     private var heard = ContinuousClock.now
     private var pinger: Task<Void, Never>?
@@ -510,6 +516,11 @@ public actor ViewlineClient {
         for (key, value) in fields.pairs { object[key] = value }
         var bytes: [UInt8] = []
         JSON.object(object).write(into: &bytes)
+        if let most = welcome["maxLineBytes"]?.intValue, bytes.count > most {
+            // The server's `line_too_long` for it could not name its id (PROTOCOL §1):
+            // refused here, at once, rather than waited for until the timeout.
+            throw ViewlineError(code: .lineTooLong, message: "the line is \(bytes.count) bytes; the server takes at most \(most): not sent")
+        }
         bytes.append(0x0A)
         let limit = timeout ?? options.timeout
         let reply = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<JSON, any Error>) in
@@ -607,6 +618,9 @@ public actor ViewlineClient {
         failWelcome(
             ConnectionClosed(
                 message: connection.failureDescription ?? "the server closed the connection before its welcome", bye: bye, sessionEnded: false))
+        // One resume at a time: a second one would open a connection while the first
+        // waits for its welcome, and the first wait would never end.
+        guard !resuming else { return }
         guard options.reconnect, !ended, !session.isEmpty else {
             close(reason: bye.map { "the server said bye: \($0.reason)" } ?? "the connection closed")
             return
@@ -624,7 +638,9 @@ public actor ViewlineClient {
             }
         }
         setConnection(.reconnecting)
+        resuming = true
         await resume()
+        resuming = false
     }
 
     /// Reconnects with backoff and attaches from the last rev seen: the same node

@@ -103,6 +103,24 @@ import ViewlineTestSupport
         await client.close()
     }
 
+    /// A line longer than the welcome's `maxLineBytes` is refused before it is sent:
+    /// the server's `line_too_long` for it could not name its id, and the client
+    /// would wait for the reply until its timeout.
+    @Test func aLineLongerThanTheServerTakesIsRefusedAtOnce() async throws {
+        let server = try server(["--max-line-bytes", "1024"])
+        var options = ViewlineClient.Options()
+        options.timeout = .seconds(30)
+        let client = try await ViewlineClient.connect(to: .tcp(port: server.port), options: options)
+        #expect(await client.welcome["maxLineBytes"] == 1024)
+        let start = ContinuousClock.now
+        await #expect { try await client.send("search " + String(repeating: "x", count: 1024)) } throws: { error in
+            (error as? ViewlineError)?.code == .lineTooLong
+        }
+        #expect(ContinuousClock.now - start < .seconds(10), "refused, not waited for")
+        #expect(try await client.send("ping") == ["pong": true])
+        await client.close()
+    }
+
     @Test func exchangeReturnsTheWholeReplyMessageErrorsIncluded() async throws {
         let server = try server()
         let client = try await ViewlineClient.connect(to: .tcp(port: server.port))

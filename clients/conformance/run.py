@@ -17,6 +17,7 @@ answers. See README.md for the format and the driver protocol.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import pathlib
 import shlex
@@ -216,6 +217,10 @@ def run_scenario(scenario: Dict[str, Any], driver: List[str], server: str, postg
             return False, ("hung: no result within %d s" % SCENARIO_SECONDS if hung
                            else f"the driver exited {proc.returncode} without a result"), seconds
         if result["pass"]:
+            # The Swift runtime reports a continuation a client dropped unresumed: a
+            # task of it waits forever, though the steps went on.
+            if b"CONTINUATION MISUSE" in (logs / "driver.log").read_bytes():
+                return False, "the driver's runtime reports a leaked continuation (see driver.log)", seconds
             return True, "", seconds
         return False, f"step {result.get('step')} ({result.get('op')}): {result.get('message')}", seconds
     finally:
@@ -226,6 +231,7 @@ def run_scenario(scenario: Dict[str, Any], driver: List[str], server: str, postg
 
 
 def main() -> int:
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # `kill -USR1` shows where a run is stuck
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--server", required=True, help="the viewline-server binary")
     parser.add_argument("--driver", action="append", required=True, metavar="NAME=COMMAND",

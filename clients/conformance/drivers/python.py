@@ -43,14 +43,14 @@ def outcome(call: Any) -> Dict[str, Any]:
     """A command's outcome as the scenarios write it: {ok, result} or {error: code}."""
     try:
         return {"ok": True, "result": call()}
-    except ViewlineError as error:
-        return {"ok": False, "error": error.code}
-    except Timeout:
+    except Timeout:  # (the client's own failures first: they are ViewlineErrors too)
         return {"ok": False, "error": "timeout"}
     except ProtocolError as error:
         return {"ok": False, "error": "protocol_error", "message": str(error)}
     except ConnectionClosed as error:
         return {"ok": False, "error": "connection_closed", "message": str(error)}
+    except ViewlineError as error:
+        return {"ok": False, "error": error.code}
 
 
 class Driver:
