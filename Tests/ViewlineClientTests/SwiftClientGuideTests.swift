@@ -54,4 +54,33 @@ import ViewlineTestSupport
         }
         await client.close()
     }
+
+    /// The guide's "Waiting for what a command causes" block runs as written (the
+    /// save made to fail once, so its alert comes), and says what this test runs.
+    @Test(.timeLimit(.minutes(1))) func theGuidesSafeWaitRuns() async throws {
+        let guide = try String(contentsOf: Self.root.appendingPathComponent("docs/swift-client.md"), encoding: .utf8)
+        let server = try ServerProcess(["--db", ":memory:", "--demo", "--admin"])
+        let client = try await ViewlineClient.connect(to: .tcp(port: server.port))
+        try await client.send("login alice wonderland")
+        try await client.send("draft notes")
+        try await client.send("fault save 1 disk full")
+        // The guide's lines:
+        try await client.send("search thai food")
+        let results = try await client.waitForDisplay("search") { $0["query"] == "thai food" && $0["loading"] == false }
+        try await client.send("save")
+        let alert = try await client.waitForAlert()
+        try await alert.confirm()
+        #expect((results["results"]?.arrayValue?.count ?? 0) > 0 && alert.message.contains("disk full"))
+        #expect(await client.presentedAlert == nil)
+        for line in [
+            "try await client.send(\"search thai food\")",
+            "let results = try await client.waitForDisplay(\"search\") { $0[\"query\"] == \"thai food\" && $0[\"loading\"] == false }",
+            "try await client.send(\"save\")",
+            "let alert = try await client.waitForAlert()",
+            "try await alert.confirm()",
+        ] {
+            #expect(guide.contains(line), "docs/swift-client.md no longer says: \(line)")
+        }
+        await client.close()
+    }
 }
