@@ -83,7 +83,8 @@ import Testing
                         guard words[..<index].allSatisfy({ $0.hasPrefix("@") }) else { continue }
                         let imported = String(words[index + 1])
                         guard folders[imported] != nil, imported != module else { continue }
-                        #expect(row.mayUse.contains("`\(imported)`"), "\(module) imports \(imported); its row in the module table does not say it may")
+                        #expect(
+                            row.mayUse.contains("`\(imported)`"), "\(module) imports \(imported); its row in the module table does not say it may")
                     }
                 }
             }
