@@ -236,6 +236,31 @@ public struct PostgresSessionDirectory: SessionDirectory {
         return key
     }
 
+    /// Why a failover of this database could lose what a node acknowledged, or `nil`
+    /// when it cannot tell of a reason: commits acknowledged before any standby has
+    /// them (standbys streaming, none synchronous), or before they are even on disk
+    /// (`synchronous_commit` off). Read once at start (docs/deploying.md).
+    public func durabilityWarning() async throws -> String? {
+        let rows = try await database.collect(
+            """
+            SELECT current_setting('synchronous_commit'), current_setting('synchronous_standby_names'),
+                   (SELECT count(*) FROM pg_stat_replication)::int
+            """
+        ) { row in try row.decode((String, String, Int).self) }
+        guard let (commit, standbys, streaming) = rows.first else { return nil }
+        if commit == "off" {
+            return "synchronous_commit is off: a crash or a failover of the database may lose commits nodes acknowledged"
+        }
+        if streaming > 0, standbys.trimmingCharacters(in: .whitespaces).isEmpty {
+            return
+                "the database replicates to \(streaming) standby(s) asynchronously (synchronous_standby_names is empty): a failover may lose commits nodes acknowledged; use synchronous replication"
+        }
+        if streaming > 0, commit == "local" || commit == "remote_write" {
+            return "synchronous_commit is \(commit): a failover may lose commits nodes acknowledged before a standby flushed them"
+        }
+        return nil
+    }
+
     /// The stored token key is not 64 hex digits (written by hand?).
     struct TokenKeyUnreadable: Error, CustomStringConvertible {
         var description: String { "viewline_cluster_settings' token_key is not 64 hex digits" }

@@ -342,6 +342,10 @@ struct ViewlineServerCommand: AsyncParsableCommand {
                         directory = PostgresSessionDirectory(database)
                         _ = try await directory.agreedNodeTimeout(proposing: agreed)
                     }
+                    // Said once at start: what the database's replication cannot promise.
+                    if let warning = try? await directory.durabilityWarning() {
+                        logger.warning("\(warning)", metadata: ["see": "docs/deploying.md"])
+                    }
                     let postgresStore = PostgresStore(database)
                     try await postgresStore.migrate()
                     store = postgresStore
