@@ -122,7 +122,7 @@ class Node:
     def __init__(self, server: str, args: List[str], log: pathlib.Path) -> None:
         self.log = open(log, "ab")
         self.proc = subprocess.Popen(
-            [server, "--port", "0", "--log-level", "warning", "--demo", "--drain-seconds", "2", *args],
+            [server, "--port", "0", "--log-level", "warning", "--demo", "--admin", "--drain-seconds", "2", *args],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self.log)
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline().decode()

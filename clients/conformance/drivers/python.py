@@ -76,6 +76,20 @@ class Driver:
             raise StepFailed(f"expected {json.dumps(expected)}, got {json.dumps(got)[:300]}")
 
     def run(self, step: Dict[str, Any]) -> None:
+        if step["op"].startswith("wait_") and "expect_error" in step:
+            try:
+                self.wait(step)
+            except StepFailed as failure:
+                if step["expect_error"] == "timeout" and "timed out" in str(failure):
+                    return
+                raise
+            raise StepFailed(f"expected the wait to end with {step['expect_error']}")
+        self.wait(step) if step["op"].startswith("wait_") else self.act(step)
+
+    def wait(self, step: Dict[str, Any]) -> None:
+        self.act(step)
+
+    def act(self, step: Dict[str, Any]) -> None:
         op = step["op"]
         timeout = step.get("timeout_ms", 10000) / 1000
         if op == "connect":
@@ -107,19 +121,25 @@ class Driver:
             where = step.get("where", {})
             try:
                 self.client(step).wait_for_display(step["view"], lambda s: matches(where, s), timeout=timeout)
-            except (Timeout, ConnectionClosed) as error:
+            except Timeout:
+                raise StepFailed(f"no display of {step['view']} matching {json.dumps(where)}: timed out") from None
+            except ConnectionClosed as error:
                 raise StepFailed(f"no display of {step['view']} matching {json.dumps(where)}: {error}") from None
         elif op == "wait_alert":
             try:
                 alert = self.client(step).wait_for_alert(timeout=timeout)
-            except (Timeout, ConnectionClosed) as error:
+            except Timeout:
+                raise StepFailed("no alert: timed out") from None
+            except ConnectionClosed as error:
                 raise StepFailed(f"no alert: {error}") from None
             if not matches(step.get("expect", {}), alert):
                 raise StepFailed(f"the alert {json.dumps(alert)[:300]} does not match {json.dumps(step.get('expect'))}")
         elif op == "wait_dismiss":
             try:
                 self.client(step).wait_for(lambda m: m.get("type") == "dismiss", timeout=timeout, what="a dismiss")
-            except (Timeout, ConnectionClosed) as error:
+            except Timeout:
+                raise StepFailed("no dismiss: timed out") from None
+            except ConnectionClosed as error:
                 raise StepFailed(f"no dismiss: {error}") from None
         elif op == "wait_closed":
             client = self.client(step)
