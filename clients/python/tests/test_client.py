@@ -1,5 +1,6 @@
 """The blocking client driving every flow against a real server."""
 import socket
+import time
 
 import pytest
 
@@ -159,3 +160,43 @@ def test_help_is_typed_by_the_help_typeddicts(client):
     assert {argument["kind"] for argument in arguments} <= set(get_args(ArgumentKind))
     primaries = {command["view"]: command["name"] for command in help["commands"] if command.get("primary")}
     assert primaries == {"search": "search", "session": "login", "draft": "draft", "contacts": "contacts", "playlist": "playlist"}
+
+
+def test_an_alert_that_came_while_a_display_was_waited_for_is_still_found(client):
+    client.command("login alice wonderland")
+    client.command("fault save 1 disk full")
+    client.command("draft x")
+    client.command("save")
+    client.command("search thai")
+    client.wait_for_display("search", lambda s: s["query"] == "thai" and not s["loading"])
+    alert = client.wait_for_alert(timeout=3)  # presented: found although the wait above went past it
+    assert alert["title"] == "Error" and "disk full" in alert["message"]
+    assert client.wait_for_alert(timeout=3)["id"] == alert["id"]  # still the one to answer
+
+
+def test_a_state_already_shown_answers_a_wait_at_once(client):
+    client.command("login alice wonderland")
+    client.command("search thai")
+    client.wait_for_display("search", lambda s: not s["loading"])
+    assert client.wait_for_display("search", lambda s: not s["loading"], timeout=1)["query"] == "thai"
+    assert client.wait_for_display("session", lambda s: s["user"] == "alice", timeout=1)
+
+
+def test_an_alert_answered_elsewhere_is_not_waited_for_again(server):
+    with Client.connect(port=server.port) as a, Client.connect(port=server.port) as b:
+        b.attach(a.token)
+        a.command("playlist")
+        b.wait_for_alert()
+        b.confirm({"user": "alice", "password": "wonderland"})
+        time.sleep(0.3)
+        with pytest.raises(Timeout):
+            a.wait_for_alert(timeout=1)
+        assert a.alert is None
+
+
+def test_the_line_limit_is_a_positive_whole_number_or_nothing():
+    from viewline.request import line_limit
+    assert line_limit({"maxLineBytes": 65536}) == 65536 and line_limit({"maxLineBytes": 64.0}) == 64
+    for hostile in (0, -1, 1.5, "64", True, None, 1e300, 2**63):
+        assert line_limit({"maxLineBytes": hostile}) is None, hostile
+    assert line_limit({}) is None

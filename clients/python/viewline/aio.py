@@ -52,6 +52,16 @@ class _EventStream:
         self._items.append(message)
         self._ready.set()
 
+    def take_through_last(self, taken: Callable[[Message], bool]) -> None:
+        """Drops the events up to and including the last one ``taken`` matches."""
+        last = max((i for i, event in enumerate(self._items) if taken(event)), default=-1)
+        for _ in range(last + 1):
+            self._items.popleft()
+        if not self._items:
+            self._ready.clear()
+        if last >= 0:
+            self._taken()
+
     def take_all(self) -> List[Message]:
         items = list(self._items)
         self._items.clear()
@@ -143,6 +153,7 @@ class AsyncClient(_Settings):
         self.state = SessionState()
         self.closed = True  # until connected
         self.welcome: Message = {}
+        self._line_limit: Optional[int] = None
         self.session = ""
         self.token = ""
         #: The last ``bye`` the server sent, if any.
@@ -204,6 +215,7 @@ class AsyncClient(_Settings):
                 raise ConnectError(f"the server refused the connection: {welcome.get('reason')}", welcome)
             raise ConnectError(f"expected a welcome, got {str(welcome)[:200]}")
         self.welcome = welcome
+        self._line_limit = request.line_limit(welcome)
         self.session = welcome["session"]
         self.token = welcome["token"]
         self.closed = False
@@ -340,7 +352,7 @@ class AsyncClient(_Settings):
         if self.closed or self._writer is None:
             raise ConnectionClosed("the client is closed", self.bye, self._ended and self.bye is not None)
         line = request.encode(self._next_id + 1, cmd, args)
-        request.check_length(line, self.welcome)
+        request.check_length(line, self._line_limit)
         self._next_id += 1
         request_id = self._next_id
         future: "asyncio.Future[Message]" = asyncio.get_running_loop().create_future()
@@ -412,6 +424,7 @@ class AsyncClient(_Settings):
             raise ConnectError("the node the session moved to refused the connection")
         old = self._writer
         self._reader, self._writer, self._address = reader, writer, address
+        self._line_limit = request.line_limit(welcome)  # each node says its own
         if old is not None:
             old.close()
 
@@ -476,15 +489,28 @@ class AsyncClient(_Settings):
 
     async def wait_for_display(self, view: str, predicate: Optional[Callable[[Dict[str, Any]], bool]] = None, *,
                                timeout: Optional[float] = None) -> Dict[str, Any]:
-        """Wait for a display of ``view`` whose state matches; returns the state."""
+        """The state of ``view`` once it matches: at once when its latest state does
+        (``views``; the queued events up to its last display are taken); else the first
+        matching display queued, else the next to arrive."""
+        state = self.state.views.get(view)
+        if state is not None and (predicate is None or predicate(state)) and self._stream is not None:
+            self._stream.take_through_last(lambda m: m.get("type") == "display" and m.get("view") == view)
+            return state
         event = await self.wait_for(
             lambda m: m.get("type") == "display" and m["view"] == view and (predicate is None or predicate(m["state"])),
             timeout=timeout, what=f"a display of {view}")
         return cast("Dict[str, Any]", event["state"])
 
     async def wait_for_alert(self, *, timeout: Optional[float] = None) -> Message:
-        """Wait for the next alert."""
-        return await self.wait_for(lambda m: m.get("type") == "alert", timeout=timeout, what="an alert")
+        """The alert to answer: the presented one at once (``alert``), even if an
+        earlier wait went past its event; else the next to arrive. An alert received
+        that is no longer presented (answered elsewhere, dismissed) is not returned."""
+        presented = self.state.alert
+        if presented is not None and self._stream is not None:
+            self._stream.take_through_last(lambda m: m.get("type") == "alert" and m.get("id") == presented.get("id"))
+            return presented
+        return await self.wait_for(lambda m: m.get("type") == "alert" and self.state.alert is not None
+                                   and self.state.alert.get("id") == m.get("id"), timeout=timeout, what="an alert")
 
     # -- reading --------------------------------------------------------------
     async def _read(self, reader: _LineReader) -> Optional[Message]:
@@ -625,6 +651,7 @@ class AsyncClient(_Settings):
             return "retry"
         if reply.get("ok"):
             self._address = target
+            self._line_limit = request.line_limit(welcome)  # each node says its own
             return "attached"
         error = error_from_reply(reply)
         if isinstance(error, MovedError) and error.address is not None and hops < 3:

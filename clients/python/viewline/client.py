@@ -125,6 +125,7 @@ class Client(_Settings):
         self.bye: Optional[Message] = None
         self._ended = False  # closed by us, or the session is gone: never resume
         self._lines = wire.LineBuffer(self._max_line_bytes)
+        self._line_limit: Optional[int] = None
         self._next_id = 0
         self._last_io = time.monotonic()
         self._sock = self._open(self._address)
@@ -208,6 +209,8 @@ class Client(_Settings):
             raise ConnectError(f"the server broke the protocol before its welcome: {error.message}") from error
         except ConnectionClosed as error:
             raise ConnectError(f"the server closed the connection before its welcome: {error.message}", error.bye) from None
+        if message.get("type") == "welcome":
+            self._line_limit = request.line_limit(message)  # each node says its own
         if message.get("type") != "welcome":
             self._close_socket()
             if message.get("type") == "bye":
@@ -302,7 +305,7 @@ class Client(_Settings):
         self._next_id += 1
         request_id = self._next_id
         line = request.encode(request_id, cmd, args)
-        request.check_length(line, self.welcome)
+        request.check_length(line, self._line_limit)
         try:
             self._sock.sendall(line)
         except OSError:
@@ -459,15 +462,30 @@ class Client(_Settings):
 
     def wait_for_display(self, view: str, predicate: Optional[Callable[[Dict[str, Any]], bool]] = None, *,
                          timeout: Optional[float] = None) -> Dict[str, Any]:
-        """Wait for a display of ``view`` whose state matches; returns the state."""
+        """The state of ``view`` once it matches: at once when its latest state does
+        (``views``; the queued events up to its last display are taken); else the first
+        matching display queued, else the next to arrive."""
+        self._take_waiting()
+        state = self.state.views.get(view)
+        if state is not None and (predicate is None or predicate(state)):
+            _take_through_last(self._events, lambda m: m.get("type") == "display" and m.get("view") == view)
+            return state
         event = self.wait_for(
             lambda m: m.get("type") == "display" and m["view"] == view and (predicate is None or predicate(m["state"])),
             timeout=timeout, what=f"a display of {view}")
         return cast("Dict[str, Any]", event["state"])
 
     def wait_for_alert(self, *, timeout: Optional[float] = None) -> Message:
-        """Wait for the next alert."""
-        return self.wait_for(lambda m: m.get("type") == "alert", timeout=timeout, what="an alert")
+        """The alert to answer: the presented one at once (``alert``), even if an
+        earlier wait went past its event; else the next to arrive. An alert received
+        that is no longer presented (answered elsewhere, dismissed) is not returned."""
+        self._take_waiting()
+        presented = self.state.alert
+        if presented is not None:
+            _take_through_last(self._events, lambda m: m.get("type") == "alert" and m.get("id") == presented.get("id"))
+            return presented
+        return self.wait_for(lambda m: m.get("type") == "alert" and self.state.alert is not None
+                             and self.state.alert.get("id") == m.get("id"), timeout=timeout, what="an alert")
 
     # -- reading --------------------------------------------------------------
     def _queue(self, message: Message) -> None:
@@ -608,3 +626,10 @@ class Client(_Settings):
         self._ended = True
         self._close_socket()
         return self._fail(error)
+
+
+def _take_through_last(events: "collections.deque[Message]", taken: Callable[[Message], bool]) -> None:
+    """Drops the queued events up to and including the last one ``taken`` matches."""
+    last = max((i for i, event in enumerate(events) if taken(event)), default=-1)
+    for _ in range(last + 1):
+        events.popleft()

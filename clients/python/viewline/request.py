@@ -27,15 +27,25 @@ def encode(request_id: int | str, cmd: str, args: Optional[Mapping[str, Any]]) -
         line["cmd"] = cmd
         if args:
             line["args"] = dict(args)
-    return json.dumps(line, ensure_ascii=False).encode("utf-8") + b"\n"
+    return json.dumps(line, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
 
 
-def check_length(line: bytes, welcome: Message) -> None:
-    """Refuses a line (with its newline) longer than the server takes, as the welcome
-    says (``maxLineBytes``, 1.3): the server's ``line_too_long`` for it could not
-    name its id, so the command would wait for its reply until it timed out."""
-    limit = welcome.get("maxLineBytes")
-    if isinstance(limit, int) and not isinstance(limit, bool) and len(line) - 1 > limit:
+def line_limit(welcome: Optional[Message]) -> Optional[int]:
+    """The longest line the server that sent ``welcome`` takes (``maxLineBytes``,
+    1.3): a positive whole number, else None (not said, or not a limit)."""
+    limit = (welcome or {}).get("maxLineBytes")
+    if isinstance(limit, bool) or not isinstance(limit, (int, float)):
+        return None
+    if isinstance(limit, float) and not limit.is_integer():
+        return None
+    return int(limit) if 0 < limit < 2**53 else None
+
+
+def check_length(line: bytes, limit: Optional[int]) -> None:
+    """Refuses a line (with its newline) longer than the connection's server takes
+    (``line_limit``): the server's ``line_too_long`` for it could not name its id, so
+    the command would wait for its reply until it timed out."""
+    if limit is not None and len(line) - 1 > limit:
         raise ViewlineError("line_too_long",
                             f"the line is {len(line) - 1} bytes; the server takes at most {limit}: not sent")
 
