@@ -113,6 +113,8 @@ public actor ViewlineClient {
     public private(set) var presentedAlert: Alert?
 
     private var endpoint: Endpoint
+    /// The longest line the connection's server takes (its welcome's `maxLineBytes`).
+    private var lineLimit: Int?
     /// The node first connected to and ``Options/nodes``: where a resume looks.
     private let knownNodes: [Endpoint]
     private let options: Options
@@ -218,7 +220,19 @@ public actor ViewlineClient {
             if !Task.isCancelled { await self?.failWelcome(Timeout(what: "welcome from \(target)")) }
         }
         defer { timer.cancel() }
-        return try await withCheckedThrowingContinuation { welcomeWaiter = $0 }
+        let welcome = try await withCheckedThrowingContinuation { welcomeWaiter = $0 }
+        lineLimit = Self.lineLimit(welcome)  // each node says its own
+        return welcome
+    }
+
+    /// The longest line the server that sent `welcome` takes (`maxLineBytes`, 1.3): a
+    /// positive whole number, else `nil` (not said, or not a limit).
+    static func lineLimit(_ welcome: JSON) -> Int? {
+        switch welcome["maxLineBytes"] {
+        case .int(let limit)? where limit > 0: return limit
+        case .double(let limit)? where limit > 0 && limit < 9e15 && limit.rounded() == limit: return Int(limit)
+        default: return nil
+        }
     }
 
     private func failWelcome(_ error: any Error) {
@@ -287,20 +301,25 @@ public actor ViewlineClient {
         }
     }
 
-    /// Answers `alert` (by default the presented one) with its confirm action.
+    /// Answers `alert` (by default the presented one) with its confirm action. With
+    /// no alert given and none presented, throws `no_alert` without asking the server
+    /// (which would answer whatever alert is up, maybe one this client never saw).
     @discardableResult
     public func confirm(_ alert: Alert? = nil, fields: [String: String] = [:]) async throws -> JSON {
         var arguments: JSONObject = [:]
-        if let id = (alert ?? presentedAlert)?.id { arguments["alert"] = .string(id) }
+        guard let id = (alert ?? presentedAlert)?.id else { throw ViewlineError(code: .noAlert, message: "no alert is presented") }
+        arguments["alert"] = .string(id)
         if !fields.isEmpty { arguments["fields"] = .object(JSONObject(fields.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) })) }
         return try await send("confirm", arguments: arguments)
     }
 
-    /// Answers `alert` (by default the presented one) with its cancel action.
+    /// Answers `alert` (by default the presented one) with its cancel action; `no_alert`
+    /// as ``confirm(_:fields:)`` when there is none.
     @discardableResult
     public func cancel(_ alert: Alert? = nil) async throws -> JSON {
         var arguments: JSONObject = [:]
-        if let id = (alert ?? presentedAlert)?.id { arguments["alert"] = .string(id) }
+        guard let id = (alert ?? presentedAlert)?.id else { throw ViewlineError(code: .noAlert, message: "no alert is presented") }
+        arguments["alert"] = .string(id)
         return try await send("cancel", arguments: arguments)
     }
 
@@ -370,6 +389,21 @@ public actor ViewlineClient {
         return try await next("alert", timeout: timeout, readingReceived: false) { event in
             if case .alert(let alert) = event { alert } else { nil }
         }
+    }
+
+    /// The first event `predicate` accepts among those received that nothing has taken,
+    /// else the first to arrive within `timeout` (the client's ``Options/timeout`` by
+    /// default), as the Python and Node clients' `wait_for`/`waitFor`. Takes the events
+    /// before it, like ``waitForDisplay(_:timeout:where:)``; throws as it does.
+    ///
+    /// ```swift
+    /// let dismissed = try await client.waitForEvent { if case .dismiss = $0 { true } else { false } }
+    /// ```
+    @discardableResult
+    public func waitForEvent(timeout: Duration? = nil, where predicate: @escaping @Sendable (ViewlineEvent) -> Bool) async throws
+        -> ViewlineEvent
+    {
+        try await next("event", timeout: timeout) { predicate($0) ? $0 : nil }
     }
 
     /// The first event `extract` gives a value for: among the events received that
@@ -516,7 +550,7 @@ public actor ViewlineClient {
         for (key, value) in fields.pairs { object[key] = value }
         var bytes: [UInt8] = []
         JSON.object(object).write(into: &bytes)
-        if let most = welcome["maxLineBytes"]?.intValue, bytes.count > most {
+        if let most = lineLimit, bytes.count > most {
             // The server's `line_too_long` for it could not name its id (PROTOCOL §1):
             // refused here, at once, rather than waited for until the timeout.
             throw ViewlineError(code: .lineTooLong, message: "the line is \(bytes.count) bytes; the server takes at most \(most): not sent")
@@ -619,8 +653,18 @@ public actor ViewlineClient {
             ConnectionClosed(
                 message: connection.failureDescription ?? "the server closed the connection before its welcome", bye: bye, sessionEnded: false))
         // One resume at a time: a second one would open a connection while the first
-        // waits for its welcome, and the first wait would never end.
-        guard !resuming else { return }
+        // waits for its welcome, and the first wait would never end. The resume's own
+        // `attach` on this connection fails now (not at its timeout), and the resume
+        // tries again.
+        guard !resuming else {
+            for (id, entry) in pending where entry.isOwn {
+                pending[id] = nil
+                entry.timer.cancel()
+                entry.continuation.resume(
+                    throwing: ConnectionClosed(message: "the connection closed during the resume", bye: bye, sessionEnded: false))
+            }
+            return
+        }
         guard options.reconnect, !ended, !session.isEmpty else {
             close(reason: bye.map { "the server said bye: \($0.reason)" } ?? "the connection closed")
             return
@@ -655,6 +699,8 @@ public actor ViewlineClient {
                     _ = try await open(target)
                     _ = try await request(
                         ["cmd": "attach", "args": ["token": .string(token), "lastRev": .int(rev)]], timeout: options.connectTimeout, isOwn: true)
+                    // Closed right after the reply: attached to nothing; go on resuming.
+                    guard line != nil else { break hops }
                     resumed += 1
                     bye = nil
                     setConnection(.connected)

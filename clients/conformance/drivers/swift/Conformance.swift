@@ -114,6 +114,19 @@ final class Driver {
 
     func run(_ step: JSON) async throws {
         let op = step["op"]?.stringValue ?? ""
+        if op.hasPrefix("wait_"), let expected = step["expect_error"]?.stringValue {
+            do {
+                try await act(step)
+            } catch let failure as StepFailed where expected == "timeout" && failure.description.contains("timed out") {
+                return
+            }
+            throw StepFailed("expected the wait to end with \(expected)")
+        }
+        try await act(step)
+    }
+
+    func act(_ step: JSON) async throws {
+        let op = step["op"]?.stringValue ?? ""
         let timeout = Duration.milliseconds(step["timeout_ms"]?.intValue ?? 10_000)
         switch op {
         case "connect":
@@ -141,7 +154,7 @@ final class Driver {
             let client = try client(step)
             var fields: [String: String] = [:]
             for (key, value) in step["fields"]?.objectValue?.pairs ?? [] { fields[key] = value.stringValue }
-            try check(step, await outcome { try await client.confirm(fields: fields) })
+            try check(step, await outcome { try await client.confirm(fields: fields) })  // (its timeout: the client's, from connect)
         case "cancel":
             let client = try client(step)
             try check(step, await outcome { try await client.cancel() })
@@ -167,12 +180,11 @@ final class Driver {
             let expected = step["expect"] ?? [:]
             if !matches(expected, json(alert)) { throw StepFailed("the alert \(json(alert)) does not match \(expected)") }
         case "wait_dismiss":
-            let client = try client(step)
-            let found = try await within(timeout) {
-                for await event in await client.events() { if case .dismiss = event { return true } }
-                return false
+            do {
+                try await client(step).waitForEvent(timeout: timeout) { if case .dismiss = $0 { true } else { false } }
+            } catch is Timeout {
+                throw StepFailed("no dismiss: timed out")
             }
-            if found != true { throw StepFailed("no dismiss") }
         case "wait_closed":
             let client = try client(step)
             let closed = try await within(timeout) {
