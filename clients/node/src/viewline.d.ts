@@ -304,9 +304,31 @@ export class Client extends EventEmitter {
   /** The server's declarations (`help`): commands with their typed arguments, views, backends, error codes. */
   help(options?: CallOptions): Promise<Help>;
   quit(options?: CallOptions): Promise<void>;
+  /**
+   * The first queued event (received, not taken by a wait yet) matching `predicate`,
+   * else the next to arrive. A wait takes the events up to the one it returns, so
+   * successive waits move forward; the events after it, and those that arrive while
+   * it waits without matching it, stay queued for later waits. A wait that rejects
+   * takes nothing.
+   */
   waitFor(predicate: (event: Event) => boolean, options?: WaitOptions): Promise<Event>;
+  /**
+   * The state of `view` matching `predicate`: at once when its latest state
+   * (`views[view]`) does (taking the queued events through the view's last queued
+   * display); else the first matching display queued; else the next to arrive.
+   */
   waitForDisplay<State = Record<string, any>>(view: string, predicate?: (state: State) => boolean, options?: WaitOptions): Promise<State>;
+  /**
+   * The presented alert (`alert`) at once, even when an earlier wait went past its
+   * event; else the next alert to arrive. An alert received earlier that is no longer
+   * presented (answered, from here or elsewhere; dismissed) is never returned.
+   */
   waitForAlert(options?: WaitOptions): Promise<Alert>;
+  /**
+   * Every event, in order, for one reader: first the queued events (taken), then each
+   * that arrives. Leaving the loop (`break`) puts the queued events it took and did
+   * not yield back in the queue, unless a wait returned a later event meanwhile.
+   */
   events(options?: { signal?: AbortSignal }): AsyncGenerator<Event, void, undefined>;
   close(): Promise<void>;
   destroy(): void;

@@ -30,26 +30,35 @@ const asyncDispose = Symbol.asyncDispose ?? Symbol.for('nodejs.asyncDispose');
 
 /**
  * One connection to a session. Replies are matched to commands by id; events are
- * queued for `waitFor()` and for each `events()` reader; `views` keeps each view's
+ * queued for the waits and for each `events()` reader; `views` keeps each view's
  * latest state.
  *
  *   await using vl = await Client.connect({ port: 7878 });   // or: const vl = …; … await vl.close()
  *   await vl.command('search thai food');
  *   const state = await vl.waitForDisplay('search', (s) => !s.loading);
  *
+ * Nothing a program waits for is missed: the events received that no wait has taken
+ * stay queued (those that came between a command's reply and the next call
+ * included). `waitForAlert()` gives the presented alert at once, else the next to
+ * arrive; `waitForDisplay()` a state the view already shows at once, else the first
+ * matching display queued, else the next to arrive. A wait takes the events up to
+ * what it returns, so successive waits move forward; events it passes by, or that
+ * arrive while it waits without matching it, stay queued for later waits.
+ *
  * Closing the client (`close()`, `destroy()`, the end of an `await using` block)
  * closes the connection; the session lives on on the server until it expires, and
  * `attach(token)` resumes it from anywhere. `quit()` ends it.
  *
- * Backpressure (`maxQueuedEvents`, 1,024): events wait for `waitFor()` in one queue,
- * and for each `events()` loop in its own, each of at most that many. The client
+ * Backpressure (`maxQueuedEvents`, 1,024): events wait for the waits (`waitFor()`,
+ * `waitForDisplay()`, `waitForAlert()`) in one queue, `waitFor`'s, and for each
+ * `events()` loop in its own, each of at most that many. The client
  * stops reading the socket (`socket.pause()`) while a queue that holds it back is
  * full, and goes on once an event is taken (TCP holds the rest; the server
  * disconnects a client that leaves more than 1 MiB unread, and `reconnect` resumes
  * from the last `rev` read). The queues that hold it back are those of the
  * `events()` loops when there are any; otherwise `waitFor`'s, unless an `onMessage`
  * callback or an `'event'` listener sees every event (that queue then keeps the
- * newest). While a command waits for its reply or a `waitFor` waits, the client
+ * newest). While a command waits for its reply or a wait waits, the client
  * reads on whatever is full, and an event that finds a queue full pushes out its
  * oldest (counted in `droppedEvents`): a command never waits on events nobody reads.
  * An `events()` loop that stops reading without ending (`break` ends it) holds the
@@ -468,23 +477,22 @@ export class Client extends EventEmitter {
     }
     this.emit('event', message);
     for (const subscriber of this.#subscribers) subscriber.push(message);
-    for (let index = 0; index < this.#waiters.length; index++) {
-      const waiter = this.#waiters[index];
+    // The oldest wait it matches takes it, with every event queued before it; kept otherwise.
+    for (const waiter of [...this.#waiters]) {
       let matched;
       try {
         matched = waiter.predicate(message);
       } catch (error) {
-        this.#waiters.splice(index, 1);
         waiter.reject(error);  // the waiter's own predicate failed: its caller hears about it
-        return;
+        continue;
       }
       if (matched) {
-        this.#waiters.splice(index, 1);
+        this.#queue.length = 0;
+        this.#overtaken();
         waiter.resolve(message);
         return;
       }
     }
-    if (this.#waiters.length) return;  // the event passed every active waiter by
     if (this.#queue.length >= this.#options.maxQueuedEvents) {
       this.#queue.shift();
       if (this.#holdsBack(this.#queue)) this.droppedEvents += 1;
@@ -640,23 +648,31 @@ export class Client extends EventEmitter {
   }
 
   /**
-   * Resolves with the next event (queued or arriving) matching `predicate`. Events
-   * are consumed in order: those before the match are dropped, so successive waits
-   * move forward through the session's history. Rejects with `client_timeout`,
-   * `connection_closed` once the client is closed, `aborted`, or what `predicate` threw.
+   * Resolves with the first event matching `predicate` among the events received that
+   * no wait has taken yet (those that came between a command's reply and this call
+   * included), else the next one to arrive. A wait takes the events up to the one it
+   * returns, so successive waits move forward through the session's history; the
+   * events after it stay queued for later waits, and so do events that arrive while
+   * it waits without matching it. A wait that rejects takes nothing. Rejects with
+   * `client_timeout`, `connection_closed` once the client is closed, `aborted`, or
+   * what `predicate` threw.
    */
-  waitFor(predicate, { timeout = this.#options.timeout, what = 'event', signal } = {}) {
+  waitFor(predicate, options = {}) {
     try {
-      signal?.throwIfAborted?.();
-      while (this.#queue.length) {
-        const event = this.#queue.shift();
-        if (predicate(event)) return Promise.resolve(event);
-      }
+      options.signal?.throwIfAborted?.();
+      const index = this.#queue.findIndex((event) => predicate(event));
+      if (index >= 0) return Promise.resolve(this.#takeThrough(index));
     } catch (error) {
       return Promise.reject(error);
-    } finally {
-      this.#pump();  // events were taken: the client may read on
     }
+    return this.#next(predicate, options);
+  }
+
+  /**
+   * The next event to arrive matching `predicate` (the queue is not read): when it
+   * comes, it is taken with every event queued before it.
+   */
+  #next(predicate, { timeout = this.#options.timeout, what = 'event', signal } = {}) {
     if (this.#failure) return Promise.reject(this.#failure);
     if (this.closed) return Promise.reject(new ConnectionClosedError('connection closed', { bye: this.bye, sessionEnded: this.#ended && this.bye !== null }));
     return new Promise((resolve, reject) => {
@@ -678,25 +694,77 @@ export class Client extends EventEmitter {
     });
   }
 
-  /** Resolves with the state of the next display of `view` matching `predicate`. */
+  /** Takes the queued events up to and including the one at `index`; returns that one. */
+  #takeThrough(index) {
+    const [event] = this.#queue.splice(0, index + 1).slice(-1);
+    this.#overtaken();
+    this.#pump();  // events were taken: the client may read on
+    return event;
+  }
+
+  /** Takes the queued events up to and including the last one matching `match` (none: nothing). */
+  #takeThroughLast(match) {
+    for (let index = this.#queue.length - 1; index >= 0; index--) {
+      if (match(this.#queue[index])) {
+        this.#takeThrough(index);
+        return;
+      }
+    }
+  }
+
+  /** A wait took events: what an `events()` loop took from the queue before them is older than what it returned. */
+  #overtaken() {
+    for (const subscriber of this.#subscribers) subscriber.overtaken = true;
+  }
+
+  /**
+   * The state of `view` once it matches `predicate`: at once when its latest state
+   * (`views[view]`) does, taking the queued events up to and including the last
+   * display of `view` queued; else the first matching display received and not
+   * taken yet; else the next one to arrive (taking the events up to it, as
+   * `waitFor` does). So a state the view already shows is found however many waits
+   * went past its display, and waiting for `loading: true` then `loading: false`
+   * never returns a state from before the first.
+   */
   async waitForDisplay(view, predicate = () => true, options = {}) {
+    options.signal?.throwIfAborted?.();
+    const latest = Object.hasOwn(this.views, view) ? this.views[view] : undefined;
+    if (latest !== undefined && predicate(latest)) {
+      this.#takeThroughLast((m) => m.type === 'display' && m.view === view);
+      return latest;
+    }
     const event = await this.waitFor((m) => m.type === 'display' && m.view === view && predicate(m.state), { what: `a display of ${view}`, ...options });
     return event.state;
   }
 
-  /** Resolves with the next alert. */
-  waitForAlert(options = {}) {
-    return this.waitFor((m) => m.type === 'alert', { what: 'an alert', ...options });
+  /**
+   * The alert to answer: the presented one (`alert`) at once, even when an earlier
+   * wait went past its event (the queued events up to it are taken); else the next
+   * alert to arrive. An alert received earlier that is no longer presented (answered
+   * from this or another connection, dismissed) is never returned: after `confirm`
+   * resolves, this waits for the next one.
+   */
+  async waitForAlert(options = {}) {
+    options.signal?.throwIfAborted?.();
+    const presented = this.alert;
+    if (presented) {
+      this.#takeThroughLast((m) => m.type === 'alert' && m.id === presented.id);
+      return presented;
+    }
+    return this.#next((m) => m.type === 'alert', { what: 'an alert', ...options });
   }
 
   /**
    * Every event in order, as an async iterator, until the client closes for good
    * (rejecting with `ProtocolError` if the client closed the connection because the
    * server broke the protocol), or `signal` aborts. Each call is its own reader with
-   * its own queue of at most `maxQueuedEvents`: it starts with the events nobody has
-   * taken yet, then gets every event that arrives. While it is full the client stops
+   * its own queue of at most `maxQueuedEvents`: it starts with the events no wait has
+   * taken yet (taking them), then gets every event that arrives (which also stays
+   * queued for the waits unless one takes it). While it is full the client stops
    * reading (see the class's note); leave the loop (`break`) to let the client go on
-   * without it. `waitFor` reads apart.
+   * without it. Leaving it puts the events it took from the queue but did not yield
+   * back at the front of the queue, for the waits and the next loop, unless a wait
+   * meanwhile returned a later event.
    */
   async *events({ signal } = {}) {
     const limit = this.#options.maxQueuedEvents;
@@ -704,8 +772,14 @@ export class Client extends EventEmitter {
     let wake = null;
     const subscriber = {
       items,
+      fromQueue: items.length,  // how many of `items`, at its front, were taken from the queue
+      overtaken: false,  // a wait took events since: those are older than what it returned
       push: (message) => {
-        if (items.length >= limit) { items.shift(); this.droppedEvents += 1; }
+        if (items.length >= limit) {
+          items.shift();
+          if (subscriber.fromQueue > 0) subscriber.fromQueue -= 1;
+          this.droppedEvents += 1;
+        }
         items.push(message);
         wake?.();
       },
@@ -719,6 +793,7 @@ export class Client extends EventEmitter {
       while (true) {
         if (items.length) {
           const event = items.shift();
+          if (subscriber.fromQueue > 0) subscriber.fromQueue -= 1;
           this.#pump();
           yield event;
           continue;
@@ -734,6 +809,15 @@ export class Client extends EventEmitter {
     } finally {
       this.#subscribers.delete(subscriber);
       signal?.removeEventListener('abort', onAbort);
+      if (subscriber.fromQueue > 0 && !subscriber.overtaken) {
+        // Not yielded: back where they were taken from (the events that arrived since are queued already).
+        this.#queue.unshift(...items.splice(0, subscriber.fromQueue));
+        const excess = this.#queue.length - limit;
+        if (excess > 0) {
+          this.#queue.splice(0, excess);
+          if (this.#holdsBack(this.#queue)) this.droppedEvents += excess;
+        }
+      }
       this.#pump();
     }
   }
