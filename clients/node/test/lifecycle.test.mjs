@@ -79,6 +79,44 @@ describe('time', () => {
     }
   });
 
+  test('only a positive whole maxLineBytes bounds the commands (64.0 is 64); anything else is ignored', async () => {
+    const long = `search ${'x'.repeat(100)}`;
+    for (const [said, bounds] of [['64', true], ['64.0', true], ['0', false], ['-64', false], ['"64"', false], ['true', false], ['null', false], ['64.5', false], ['[64]', false]]) {
+      const server = await fakeServer(async (peer) => {
+        peer.send(`{"type":"welcome","protocol":1,"session":"s1","token":"${'t'.repeat(48)}","server":"fake/1.3","maxLineBytes":${said}}`);
+        for (let message; (message = await peer.receive()) !== null;) peer.reply(message, { sent: message });
+      });
+      const vl = await Client.connect({ port: server.port, timeout: 5000 });
+      try {
+        if (bounds) await assert.rejects(vl.command(long), (e) => e instanceof ViewlineError && e.code === 'line_too_long', `maxLineBytes ${said}`);
+        else assert.equal((await vl.command(long)).sent.line, long, `maxLineBytes ${said}`);
+      } finally {
+        vl.destroy();
+        server.stop();
+      }
+    }
+  });
+
+  test('each connection\'s welcome says its own maxLineBytes: a resumed one without it lifts the bound', async () => {
+    const server = await fakeServer(async (peer) => {
+      if (peer.number > 0) return acceptResume(peer);
+      peer.send({ type: 'welcome', protocol: 1, session: 's1', token: 't'.repeat(48), server: 'fake/1.3', maxLineBytes: 64 });
+      for (let message; (message = await peer.receive()) !== null;) peer.reply(message, { sent: message });
+    });
+    const vl = await Client.connect({ port: server.port, timeout: 5000, reconnect: true, backoff: () => 10 });
+    const long = `search ${'x'.repeat(100)}`;
+    try {
+      await assert.rejects(vl.command(long), (e) => e.code === 'line_too_long');
+      const resumed = new Promise((resolve) => vl.once('resumed', resolve));
+      vl.drop();
+      await resumed;
+      assert.equal((await vl.command(long)).sent.line, long);
+    } finally {
+      vl.destroy();
+      server.stop();
+    }
+  });
+
   test('the ping interval resumes a half-open connection', async () => {
     const server = await fakeServer((peer) => (peer.number === 0 ? welcomeThenSilent(peer) : acceptResume(peer)));
     const vl = await Client.connect({ port: server.port, reconnect: true, pingInterval: 100, timeout: 300 });
