@@ -4,7 +4,13 @@ import readline from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Client, ClientTimeoutError, ConnectionClosedError, ProtocolError, ViewlineError } from '../../node/src/viewline.mjs';
 
-class StepFailed extends Error {}
+class StepFailed extends Error {
+  /** `timedOut`: the step's wait ended with its timeout (what `expect_error: "timeout"` asks for). */
+  constructor(message, { timedOut = false } = {}) {
+    super(message);
+    this.timedOut = timedOut;
+  }
+}
 
 /** The scenarios' one rule: an object matches when each expected key matches, an
  * array when it has as many elements and each matches, anything else when equal. */
@@ -42,7 +48,9 @@ async function waiting(what, wait) {
   try {
     return await wait();
   } catch (error) {
-    if (error instanceof ClientTimeoutError || error instanceof ConnectionClosedError) throw new StepFailed(`${what}: ${error.message}`);
+    if (error instanceof ClientTimeoutError || error instanceof ConnectionClosedError) {
+      throw new StepFailed(`${what}: ${error.message}`, { timedOut: error instanceof ClientTimeoutError });
+    }
     throw error;
   }
 }
@@ -73,7 +81,19 @@ class Driver {
     }
   }
 
+  /** Runs a step; a `wait_*` step with `expect_error` (`timeout`) must end with that error instead. */
   async run(step) {
+    if (!step.op.startsWith('wait_') || !('expect_error' in step)) return this.act(step);
+    try {
+      await this.act(step);
+    } catch (error) {
+      if (step.expect_error === 'timeout' && error instanceof StepFailed && error.timedOut) return;
+      throw error;
+    }
+    throw new StepFailed(`expected the wait to end with ${step.expect_error}`);
+  }
+
+  async act(step) {
     const timeout = step.timeout_ms ?? 10_000;
     switch (step.op) {
       case 'connect': {
