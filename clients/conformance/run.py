@@ -198,7 +198,12 @@ def run_scenario(scenario: Dict[str, Any], driver: List[str], server: str, postg
                 proc.stdin.flush()
                 result: Optional[Dict[str, Any]] = None
                 for raw in proc.stdout:
-                    message = json.loads(raw)
+                    try:
+                        message = json.loads(raw)
+                        assert isinstance(message, dict)
+                    except (ValueError, AssertionError):
+                        return False, f"the driver wrote a line that is not a JSON object: {raw[:200]!r}", \
+                            time.monotonic() - started
                     if "control" in message:
                         error = control(message["control"], nodes)
                         answer = {"done": True} if error is None else {"error": error}
@@ -208,7 +213,10 @@ def run_scenario(scenario: Dict[str, Any], driver: List[str], server: str, postg
                         result = message
                         break
                 proc.stdin.close()
-                proc.wait(timeout=15)
+                try:
+                    proc.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    return False, "the driver did not exit within 15 s of its result", time.monotonic() - started
             finally:
                 timer.cancel()
         seconds = time.monotonic() - started
