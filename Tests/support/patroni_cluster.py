@@ -21,6 +21,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 import urllib.request
 from typing import Dict, List, Optional
@@ -44,8 +45,73 @@ def missing() -> Optional[str]:
     return None
 
 
+class ReplicationLink:
+    """A TCP proxy in front of a member for the standby's replication connection (the
+    member's advertised `connect_address`): `cut()` resets what is open and refuses
+    new connections, as a partition between the members would."""
+
+    def __init__(self, upstream: int) -> None:
+        self.upstream = upstream
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.lock = threading.Lock()
+        self.open: List[socket.socket] = []
+        self.down = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            try:
+                server = socket.create_connection(("127.0.0.1", self.upstream), timeout=5)
+                server.settimeout(None)
+            except OSError:
+                client.close()
+                continue
+            with self.lock:
+                if self.down:
+                    client.close()
+                    server.close()
+                    continue
+                self.open += [client, server]
+            for a, b in ((client, server), (server, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(source: socket.socket, target: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                target.sendall(data)
+        except OSError:
+            pass
+        for end in (source, target):
+            try:
+                end.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def cut(self) -> None:
+        with self.lock:
+            self.down = True
+            cut, self.open = self.open, []
+        for connection in cut:
+            try:
+                connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+                connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            connection.close()
+
+    def close(self) -> None:
+        self.listener.close()
+        self.cut()
+
+
 class PatroniCluster:
-    def __init__(self, directory: str, synchronous: bool = True, ttl: int = 20) -> None:
+    def __init__(self, directory: str, synchronous: bool = True, ttl: int = 20, replication_links: bool = False) -> None:
         self.dir = pathlib.Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
         os.chmod(self.dir, 0o755)
@@ -54,6 +120,11 @@ class PatroniCluster:
         self.etcd_port, self.etcd_peer = free_port(), free_port()
         self.members = {f"pg{i}": {"pg": free_port(), "rest": free_port()} for i in range(2)}
         self.haproxy_port = free_port()
+        # With `replication_links`, each member advertises a proxy the test can cut: the
+        # standby replicates through it (`cut_replication()`).
+        self.links: Dict[str, ReplicationLink] = {}
+        if replication_links:
+            self.links = {name: ReplicationLink(ports["pg"]) for name, ports in self.members.items()}
         try:
             self._start_etcd()
             for name in self.members:
@@ -121,7 +192,8 @@ class PatroniCluster:
                            "local all all trust"],
             },
             "postgresql": {
-                "listen": f"127.0.0.1:{ports['pg']}", "connect_address": f"127.0.0.1:{ports['pg']}",
+                "listen": f"127.0.0.1:{ports['pg']}",
+                "connect_address": f"127.0.0.1:{self.links[name].port if name in self.links else ports['pg']}",
                 "data_dir": str(home / "data"), "bin_dir": PG_BIN, "pgpass": str(home / "pgpass"),
                 "authentication": {"replication": {"username": "replicator", "password": "replicator"},
                                    "superuser": {"username": "postgres", "password": "postgres"}},
@@ -210,6 +282,12 @@ listen primary
     def _wait_for_replica(self, seconds: float = 90) -> None:
         self._until(lambda: all(self.role(n) is not None for n in self.members), seconds, "the standby")
 
+    def cut_replication(self) -> None:
+        """The members can no longer reach each other (their replication links cut);
+        clients still reach the primary through HAProxy."""
+        for link in self.links.values():
+            link.cut()
+
     def kill(self, name: str) -> None:
         """The member's machine is gone: Patroni and its PostgreSQL get SIGKILL."""
         process = self.processes.pop(name)
@@ -229,6 +307,8 @@ listen primary
         process.wait()
 
     def stop(self) -> None:
+        for link in self.links.values():
+            link.close()
         for name, process in list(self.processes.items())[::-1]:
             try:
                 os.killpg(process.pid, signal.SIGTERM if name != "haproxy" else signal.SIGKILL)
