@@ -64,7 +64,9 @@ public final class PostgresStore: AppStore {
     /// ``StoreUnavailable`` when the database cannot be reached.
     public func migrate() async throws {
         do {
-            try await StoreMigrations.schema.run(on: client, logger: logger)
+            try await StoreMigrations.schema.run(on: database)
+        } catch let error as StoreUnavailable {
+            throw error
         } catch {
             throw StoreUnavailable(url: url, underlying: error)
         }

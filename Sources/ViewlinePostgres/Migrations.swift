@@ -19,8 +19,15 @@ package struct Migrations: Sendable {
         self.steps = steps
     }
 
-    package func run(on client: PostgresClient, logger: Logger) async throws {
-        try await client.withTransaction(logger: logger) { connection in
+    /// Applies the steps not yet recorded, through `database`'s one deadline-carrying
+    /// path: a database that does not answer fails it with ``StoreUnavailable`` within
+    /// the database's operation timeout, never a wait without end.
+    package func run(on database: DatabaseAccess) async throws {
+        try await database.call { [self] connection in try await run(on: connection, logger: database.logger) }
+    }
+
+    private func run(on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.withTransaction(logger: logger) { connection in
             try await connection.query("SELECT pg_advisory_xact_lock(\(DatabaseAccess.lockNamespace), \(lockKey))", logger: logger)
             try await connection.query(
                 PostgresQuery(

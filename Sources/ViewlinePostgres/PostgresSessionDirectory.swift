@@ -77,7 +77,9 @@ public struct PostgresSessionDirectory: SessionDirectory {
     /// ``StoreUnavailable`` when the database cannot be reached.
     public func migrate() async throws {
         do {
-            try await ClusterMigrations.schema.run(on: database.client, logger: database.logger)
+            try await ClusterMigrations.schema.run(on: database)
+        } catch let error as StoreUnavailable {
+            throw error
         } catch {
             throw StoreUnavailable(url: database.url, underlying: error)
         }

@@ -317,9 +317,19 @@ struct ViewlineServerCommand: AsyncParsableCommand {
                     // connection is replaced) long before a person gives up on the reply;
                     // the directory's own statements use the node timeout.
                     var database = DatabaseAccess(client: client, url: postgresURL, operationTimeout: .seconds(10), logger: logger)
-                    // The cluster's own tables.
+                    // The cluster's own tables. The first contact waits for a database
+                    // that is not there yet (started after the node, failing over,
+                    // refusing it), each attempt within the pool's deadline, and says why.
                     var directory = PostgresSessionDirectory(database)
-                    try await directory.migrate()
+                    for attempt in 1... {
+                        do {
+                            try await directory.migrate()
+                            break
+                        } catch let error as StoreUnavailable {
+                            logger.warning("waiting for the database", metadata: ["attempt": "\(attempt)", "error": "\(error)"])
+                            try await Task.sleep(for: .seconds(1))
+                        }
+                    }
                     // One node timeout for the whole cluster: nodes that measured leases
                     // differently would each take the other's live sessions.
                     let agreed = try await directory.agreedNodeTimeout(proposing: proposed)
