@@ -75,21 +75,33 @@ class Writer(threading.Thread):
     """A client writing drafts `w<k> <n>` one after another into its own session until
     stopped, noting which were acknowledged and which got no answer it can trust."""
 
-    def __init__(self, port: int, k: int) -> None:
+    def __init__(self, port: int, k: int, user: str, password: str) -> None:
         super().__init__(daemon=True)
-        self.port, self.k = port, k
+        self.port, self.k, self.user = port, k, user
         client = LineClient(port)
         self.token = client.welcome["token"]
-        assert client.command("login bob builder")["ok"]
+        assert client.command(f"login {user} {password}")["ok"]
         client.sock.close()
         self.acknowledged: List[str] = []
         self.unknown: List[str] = []  # sent, no answer (the connection dropped or timed out)
         self.refused = 0
         self.stopping = threading.Event()
+        self.running = threading.Event()  # cleared: pause after the command in flight
+        self.running.set()
+        self.idle = threading.Event()
+
+    def pause(self) -> None:
+        self.running.clear()
+        self.idle.wait(30)
 
     def run(self) -> None:
         n, client = 0, None
         while not self.stopping.is_set():
+            if not self.running.is_set():
+                self.idle.set()
+                self.running.wait(0.1)
+                continue
+            self.idle.clear()
             try:
                 if client is None:
                     reply, client = attach(self.port, self.token)
@@ -133,10 +145,25 @@ def until(check, seconds: float, what: str):
         time.sleep(0.3)
 
 
+def check(writers: List["Writer"], url: str, lost: List[str], when: str) -> None:
+    """Adds to `lost` each writer whose draft row is not its last acknowledged draft
+    (or a later one whose answer never came)."""
+    stored = dict(line.split("|", 1) for line in subprocess.run(
+        ["/usr/lib/postgresql/15/bin/psql", url, "-tAc", "SELECT user_name, text FROM viewline_drafts"],
+        capture_output=True, text=True, check=True, timeout=30).stdout.split("\n") if line)
+    for writer in writers:
+        assert writer.acknowledged, f"writer {writer.k} had nothing acknowledged"
+        last = writer.acknowledged[-1]
+        later = [text for text in writer.unknown if int(text.split()[1]) > int(last.split()[1])]
+        if stored.get(writer.user) != last and stored.get(writer.user) not in later:
+            lost.append(f"{writer.user} {when}: the database holds {stored.get(writer.user)!r}, last acknowledged {last!r}")
+
+
 def test_a_failover_loses_nothing_a_node_acknowledged(patroni: PatroniCluster, tmp_path: pathlib.Path) -> None:
     nodes = [Node(patroni.url, tmp_path / f"node{i}.log") for i in range(2)]
     try:
-        # Four sessions, two on each node, each with an acknowledged draft.
+        # Four sessions, two on each node, each with a draft: they must all live on, each
+        # with one owner (the drafts' durability is the writers' check below).
         sessions: List[Dict] = []
         for i in range(4):
             node = nodes[i % 2]
@@ -147,16 +174,27 @@ def test_a_failover_loses_nothing_a_node_acknowledged(patroni: PatroniCluster, t
             reply = client.command(f"draft {text}")
             assert reply["ok"], reply
             sessions.append({"token": token, "node": node, "text": text, })
-        writers = [Writer(nodes[k % 2].port, k) for k in range(4)]
+        # Two writers, each its own user (a user's draft is one row in the database), one
+        # on each node.
+        writers = [Writer(nodes[0].port, 0, "alice", "wonderland"), Writer(nodes[1].port, 1, "bob", "builder")]
         for writer in writers:
             writer.start()
         time.sleep(1.0)  # the records' next batch, and load
 
+        # The writers pause for the kill, so what the new primary holds can be read
+        # before anything is written on it: each writer's row must be its last
+        # acknowledged draft, or one sent after it whose answer never came.
+        for writer in writers:
+            writer.pause()
         old = patroni.primary()
         started = time.monotonic()
         patroni.kill(old)
         patroni.wait_for_primary(other_than=old)
         promoted = time.monotonic() - started
+        lost = []
+        check(writers, patroni.url, lost, "on the new primary")
+        for writer in writers:
+            writer.running.set()  # while the nodes cannot acknowledge yet: refused
 
         # The nodes serve again on their own: a command that writes is acknowledged.
         for node in nodes:
@@ -179,18 +217,23 @@ def test_a_failover_loses_nothing_a_node_acknowledged(patroni: PatroniCluster, t
             writer.join(30)
         assert all(node.proc.poll() is None for node in nodes), "a node exited"
 
-        # History check: each writer's session shows its last acknowledged draft, or one
-        # sent after it whose answer never came (it may have run) — nothing acknowledged
-        # was lost, and no write went back in time.
+        # History check, in the database the new primary holds: each writer's draft row
+        # is its last acknowledged draft, or one sent after it whose answer never came (it
+        # may have run) — nothing acknowledged was lost, no write went back in time. And
+        # each writer's session shows the same.
+        check(writers, patroni.url, lost, "at the end")
         for writer in writers:
-            assert writer.acknowledged, f"writer {writer.k} had nothing acknowledged"
+            last = writer.acknowledged[-1]
+            later = [text for text in writer.unknown if int(text.split()[1]) > int(last.split()[1])]
             reply, client = attach(writer.port, writer.token)
             assert reply["ok"], reply
             shown = client.until(lambda m: m.get("type") == "display" and m.get("view") == "draft")["state"]["text"]
             client.sock.close()
-            last = writer.acknowledged[-1]
-            later = [text for text in writer.unknown if int(text.split()[1]) > int(last.split()[1])]
             assert shown == last or shown in later, f"writer {writer.k}: shows {shown!r}, last acknowledged {last!r}"
+        assert not lost, lost
+        # Synchronous from the start: no node warned that the database could lose commits.
+        for i in range(len(nodes)):
+            assert "asynchronously" not in (tmp_path / f"node{i}.log").read_text()
 
         # Every session and draft acknowledged before the failover is there, on its
         # node; the other node sends the client there (one owner).
@@ -219,7 +262,7 @@ def test_a_failover_loses_nothing_a_node_acknowledged(patroni: PatroniCluster, t
             "promoted_seconds": round(promoted, 1), "serving_again_seconds": round(served, 1),
             "drafts_acknowledged": sum(len(w.acknowledged) for w in writers),
             "refused_meanwhile": sum(w.refused for w in writers),
-            "answer_unknown": sum(len(w.unknown) for w in writers), "lost": 0}))
+            "answer_unknown": sum(len(w.unknown) for w in writers), "lost": len(lost)}))
     finally:
         for node in nodes:
             node.stop()

@@ -132,6 +132,10 @@ class PatroniCluster:
             self._start_haproxy()
             self.wait_for_primary()
             self._wait_for_replica()
+            if synchronous:
+                # Patroni names the synchronous standby a moment after it streams: until
+                # then commits are asynchronous (and a node starting would say so).
+                self._until(self._has_synchronous_standby, 60, "the synchronous standby")
         except BaseException:
             self.stop()
             raise
@@ -278,6 +282,12 @@ listen primary
 
         self._until(ready, seconds, "a primary through HAProxy")
         return found[-1]
+
+    def _has_synchronous_standby(self) -> bool:
+        answer = subprocess.run(
+            [f"{PG_BIN}/psql", self.url, "-tAc", "SELECT count(*) FROM pg_stat_replication WHERE sync_state = 'sync'"],
+            capture_output=True, text=True, timeout=10).stdout.strip()
+        return answer not in ("", "0")
 
     def _wait_for_replica(self, seconds: float = 90) -> None:
         self._until(lambda: all(self.role(n) is not None for n in self.members), seconds, "the standby")
