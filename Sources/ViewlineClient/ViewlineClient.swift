@@ -618,10 +618,16 @@ public actor ViewlineClient {
     /// comes after the reply, and the next alert may come before it), or to be
     /// presented again by an `attach`'s snapshot (PROTOCOL §2.1, §5). Late replies too.
     private func observeReply(_ message: JSON) {
-        guard message["ok"]?.boolValue == true, let result = message["result"], let presented = presentedAlert else { return }
+        guard message["ok"]?.boolValue == true, let result = message["result"] else { return }
         if result["snapshot"]?.boolValue == true, result["replayed"] != nil {
+            // An attach answered with a snapshot (another session, or one restored from
+            // its record): every view and the alert come again, numbered after the
+            // reply's `rev`, so nothing from before may linger — a resume must ask for
+            // what comes after this session's revs, not another's.
             presentedAlert = nil
-        } else if result["answer"] != nil, result["alert"]?.stringValue == presented.id {
+            views = [:]
+            rev = result["rev"]?.intValue ?? 0
+        } else if let presented = presentedAlert, result["answer"] != nil, result["alert"]?.stringValue == presented.id {
             presentedAlert = nil
         }
     }

@@ -31,6 +31,7 @@ pytestmark = pytest.mark.skipif(os.environ.get("VIEWLINE_FAILOVER") == "0", reas
 
 class Node:
     def __init__(self, url: str, log: pathlib.Path) -> None:
+        self.log_path = log
         self.log = open(log, "ab")
         self.proc = subprocess.Popen(
             [SERVER, "--port", "0", "--postgres", url, "--node-timeout", "2", "--demo", "--admin",
@@ -208,7 +209,12 @@ def test_a_failover_loses_nothing_a_node_acknowledged(patroni: PatroniCluster, t
                 except OSError:
                     return False
 
-            until(acknowledged, 60, f"a command acknowledged again on {node.port}")
+            try:
+                until(acknowledged, 120, f"a command acknowledged again on {node.port}")
+            except AssertionError as failure:
+                tail = node.log_path.read_text(errors="replace")[-4000:]
+                state = "running" if node.proc.poll() is None else f"exited {node.proc.returncode}"
+                raise AssertionError(f"{failure}; the node is {state}; its log ends:\n{tail}") from None
         served = time.monotonic() - started
         time.sleep(1.0)
         for writer in writers:

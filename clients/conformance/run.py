@@ -209,14 +209,22 @@ def run_scenario(scenario: Dict[str, Any], driver: List[str], server: str, postg
                         answer = {"done": True} if error is None else {"error": error}
                         proc.stdin.write((json.dumps(answer) + "\n").encode())
                         proc.stdin.flush()
-                    elif "pass" in message:
+                    elif "pass" in message and isinstance(message["pass"], bool):
                         result = message
                         break
+                    else:
+                        return False, f"the driver wrote a line that is neither a control step nor a result: {raw[:200]!r}", \
+                            time.monotonic() - started
                 proc.stdin.close()
                 try:
                     proc.wait(timeout=15)
                 except subprocess.TimeoutExpired:
                     return False, "the driver did not exit within 15 s of its result", time.monotonic() - started
+                after = proc.stdout.read(201) if result is not None else b""
+                if after:
+                    return False, f"the driver wrote after its result: {after[:200]!r}", time.monotonic() - started
+                if result is not None and result["pass"] and proc.returncode != 0:
+                    return False, f"the driver passed but exited {proc.returncode}", time.monotonic() - started
             finally:
                 timer.cancel()
         seconds = time.monotonic() - started

@@ -52,6 +52,16 @@ class _EventStream:
         self._items.append(message)
         self._ready.set()
 
+    def put_back(self, events: List[Message]) -> None:
+        """Queues `events` again before the rest, in order (a wait that found nothing);
+        the newest are kept when that is more than the queue holds."""
+        if not events:
+            return
+        kept = events + list(self._items)
+        self._items.clear()
+        self._items.extend(kept[-self._limit:])
+        self._ready.set()
+
     def take_through_last(self, taken: Callable[[Message], bool]) -> None:
         """Drops the events up to and including the last one ``taken`` matches."""
         last = max((i for i, event in enumerate(self._items) if taken(event)), default=-1)
@@ -468,16 +478,23 @@ class AsyncClient(_Settings):
                        what: str = "event") -> Message:
         """The next event matching ``predicate`` (earlier, non-matching events are
         dropped). Raises ``Timeout``, or ``ConnectionClosed`` once the connection is
-        closed for good; an exception from ``predicate`` propagates."""
+        closed for good; an exception from ``predicate`` propagates. A wait that ends
+        without a match takes nothing: the events it went past stay queued."""
         stream = self._stream
         if stream is None:
             raise ConnectionClosed("the client is not connected")
+        passed: List[Message] = []
 
         async def find() -> Message:
-            while True:
-                event = await stream.get()
-                if predicate(event):
-                    return event
+            try:
+                while True:
+                    event = await stream.get()
+                    if predicate(event):
+                        return event
+                    passed.append(event)
+            except BaseException:
+                stream.put_back(passed)
+                raise
         self._waiting += 1  # the reader reads on while someone waits
         self._nudge()
         try:

@@ -259,12 +259,15 @@ class Client(_Settings):
     # -- state ----------------------------------------------------------------
     @property
     def views(self) -> Dict[str, Dict[str, Any]]:
-        """The latest state of each view displayed so far."""
+        """The latest state of each view displayed so far (what arrived while the client
+        was idle included: read, without waiting, first)."""
+        self._take_waiting()
         return self.state.views
 
     @property
     def alert(self) -> Optional[Message]:
-        """The presented alert, if any."""
+        """The presented alert, if any (what arrived while the client was idle included)."""
+        self._take_waiting()
         return self.state.alert
 
     @property
@@ -365,10 +368,14 @@ class Client(_Settings):
                 timeout: Optional[float] = None) -> Dict[str, Any]:
         """Answer the presented alert (or ``alert``) with its confirm action, filling
         its input ``fields`` (``{"user": "alice", "password": "…"}``)."""
+        if alert is None:
+            self._take_waiting()  # an alert that arrived while the client was idle
         return self._request("confirm", request.confirm_args(self.state, fields, alert), timeout)
 
     def cancel(self, *, alert: Optional[str] = None, timeout: Optional[float] = None) -> Dict[str, Any]:
         """Answer the presented alert (or ``alert``) with its cancel action."""
+        if alert is None:
+            self._take_waiting()  # an alert that arrived while the client was idle
         return self._request("cancel", {"alert": alert or request.presented_alert_id(self.state)}, timeout)
 
     def end_others(self, *, timeout: Optional[float] = None) -> Dict[str, Any]:
@@ -444,21 +451,34 @@ class Client(_Settings):
         """Return the next event (already queued or arriving) that matches ``predicate``.
 
         Events are consumed in order: those before the match are dropped, so
-        successive waits move forward through the session's history. An exception
-        from ``predicate`` propagates; the event it saw is consumed.
+        successive waits move forward through the session's history. A wait that
+        ends without a match (``Timeout``, the connection closed, an exception from
+        ``predicate``) takes nothing: the events it went past stay queued.
         """
         deadline = time.monotonic() + (self._timeout if timeout is None else timeout)
-        while True:
-            while self._events:
-                event = self._events.popleft()
-                if predicate(event):
-                    return event
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise Timeout(what)
-            message = self._read(remaining)
-            if message.get("type") != "reply" and predicate(message):
-                return message
+        passed: List[Message] = []  # what the wait went past: kept if it finds nothing
+        try:
+            while True:
+                while self._events:
+                    event = self._events.popleft()
+                    if predicate(event):
+                        return event
+                    passed.append(event)
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise Timeout(what)
+                message = self._read(remaining)
+                if message.get("type") != "reply":
+                    if predicate(message):
+                        return message
+                    passed.append(message)
+        except BaseException:
+            # A wait that ends without its event takes nothing: what it went past is
+            # queued again, in order, the newest kept when that is more than the queue holds.
+            kept = passed + list(self._events)
+            self._events.clear()
+            self._events.extend(kept[-self._max_queued_events:])
+            raise
 
     def wait_for_display(self, view: str, predicate: Optional[Callable[[Dict[str, Any]], bool]] = None, *,
                          timeout: Optional[float] = None) -> Dict[str, Any]:

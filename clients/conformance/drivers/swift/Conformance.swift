@@ -106,9 +106,9 @@ final class Driver {
     func check(_ step: JSON, _ got: JSON) throws {
         let expected = step["expect"] ?? ["ok": true]
         if let code = expected["error"] {
-            guard got["error"] == code else { throw StepFailed("expected error \(code), got \(got)") }
+            guard got["error"] == code else { throw StepFailed("expected error \(code.encoded), got \(got.encoded)") }
         } else if !matches(expected, got) {
-            throw StepFailed("expected \(expected), got \(got)")
+            throw StepFailed("expected \(expected.encoded), got \(got.encoded)")
         }
     }
 
@@ -164,9 +164,9 @@ final class Driver {
             do {
                 try await client(step).waitForDisplay(view, timeout: timeout) { matches(condition, $0) }
             } catch is Timeout {
-                throw StepFailed("no display of \(view) matching \(condition): timed out")
+                throw StepFailed("no display of \(view) matching \(condition.encoded): timed out")
             } catch let error as ConnectionClosed {
-                throw StepFailed("no display of \(view) matching \(condition): \(error)")
+                throw StepFailed("no display of \(view) matching \(condition.encoded): \(error)")
             }
         case "wait_alert":
             let alert: Alert
@@ -178,7 +178,7 @@ final class Driver {
                 throw StepFailed("no alert: \(error)")
             }
             let expected = step["expect"] ?? [:]
-            if !matches(expected, json(alert)) { throw StepFailed("the alert \(json(alert)) does not match \(expected)") }
+            if !matches(expected, json(alert)) { throw StepFailed("the alert \(json(alert).encoded) does not match \(expected.encoded)") }
         case "wait_dismiss":
             do {
                 try await client(step).waitForEvent(timeout: timeout) { if case .dismiss = $0 { true } else { false } }
@@ -200,14 +200,14 @@ final class Driver {
             let presented = try await client(step).presentedAlert
             let expected = step["alert"] ?? .null
             if expected == .null {
-                if let presented { throw StepFailed("an alert is still presented: \(json(presented))") }
+                if let presented { throw StepFailed("an alert is still presented: \(json(presented).encoded)") }
             } else if presented.map({ !matches(expected, json($0)) }) ?? true {
-                throw StepFailed("presented \(presented.map(json) ?? .null), expected \(expected)")
+                throw StepFailed("presented \((presented.map(json) ?? .null).encoded), expected \(expected.encoded)")
             }
         case "expect_view":
             let view = step["view"]?.stringValue ?? ""
             let state = try await client(step).views[view]
-            if !matches(step["where"] ?? [:], state) { throw StepFailed("\(view) is \(state ?? .null), expected \(step["where"] ?? .null)") }
+            if !matches(step["where"] ?? [:], state) { throw StepFailed("\(view) is \((state ?? .null).encoded), expected \((step["where"] ?? .null).encoded)") }
         case "expect_client":
             let resumed = try await client(step).resumed
             if resumed < step["resumed_at_least"]?.intValue ?? 0 || resumed > step["resumed_at_most"]?.intValue ?? resumed {
@@ -251,7 +251,7 @@ enum Conformance {
         let driver = Driver(setup: setup, lines: iterator)
         var result: JSON = ["pass": true]
         for (index, step) in (setup["scenario"]?["steps"]?.arrayValue ?? []).enumerated() {
-            FileHandle.standardError.write(Data("step \(index): \(step)\n".utf8))  // the driver's log
+            FileHandle.standardError.write(Data("step \(index): \(step.encoded)\n".utf8))  // the driver's log
             do {
                 try await driver.run(step)
             } catch {
