@@ -16,16 +16,9 @@ import ViewlineClient
         let port: Int
         private let listener: Int32
         init(then bytes: [UInt8]) throws {
-            let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            let (listener, port) = loopbackListener(backlog: 4)
             self.listener = listener
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
-            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-            _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, length) } }
-            _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(listener, $0, &length) } }
-            listen(listener, 4)
-            port = Int(UInt16(bigEndian: address.sin_port))
+            self.port = port
             Thread {
                 let client = accept(listener, nil, nil)
                 guard client >= 0 else { return }

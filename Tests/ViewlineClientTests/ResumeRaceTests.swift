@@ -24,16 +24,9 @@ import ViewlineClient
         private let listener: Int32
 
         init(_ endings: [Ending]) {
-            let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            let (listener, port) = loopbackListener()
             self.listener = listener
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
-            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-            _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, length) } }
-            _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(listener, $0, &length) } }
-            listen(listener, 16)
-            port = Int(UInt16(bigEndian: address.sin_port))
+            self.port = port
             Thread { [self] in
                 while true {
                     let client = accept(listener, nil, nil)

@@ -21,10 +21,11 @@ import shutil
 import signal
 import socket
 import subprocess
-import threading
 import time
 import urllib.request
 from typing import Dict, List, Optional
+
+from tcp_proxy import TCPProxy
 
 PG_BIN = "/usr/lib/postgresql/15/bin"
 
@@ -45,71 +46,6 @@ def missing() -> Optional[str]:
     return None
 
 
-class ReplicationLink:
-    """A TCP proxy in front of a member for the standby's replication connection (the
-    member's advertised `connect_address`): `cut()` resets what is open and refuses
-    new connections, as a partition between the members would."""
-
-    def __init__(self, upstream: int) -> None:
-        self.upstream = upstream
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        self.lock = threading.Lock()
-        self.open: List[socket.socket] = []
-        self.down = False
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            try:
-                server = socket.create_connection(("127.0.0.1", self.upstream), timeout=5)
-                server.settimeout(None)
-            except OSError:
-                client.close()
-                continue
-            with self.lock:
-                if self.down:
-                    client.close()
-                    server.close()
-                    continue
-                self.open += [client, server]
-            for a, b in ((client, server), (server, client)):
-                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
-
-    @staticmethod
-    def _pump(source: socket.socket, target: socket.socket) -> None:
-        try:
-            while data := source.recv(65536):
-                target.sendall(data)
-        except OSError:
-            pass
-        for end in (source, target):
-            try:
-                end.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-    def cut(self) -> None:
-        with self.lock:
-            self.down = True
-            cut, self.open = self.open, []
-        for connection in cut:
-            try:
-                connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
-                connection.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            connection.close()
-
-    def close(self) -> None:
-        self.listener.close()
-        self.cut()
-
-
 class PatroniCluster:
     def __init__(self, directory: str, synchronous: bool = True, ttl: int = 20, replication_links: bool = False) -> None:
         self.dir = pathlib.Path(directory)
@@ -122,9 +58,9 @@ class PatroniCluster:
         self.haproxy_port = free_port()
         # With `replication_links`, each member advertises a proxy the test can cut: the
         # standby replicates through it (`cut_replication()`).
-        self.links: Dict[str, ReplicationLink] = {}
+        self.links: Dict[str, TCPProxy] = {}
         if replication_links:
-            self.links = {name: ReplicationLink(ports["pg"]) for name, ports in self.members.items()}
+            self.links = {name: TCPProxy(("127.0.0.1", ports["pg"])) for name, ports in self.members.items()}
         try:
             self._start_etcd()
             for name in self.members:
@@ -296,7 +232,7 @@ listen primary
         """The members can no longer reach each other (their replication links cut);
         clients still reach the primary through HAProxy."""
         for link in self.links.values():
-            link.cut()
+            link.cut(hold=True)
 
     def kill(self, name: str) -> None:
         """The member's machine is gone: Patroni and its PostgreSQL get SIGKILL."""

@@ -22,7 +22,6 @@ import json
 import pathlib
 import shlex
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -33,87 +32,9 @@ from typing import Any, Dict, List, Optional, Tuple
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(ROOT / "Tests" / "support"))
+from tcp_proxy import TCPProxy  # noqa: E402  (Tests/support: one proxy for the suites)
 
 SCENARIO_SECONDS = 90  # a driver still running after this is hung: killed, failed
-
-
-class Proxy:
-    """A TCP proxy in front of one node: `cut` resets every connection through it,
-    and with `hold` refuses new ones (accepted, then closed at once) until `restore`."""
-
-    def __init__(self, upstream: Tuple[str, int]) -> None:
-        self.upstream = upstream
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        self.lock = threading.Lock()
-        self.open: List[socket.socket] = []
-        self.holding = False
-        self.closed = False
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            with self.lock:
-                if self.holding or self.closed:
-                    _reset(client)
-                    continue
-            try:
-                server = socket.create_connection(self.upstream, timeout=5)
-                server.settimeout(None)
-            except OSError:
-                _reset(client)
-                continue
-            with self.lock:
-                self.open += [client, server]
-            for source, target in ((client, server), (server, client)):
-                threading.Thread(target=self._pump, args=(source, target), daemon=True).start()
-
-    def _pump(self, source: socket.socket, target: socket.socket) -> None:
-        try:
-            while True:
-                data = source.recv(65536)
-                if not data:
-                    break
-                target.sendall(data)
-        except OSError:
-            pass
-        for end in (source, target):
-            try:
-                end.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-    def cut(self, hold: bool) -> None:
-        with self.lock:
-            self.holding = hold
-            connections, self.open = self.open, []
-        for connection in connections:
-            _reset(connection)
-
-    def restore(self) -> None:
-        with self.lock:
-            self.holding = False
-
-    def close(self) -> None:
-        with self.lock:
-            self.closed = True
-        self.listener.close()
-        self.cut(hold=True)
-
-
-def _reset(connection: socket.socket) -> None:
-    """Closes with a reset (SO_LINGER 0), as a dropped link looks to both ends. The
-    shutdown first wakes a pump blocked reading it (a close alone would not)."""
-    try:
-        connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
-        connection.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
-    connection.close()
 
 
 class Node:
@@ -129,7 +50,7 @@ class Node:
         if not line.startswith("listening on "):
             raise RuntimeError(f"the server did not start: {line!r} (log: {log})")
         self.port = int(line.rsplit(":", 1)[1])
-        self.proxy = Proxy(("127.0.0.1", self.port))
+        self.proxy = TCPProxy(("127.0.0.1", self.port))
 
     def drain(self) -> None:
         if self.proc.poll() is None:
