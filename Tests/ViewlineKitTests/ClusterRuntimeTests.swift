@@ -1213,27 +1213,31 @@ import ViewlineTestSupport
             let seen = Mutex<[Int]>([])
             func withLock<R>(_ body: (inout [Int]) -> R) -> R { seen.withLock { body(&$0) } }
         }
-        func watched(_ id: String, registered: Bool) async throws -> (Session, Revs) {
-            let session = Session(id: id, application: application)
-            if registered { try application.sessions.register(session).get() }
-            let revs = Revs()
-            let link = SessionConnection(
+        func link(_ revs: Revs) -> SessionConnection {
+            SessionConnection(
                 send: { message in
                     switch message {
                     case .alert(let rev, _, _), .display(let rev, _, _): revs.withLock { $0.append(rev) }
                     default: break
                     }
                 }, close: {})
-            await session.connect(link, as: 1)
+        }
+        func watched(_ id: String, registered: Bool) async throws -> (Session, Revs) {
+            let session = Session(id: id, application: application)
+            if registered { try application.sessions.register(session).get() }
+            let revs = Revs()
+            await session.connect(link(revs), as: 1)
             return (session, revs)
         }
         // `told` is among the node's sessions; `untold` stands for one the node has not
         // reached yet when it tells its sessions the lease is back.
         let (told, toldRevs) = try await watched("s1", registered: true)
         let (untold, untoldRevs) = try await watched("s2", registered: false)
+        let (joined, firstRevs) = try await watched("s3", registered: false)
         #expect(!cluster.isServing())
         await told.showAlert(.error("the adder is down"))
         await untold.showAlert(.error("the adder is down"))
+        await joined.showAlert(.error("the adder is down"))
         #expect(toldRevs.withLock { $0 }.isEmpty && untoldRevs.withLock { $0 }.isEmpty, "withheld without a lease")
 
         // A renewal sent 470 s after the last (before it ran out) is answered now.
@@ -1245,6 +1249,18 @@ import ViewlineTestSupport
         // The untold session speaks first: the withheld alert goes before its new display.
         _ = await untold.handle(Request(id: .null, name: "increment", arguments: Arguments()), from: 0)
         #expect(untoldRevs.withLock { $0 } == [1, 2])
+
+        // A second connection attaches to an untold session from rev 0: the withheld
+        // alert reaches the first connection before the replay, and each connection
+        // sees every event once, in order (it used to be replayed to the second, then
+        // sent to every connection again when the session next spoke).
+        let secondRevs = Revs()
+        try await joined.attach(link(secondRevs), as: 2, lastRev: 0, re: .null)
+        #expect(firstRevs.withLock { $0 }.first == 1)
+        _ = await joined.handle(Request(id: .null, name: "increment", arguments: Arguments()), from: 0)
+        for revs in [firstRevs.withLock { $0 }, secondRevs.withLock { $0 }] {
+            #expect(revs.first == 1 && zip(revs, revs.dropFirst()).allSatisfy { $0 < $1 }, "each event once, in order: \(revs)")
+        }
     }
 
     @Test func aPausedNodeWakesUpClosesWhatWasClaimedAndServesTheRest() async throws {

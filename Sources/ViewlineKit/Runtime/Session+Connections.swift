@@ -127,6 +127,14 @@ extension Session {
         if let lastRev, lastRev < 0 {
             throw ProtocolError(.badArguments, "last-rev must be 0 or more (got \(lastRev))")
         }
+        if withheldWithoutLease {
+            // What a lapse of the lease withheld goes to the connections first: the
+            // replay or snapshot below reaches up to `rev`, and the withheld events
+            // sent after it would come to this connection a second time, out of order.
+            // While the lease is still not valid, no one attaches.
+            leaseRestored()
+            if withheldWithoutLease { throw Cluster.noLease }
+        }
         var missed = lastRev.flatMap { log.lines(after: $0, current: rev) }
         if restoredFromRecord, let lastRev, lastRev > rev {
             // A restored session's revs start a whole ``maximumRecordLag`` above its
