@@ -21,10 +21,17 @@ package struct Migrations: Sendable {
 
     /// Applies the steps not yet recorded, through `database`'s one deadline-carrying
     /// path: a database that does not answer fails it with ``StoreUnavailable`` within
-    /// the database's operation timeout, never a wait without end.
+    /// the database's operation timeout or ``minimumDeadline``, whichever is longer
+    /// (a first connection, the lock other starting nodes hold, several statements),
+    /// never a wait without end.
     package func run(on database: DatabaseAccess) async throws {
-        try await database.call { [self] connection in try await run(on: connection, logger: database.logger) }
+        try await database.call(timeout: max(database.operationTimeout, Self.minimumDeadline)) { [self] connection in
+            try await run(on: connection, logger: database.logger)
+        }
     }
+
+    /// The least time migrations get, however short the database's operation timeout.
+    static let minimumDeadline = Duration.seconds(10)
 
     private func run(on connection: PostgresConnection, logger: Logger) async throws {
         try await connection.withTransaction(logger: logger) { connection in
