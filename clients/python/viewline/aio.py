@@ -8,7 +8,7 @@ import socket
 import ssl
 from typing import Any, AsyncIterator, Callable, Deque, Dict, Generator, List, Mapping, Optional, Sequence, Set, Tuple, cast
 
-from . import request, wire
+from . import queue, request, wire
 from .backoff import Backoff
 from .client import _configure, _Settings
 from .errors import (ConnectError, ConnectionClosed, MovedError, ProtocolError, Timeout, ViewlineError, bye_is_final,
@@ -57,19 +57,15 @@ class _EventStream:
         the newest are kept when that is more than the queue holds."""
         if not events:
             return
-        kept = events + list(self._items)
-        self._items.clear()
-        self._items.extend(kept[-self._limit:])
+        queue.put_back(self._items, events)
         self._ready.set()
 
     def take_through_last(self, taken: Callable[[Message], bool]) -> None:
         """Drops the events up to and including the last one ``taken`` matches."""
-        last = max((i for i, event in enumerate(self._items) if taken(event)), default=-1)
-        for _ in range(last + 1):
-            self._items.popleft()
+        dropped = queue.take_through_last(self._items, taken)
         if not self._items:
             self._ready.clear()
-        if last >= 0:
+        if dropped:
             self._taken()
 
     def take_all(self) -> List[Message]:

@@ -10,7 +10,7 @@ import ssl
 import time
 from typing import Any, Callable, Deque, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, cast
 
-from . import request, wire
+from . import queue, request, wire
 from .backoff import Backoff, ExponentialBackoff
 from .errors import (ConnectError, ConnectionClosed, MovedError, ProtocolError, Timeout, ViewlineError, bye_is_final,
                      parse_address)
@@ -475,9 +475,7 @@ class Client(_Settings):
         except BaseException:
             # A wait that ends without its event takes nothing: what it went past is
             # queued again, in order, the newest kept when that is more than the queue holds.
-            kept = passed + list(self._events)
-            self._events.clear()
-            self._events.extend(kept[-self._max_queued_events:])
+            queue.put_back(self._events, passed)
             raise
 
     def wait_for_display(self, view: str, predicate: Optional[Callable[[Dict[str, Any]], bool]] = None, *,
@@ -488,7 +486,7 @@ class Client(_Settings):
         self._take_waiting()
         state = self.state.views.get(view)
         if state is not None and (predicate is None or predicate(state)):
-            _take_through_last(self._events, lambda m: m.get("type") == "display" and m.get("view") == view)
+            queue.take_through_last(self._events, lambda m: m.get("type") == "display" and m.get("view") == view)
             return state
         event = self.wait_for(
             lambda m: m.get("type") == "display" and m["view"] == view and (predicate is None or predicate(m["state"])),
@@ -502,7 +500,7 @@ class Client(_Settings):
         self._take_waiting()
         presented = self.state.alert
         if presented is not None:
-            _take_through_last(self._events, lambda m: m.get("type") == "alert" and m.get("id") == presented.get("id"))
+            queue.take_through_last(self._events, lambda m: m.get("type") == "alert" and m.get("id") == presented.get("id"))
             return presented
         return self.wait_for(lambda m: m.get("type") == "alert" and self.state.alert is not None
                              and self.state.alert.get("id") == m.get("id"), timeout=timeout, what="an alert")
@@ -646,10 +644,3 @@ class Client(_Settings):
         self._ended = True
         self._close_socket()
         return self._fail(error)
-
-
-def _take_through_last(events: "collections.deque[Message]", taken: Callable[[Message], bool]) -> None:
-    """Drops the queued events up to and including the last one ``taken`` matches."""
-    last = max((i for i, event in enumerate(events) if taken(event)), default=-1)
-    for _ in range(last + 1):
-        events.popleft()
