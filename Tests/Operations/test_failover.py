@@ -125,14 +125,23 @@ class Writer(threading.Thread):
 
 
 def attach(port: int, token: str) -> Tuple[dict, LineClient]:
-    """`attach TOKEN` on the node at `port`, following `moved`; the reply and the connection."""
-    for _ in range(3):
+    """`attach TOKEN` on the node at `port`, following `moved` and trying again while
+    the answer is `unavailable` (the node's lease not valid yet, retryable by PROTOCOL
+    §2.2), for up to 30 s; the reply and the connection."""
+    deadline = time.monotonic() + 30
+    hops = 0
+    while True:
         client = LineClient(port)
         reply = client.command(f"attach {token}")
-        if reply.get("ok") or reply["error"]["code"] != "moved":
+        code = None if reply.get("ok") else reply["error"]["code"]
+        if code == "moved" and hops < 3:
+            hops += 1
+            port = int(reply["error"]["address"].rsplit(":", 1)[1])
+        elif code == "unavailable" and time.monotonic() < deadline:
+            client.sock.close()
+            time.sleep(0.3)
+        else:
             return reply, client
-        port = int(reply["error"]["address"].rsplit(":", 1)[1])
-    return reply, client
 
 
 def until(check, seconds: float, what: str):
