@@ -20,7 +20,7 @@ import ViewlinePostgres
 /// let url = try PostgresURL("postgres://viewline@db.internal/viewline")
 /// let client = PostgresStore.makeClient(url, logger: logger)
 /// let store = PostgresStore(client: client, url: url, logger: logger)
-/// // in a service of the group that holds `client`:
+/// // in a service of the group that holds `client`, beside `await store.run()`:
 /// try await store.migrate()
 /// var services = try await SeedApps.liveServices(configuration, store: store, faults: faults)
 /// ```
@@ -60,7 +60,7 @@ public final class PostgresStore: AppStore {
     }
 
     /// Migrates the seed apps' tables (idempotent; safe when several nodes start at
-    /// once) and starts watching the database's health. Fails with
+    /// once). Fails with
     /// ``StoreUnavailable`` when the database cannot be reached.
     public func migrate() async throws {
         do {
@@ -70,7 +70,6 @@ public final class PostgresStore: AppStore {
         } catch {
             throw StoreUnavailable(url: url, underlying: error)
         }
-        database.startWatching()
     }
 
     /// Connects and migrates, running a client of its own in a task until
@@ -80,7 +79,9 @@ public final class PostgresStore: AppStore {
     public static func connect(
         _ url: PostgresURL, operationTimeout: Duration = .seconds(30), logger: Logger = Logger(label: "viewline.postgres")
     ) async throws -> PostgresStore {
-        let store = PostgresStore(DatabaseAccess(url: url, operationTimeout: operationTimeout, logger: logger))
+        let database = DatabaseAccess(url: url, operationTimeout: operationTimeout, logger: logger)
+        database.runInTask()
+        let store = PostgresStore(database)
         do {
             try await store.migrate()
         } catch {
@@ -88,6 +89,14 @@ public final class PostgresStore: AppStore {
             throw error
         }
         return store
+    }
+
+    /// Watches the database's health on a connection of its own until the calling
+    /// task is cancelled (calls fail fast while it is down instead of waiting out
+    /// their deadline): run it beside the client, in your `ServiceGroup`. A store
+    /// from ``connect(_:operationTimeout:logger:)`` runs it already.
+    public func run() async {
+        await database.run()
     }
 
     /// Stops watching the database, and the client when the store runs its own;

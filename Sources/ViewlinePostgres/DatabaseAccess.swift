@@ -17,8 +17,12 @@ package final class DatabaseAccess: Sendable {
     /// How long one call may take before it fails with ``StoreUnavailable``.
     package let operationTimeout: Duration
     let health = DatabaseHealth()
-    /// The client's run, when this database started it (`nil`: its owner runs it).
-    private let running: Task<Void, Never>?
+    /// Whether ``run()`` runs the client too (it was made for this database alone).
+    private let ownsClient: Bool
+    /// ``run()`` in a task, for a tool's or a test's database (``runInTask()``).
+    private let running = Mutex<Task<Void, Never>?>(nil)
+    /// Whether ``run()`` runs now.
+    private let runs = Mutex(false)
 
     /// A `PostgresClient` for `url` as Viewline wants it: a short connect timeout, up
     /// to 16 connections, and a pool that logs its errors only (calls report
@@ -44,33 +48,64 @@ package final class DatabaseAccess: Sendable {
         self.url = url
         self.operationTimeout = operationTimeout
         self.logger = logger
-        running = nil
+        ownsClient = false
     }
 
-    /// Over a client of its own, run in a task until ``close()``.
+    /// Over a client of its own, which ``run()`` runs.
     package init(url: PostgresURL, operationTimeout: Duration, logger: Logger) {
-        let client = Self.makeClient(url, logger: logger)
-        self.client = client
+        client = Self.makeClient(url, logger: logger)
         self.url = url
         self.operationTimeout = operationTimeout
         self.logger = logger
-        running = Task { await client.run() }
+        ownsClient = true
     }
 
-    /// Starts watching the database's health (once it is migrated and reachable).
-    package func startWatching() {
-        health.start(url: url, logger: logger)
+    /// Runs what this database needs while it is used, until the calling task is
+    /// cancelled: the health watch (calls fail fast while the database is down), and
+    /// the client when it is this database's own. A server runs it as a service of
+    /// its group (placed before the node, so it outlives the node's drain).
+    package func run() async {
+        // Once: a second run would run the same client twice.
+        let first = runs.withLock { runs in
+            defer { runs = true }
+            return !runs
+        }
+        guard first else {
+            return logger.error("a database's run() was called while it runs; the second call returns at once")
+        }
+        defer { runs.withLock { $0 = false } }
+        await Self.run(client: ownsClient ? client : nil, health: health, url: url, logger: logger)
     }
 
-    /// Stops watching, and the client when this database runs its own.
+    /// ``run()``'s work, holding nothing of the database (a handle's task ends when
+    /// the handle goes).
+    private static func run(client: PostgresClient?, health: DatabaseHealth, url: PostgresURL, logger: Logger) async {
+        await withDiscardingTaskGroup { group in
+            if let client { group.addTask { await client.run() } }
+            group.addTask { await health.watch(url: url, logger: logger) }
+        }
+    }
+
+    /// For a tool or a test that holds the database as a handle (``PostgresStore/connect(_:operationTimeout:logger:)``):
+    /// ``run()`` in a task of its own until ``close()`` (the one task this module
+    /// makes that no `run()` awaits: the handle is its owner).
+    package func runInTask() {
+        running.withLock { running in
+            guard running == nil else { return }
+            running = Task { [client, ownsClient, health, url, logger] in
+                await Self.run(client: ownsClient ? client : nil, health: health, url: url, logger: logger)
+            }
+        }
+    }
+
+    /// Ends ``runInTask()``'s task: the health watch, and the client when it is this
+    /// database's own.
     package func close() {
-        health.stop()
-        running?.cancel()
+        running.withLock { $0 }?.cancel()
     }
 
     deinit {
-        health.stop()
-        running?.cancel()
+        running.withLock { $0 }?.cancel()
     }
 
     /// The advisory-lock namespace every Viewline lock on the database uses.

@@ -15,7 +15,6 @@ final class DatabaseHealth: Sendable {
     }
 
     private let state = Mutex(State())
-    private let monitor = Mutex<Task<Void, Never>?>(nil)
 
     var isDown: Bool { state.withLock { $0.down } }
 
@@ -51,58 +50,41 @@ final class DatabaseHealth: Sendable {
         }
     }
 
-    /// Starts watching `url` with one connection of its own.
-    /// Starts the watch; a second call while it runs changes nothing (a store and a
-    /// directory sharing one ``DatabaseAccess`` each start it).
-    func start(url: PostgresURL, logger: Logger) {
-        monitor.withLock { monitor in
-            guard monitor == nil else { return }
-            monitor = watch(url: url, logger: logger)
-        }
-    }
-
-    private func watch(url: PostgresURL, logger: Logger) -> Task<Void, Never> {
-        Task { [self] in
-            var wasDown = false
-            while !Task.isCancelled {
-                var open: PostgresConnection?
-                do {
-                    var configuration = try url.connectionConfiguration()
-                    configuration.options.connectTimeout = .seconds(2)
-                    let connection = try await PostgresConnection.connect(configuration: configuration, id: 1, logger: logger)
-                    open = connection
-                    connection.closeFuture.whenComplete { [self] _ in
-                        if !Task.isCancelled { set(down: true) }
-                    }
-                    set(down: false)
-                    if wasDown { logger.notice("the database answers again") }
-                    wasDown = false
-                    while !Task.isCancelled && !connection.isClosed {
-                        // Within a deadline that closes the connection: a silent server
-                        // is "down" within 2 s, not when the kernel gives up on the socket.
-                        _ = try await connection.withDeadline(.seconds(2)) {
-                            try await connection.query("SELECT 1", logger: logger).collect()
-                        }
-                        try await Task.sleep(for: .seconds(1))
-                    }
-                } catch {
-                    if !Task.isCancelled {
-                        if !wasDown { logger.warning("the database does not answer", metadata: ["error": "\(String(describing: error))"]) }
-                        wasDown = true
-                        set(down: true)
-                    }
+    /// Watches `url` with one connection of its own until the calling task is
+    /// cancelled: its owner's `run()` (``DatabaseAccess/run()``) awaits it.
+    func watch(url: PostgresURL, logger: Logger) async {
+        var wasDown = false
+        while !Task.isCancelled {
+            var open: PostgresConnection?
+            do {
+                var configuration = try url.connectionConfiguration()
+                configuration.options.connectTimeout = .seconds(2)
+                let connection = try await PostgresConnection.connect(configuration: configuration, id: 1, logger: logger)
+                open = connection
+                connection.closeFuture.whenComplete { [self] _ in
+                    if !Task.isCancelled { set(down: true) }
                 }
-                // Closed before it is released (postgres-nio asserts it).
-                try? await open?.close()
-                if !Task.isCancelled { try? await Task.sleep(for: .milliseconds(500)) }
+                set(down: false)
+                if wasDown { logger.notice("the database answers again") }
+                wasDown = false
+                while !Task.isCancelled && !connection.isClosed {
+                    // Within a deadline that closes the connection: a silent server
+                    // is "down" within 2 s, not when the kernel gives up on the socket.
+                    _ = try await connection.withDeadline(.seconds(2)) {
+                        try await connection.query("SELECT 1", logger: logger).collect()
+                    }
+                    try await Task.sleep(for: .seconds(1))
+                }
+            } catch {
+                if !Task.isCancelled {
+                    if !wasDown { logger.warning("the database does not answer", metadata: ["error": "\(String(describing: error))"]) }
+                    wasDown = true
+                    set(down: true)
+                }
             }
+            // Closed before it is released (postgres-nio asserts it).
+            try? await open?.close()
+            if !Task.isCancelled { try? await Task.sleep(for: .milliseconds(500)) }
         }
-    }
-
-    func stop() {
-        monitor.withLock { monitor in
-            defer { monitor = nil }
-            return monitor
-        }?.cancel()
     }
 }

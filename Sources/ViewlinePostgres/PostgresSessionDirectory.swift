@@ -12,7 +12,7 @@ import ViewlineKit
 /// ```swift
 /// let client = PostgresClient(configuration: url.clientConfiguration)  // run in your ServiceGroup
 /// let directory = PostgresSessionDirectory(client: client, url: url)
-/// // once the group runs:
+/// // once the group runs, beside `await directory.run()` (its health watch):
 /// try await directory.migrate()
 /// let cluster = Cluster(
 ///     directory: directory, nodeTimeout: try await directory.agreedNodeTimeout(proposing: .seconds(5)),
@@ -73,7 +73,7 @@ public struct PostgresSessionDirectory: SessionDirectory {
     }
 
     /// Creates the cluster's tables (idempotent; safe when several nodes start at
-    /// once) and starts watching the database's health. Fails with
+    /// once). Fails with
     /// ``StoreUnavailable`` when the database cannot be reached.
     public func migrate() async throws {
         do {
@@ -83,14 +83,15 @@ public struct PostgresSessionDirectory: SessionDirectory {
         } catch {
             throw StoreUnavailable(url: database.url, underlying: error)
         }
-        database.startWatching()
     }
 
     /// Connects and migrates, running a client of its own in a task until
     /// ``close()``: for tools and tests. A server runs the client in its
     /// `ServiceGroup` instead (``init(client:url:operationTimeout:logger:)``).
     public static func connect(_ url: PostgresURL, logger: Logger = Logger(label: "viewline.cluster")) async throws -> PostgresSessionDirectory {
-        let directory = PostgresSessionDirectory(DatabaseAccess(url: url, operationTimeout: .seconds(30), logger: logger))
+        let database = DatabaseAccess(url: url, operationTimeout: .seconds(30), logger: logger)
+        database.runInTask()
+        let directory = PostgresSessionDirectory(database)
         do {
             try await directory.migrate()
         } catch {
@@ -98,6 +99,14 @@ public struct PostgresSessionDirectory: SessionDirectory {
             throw error
         }
         return directory
+    }
+
+    /// Watches the database's health on a connection of its own until the calling
+    /// task is cancelled (calls fail fast while it is down instead of waiting out
+    /// their deadline): run it beside the client, in your `ServiceGroup`. A
+    /// directory from ``connect(_:logger:)`` runs it already.
+    public func run() async {
+        await database.run()
     }
 
     /// Stops watching the database, and the client when the directory runs its own.

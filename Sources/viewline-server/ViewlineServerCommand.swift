@@ -303,7 +303,7 @@ struct ViewlineServerCommand: AsyncParsableCommand {
             }
         // On PostgreSQL the database client is a service of the group, beside the server.
         let client = postgresURL.map { PostgresStore.makeClient($0, logger: logger) }
-        let nodePool = NodePool()
+        let nodeDatabase = NodeDatabase()
         let (db, nodeTimeout, advertise) = (db, nodeTimeout, advertise)
         let watchdog = ShutdownWatchdog(drain: configuration.drainTimeout)
         let node = ServerNode(
@@ -346,9 +346,8 @@ struct ViewlineServerCommand: AsyncParsableCommand {
                         // group's client only served the agreement).
                         var agreedURL = postgresURL
                         agreedURL.nodeTimeout = agreed
-                        let own = DatabaseAccess.makeClient(agreedURL, logger: logger)
-                        nodePool.serve(own)
-                        database = DatabaseAccess(client: own, url: agreedURL, operationTimeout: .seconds(10), logger: logger)
+                        database = DatabaseAccess(url: agreedURL, operationTimeout: .seconds(10), logger: logger)
+                        nodeDatabase.serve(database)
                         directory = PostgresSessionDirectory(database)
                         _ = try await directory.agreedNodeTimeout(proposing: agreed)
                     }
@@ -356,6 +355,8 @@ struct ViewlineServerCommand: AsyncParsableCommand {
                     if let warning = try? await directory.durabilityWarning() {
                         logger.warning("\(warning)", metadata: ["see": "docs/deploying.md"])
                     }
+                    // Its health watch from now on (with the node's own pool, served above).
+                    if agreed == proposed { nodeDatabase.serve(database) }
                     let postgresStore = PostgresStore(database)
                     try await postgresStore.migrate()
                     store = postgresStore
@@ -379,7 +380,7 @@ struct ViewlineServerCommand: AsyncParsableCommand {
                         logger.info("sessions are recorded: a restart gives them back", metadata: ["db": "\(db)"])
                     }
                 }
-                nodePool.notNeeded()  // (when it was not served above)
+                nodeDatabase.notNeeded()  // (when it was not served above)
                 let services = try await SeedApps.liveServices(apps, store: store, faults: faults)
                 return try ViewlineServer(
                     apps: SeedApps.all, services: services, faults: faults, cluster: cluster, configuration: configuration, logger: logger)
@@ -404,28 +405,16 @@ struct ViewlineServerCommand: AsyncParsableCommand {
         for number in [SIGTERM, SIGINT] { signal(number, SIG_IGN) }  // the sources below deliver them
         let signals = await UnixSignalsSequence(trapping: .sigterm, .sigint)
         if stopAtEndOfInput { Self.signalAtEndOfInput() }
-        // The database clients first: the group shuts services down in reverse order,
-        // so they outlive the server's drain and last record writes.
+        // The group shuts its services down in reverse order: the signal watcher hears
+        // a second signal until the end, and the database's services outlive the
+        // server's drain and last record writes.
+        let watcher = SignalWatcher(signals: signals, watchdog: watchdog, drainSeconds: drainSeconds, logger: logger)
         let services: [ServiceGroupConfiguration.ServiceConfiguration] =
-            (client.map { [.init(service: $0), .init(service: nodePool)] } ?? []) + [
+            [.init(service: watcher)] + (client.map { [.init(service: $0), .init(service: nodeDatabase)] } ?? []) + [
                 .init(service: node, successTerminationBehavior: .gracefullyShutdownGroup)
             ]
         let group = ServiceGroup(configuration: .init(services: services, logger: logger))
-        let watcher = Task {
-            var caught = 0
-            for await signal in signals {
-                caught += 1
-                if caught == 1 {
-                    logger.info("shutting down", metadata: ["signal": "\(signal)", "drain-seconds": "\(drainSeconds)"])
-                    watchdog.arm(logger: logger)
-                    await group.triggerGracefulShutdown()
-                } else {
-                    logger.warning("exiting at once", metadata: ["signal": "\(signal)"])
-                    Foundation.exit(0)
-                }
-            }
-        }
-        defer { watcher.cancel() }
+        watcher.watch(group)
         try await group.run()
     }
 }

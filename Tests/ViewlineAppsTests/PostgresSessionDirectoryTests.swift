@@ -376,6 +376,7 @@ import ViewlineTestSupport
         let database = try server.createDatabase()
         // The pool the node's stores share with its directory.
         let pool = DatabaseAccess(url: try PostgresURL(server.url(database: database)), operationTimeout: .seconds(30), logger: Logger(label: "test"))
+        pool.runInTask()
         let directory = PostgresSessionDirectory(pool)
         try await directory.migrate()
         defer { directory.close() }

@@ -38,6 +38,7 @@ import ViewlineTestSupport
         let proxy = try TCPProxy(to: server.port)
         let url = try PostgresURL("postgres://postgres@127.0.0.1:\(proxy.port)/\(database)?sslmode=disable")
         let access = DatabaseAccess(url: url, operationTimeout: .milliseconds(500), logger: Logger(label: "test"))
+        access.runInTask()
         defer { access.close() }
         // Sixteen connections at once: the pool opens all it may.
         try await withThrowingTaskGroup(of: Void.self) { group in
@@ -45,18 +46,21 @@ import ViewlineTestSupport
             try await group.waitForAll()
         }
         proxy.silence()
-        // Each call fails by its deadline, and the one that met a silenced connection
-        // closed it: after about one failure per silenced connection, calls are
-        // answered again (had they stayed leased, the full pool would answer none).
+        // Each call fails by its deadline (or at once, while the health watch, whose
+        // own connection went silent too, counts the database as down), and the one
+        // that met a silenced connection closed it: calls are answered again (had they
+        // stayed leased, the full pool would answer none, however long one waits).
         var failures = 0
         var answered = false
-        for _ in 0..<32 where !answered {
+        let giveUp = ContinuousClock.now + .seconds(60)
+        while !answered, ContinuousClock.now < giveUp {
             let start = ContinuousClock.now
             do {
                 answered = try await access.collect("SELECT 42") { try $0.decode(Int.self) } == [42]
             } catch {
                 failures += 1
                 #expect(ContinuousClock.now - start < .seconds(3), "a call waited \(ContinuousClock.now - start)")
+                try await Task.sleep(for: .milliseconds(50))
             }
         }
         #expect(answered, "\(failures) calls failed")
@@ -73,6 +77,7 @@ import ViewlineTestSupport
         let database = try server.createDatabase()
         let url = try PostgresURL(server.url(database: database))
         let access = DatabaseAccess(url: url, operationTimeout: .milliseconds(500), logger: Logger(label: "test"))
+        access.runInTask()
         defer { access.close() }
         // Setup and the final read get a wide deadline: a loaded machine is slow, and
         // only the write's own 0.5 s deadline is under test.

@@ -19,7 +19,9 @@ import ViewlineTestSupport
     static func access() throws -> DatabaseAccess {
         let server = PostgresServer.shared
         let database = try server.createDatabase()
-        return DatabaseAccess(url: try PostgresURL(server.url(database: database)), operationTimeout: .seconds(20), logger: Logger(label: "test"))
+        let access = DatabaseAccess(url: try PostgresURL(server.url(database: database)), operationTimeout: .seconds(20), logger: Logger(label: "test"))
+        access.runInTask()
+        return access
     }
 
     static func raising(_ state: String) -> PostgresQuery {

@@ -784,6 +784,9 @@ import ViewlineTestSupport
         let a = try await leasedNode(directory, "10.0.0.1:7878", timeout: .seconds(30))
         let b = try await leasedNode(directory, "10.0.0.2:7878", timeout: .seconds(30))
         let cluster = a.cluster!
+        // Of the cluster's run, only its check loop: the lease must not be renewed here.
+        let checks = Task { await cluster.checkLoop() }
+        defer { checks.cancel() }
         let refused = Session(id: "s1", application: a, output: { _ in })
         let alsoClaimed = Session(id: "s2", application: a, output: { _ in })
         let kept = Session(id: "s3", application: a, output: { _ in })

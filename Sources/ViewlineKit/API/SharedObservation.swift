@@ -42,6 +42,7 @@ public final class SharedObservation<Value: Sendable>: Sendable {
             let id = state.nextID
             state.nextID += 1
             state.watchers[id] = Watcher(loop: loop, deliver: deliver)
+            // One pump for every watcher, held here and cancelled when the last one goes.
             if state.upstream == nil { state.upstream = Task { await self.pump() } }
             return (id, state.latest)
         }

@@ -197,7 +197,7 @@ extension Cluster {
         logger.info(
             "the database refused a write for a session another node holds now; checking this node's sessions",
             metadata: ["record": "\(lookup)"])
-        if check { Task { await self.checkSessionsNow() } }
+        if check { checkRequests.continuation.yield() }
     }
 
     private enum CheckOutcome { case serve, again, stop }
@@ -207,6 +207,14 @@ extension Cluster {
     /// refusal was noticed (the database said the lease lapsed: the renewal's to
     /// settle) or the lease lapsed by this node's clock. Goes again while refusals
     /// come; a check that fails leaves it to the renewal.
+    /// Checks this node's sessions whenever asked (``checkRequests``), until
+    /// cancelled: a child of ``run()``.
+    package func checkLoop() async {
+        for await _ in checkRequests.stream {
+            await checkSessionsNow()
+        }
+    }
+
     private func checkSessionsNow() async {
         while true {
             let (lapses, elsewhere) = lease.withLock { ($0.lapsesNoticed, $0.elsewhereNoticed) }

@@ -52,6 +52,7 @@ extension Cluster {
             for session in sessions.all { changed(session, now: cutOff) }
         }
         let (outcomes, outcome) = AsyncStream<Bool>.makeStream()
+        // The writer and the timer race; the first outcome is awaited, the other cancelled.
         let writer = Task { outcome.yield(await self.writeWhatWasShownAndLeave(shownBy: cutOff)) }
         // One node timeout from the moment leaving was asked for, whatever was in
         // flight then (a renewal, a batch on a silent link).

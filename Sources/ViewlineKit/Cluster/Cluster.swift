@@ -48,6 +48,10 @@ public final class Cluster: Sendable {
     static let recentlyEndedKept = 4096
     /// Opened by ``leave()`` (or when ``run()`` is cancelled): its loops stop.
     let stopping = Latch()
+    /// Asks ``run()``'s check loop to check this node's sessions against the
+    /// directory now (a write refused for a session another node holds): at most one
+    /// request waits, as one check covers every reason noticed before it begins.
+    let checkRequests = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
     /// Opened once ``run()`` is over: the node left (its last records written, or
     /// given up on after one node timeout), or its run was cancelled.
     let left = Latch()
@@ -261,6 +265,7 @@ public final class Cluster: Sendable {
             group.addTask { await self.recordLoop() }
             group.addTask { await self.leaseLoop() }
             group.addTask { await self.countLoop() }
+            group.addTask { await self.checkLoop() }
             await withTaskCancellationHandler {
                 await stopping.wait()
             } onCancel: { [stopping] in

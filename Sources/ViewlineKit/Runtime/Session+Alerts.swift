@@ -29,6 +29,7 @@ extension Session {
                 enqueue(PendingAlert(id: id, content: content, continuation: continuation))
             }
         } onCancel: {
+            // From a synchronous cancellation handler: the dismissal hops onto the session.
             Task { await self.dismissAlert(id: id) }
         }
     }

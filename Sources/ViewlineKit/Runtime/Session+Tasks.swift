@@ -17,6 +17,8 @@ extension Session {
         taskGeneration += 1
         let generation = taskGeneration
         runningWork += 1
+        // The view-model's background work: held in its slot, cancelled when replaced
+        // or when the session closes (a view-model's work outlives the command).
         let task = Task { await self.execute(slot, generation, body) }
         tasks[slot] = (generation, task)
     }
@@ -54,6 +56,7 @@ extension Session {
         let id = nextWaiterID
         nextWaiterID += 1
         let sleep = services.sleep
+        // Bounded by `timeout`, and cancelled as soon as the work settles.
         let timer = Task {
             try? await sleep(timeout)
             guard !Task.isCancelled else { return }

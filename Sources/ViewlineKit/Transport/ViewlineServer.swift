@@ -270,6 +270,8 @@ public final class ViewlineServer: Service, Sendable {
                 try await group.waitForAll()
             }
         } onCancelOrGracefulShutdown: {
+            // Fire-and-forget from a synchronous handler: the shutdown closes the
+            // listener, and this run's `serve` awaits that.
             Task { await self.shutdown() }
         }
     }
@@ -573,6 +575,8 @@ public final class ViewlineServer: Service, Sendable {
         let session = Session(id: id, application: application, peer: address, eventLoop: channel.eventLoop)
         switch application.sessions.register(session) {
         case .success(let evicted):
+            // Fire-and-forget: the evicted session closes on its own executor, owing
+            // this connection nothing.
             if let evicted { Task { await evicted.close(.evicted) } }
         case .failure(let refusal):
             registry.remove(number)
