@@ -19,7 +19,8 @@ import ViewlineTestSupport
     static func access() throws -> DatabaseAccess {
         let server = PostgresServer.shared
         let database = try server.createDatabase()
-        let access = DatabaseAccess(url: try PostgresURL(server.url(database: database)), operationTimeout: .seconds(20), logger: Logger(label: "test"))
+        let access = DatabaseAccess(
+            url: try PostgresURL(server.url(database: database)), operationTimeout: .seconds(20), logger: Logger(label: "test"))
         access.runInTask()
         return access
     }
