@@ -91,56 +91,56 @@ public actor ViewlineClient {
 
     /// The server's `welcome` on the first connection (its version, the session, the
     /// token), as it came.
-    public private(set) var welcome: JSON = .null
+    public internal(set) var welcome: JSON = .null
     /// The session's name (`s1`).
-    public private(set) var session = ""
+    public internal(set) var session = ""
     /// The session's token: what ``attach(token:lastRev:timeout:)`` and a resume use.
-    public private(set) var token = ""
+    public internal(set) var token = ""
     /// The highest `rev` seen: where a resumed session picks up.
-    public private(set) var rev = 0
+    public internal(set) var rev = 0
     /// The last `bye` the server said (cleared once resumed).
-    public private(set) var bye: Bye?
+    public internal(set) var bye: Bye?
     /// How many times the session was resumed.
-    public private(set) var resumed = 0
+    public internal(set) var resumed = 0
     /// Where the connection stands.
-    public private(set) var connection: ConnectionState = .reconnecting
+    public internal(set) var connection: ConnectionState = .reconnecting
     /// The latest state of every view shown so far.
-    public private(set) var views: [String: JSON] = [:]
+    public internal(set) var views: [String: JSON] = [:]
     /// The alert presented now, if any: set by each `alert`, cleared by its `dismiss`
     /// and as soon as the reply to its `confirm` or `cancel` (from this client) says it
     /// was answered, and by an `attach` answered with a snapshot (which presents the
     /// session's alert again).
-    public private(set) var presentedAlert: Alert?
+    public internal(set) var presentedAlert: Alert?
 
-    private var endpoint: Endpoint
+    var endpoint: Endpoint
     /// The longest line the connection's server takes (its welcome's `maxLineBytes`).
-    private var lineLimit: Int?
+    var lineLimit: Int?
     /// The node first connected to and ``Options/nodes``: where a resume looks.
-    private let knownNodes: [Endpoint]
-    private let options: Options
-    private var line: LineConnection?
-    private var pending: [Int: Pending] = [:]
-    private var nextID = 0
-    private var subscribers: [Int: AsyncStream<ViewlineEvent>.Continuation] = [:]
-    private var messageSubscribers: [Int: AsyncStream<JSON>.Continuation] = [:]
-    private var nextSubscriber = 0
-    private var welcomeWaiter: CheckedContinuation<JSON, any Error>?
+    let knownNodes: [Endpoint]
+    let options: Options
+    var line: LineConnection?
+    var pending: [Int: Pending] = [:]
+    var nextID = 0
+    var subscribers: [Int: AsyncStream<ViewlineEvent>.Continuation] = [:]
+    var messageSubscribers: [Int: AsyncStream<JSON>.Continuation] = [:]
+    var nextSubscriber = 0
+    var welcomeWaiter: CheckedContinuation<JSON, any Error>?
     /// Events received that no wait or new `events()` reader has taken yet.
-    private var received: ReceivedEvents
+    var received: ReceivedEvents
     /// The waits for an event not received yet, oldest first.
-    private var waiters: [Waiter] = []
-    private var nextWaiter = 0
-    private var ended = false
+    var waiters: [Waiter] = []
+    var nextWaiter = 0
+    var ended = false
     /// A resume is under way (``resume()``): a connection of it that closes is its
     /// attempt failing, not a new drop to resume from.
-    private var resuming = false
+    var resuming = false
     /// When the server was last heard from.
-    private var heard = ContinuousClock.now
-    private var pinger: Task<Void, Never>?
+    var heard = ContinuousClock.now
+    var pinger: Task<Void, Never>?
 
     /// A wait for the first event it takes (``waitForDisplay(_:timeout:where:)``,
     /// ``waitForAlert(timeout:)``), until its timer ends it.
-    private struct Waiter {
+    struct Waiter {
         let id: Int
         /// Resumes the wait with `event` and returns true when it is the one waited for.
         let offer: (ViewlineEvent) -> Bool
@@ -149,7 +149,7 @@ public actor ViewlineClient {
         let timer: Task<Void, Never>
     }
 
-    private struct Pending {
+    struct Pending {
         var line: [UInt8]
         var continuation: CheckedContinuation<JSON, any Error>
         /// The client's own (`attach` while resuming): never sent again.
@@ -157,7 +157,7 @@ public actor ViewlineClient {
         var timer: Task<Void, Never>
     }
 
-    private init(endpoint: Endpoint, options: Options) {
+    init(endpoint: Endpoint, options: Options) {
         self.endpoint = endpoint
         self.knownNodes = [endpoint] + options.nodes.filter { $0 != endpoint }
         self.options = options
@@ -172,7 +172,7 @@ public actor ViewlineClient {
         return client
     }
 
-    private func started(_ welcome: JSON) {
+    func started(_ welcome: JSON) {
         self.welcome = welcome
         session = welcome["session"]?.stringValue ?? ""
         token = welcome["token"]?.stringValue ?? ""
@@ -189,7 +189,7 @@ public actor ViewlineClient {
 
     /// Pings a connection quiet for `interval`; cuts it when the ping goes unanswered
     /// (it is resumed). Returns false once the client is closed.
-    private func keepAlive(after interval: Duration) async -> Bool {
+    func keepAlive(after interval: Duration) async -> Bool {
         guard !ended else { return false }
         guard connection == .connected, ContinuousClock.now - heard >= interval, let current = line else { return true }
         do {
@@ -201,7 +201,7 @@ public actor ViewlineClient {
     }
 
     /// Opens a connection to `target`, makes it the client's, and returns its welcome.
-    private func open(_ target: Endpoint) async throws -> JSON {
+    func open(_ target: Endpoint) async throws -> JSON {
         let opened = try await LineConnection.open(
             target, tls: options.tls, timeout: options.connectTimeout, maximumLineBytes: options.maximumLineBytes)
         line?.close()
@@ -235,7 +235,7 @@ public actor ViewlineClient {
         }
     }
 
-    private func failWelcome(_ error: any Error) {
+    func failWelcome(_ error: any Error) {
         welcomeWaiter?.resume(throwing: error)
         welcomeWaiter = nil
     }
@@ -410,7 +410,7 @@ public actor ViewlineClient {
     /// nothing has taken (with `readingReceived`), else the first to arrive within
     /// `timeout`. Takes the received events before it; a wait that ends without one
     /// (its timeout, cancellation, the client closed) takes nothing.
-    private func next<Value: Sendable>(
+    func next<Value: Sendable>(
         _ what: String, timeout: Duration?, readingReceived: Bool = true, _ extract: @escaping (ViewlineEvent) -> Value?
     ) async throws -> Value {
         if readingReceived, let value = received.takeFirst(extract) { return value }
@@ -443,7 +443,7 @@ public actor ViewlineClient {
     }
 
     /// Ends wait `id` with `error`, if it still waits.
-    private func endWait(_ id: Int, throwing error: any Error) {
+    func endWait(_ id: Int, throwing error: any Error) {
         guard let index = waiters.firstIndex(where: { $0.id == id }) else { return }
         let waiter = waiters.remove(at: index)
         waiter.timer.cancel()
@@ -510,7 +510,7 @@ public actor ViewlineClient {
 
     /// A new bounded stream holding `first`, registered by `add` under a fresh id
     /// (finished at once when the client is closed).
-    private func subscription<Element: Sendable>(
+    func subscription<Element: Sendable>(
         startingWith first: [Element] = [], _ add: (Int, AsyncStream<Element>.Continuation) -> Void
     ) -> AsyncStream<Element> {
         let (stream, continuation) = AsyncStream<Element>.makeStream(bufferingPolicy: .bufferingNewest(options.eventBuffer))
@@ -526,12 +526,12 @@ public actor ViewlineClient {
         return stream
     }
 
-    private func unsubscribe(_ id: Int) {
+    func unsubscribe(_ id: Int) {
         subscribers[id] = nil
         messageSubscribers[id] = nil
     }
 
-    private func request(_ fields: JSONObject, timeout: Duration?, isOwn: Bool = false) async throws -> JSON {
+    func request(_ fields: JSONObject, timeout: Duration?, isOwn: Bool = false) async throws -> JSON {
         let reply = try await roundTrip(fields, timeout: timeout, isOwn: isOwn)
         if reply["ok"]?.boolValue == true {
             let result = reply["result"] ?? .null
@@ -542,7 +542,7 @@ public actor ViewlineClient {
     }
 
     /// Sends a request and returns its reply message, whatever it says.
-    private func roundTrip(_ fields: JSONObject, timeout: Duration?, isOwn: Bool = false) async throws -> JSON {
+    func roundTrip(_ fields: JSONObject, timeout: Duration?, isOwn: Bool = false) async throws -> JSON {
         if ended { throw ConnectionClosed(message: "the client is closed", bye: bye, sessionEnded: bye?.code.isFinal ?? true) }
         nextID += 1
         let id = nextID
@@ -569,198 +569,8 @@ public actor ViewlineClient {
         return reply
     }
 
-    private func timedOut(_ id: Int) {
+    func timedOut(_ id: Int) {
         guard let entry = pending.removeValue(forKey: id) else { return }
         entry.continuation.resume(throwing: Timeout(what: "reply to command \(id)"))
-    }
-
-    // MARK: - Receiving
-
-    private func receive(_ text: [UInt8], on connection: LineConnection) {
-        guard connection === line, let message = try? JSON.parse(text, limits: .serverMessage) else { return }
-        heard = .now
-        for continuation in messageSubscribers.values { continuation.yield(message) }
-        let type = message["type"]?.stringValue
-        if type != "reply", let rev = message["rev"]?.intValue { self.rev = max(self.rev, rev) }
-        switch type {
-        case "welcome":
-            welcomeWaiter?.resume(returning: message)
-            welcomeWaiter = nil
-        case "reply":
-            observeReply(message)
-            guard let id = message["re"]?.intValue, let entry = pending.removeValue(forKey: id) else { return }
-            entry.timer.cancel()
-            entry.continuation.resume(returning: message)
-        case "display":
-            guard let view = message["view"]?.stringValue, let state = message["state"] else { return }
-            views[view] = state
-            publish(.display(view: view, state: state, rev: message["rev"]?.intValue ?? 0))
-        case "alert":
-            let alert = Alert(message, client: self)
-            presentedAlert = alert
-            publish(.alert(alert))
-        case "dismiss":
-            guard let id = message["id"]?.stringValue else { return }
-            if presentedAlert?.id == id { presentedAlert = nil }
-            publish(.dismiss(id: id, rev: message["rev"]?.intValue ?? 0))
-        case "bye":
-            let said = Bye(Bye.Code(rawValue: message["code"]?.stringValue ?? "shutdown"), message["reason"]?.stringValue ?? "")
-            bye = said
-            if Bye.isFinal(code: message["code"]?.stringValue, reason: said.reason) { ended = true }
-            failWelcome(ConnectionClosed(message: "the server refused the connection: \(said.reason)", bye: said, sessionEnded: false))
-            publish(.bye(said))
-        default:
-            break
-        }
-    }
-
-    /// What a successful reply says about the presented alert: answered (its `dismiss`
-    /// comes after the reply, and the next alert may come before it), or to be
-    /// presented again by an `attach`'s snapshot (PROTOCOL §2.1, §5). Late replies too.
-    private func observeReply(_ message: JSON) {
-        guard message["ok"]?.boolValue == true, let result = message["result"] else { return }
-        if result["snapshot"]?.boolValue == true, result["replayed"] != nil {
-            // An attach answered with a snapshot (another session, or one restored from
-            // its record): every view and the alert come again, numbered after the
-            // reply's `rev`, so nothing from before may linger — a resume must ask for
-            // what comes after this session's revs, not another's.
-            presentedAlert = nil
-            views = [:]
-            rev = result["rev"]?.intValue ?? 0
-        } else if let presented = presentedAlert, result["answer"] != nil, result["alert"]?.stringValue == presented.id {
-            presentedAlert = nil
-        }
-    }
-
-    /// Hands `event` to every `events()` reader, and to the oldest wait it is for,
-    /// which takes it with the received events before it; kept for later otherwise.
-    private func publish(_ event: ViewlineEvent) {
-        for continuation in subscribers.values { continuation.yield(event) }
-        if let index = waiters.firstIndex(where: { $0.offer(event) }) {
-            let waiter = waiters.remove(at: index)
-            waiter.timer.cancel()
-            received.removeAll()
-        } else {
-            received.append(event)
-        }
-    }
-
-    private func setConnection(_ state: ConnectionState) {
-        guard connection != state else { return }
-        connection = state
-        publish(.connection(state))
-    }
-
-    /// `connection` closed: resume the session, or end.
-    private func connectionClosed(_ connection: LineConnection) async {
-        guard connection === line else { return }
-        line = nil
-        failWelcome(
-            ConnectionClosed(
-                message: connection.failureDescription ?? "the server closed the connection before its welcome", bye: bye, sessionEnded: false))
-        // One resume at a time: a second one would open a connection while the first
-        // waits for its welcome, and the first wait would never end. The resume's own
-        // `attach` on this connection fails now (not at its timeout), and the resume
-        // tries again.
-        guard !resuming else {
-            for (id, entry) in pending where entry.isOwn {
-                pending[id] = nil
-                entry.timer.cancel()
-                entry.continuation.resume(
-                    throwing: ConnectionClosed(message: "the connection closed during the resume", bye: bye, sessionEnded: false))
-            }
-            return
-        }
-        guard options.reconnect, !ended, !session.isEmpty else {
-            close(reason: bye.map { "the server said bye: \($0.reason)" } ?? "the connection closed")
-            return
-        }
-        // A server answers every command it began before it says `bye` (PROTOCOL §4):
-        // after one, the commands still pending never ran and go again once resumed.
-        // Without one, a lost reply leaves a command's fate unknown.
-        if bye == nil {
-            for (id, entry) in pending where !entry.isOwn {
-                pending[id] = nil
-                entry.timer.cancel()
-                entry.continuation.resume(
-                    throwing: ConnectionClosed(
-                        message: "the connection dropped before the reply; the command may or may not have run", bye: nil, sessionEnded: false))
-            }
-        }
-        setConnection(.reconnecting)
-        resuming = true
-        await resume()
-        resuming = false
-    }
-
-    /// Reconnects with backoff and attaches from the last rev seen: the same node
-    /// first, then the other nodes; `moved` is followed.
-    private func resume() async {
-        let candidates = [endpoint] + knownNodes.filter { $0 != endpoint }
-        for attempt in 0..<(options.reconnectAttempts * candidates.count) {
-            if ended { break }
-            var target = candidates[attempt % candidates.count]
-            hops: for _ in 0..<3 {
-                do {
-                    _ = try await open(target)
-                    _ = try await request(
-                        ["cmd": "attach", "args": ["token": .string(token), "lastRev": .int(rev)]], timeout: options.connectTimeout, isOwn: true)
-                    // Closed right after the reply: attached to nothing; go on resuming.
-                    guard line != nil else { break hops }
-                    resumed += 1
-                    bye = nil
-                    setConnection(.connected)
-                    for id in pending.keys.sorted() where !(pending[id]?.isOwn ?? true) {
-                        line?.write(pending[id]!.line)  // never ran: sent again, in the order first sent
-                    }
-                    return
-                } catch let error as ViewlineError where error.code == .moved && Self.next(after: error, from: target) != nil {
-                    target = Self.next(after: error, from: target)!
-                    continue hops
-                } catch let error as ViewlineError where !Self.retryableAttach.contains(error.code) {
-                    close(reason: "the session could not be resumed: \(error.message)")
-                    return
-                } catch {
-                    break hops
-                }
-            }
-            if attempt % candidates.count == candidates.count - 1 {
-                try? await Task.sleep(for: options.backoff(attempt / candidates.count))
-            }
-        }
-        close(reason: "the session could not be resumed: no node answered")
-    }
-
-    /// Where a `moved` sends a client that came to `target`: the owner's line port, or
-    /// its page's WebSocket for a client on a WebSocket.
-    static func next(after moved: ViewlineError, from target: Endpoint) -> Endpoint? {
-        target.webSocketPath == nil ? moved.address : moved.webAddress
-    }
-
-    /// What `attach` may answer while a session is still being handed over.
-    static let retryableAttach: Set<ErrorCode> = [.moved, .unavailable, .serverBusy, ErrorCode(rawValue: "attach_throttled")]
-
-    private func close(reason: String) {
-        ended = true
-        pinger?.cancel()
-        line?.close()
-        line = nil
-        let sessionEnded = bye?.code.isFinal ?? false
-        for (_, entry) in pending {
-            entry.timer.cancel()
-            entry.continuation.resume(throwing: ConnectionClosed(message: reason, bye: bye, sessionEnded: sessionEnded))
-        }
-        pending = [:]
-        failWelcome(ConnectionClosed(message: reason, bye: bye, sessionEnded: sessionEnded))
-        if case .disconnected = connection {} else { setConnection(.disconnected(reason: reason)) }
-        for waiter in waiters {
-            waiter.timer.cancel()
-            waiter.fail(ConnectionClosed(message: reason, bye: bye, sessionEnded: sessionEnded))
-        }
-        waiters = []
-        for continuation in subscribers.values { continuation.finish() }
-        subscribers = [:]
-        for continuation in messageSubscribers.values { continuation.finish() }
-        messageSubscribers = [:]
     }
 }

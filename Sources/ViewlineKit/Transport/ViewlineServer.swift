@@ -36,11 +36,11 @@ public final class ViewlineServer: Service, Sendable {
     public let configuration: ServerConfiguration
     /// The assembled view-models every session runs.
     public let application: Application
-    private let logger: Logger
-    private let group: MultiThreadedEventLoopGroup
+    let logger: Logger
+    let group: MultiThreadedEventLoopGroup
     /// Each event loop's list of connections waiting for their flush (by the loop).
     private let loopFlushes: [ObjectIdentifier: LoopFlushes]
-    private let registry = ConnectionRegistry()
+    let registry = ConnectionRegistry()
     private let serverChannel: Mutex<(any Channel)?> = Mutex(nil)
     /// The web listener (page and WebSocket), with ``ServerConfiguration/webPort``.
     private let webChannel: Mutex<(any Channel)?> = Mutex(nil)
@@ -378,137 +378,6 @@ public final class ViewlineServer: Service, Sendable {
     /// Connections open now.
     public var connectionCount: Int { registry.count }
 
-    /// Binds the web listener: HTTP for the page, upgraded to WebSocket at `/ws`,
-    /// where each text message is a line and the connection runs like a TCP one
-    /// (same ``ConnectionHandler``, limits and client count).
-    private func bindWeb(port: Int, tls: (any TransportSecurity)?) async throws -> any Channel {
-        let maximumLineBytes = configuration.maximumLineBytes
-        let origins = WebOrigins(
-            scheme: tls == nil ? "http" : "https", allowed: Set(configuration.webOrigins),
-            hostNames: configuration.webHostNames
-                + configuration.webOrigins.compactMap { origin in
-                    origin.split(separator: "/").dropFirst().first.flatMap { WebOrigins.hostName(String($0)) }
-                })
-        let admission = httpAdmission
-        let timeout = Self.httpTimeout(configuration)
-        let trusted = configuration.trustedProxies
-        let proxyWarnings = ProxyHeaderWarnings(logger: logger)
-        return try await ServerBootstrap(group: group)
-            .serverChannelOption(.backlog, value: Int32(clamping: configuration.listenBacklog))
-            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
-            .keepingClientsAlive()
-            .childChannelOption(
-                .writeBufferWaterMark,
-                value: .init(
-                    low: configuration.maximumOutputBytes / 2, high: configuration.maximumOutputBytes)
-            )
-            .childChannelInitializer { [unowned self] channel in
-                channel.eventLoop.makeCompletedFuture {
-                    let peer =
-                        try Self.addProxyHeader(
-                            trusted, to: channel.pipeline.syncOperations, timeout: timeout, required: false, warnings: proxyWarnings)
-                    if let tls {
-                        try tls.addServerHandlers(to: channel.pipeline.syncOperations)
-                    }
-                    let guarded = HTTPConnectionGuard(admission: admission, timeout: timeout, peer: peer, trusted: trusted)
-                    let page = WebPageHandler(origins: origins, inspector: application.inspects)
-                    let upgrader = WebSocketUpgrader(
-                        shouldUpgrade: { channel, head in
-                            guard
-                                head.uri.split(separator: "?").first == "/ws" && origins.acceptsHost(head)
-                                    && origins.allows(head, local: channel.localAddress)
-                            else { return false }
-                            // Through a trusted proxy in HTTP mode: the session is the
-                            // client's its forwarding header names.
-                            if let peer, let relay = peer.proxied ?? channel.remoteAddress, trusted.contains(relay) {
-                                peer.forwarded(for: trusted.client(of: relay, headers: head.headers))
-                            }
-                            return true
-                        },
-                        upgradePipeline: { [unowned self] pipeline in
-                            // A frame somewhat over the line limit still arrives, to be
-                            // answered `line_too_long`; far over it, the socket closes (1009).
-                            let budget = InputBudget()
-                            let lines = WebSocketLines(
-                                maximumLength: maximumLineBytes, maximumFrameLength: min(Int(UInt32.max), maximumLineBytes * 2 + 1024),
-                                incompleteMessageTimeout: timeout, budget: budget)
-                            try pipeline.addHandlers(lines, ConnectionHandler(server: self, transport: .websocket, budget: budget, peer: peer))
-                        })
-                    let queue = HTTPRequestQueue(logger: logger)
-                    try channel.pipeline.syncOperations.configureHTTPServerPipeline(
-                        withServerUpgrade: (
-                            upgraders: [upgrader],
-                            completionHandler: { context in
-                                // The guard's place goes back: the protocol connection takes its own.
-                                context.pipeline.syncOperations.removeHandler(page, promise: nil)
-                                context.pipeline.syncOperations.removeHandler(guarded, promise: nil)
-                            }
-                        ))
-                    try Self.addRequestQueue(queue, to: channel.pipeline.syncOperations)
-                    try channel.pipeline.syncOperations.addHandlers(guarded, page)
-                }
-            }
-            .bind(host: configuration.host, port: port).get()
-    }
-
-    /// With trusted proxies, a connection's first handler reads their PROXY protocol
-    /// header (``ProxyHeaderHandler``); returns where it puts the client's address
-    /// (`nil`: no proxy is trusted, the peer is the client).
-    /// On the web listener (`required` false) a trusted proxy may send none: its
-    /// requests' forwarding headers name the clients.
-    private static func addProxyHeader(
-        _ trusted: TrustedProxies, to pipeline: ChannelPipeline.SynchronousOperations, timeout: TimeAmount?, required: Bool = true,
-        warnings: ProxyHeaderWarnings
-    ) throws -> PeerAddress? {
-        guard !trusted.isEmpty else { return nil }
-        let peer = PeerAddress()
-        try pipeline.addHandler(
-            ProxyHeaderHandler(trusted: trusted, peer: peer, timeout: timeout ?? .seconds(10), required: required, warnings: warnings))
-        return peer
-    }
-
-    /// Puts `queue` between NIO's request decoder and its pipelining handler, where it
-    /// sees every request decoded before the pipelining handler keeps it.
-    private static func addRequestQueue(_ queue: HTTPRequestQueue, to pipeline: ChannelPipeline.SynchronousOperations) throws {
-        let pipelining = try pipeline.handler(type: HTTPServerPipelineHandler.self)
-        try pipeline.addHandler(queue, position: .before(pipelining))
-    }
-
-    /// Where HTTP connections hold their places: the same registry and limits as
-    /// protocol connections.
-    private var httpAdmission: HTTPConnectionGuard.Admission {
-        .init(registry: registry, limit: maximumClients, perAddress: maximumClientsPerAddress, counts: application.connections)
-    }
-
-    /// How long an HTTP request's head may take to arrive whole, a keep-alive
-    /// connection may stay idle, or a response backlog over the budget may take to
-    /// drain: the line timeout (`--line-timeout`), which bounds an incomplete line the
-    /// same way.
-    static func httpTimeout(_ configuration: ServerConfiguration) -> TimeAmount? {
-        configuration.incompleteLineTimeout.map { TimeAmount.nanoseconds(Int64($0.seconds * 1e9)) }
-    }
-
-    /// Binds the operations listener: the same HTTP plumbing and limits as the web listener.
-    private func bindOperations(host: String, port: Int) async throws -> any Channel {
-        let admission = httpAdmission
-        let timeout = Self.httpTimeout(configuration)
-        let budget = configuration.maximumOutputBytes
-        return try await ServerBootstrap(group: group)
-            .serverChannelOption(.backlog, value: 64)
-            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .childChannelOption(.writeBufferWaterMark, value: .init(low: budget / 2, high: budget))
-            .childChannelInitializer { [unowned self] channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.configureHTTPServerPipeline()
-                    try Self.addRequestQueue(HTTPRequestQueue(logger: logger), to: channel.pipeline.syncOperations)
-                    try channel.pipeline.syncOperations.addHandlers(
-                        HTTPConnectionGuard(admission: admission, timeout: timeout), OperationsHandler(server: self))
-                }
-            }
-            .bind(host: host, port: port).get()
-    }
-
     /// `/metrics`: the Prometheus text exposition (empty without metrics).
     func metricsExposition() -> [UInt8] {
         application.metrics?.exposition(
@@ -627,60 +496,5 @@ public final class ViewlineServer: Service, Sendable {
                     "refused": "\(refused)", "max-clients": "\(maximumClients)",
                 ])
         }
-    }
-
-    /// `requested`, or less when the process's file limit would run out first
-    /// (each client is one descriptor; some are kept for the listener, the
-    /// database and logs).
-    static func clientLimit(_ requested: Int, logger: Logger) -> Int {
-        var limit = rlimit()
-        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return requested }
-        if limit.rlim_cur < limit.rlim_max {
-            // systemd gives services a soft limit of 1,024 under a far higher hard one:
-            // the soft limit is ours to raise (nginx's worker_rlimit_nofile, redis's
-            // adjustOpenFilesLimit).
-            var raised = limit
-            raised.rlim_cur = limit.rlim_max
-            if setrlimit(Int32(RLIMIT_NOFILE.rawValue), &raised) == 0 {
-                logger.info(
-                    "file limit raised to its hard limit", metadata: ["from": "\(limit.rlim_cur)", "to": "\(raised.rlim_cur)"])
-                limit = raised
-            }
-        }
-        let reserve: rlim_t = 64
-        let available = limit.rlim_cur > reserve ? Int(clamping: limit.rlim_cur - reserve) : 1
-        guard available < requested else { return requested }
-        logger.notice(
-            "max clients lowered to what the file limit allows",
-            metadata: [
-                "requested": "\(requested)", "max-clients": "\(available)", "file-limit": "\(limit.rlim_cur)",
-            ])
-        return available
-    }
-
-    /// The per-address cap `requested`, scaled by what the file limit left of the
-    /// total (`total` of `requestedTotal`); a cap at or above the total protects no
-    /// one, and says so at start.
-    static func perAddressLimit(_ requested: Int, of total: Int, requested requestedTotal: Int, logger: Logger) -> Int {
-        guard requested > 0 else { return 0 }
-        var limit = requested
-        if total < requestedTotal {
-            limit = max(1, Int((Double(requested) * Double(total) / Double(requestedTotal)).rounded(.down)))
-        } else if limit >= total {
-            logger.warning(
-                "max clients per address is not below max clients: one address can take every place",
-                metadata: ["max-clients-per-address": "\(requested)", "max-clients": "\(total)"])
-        }
-        if limit != requested {
-            logger.notice(
-                "max clients per address scaled with max clients",
-                metadata: ["requested": "\(requested)", "max-clients-per-address": "\(limit)", "max-clients": "\(total)"])
-        }
-        return limit
-    }
-
-    /// A server configuration that cannot work.
-    public struct ConfigurationError: Error, CustomStringConvertible {
-        public var description: String
     }
 }
