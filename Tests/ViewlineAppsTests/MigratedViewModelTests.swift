@@ -97,8 +97,8 @@ enum Notes: ViewModel {
         await test.receive(Notes.self) {
             $0.notes = ["hello"]
             $0.owner = "alice"
+            $0.saving = true
         }
-        await test.receive(Notes.self) { $0.saving = true }
         await test.receive(Notes.self) { $0.saving = false }
         await test.finish()
         #expect(notes.saved == [["hello"]])

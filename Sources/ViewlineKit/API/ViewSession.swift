@@ -132,7 +132,8 @@ public final actor ViewSession<Model: ViewModel> {
     /// let results = try await session.call(PlacesKey.self) { places in try await places.search(query) }
     /// ```
     ///
-    /// Before `operation` runs: work that was replaced or cancelled gets
+    /// Before `operation` runs: the views this work changed are displayed (each
+    /// once, with its latest state), work that was replaced or cancelled gets
     /// `CancellationError` (the latest wins), a failure `fault` armed for the backend's
     /// name is thrown, and a backend the server's ``Services`` lack throws
     /// ``MissingBackend`` (the client gets `internal_error`). While `operation` runs,
@@ -143,6 +144,9 @@ public final actor ViewSession<Model: ViewModel> {
     ) async throws -> T {
         try Task.checkCancellation()
         guard let service = services.value(for: backend) else { throw MissingBackend(name: Backend.name) }
+        // What this work displayed goes out before it waits (a spinner shows even when
+        // the backend answers without suspending).
+        withSession { $0.flushDisplays() }
         let faults = session.application.faults, caller = peer ?? "local"
         guard withSession({ $0.timeline != nil }) else {
             try faults.check(Backend.name)

@@ -78,12 +78,14 @@ extension Session {
         case .immediate(let perform):
             if let refused = admit(request, command, from: origin) { return .finished(refused) }
             let started = starting(origin.connection)
+            flushesDisplaysAtEnd = true
             let answer: Reply
             do { answer = .result(try perform(self, request.arguments)) } catch { answer = .failure(protocolError(error, running: request.name)) }
             return .finished(finished(request, answer, command: command, started: started, from: origin.connection, holding: true))
         case .encoded(let perform):
             if let refused = admit(request, command, from: origin) { return .finished(refused) }
             let started = starting(origin.connection)
+            flushesDisplaysAtEnd = true
             let answer: Reply
             do { answer = .encoded(try perform(self, request.arguments)) } catch { answer = .failure(protocolError(error, running: request.name)) }
             return .finished(finished(request, answer, command: command, started: started, from: origin.connection, holding: true))
@@ -182,6 +184,7 @@ extension Session {
     /// A command starts: its events are held for `connection` until its reply is out,
     /// and a drain waits for it.
     private func starting(_ connection: Int) -> Start {
+        flushDisplays()  // what earlier work displayed precedes this command's reply
         held.begin(connection)
         commandsRunning += 1
         return now()
@@ -207,6 +210,9 @@ extension Session {
         _ request: Request, _ outcome: consuming Reply, command: AnyCommand?, started: Start, from connection: Int, holding: Bool,
         answeredEarly: Bool = false
     ) -> Step {
+        // What the command displayed is sent (or held for its connection) before its reply.
+        flushesDisplaysAtEnd = false
+        flushDisplays()
         // A command that finished after this node lost its lease answers `unavailable`,
         // never its (possibly stale) result. (The reply is moved, not copied: an
         // encoded result's parts are retained once.)

@@ -22,8 +22,14 @@ extension Session {
         observations.removeValueReleasingStorage(forKey: ObjectIdentifier(observation))?()
     }
 
+    /// Runs `onChange`, synchronous: what it displays goes out as it returns, with
+    /// no later flush to schedule (the fan-out's path).
     private func deliver<Value>(_ value: Value, _ onChange: @Sendable (isolated Session, Value) -> Void) {
         guard !closed else { return }
+        let outer = flushesDisplaysAtEnd
+        flushesDisplaysAtEnd = true
         onChange(self, value)
+        flushesDisplaysAtEnd = outer
+        if !outer { flushDisplays() }
     }
 }

@@ -70,14 +70,34 @@ extension Session {
         display(index)
     }
 
+    /// Shows the client the view's state once the work running now reaches its end or
+    /// an await: a command, or a slice of background work, that changes a view
+    /// several times sends its last state once, in order with the other events
+    /// (any other event, a reply or a command beginning sends it first).
     func display(_ index: Int) {
         displayedViews.insert(index)
-        let view = application.views[index]
-        let state = view.encodeState(currentState(index))
-        // Equal to another session's: share its storage (not while it changes).
-        if let canonical = state.canonical, changing == nil { states[index] = canonical }
-        (lastEncodedView, lastEncodedBytes) = (index, state.bytes)
-        emitDisplay(viewPart: view.displayViewPart, state: state)
+        guard !pendingDisplays.contains(index) else { return }
+        pendingDisplays.append(index)
+        guard pendingDisplays.count == 1, !flushesDisplaysAtEnd else { return }
+        // The job that runs now ends at its next await: the loop runs this after it.
+        eventLoop.execute { self.assumeIsolated { $0.flushDisplays() } }
+    }
+
+    /// Sends each view changed since the last flush, with its state now, as a
+    /// `display` with the next `rev`.
+    func flushDisplays() {
+        guard !pendingDisplays.isEmpty else { return }
+        let indices = pendingDisplays
+        pendingDisplays = []
+        guard !closed else { return }
+        for index in indices {
+            let view = application.views[index]
+            let state = view.encodeState(currentState(index))
+            // Equal to another session's: share its storage (not while it changes).
+            if let canonical = state.canonical, changing == nil { states[index] = canonical }
+            (lastEncodedView, lastEncodedBytes) = (index, state.bytes)
+            emitDisplay(viewPart: view.displayViewPart, state: state)
+        }
     }
 
     /// A view's state as the client sees it, and its encoding.

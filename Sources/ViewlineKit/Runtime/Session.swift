@@ -146,6 +146,14 @@ package actor Session {
     var nextAlertNumber = 1
     /// The views displayed so far (``hasDisplayed(_:)``), by index.
     var displayedViews = ViewIndexSet()
+    /// Views whose state changed for display since their state last went out, in the
+    /// order they first changed: each goes out once, with its latest state, when the
+    /// work that changed it reaches its end or an await (``flushDisplays()``).
+    var pendingDisplays: [Int] = []
+    /// The synchronous work running now sends what it displayed as it ends (an
+    /// immediate command at its reply, an observation's callback as it returns): a
+    /// display schedules no flush.
+    var flushesDisplaysAtEnd = false
     var queuedAlerts: [PendingAlert] = []
 
     // Background work (see Session+Tasks.swift).
@@ -380,6 +388,7 @@ package actor Session {
     /// connection alone (a snapshot), logged all the same.
     func emitDisplay(viewPart: [UInt8], state: EncodedState, only target: SessionConnection? = nil) {
         guard !closed else { return }
+        flushDisplays()
         rev += 1
         let display = DisplayEvent(rev: rev, viewPart: viewPart, state: state.bytes)
         log.appendDisplay(display)
@@ -393,6 +402,7 @@ package actor Session {
     /// keeps its line in the event log for clients that reconnect.
     func emit(only target: SessionConnection? = nil, _ make: (Int) -> ServerMessage) {
         guard !closed else { return }
+        flushDisplays()
         rev += 1
         let event = make(rev)
         let line = event.line

@@ -52,8 +52,11 @@ final class FakeTodoStore: TodoStore {
     func addingAnItemShowsItAndSavesInTheBackground(mode: TestStore.Mode) async throws {
         let test = try await makeStore(mode)
         await test.send("add buy milk", reply: ["id": 1])
-        await test.receive(Todos.self) { $0.items = [Todo(id: 1, title: "buy milk", done: false)] }
-        await test.receive(Todos.self) { $0.saving = true }
+        // One display for the command, its last state: the item shown, saving.
+        await test.receive(Todos.self) {
+            $0.items = [Todo(id: 1, title: "buy milk", done: false)]
+            $0.saving = true
+        }
         await test.receive(Todos.self) { $0.saving = false }
         await test.finish()
         #expect(store.saved == [[Todo(id: 1, title: "buy milk", done: false)]])
@@ -77,22 +80,28 @@ final class FakeTodoStore: TodoStore {
         store.hold()
         let milk = Todo(id: 1, title: "buy milk", done: false)
         await test.send("add buy milk", reply: ["id": 1])
-        await test.receive(Todos.self) { $0.items = [milk] }
-        await test.receive(Todos.self) { $0.saving = true }
+        await test.receive(Todos.self) {
+            $0.items = [milk]
+            $0.saving = true
+        }
         try await store.release()
         await test.receive(Todos.self) { $0.saving = false }
 
         await test.send("delete 1", reply: ["deleted": 1])
-        await test.receive(Todos.self) { $0.items = [] }
-        await test.receive(Todos.self) { $0.saving = true }
+        await test.receive(Todos.self) {
+            $0.items = []
+            $0.saving = true
+        }
         await test.receiveAlert(Todos.undoAlert(for: milk))
         try await store.release()
         await test.receive(Todos.self) { $0.saving = false }
 
         await test.send("confirm", reply: ["alert": "a1", "answer": "confirm", "action": "Undo"])
         await test.receiveDismiss("a1")  // answered: taken down on every connection
-        await test.receive(Todos.self) { $0.items = [milk] }
-        await test.receive(Todos.self) { $0.saving = true }
+        await test.receive(Todos.self) {
+            $0.items = [milk]
+            $0.saving = true
+        }
         try await store.release()
         await test.receive(Todos.self) { $0.saving = false }
         await test.finish()
@@ -122,8 +131,10 @@ final class FakeTodoStore: TodoStore {
         let test = try await makeStore()
         store.failNext()
         await test.send("add call mom", reply: ["id": 1])
-        await test.receive(Todos.self) { $0.items = [Todo(id: 1, title: "call mom", done: false)] }
-        await test.receive(Todos.self) { $0.saving = true }
+        await test.receive(Todos.self) {
+            $0.items = [Todo(id: 1, title: "call mom", done: false)]
+            $0.saving = true
+        }
         await test.receive(Todos.self) { $0.saving = false }
         await test.receiveAlert(.error("Saving the list failed: disk full"))
         await test.finish()
