@@ -1,5 +1,10 @@
 // swift-tools-version:6.0
+import Foundation
 import PackageDescription
+
+/// The browser page's files (HTML, modules, style), read from its directory.
+let pageFiles = ((try? FileManager.default.contentsOfDirectory(atPath: Context.packageDirectory + "/Sources/ViewlineKit/Web/page")) ?? [])
+    .filter { !$0.hasPrefix(".") }.sorted()
 
 /// The protocol and SwiftNIO's TCP, HTTP and WebSocket: what the server's transport
 /// and the Swift client both speak the line protocol over. TLS (swift-nio-ssl, which
@@ -99,13 +104,9 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 "CSHA256", "CPrefetch",
             ],
-            // The browser page, compiled into the binary (no files to deploy beside it).
-            resources: [
-                .embedInCode("Web/page/index.html"), .embedInCode("Web/page/app.js"), .embedInCode("Web/page/app.css"),
-                .embedInCode("Web/page/connection.js"), .embedInCode("Web/page/dialogs.js"), .embedInCode("Web/page/dom.js"),
-                .embedInCode("Web/page/draw.js"), .embedInCode("Web/page/forms.js"), .embedInCode("Web/page/log.js"),
-                .embedInCode("Web/page/inspect.html"), .embedInCode("Web/page/inspect.js"),
-            ]
+            // The browser page, compiled into the binary (no files to deploy beside it):
+            // every file of Web/page, so a new module is the file and its line in WebAssets.
+            resources: pageFiles.map { .embedInCode("Web/page/\($0)") }
         ),
         // TLS for the server's listeners (`ServerConfiguration.tls`), kept apart so that
         // a package serving plain TCP never builds BoringSSL.

@@ -17,18 +17,25 @@ enum WebAssets {
         switch path {
         case "/", "/index.html": page
         case "/app.js": script
-        case "/connection.js": module(PackageResources.connection_js)
-        case "/dialogs.js": module(PackageResources.dialogs_js)
-        case "/dom.js": module(PackageResources.dom_js)
-        case "/draw.js": module(PackageResources.draw_js)
-        case "/forms.js": module(PackageResources.forms_js)
-        case "/log.js": module(PackageResources.log_js)
         case "/app.css": style
         case "/inspect" where inspector, "/inspect.html" where inspector: inspectorPage
         case "/inspect.js" where inspector: inspectorScript
-        default: nil
+        default: modules[path]
         }
     }
+
+    /// The page's modules, by path: app.js and inspect.js import them along the
+    /// pages' seams. A new module is its file in Web/page (the manifest embeds every
+    /// file there) and its line here.
+    static let modules: [String: Asset] = [
+        "/connection.js": module(PackageResources.connection_js),
+        "/dialogs.js": module(PackageResources.dialogs_js),
+        "/dom.js": module(PackageResources.dom_js),
+        "/draw.js": module(PackageResources.draw_js),
+        "/forms.js": module(PackageResources.forms_js),
+        "/log.js": module(PackageResources.log_js),
+        "/socket.js": module(PackageResources.socket_js),
+    ]
 
     // The page revalidates every time (a new server version shows at once); the
     // script and style are small and revalidated too, never cached across versions.

@@ -2,6 +2,7 @@
 // resuming this page's session after a reload or a drop, following `moved` to the
 // node that owns it, and every reply matched to what sent it by its id.
 import { $ } from "./dom.js";
+import { originSocketURL, Requests } from "./socket.js";
 import { log, masked } from "./log.js";
 import { busyFields, clearViews, show, views } from "./draw.js";
 import { askToJoin, dismissAlert, showAlert } from "./dialogs.js";
@@ -14,7 +15,6 @@ const FINAL_BYE_CODES = ["quit", "ended", "expired", "evicted", "revoked"];
 const FINAL_BYE_REASONS = ["client quit", "session ended", "session expired", "session evicted"];
 
 let socket = null;
-let nextId = 1;
 let helpLoaded = false;
 let final = false;              // quit or session ended: no reconnecting
 let backoff = 250;
@@ -25,7 +25,7 @@ let offered = takeOffer();      // a token from an `#attach=` link, until the pe
 // Each command sent and not answered yet, by its id: its label for the log, what was
 // sent, what handles its reply (`onReply`), whether the page sent it for itself
 // (`internal`: never sent again) and whether its reply stays out of the log (`quiet`).
-const pending = new Map();
+const pending = new Requests();
 let unanswered = [];            // commands a `bye` came before the reply of: they never ran, and go again once attached
 let saidBye = false;            // the server said `bye` on this connection
 
@@ -35,8 +35,7 @@ function status(text, state) {
 }
 
 export function connect() {
-  const scheme = location.protocol === "https:" ? "wss" : "ws";
-  const current = new WebSocket(endpoint ?? `${scheme}://${location.host}/ws`);
+  const current = new WebSocket(endpoint ?? originSocketURL());
   socket = current;
   let opened = false;
   current.addEventListener("open", () => { opened = true; });
@@ -53,12 +52,11 @@ export function connect() {
     // Every command the server began was answered before its `bye` (PROTOCOL §4): one
     // still pending then never ran, and goes again on the resumed connection. Without
     // a `bye`, a lost reply leaves the command's fate unknown.
-    for (const entry of pending.values()) {
+    for (const entry of pending.takeAll()) {
       if (entry.internal) continue;
       if (saidBye && !final) unanswered.push(entry);
       else log(`${entry.label}: the connection dropped before the reply; it may or may not have run`, "error");
     }
-    pending.clear();
     saidBye = false;
     if (final) return status("disconnected", "disconnected");
     status("reconnecting…", "reconnecting");
@@ -72,8 +70,7 @@ export function connect() {
 export function send(object, options) {
   const entry = { internal: false, quiet: false, ...options, object };
   if (!socket || socket.readyState !== WebSocket.OPEN) return log(`not connected: ${entry.label}`, "error");
-  const id = nextId++;
-  pending.set(id, entry);
+  const id = pending.add(entry);
   socket.send(JSON.stringify({ id, ...object }));
   return id;
 }
@@ -118,7 +115,7 @@ function receive(message) {
     case "display":
       if (message.view === "connections") return showConnections(message.state.count);
       return show(message.view, message.state);
-    case "alert": return showAlert(message);
+    case "alert": return showAlert(message, send);
     case "dismiss": return dismissAlert(message.id);
     case "bye":
       saidBye = true;
@@ -202,8 +199,7 @@ function forget() {
 }
 
 function reply(message) {
-  const entry = pending.get(message.re);
-  pending.delete(message.re);
+  const entry = pending.take(message.re);
   if (entry?.onReply) return entry.onReply(message);
   if (message.ok && entry?.quiet) return;  // the view shows it; the log stays quiet
   const label = entry ? `${entry.label}: ` : "";
@@ -214,7 +210,7 @@ function reply(message) {
 function helpReply(message) {
   if (!message.ok) return log(`help: ${message.error.code}: ${message.error.message}`, "error");
   helpLoaded = true;
-  renderCommands(message.result.commands || []);
+  renderCommands(message.result.commands || [], { send, attach: attachFromForm });
   for (const view of message.result.views || []) {
     if (Array.isArray(view.busy)) busyFields.set(view.name, new Set(view.busy));
     if (view.builtin) continue;  // the server's own (connections): shown in the header

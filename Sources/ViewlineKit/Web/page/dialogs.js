@@ -2,13 +2,15 @@
 // answered with `confirm` or `cancel`) and the question before joining a session a
 // link names.
 import { $, text } from "./dom.js";
-import { send } from "./connection.js";
 
 let currentAlert = null;
+let sendAnswer = null;           // how the answer goes out (the connection's send)
 let focusBeforeAlert = null;     // where the keyboard was: it goes back there after the alert
 
-export function showAlert(alert) {
+// Shows `alert`; its answer goes out through `send` (the connection's).
+export function showAlert(alert, send) {
   currentAlert = alert;
+  sendAnswer = send;
   const dialog = $("alert");
   dialog.dataset.alert = alert.id;
   $("alert-title").textContent = alert.title;
@@ -47,9 +49,9 @@ function answer(role) {
   if (role === "confirm") {
     const fields = {};
     for (const input of $("alert-fields").querySelectorAll("input")) fields[input.name] = input.value;
-    send({ cmd: "confirm", args: { alert: alert.id, fields } }, { label: "confirm" });
+    sendAnswer({ cmd: "confirm", args: { alert: alert.id, fields } }, { label: "confirm" });
   } else {
-    send({ cmd: "cancel", args: { alert: alert.id } }, { label: "cancel" });
+    sendAnswer({ cmd: "cancel", args: { alert: alert.id } }, { label: "cancel" });
   }
 }
 

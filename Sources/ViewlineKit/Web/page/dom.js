@@ -3,9 +3,10 @@
 
 export const $ = (id) => document.getElementById(id);
 
+// A `tag` element holding `content` as text (none when `content` is undefined).
 export function text(tag, content, className = "") {
   const element = document.createElement(tag);
-  element.textContent = String(content);
+  if (content !== undefined) element.textContent = String(content);
   if (className) element.className = className;
   return element;
 }

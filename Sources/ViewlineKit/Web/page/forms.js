@@ -5,14 +5,13 @@
 import { $, text } from "./dom.js";
 import { card } from "./draw.js";
 import { isSecret, learnCommands, log } from "./log.js";
-import { attachFromForm, send } from "./connection.js";
 
 // A live command (`help`'s `live: true`, a search box) goes out as the person types,
 // 150 ms after the last keystroke; the view-model lets the latest win, so results
 // older than the last query never follow it. Enter still sends at once.
 const LIVE_DELAY_MS = 150;
 
-function followTyping(form, command, arg) {
+function followTyping(form, command, arg, send) {
   const input = form.elements[arg.name];
   let timer = null;
   let lastSent = null;
@@ -34,7 +33,10 @@ function followTyping(form, command, arg) {
   form.addEventListener("submit", () => { clearTimeout(timer); lastSent = null; });
 }
 
-export function renderCommands(commands) {
+// Draws `commands` as forms; they go out through `connection.send`, and `attach`'s
+// through `connection.attach` (the page follows the session it joins).
+export function renderCommands(commands, connection) {
+  const { send, attach } = connection;
   learnCommands(commands);
   const plain = $("commands");
   const admin = $("admin");
@@ -89,7 +91,7 @@ export function renderCommands(commands) {
     if (command.primary) button.classList.add("primary");
     else if (withPrimary.has(command.view) && !command.paging && !command.admin) button.classList.add("secondary");
     form.append(button);
-    if (command.live && inputs.length === 1) followTyping(form, command, inputs[0]);
+    if (command.live && inputs.length === 1) followTyping(form, command, inputs[0], send);
     form.addEventListener("submit", (event) => {
       event.preventDefault();
       if (!form.reportValidity()) return;  // required and bounds, checked before sending
@@ -107,7 +109,7 @@ export function renderCommands(commands) {
       }
       log(`> ${shown.join(" ")}`, "sent");
       // Joining a session from its form: the page follows that session from now on.
-      if (command.name === "attach") attachFromForm(args);
+      if (command.name === "attach") attach(args);
       else send({ cmd: command.name, args }, { label: command.name });
       for (const arg of inputs) if (form.elements[arg.name].type === "password") form.elements[arg.name].value = "";
     });

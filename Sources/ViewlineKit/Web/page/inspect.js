@@ -4,22 +4,17 @@
 // protocol like any client, over this origin's /ws, with the admin commands
 // `inspect` and `info`. Every server string is set as text, never as markup.
 
-const status = document.getElementById("status");
-const $ = (id) => document.getElementById(id);
-const element = (tag, text, className) => {
-  const node = document.createElement(tag);
-  if (text !== undefined) node.textContent = String(text);
-  if (className) node.className = className;
-  return node;
-};
+import { $, text as element } from "./dom.js";
+import { originSocketURL, Requests } from "./socket.js";
+
+const status = $("status");
 
 // --- The connection: replies matched to what sent them by id. -------------------
 let socket;
-let nextId = 1;
-const pending = new Map();
+const pending = new Requests();
 
 function connect() {
-  socket = new WebSocket(`${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/ws`);
+  socket = new WebSocket(originSocketURL());
   socket.addEventListener("open", async () => {
     status.textContent = "connected";
     status.dataset.state = "connected";
@@ -30,17 +25,14 @@ function connect() {
   socket.addEventListener("close", () => {
     status.textContent = "disconnected; reconnecting…";
     status.dataset.state = "disconnected";
-    for (const [, resolve] of pending) resolve(null);
-    pending.clear();
+    for (const resolve of pending.takeAll()) resolve(null);
     setTimeout(connect, 1000);
   });
   socket.addEventListener("message", (event) => {
     let message;
     try { message = JSON.parse(event.data); } catch { return; }
-    if (message.type !== "reply" || !pending.has(message.re)) return;
-    const resolve = pending.get(message.re);
-    pending.delete(message.re);
-    resolve(message);
+    if (message.type !== "reply") return;
+    pending.take(message.re)?.(message);
   });
 }
 
@@ -51,9 +43,8 @@ function command(line) {
 // A JSON command (`{cmd, args}` or `{line}`), its reply matched by id.
 function socketCommand(body) {
   if (!socket || socket.readyState !== WebSocket.OPEN) return Promise.resolve(null);
-  const id = nextId++;
   return new Promise((resolve) => {
-    pending.set(id, resolve);
+    const id = pending.add(resolve);
     socket.send(JSON.stringify({ id, ...body }));
   });
 }
