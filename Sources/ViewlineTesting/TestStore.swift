@@ -159,7 +159,9 @@ public final class TestStore {
         switch await send(line, sourceLocation: sourceLocation) {
         case .success(let result)?:
             if result != expected {
-                Issue.record("reply to \"\(line)\":\n got \(result.encoded)\nwant \(expected.encoded)", sourceLocation: sourceLocation)
+                Issue.record(
+                    Comment(rawValue: JSONDifference.report("the reply to \"\(line)\"", expected: expected, actual: result)),
+                    sourceLocation: sourceLocation)
             }
         case .failure(let error)?:
             Issue.record("\"\(line)\" failed with \(error); wanted \(expected.encoded)", sourceLocation: sourceLocation)
@@ -197,7 +199,8 @@ public final class TestStore {
         // as the display was (`4.0` reads back as `4` on both sides).
         let want = (try? JSON(encoding: expected)).flatMap { JSON.readBack($0) } ?? .null
         if state != want {
-            Issue.record("\(Model.view) state:\n got \(state.encoded)\nwant \(want.encoded)", sourceLocation: sourceLocation)
+            Issue.record(
+                Comment(rawValue: JSONDifference.report("\(Model.view) state", expected: want, actual: state)), sourceLocation: sourceLocation)
         }
     }
 
@@ -210,7 +213,9 @@ public final class TestStore {
             return nil
         }
         if actual != content {
-            Issue.record("alert \(id):\n got \(message.text)\nwant \(content)", sourceLocation: sourceLocation)
+            let want = ServerMessage.alert(rev: message.rev ?? 0, id: id, content: content).json
+            Issue.record(
+                Comment(rawValue: JSONDifference.report("alert \(id)", expected: want, actual: message.json)), sourceLocation: sourceLocation)
         }
         return id
     }
