@@ -21,6 +21,7 @@ struct ContactsListener: Sendable {
 
     func stream() -> AsyncThrowingStream<ContactsSnapshot, any Error> {
         let (stream, continuation) = AsyncThrowingStream.makeStream(of: ContactsSnapshot.self, bufferingPolicy: .bufferingNewest(1))
+        // Owned by the stream: cancelled when its consumer stops reading (onTermination).
         let task = Task {
             var shown = -1
             var backoff = Duration.milliseconds(100)

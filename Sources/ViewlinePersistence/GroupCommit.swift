@@ -27,6 +27,7 @@ final class GroupCommit: Sendable {
                 state.committing = true
                 return true
             }
+            // The first writer starts the one committer; it ends when the queue is empty.
             if start { Task { await self.commitQueued() } }
         }
     }

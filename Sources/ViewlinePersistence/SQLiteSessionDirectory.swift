@@ -133,6 +133,8 @@ public final class SQLiteSessionDirectory: SessionDirectory {
         }
         if begin {
             let (now, due, alive, writer) = (self.now, dueBefore, Self.json(liveIDs), writer)
+            // One housekeeping pass at a time, bounded by the writer; the lease renewal
+            // that started it does not wait for it.
             Task {
                 defer { self.housekeeping.withLock { $0 = false } }
                 try? await writer.write { db in
