@@ -1,4 +1,4 @@
-import ViewlineProtocol
+import ViewlineKit
 
 /// Where two JSON values differ, key path by key path, as a failed expectation prints
 /// it: only what changed, each path with the value expected (`−`) and the one

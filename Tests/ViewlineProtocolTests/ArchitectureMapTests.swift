@@ -38,7 +38,8 @@ import Testing
     /// The names the map gives in backticks that look like code: `Type` or `Type.member`.
     static func namesInTheMap() throws -> [String] {
         let map = try String(contentsOf: root.appendingPathComponent("docs/architecture.md"), encoding: .utf8)
-        let pattern = try NSRegularExpression(pattern: "`([A-Z][A-Za-z0-9]*(?:\\.[a-zA-Z][A-Za-z0-9]*)?)`")
+        // `Type`, `Type.member`, or a function with its labels: `Type.member(label:other:)`.
+        let pattern = try NSRegularExpression(pattern: "`([A-Z][A-Za-z0-9]*(?:\\.[a-zA-Z][A-Za-z0-9]*(?:\\((?:[A-Za-z_][A-Za-z0-9]*:)*\\))?)?)`")
         let range = NSRange(map.startIndex..., in: map)
         return Set(pattern.matches(in: map, range: range).compactMap { Range($0.range(at: 1), in: map).map { String(map[$0]) } }).sorted()
     }
@@ -97,7 +98,10 @@ import Testing
         let names = try Self.namesInTheMap()
         #expect(names.count >= 30)
         for name in names {
-            let parts = name.split(separator: ".").map(String.init)
+            // A function's labels: its declaration starts with the first (`func decode(line`).
+            let signature = name.split(separator: "(", maxSplits: 1).map(String.init)
+            let firstLabel = signature.count == 2 ? signature[1].split(separator: ":").first.map(String.init) : nil
+            let parts = signature[0].split(separator: ".").map(String.init)
             let type = parts[0]
             if parts.count == 1, modules.contains(type) { continue }
             let declared = sources.contains { text in
@@ -116,7 +120,8 @@ import Testing
             // The member is the type's: declared in a file that declares or extends it.
             let typesFiles = sources.filter { Self.declares(type, in: $0, kinds: Self.typeKinds + ["extension "]) }
             let hasMember = typesFiles.contains { text in
-                ["func \(member)", "var \(member)", "let \(member)", "case \(member)"].contains { text.contains($0) }
+                if let firstLabel { return text.contains("func \(member)(\(firstLabel)") || text.contains("func \(member)<") }
+                return ["func \(member)", "var \(member)", "let \(member)", "case \(member)"].contains { text.contains($0) }
             }
             #expect(hasMember, "docs/architecture.md names `\(name)`: \(type) has no member \(member)")
         }
