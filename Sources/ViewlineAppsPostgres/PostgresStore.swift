@@ -99,8 +99,9 @@ public final class PostgresStore: AppStore {
         await database.run()
     }
 
-    /// Stops watching the database, and the client when the store runs its own;
-    /// pending queries fail.
+    /// Ends what ``connect(_:operationTimeout:logger:)`` started (the health watch
+    /// and the store's own client; pending queries fail). A store over your client
+    /// stops watching when the task running its ``run()`` is cancelled.
     public func close() {
         database.close()
     }

@@ -19,10 +19,39 @@ package final class DatabaseAccess: Sendable {
     let health = DatabaseHealth()
     /// Whether ``run()`` runs the client too (it was made for this database alone).
     private let ownsClient: Bool
-    /// ``run()`` in a task, for a tool's or a test's database (``runInTask()``).
-    private let running = Mutex<Task<Void, Never>?>(nil)
-    /// Whether ``run()`` runs now.
-    private let runs = Mutex(false)
+    /// Whether ``run()`` runs now, and ``runInTask()``'s task.
+    private let runs = Runs()
+
+    /// ``run()`` runs once at a time (a second would run the same client twice,
+    /// which postgres-nio refuses fatally), whether awaited or in a handle's task.
+    /// A client runs once in its life: once it ran, the database's own client is
+    /// never run again (the database is closed for good).
+    private final class Runs: Sendable {
+        private let state = Mutex<(running: Bool, clientRan: Bool, task: Task<Void, Never>?)>((false, false, nil))
+
+        /// Whether the caller may run now (nothing runs, and the own client, when
+        /// `withClient`, never ran), marking it running.
+        func begin(withClient: Bool) -> Bool {
+            state.withLock { state in
+                guard !state.running, !(withClient && state.clientRan) else { return false }
+                state.running = true
+                state.clientRan = state.clientRan || withClient
+                return true
+            }
+        }
+
+        func end() {
+            state.withLock { $0.running = false }
+        }
+
+        func hold(_ task: Task<Void, Never>) {
+            state.withLock { $0.task = task }
+        }
+
+        func cancelTask() {
+            state.withLock { $0.task }?.cancel()
+        }
+    }
 
     /// A `PostgresClient` for `url` as Viewline wants it: a short connect timeout, up
     /// to 16 connections, and a pool that logs its errors only (calls report
@@ -65,15 +94,10 @@ package final class DatabaseAccess: Sendable {
     /// the client when it is this database's own. A server runs it as a service of
     /// its group (placed before the node, so it outlives the node's drain).
     package func run() async {
-        // Once: a second run would run the same client twice.
-        let first = runs.withLock { runs in
-            defer { runs = true }
-            return !runs
+        guard runs.begin(withClient: ownsClient) else {
+            return logger.error("a database's run() was called while it runs, or after its own client ended; it returns at once")
         }
-        guard first else {
-            return logger.error("a database's run() was called while it runs; the second call returns at once")
-        }
-        defer { runs.withLock { $0 = false } }
+        defer { runs.end() }
         await Self.run(client: ownsClient ? client : nil, health: health, url: url, logger: logger)
     }
 
@@ -90,22 +114,22 @@ package final class DatabaseAccess: Sendable {
     /// ``run()`` in a task of its own until ``close()`` (the one task this module
     /// makes that no `run()` awaits: the handle is its owner).
     package func runInTask() {
-        running.withLock { running in
-            guard running == nil else { return }
-            running = Task { [client, ownsClient, health, url, logger] in
+        guard runs.begin(withClient: ownsClient) else { return }
+        runs.hold(
+            Task { [runs, client, ownsClient, health, url, logger] in
+                defer { runs.end() }
                 await Self.run(client: ownsClient ? client : nil, health: health, url: url, logger: logger)
-            }
-        }
+            })
     }
 
     /// Ends ``runInTask()``'s task: the health watch, and the client when it is this
-    /// database's own.
+    /// database's own. (What a caller's own ``run()`` runs ends with that caller's task.)
     package func close() {
-        running.withLock { $0 }?.cancel()
+        runs.cancelTask()
     }
 
     deinit {
-        running.withLock { $0 }?.cancel()
+        runs.cancelTask()
     }
 
     /// The advisory-lock namespace every Viewline lock on the database uses.

@@ -109,7 +109,9 @@ public struct PostgresSessionDirectory: SessionDirectory {
         await database.run()
     }
 
-    /// Stops watching the database, and the client when the directory runs its own.
+    /// Ends what ``connect(_:logger:)`` started (the health watch and the
+    /// directory's own client). A directory over your client stops watching when
+    /// the task running its ``run()`` is cancelled.
     public func close() {
         database.close()
     }

@@ -294,6 +294,7 @@ package actor Session {
     /// left on a session that no longer answers.
     package func close(_ bye: Bye = .ended, except kept: Int? = nil) {
         guard !closed else { return }
+        flushDisplays()  // what was displayed goes before the `bye`
         application.metrics?.sessionsEnded.increment()
         for (number, connection) in connections where number != kept {
             answerUnfinished(number, on: connection)
