@@ -61,15 +61,17 @@ public final class TestStore {
 
     /// A session running `apps` on `services` (fakes, a ``TestClock``), with admin
     /// commands on unless `admin` is false. A declared backend the services lack is
-    /// recorded as a test issue.
+    /// recorded as a test issue. `peer` is the address the session's client comes
+    /// from, as a server would give it (what per-address limits such as the log-in
+    /// throttle count by); `nil`, the default, is a session with no address.
     public convenience init(
         apps: [any ViewModel.Type], services: Services = Services(), faults: FaultInjector = FaultInjector(),
-        admin: Bool = true, exhaustive: Bool = true, id: String = "s1",
+        admin: Bool = true, exhaustive: Bool = true, id: String = "s1", peer: String? = nil,
         sourceLocation: SourceLocation = #_sourceLocation
     ) {
         let application = Self.application(apps, services: services, faults: faults, admin: admin, sourceLocation: sourceLocation)
         let recorder = MessageRecorder()
-        let session = Session(id: id, application: application, output: recorder.output)
+        let session = Session(id: id, application: application, peer: peer, output: recorder.output)
         self.init(session: session, recorder: recorder, mode: .session, live: nil, exhaustive: exhaustive)
     }
 
@@ -190,17 +192,34 @@ public final class TestStore {
         var expected = expectedStates[Model.view] as? Model.State ?? Model.initialState(session.services)
         change(&expected)
         expectedStates[Model.view] = expected
-        guard let message = await next("a display of \(Model.view)", sourceLocation) else { return }
-        guard case .display(_, let view, let state) = message, view == Model.view else {
-            Issue.record("expected a display of \(Model.view), got \(message.text)", sourceLocation: sourceLocation)
-            return
-        }
         // Compared as a client reads it: the expected state written and parsed back,
         // as the display was (`4.0` reads back as `4` on both sides).
         let want = (try? JSON(encoding: expected)).flatMap { JSON.readBack($0) } ?? .null
+        await receiveDisplay(of: Model.view, want, sourceLocation)
+    }
+
+    /// The next message must display `model`'s view with exactly `state`, its wire
+    /// form as a client reads it: for a state a test cannot write as a change to the
+    /// last one (fields with private setters, wire fields computed from others).
+    ///
+    /// ```swift
+    /// await store.receive(Playlist.self, state: ["items": [], "hasMore": false, "loading": true, "step": "fetching"])
+    /// ```
+    ///
+    /// It leaves the state that a later `receive(_:_:)` of the view changes as it was.
+    public func receive<Model: ViewModel>(_ model: Model.Type, state: JSON, sourceLocation: SourceLocation = #_sourceLocation) async {
+        await receiveDisplay(of: Model.view, JSON.readBack(state) ?? state, sourceLocation)
+    }
+
+    private func receiveDisplay(of expectedView: String, _ want: JSON, _ sourceLocation: SourceLocation) async {
+        guard let message = await next("a display of \(expectedView)", sourceLocation) else { return }
+        guard case .display(_, let view, let state) = message, view == expectedView else {
+            Issue.record("expected a display of \(expectedView), got \(message.text)", sourceLocation: sourceLocation)
+            return
+        }
         if state != want {
             Issue.record(
-                Comment(rawValue: JSONDifference.report("\(Model.view) state", expected: want, actual: state)), sourceLocation: sourceLocation)
+                Comment(rawValue: JSONDifference.report("\(expectedView) state", expected: want, actual: state)), sourceLocation: sourceLocation)
         }
     }
 

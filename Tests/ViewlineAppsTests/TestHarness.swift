@@ -54,9 +54,10 @@ struct TestHarness: Sendable {
         return (Session(id: id, application: application, peer: peer, output: recorder.output), recorder)
     }
 
-    /// A test store over the seed apps, checking every message.
-    func makeStore(admin: Bool = true) -> TestStore {
-        TestStore(apps: SeedApps.all, services: services, faults: faults, admin: admin)
+    /// A test store over the seed apps, checking every message. Stores made from one
+    /// harness share its backends, database and clock: sessions of one server.
+    func makeStore(admin: Bool = true, id: String = "s1", peer: String? = nil) -> TestStore {
+        TestStore(apps: SeedApps.all, services: services, faults: faults, admin: admin, id: id, peer: peer)
     }
 }
 
