@@ -5,102 +5,132 @@ import ViewlinePersistence
 import ViewlineTesting
 
 @Suite struct DraftFlowTests {
-    private func errorCode(_ result: Result<JSON, ProtocolError>?) -> String? {
-        if case .failure(let error)? = result { return error.code.rawValue }
-        return nil
+    /// The alert a failed save asks with.
+    static func saveAgain(_ reason: String) -> AlertContent {
+        AlertContent(title: "Error", message: "Saving failed: \(reason). Save again?", actions: [.confirm("Save"), .cancel("Discard")])
+    }
+
+    /// The alert a draft left from an earlier session is offered with at login.
+    static let unsavedDraft = AlertContent(
+        title: "", message: "You have unsaved data from last time. Do you want to save it?",
+        actions: [.confirm("Save"), .cancel("Discard")])
+
+    /// Logs `user` in on `test`: the reply, then the session view showing the user.
+    static func logIn(_ test: TestStore, _ user: String, _ password: String) async {
+        await test.send("login \(user) \(password)", reply: ["user": .string(user), "expiresIn": 3600])
+        await test.receive(Account.self) { $0.user = user }
     }
 
     @Test func draftNeedsLoginAndIsStoredBeforeTheReply() async throws {
         let harness = try await TestHarness()
-        let (session, recorder) = harness.makeSession()
-        await session.send("draft hello")
-        #expect(errorCode(recorder.replies.last) == "login_required")
+        let test = harness.makeStore()
+        await test.send("draft hello", fails: .loginRequired)
 
-        await session.send("login alice wonderland")
-        await session.send("draft hello there")
+        await Self.logIn(test, "alice", "wonderland")
+        await test.send("draft hello there", reply: ["pending": true])
         // When the reply is out, the draft is in the database.
         #expect(try await harness.store.pendingDraft(user: "alice")?.text == "hello there")
-        #expect(recorder.displays("draft").last == ["text": "hello there", "pending": true, "saving": false])
+        await test.receive(Drafts.self) {
+            $0.text = "hello there"
+            $0.pending = true
+        }
+        await test.finish()
     }
 
     @Test func aFailingSaveAsksAgainUntilItSucceeds() async throws {
         let harness = try await TestHarness()
-        let (session, recorder) = harness.makeSession()
-        await session.send("login alice wonderland")
-        await session.send("draft my note")
+        let test = harness.makeStore()
+        await Self.logIn(test, "alice", "wonderland")
+        await test.send("draft my note", reply: ["pending": true])
+        await test.receive(Drafts.self) {
+            $0.text = "my note"
+            $0.pending = true
+        }
         harness.remoteStore.failNext("disk full", "disk full")
 
-        await session.send("save")
-        try await recorder.waitUntil { _ in recorder.alerts.count == 1 }
-        await session.send("confirm")
-        try await recorder.waitUntil { _ in recorder.alerts.count == 2 }
-        await session.send("confirm")
-        try await recorder.waitUntil { _ in recorder.displays("draft").last?["pending"] == false }
+        await test.send("save", reply: ["accepted": true])
+        await test.receive(Drafts.self) { $0.saving = true }
+        await test.receive(Drafts.self) { $0.saving = false }
+        #expect(await test.receiveAlert(Self.saveAgain("disk full")) == "a1")
+        await test.send("confirm", reply: ["alert": "a1", "answer": "confirm", "action": "Save"])
+        await test.receiveDismiss("a1")
+        await test.receive(Drafts.self) { $0.saving = true }
+        await test.receive(Drafts.self) { $0.saving = false }
+        // The same alert again, under a new id.
+        #expect(await test.receiveAlert(Self.saveAgain("disk full")) == "a2")
+        await test.send("confirm", reply: ["alert": "a2", "answer": "confirm", "action": "Save"])
+        await test.receiveDismiss("a2")
+        await test.receive(Drafts.self) { $0.saving = true }
+        await test.receive(Drafts.self) { $0 = Drafts.State() }  // saved: nothing pending
 
-        let alerts = recorder.alerts
-        #expect(alerts.map(\.id) == ["a1", "a2"])
-        #expect(alerts[0].content == alerts[1].content)
-        #expect(alerts[0].content.title == "Error")
-        #expect(alerts[0].content.message.contains("disk full"))
-        #expect(alerts[0].content.message.contains("Save again?"))
-        #expect(alerts[0].content.actions == [.confirm("Save"), .cancel("Discard")])
         #expect(harness.remoteStore.saveCalls == 3)
         #expect(try await harness.store.pendingDraft(user: "alice") == nil)
         #expect(try await harness.remoteStore.saved(user: "alice").map(\.text) == ["my note"])
-        await session.send("saved")
-        guard case .success(let result)? = recorder.replies.last else { Issue.record("saved failed"); return }
-        #expect(result["drafts"]?.arrayValue?.first?["text"] == "my note")
+        await test.send("saved", reply: ["drafts": [["text": "my note", "savedAt": "1970-01-01T00:00:00Z"]], "page": 1, "pages": 1])
+        await test.finish()
     }
 
     @Test func discardDeletesThePendingDraft() async throws {
         let harness = try await TestHarness()
-        let (session, recorder) = harness.makeSession()
-        await session.send("login alice wonderland")
-        await session.send("draft throwaway")
+        let test = harness.makeStore()
+        await Self.logIn(test, "alice", "wonderland")
+        await test.send("draft throwaway", reply: ["pending": true])
+        await test.receive(Drafts.self) {
+            $0.text = "throwaway"
+            $0.pending = true
+        }
         harness.remoteStore.failNext("offline")
-        await session.send("save")
-        try await recorder.waitUntil { _ in recorder.alerts.count == 1 }
-        await session.send("cancel")
-        await session.send("wait")
+        await test.send("save", reply: ["accepted": true])
+        await test.receive(Drafts.self) { $0.saving = true }
+        await test.receive(Drafts.self) { $0.saving = false }
+        await test.receiveAlert(Self.saveAgain("offline"))
+        await test.send("cancel", reply: ["alert": "a1", "answer": "cancel", "action": "Discard"])
+        await test.receiveDismiss("a1")
+        await test.receive(Drafts.self) { $0 = Drafts.State() }
         #expect(try await harness.store.pendingDraft(user: "alice") == nil)
         #expect(try await harness.remoteStore.saved(user: "alice").isEmpty)
-        #expect(recorder.displays("draft").last == ["text": "", "pending": false, "saving": false])
+        await test.finish()
     }
 
     @Test func aDraftLeftEarlierIsOfferedAtLoginToItsOwnerOnly() async throws {
         let harness = try await TestHarness()
         try await harness.store.setDraft(user: "alice", text: "from yesterday", at: harness.clock.now())
 
-        let (bobSession, bobRecorder) = harness.makeSession(id: "s2")
-        await bobSession.send("login bob builder")
-        await bobSession.send("wait")
-        #expect(bobRecorder.alerts.isEmpty)
+        // Bob logs in and is offered nothing (`finish` waits for his session's work).
+        let bob = harness.makeStore(id: "s2")
+        await Self.logIn(bob, "bob", "builder")
+        await bob.finish()
 
-        let (session, recorder) = harness.makeSession()
-        await session.send("login alice wonderland")
-        try await recorder.waitUntil { _ in recorder.alerts.count == 1 }
-        let alert = recorder.alerts[0].content
-        #expect(alert.title == "")
-        #expect(alert.message.contains("unsaved data from last time"))
-        #expect(alert.actions == [.confirm("Save"), .cancel("Discard")])
-        #expect(recorder.displays("draft").last?["text"] == "from yesterday")
+        let test = harness.makeStore()
+        await Self.logIn(test, "alice", "wonderland")
+        await test.receive(Drafts.self) {
+            $0.text = "from yesterday"
+            $0.pending = true
+        }
+        await test.receiveAlert(Self.unsavedDraft)
         // `save` meanwhile says what the flow waits for: the alert's answer.
-        await session.send("save")
-        guard case .failure(let busy)? = recorder.replies.last else { Issue.record("save did not fail"); return }
+        guard case .failure(let busy)? = await test.send("save") else {
+            Issue.record("save did not fail")
+            return
+        }
         #expect(busy.code == .busy && busy.message.contains("answer to its alert"))
 
-        await session.send("confirm")
-        try await recorder.waitUntil { _ in recorder.displays("draft").last?["pending"] == false }
+        await test.send("confirm", reply: ["alert": "a1", "answer": "confirm", "action": "Save"])
+        await test.receiveDismiss("a1")
+        await test.receive(Drafts.self) { $0.saving = true }
+        await test.receive(Drafts.self) { $0 = Drafts.State() }  // saved: nothing pending
         #expect(try await harness.remoteStore.saved(user: "alice").map(\.text) == ["from yesterday"])
+        await test.finish()
     }
 
     @Test func wrongPasswordsSayNothingAboutWhichPartWasWrong() async throws {
         let harness = try await TestHarness()
-        let (session, recorder) = harness.makeSession()
-        await session.send("login alice nope")
-        await session.send("login mallory wonderland")
-        let errors = recorder.replies.compactMap { if case .failure(let e) = $0 { e } else { nil } }
+        let test = harness.makeStore()
+        let wrongPassword = await test.send("login alice nope")
+        let unknownUser = await test.send("login mallory wonderland")
+        let errors = [wrongPassword, unknownUser].compactMap { if case .failure(let e)? = $0 { e } else { nil } }
         #expect(errors.map(\.code) == [.loginFailed, .loginFailed])
-        #expect(errors[0].message == errors[1].message)
+        #expect(errors.first?.message == errors.last?.message)
+        await test.finish()
     }
 }
