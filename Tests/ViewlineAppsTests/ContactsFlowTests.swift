@@ -9,68 +9,86 @@ import ViewlineTesting
     let ada = Contact(name: "Ada", phone: "1", address: "London")
     let alan = Contact(name: "Alan", phone: "2", address: "Wilmslow")
 
+    /// Opens the contacts view on `test`: it shows the database, syncing, then what
+    /// the database holds once the sync ends.
+    static func open(_ test: TestStore, showing before: [Contact], then after: [Contact]) async {
+        await test.send("contacts", reply: ["accepted": true])
+        await test.receive(Contacts.self) {
+            $0.items = before
+            $0.syncing = true
+        }
+        await test.receive(Contacts.self) {
+            $0.items = after
+            $0.syncing = false
+        }
+    }
+
     @Test func openingShowsTheDatabaseAndSyncFillsIt() async throws {
         let harness = try await TestHarness(contacts: [ada, alan])
-        let (session, recorder) = harness.makeSession()
-        await session.send("contacts")
-        await session.send("wait")
-        let last = try #require(recorder.displays("contacts").last)
-        #expect(last == ["items": [ada.json, alan.json], "syncing": false])
+        let test = harness.makeStore()
+        await Self.open(test, showing: [], then: [ada, alan])
         #expect(try await harness.store.contacts() == [ada, alan])
+        await test.finish()
     }
 
     @Test func theViewFollowsAnyChangeToTheTable() async throws {
         let harness = try await TestHarness(contacts: [ada])
-        let (session, recorder) = harness.makeSession()
-        await session.send("contacts")
-        await session.send("wait")
+        let test = harness.makeStore()
+        await Self.open(test, showing: [], then: [ada])
         try await harness.store.updatePhone(name: "Ada", phone: "999")
-        try await recorder.waitUntil { _ in recorder.displays("contacts").last?["items"]?.arrayValue?.first?["phone"] == "999" }
+        await test.receive(Contacts.self) { $0.items[0].phone = "999" }
+        await test.finish()
     }
 
     @Test func aFailingSyncChangesNoRowAndShowsAnOKAlert() async throws {
         let harness = try await TestHarness(contacts: [ada])
-        let (session, recorder) = harness.makeSession()
-        await session.send("contacts")
-        await session.send("wait")
+        let test = harness.makeStore()
+        await Self.open(test, showing: [], then: [ada])
         harness.contactsSource.set([alan])
         harness.contactsSource.fail(with: "remote unreachable")
-        await session.send("sync")
-        await session.send("wait")
+        await test.send("sync", reply: ["accepted": true])
+        await test.receive(Contacts.self) { $0.syncing = true }
+        await test.receive(Contacts.self) { $0.syncing = false }  // still ada alone
+        await test.receiveAlert(.error("Sync failed: remote unreachable"))
         #expect(try await harness.store.contacts() == [ada])
-        #expect(recorder.alerts.map(\.content) == [.error("Sync failed: remote unreachable")])
-        #expect(recorder.displays("contacts").last == ["items": [ada.json], "syncing": false])
         // ...and still reacts to later changes.
         try await harness.store.updatePhone(name: "Ada", phone: "42")
-        try await recorder.waitUntil { _ in recorder.displays("contacts").last?["items"]?.arrayValue?.first?["phone"] == "42" }
+        await test.receive(Contacts.self) { $0.items[0].phone = "42" }
+        await test.finish()
     }
 
     @Test func everyOpenSessionSeesASyncsChanges() async throws {
         let harness = try await TestHarness(contacts: [ada])
-        let (first, firstRecorder) = harness.makeSession(id: "s1")
-        let (second, secondRecorder) = harness.makeSession(id: "s2")
-        await first.send("contacts")
-        await second.send("contacts")
-        await first.send("wait")
-        await second.send("wait")
+        let first = harness.makeStore(id: "s1")
+        let second = harness.makeStore(id: "s2")
+        await Self.open(first, showing: [], then: [ada])
+        await Self.open(second, showing: [ada], then: [ada])
         harness.contactsSource.set([ada, alan])
-        await first.send("sync")
-        for recorder in [firstRecorder, secondRecorder] {
-            try await recorder.waitUntil { _ in recorder.displays("contacts").last?["items"]?.arrayValue?.count == 2 }
+        await first.send("sync", reply: ["accepted": true])
+        await first.receive(Contacts.self) { $0.syncing = true }
+        await first.receive(Contacts.self) {
+            $0.items = [ada, alan]
+            $0.syncing = false
         }
+        // The other session was not syncing: it follows the table.
+        await second.receive(Contacts.self) { $0.items = [ada, alan] }
+        await first.finish()
+        await second.finish()
     }
 
     @Test func onlyOneSyncRunsAtATime() async throws {
         let harness = try await TestHarness(contacts: [ada])
-        let (first, _) = harness.makeSession(id: "s1")
-        let (second, _) = harness.makeSession(id: "s2")
+        let first = harness.makeStore(id: "s1")
+        let second = harness.makeStore(id: "s2")
         harness.contactsSource.hold(true)
-        await first.send("sync")
-        await second.send("sync")
+        await first.send("sync", reply: ["accepted": true])
+        await second.send("sync", reply: ["accepted": true])
+        // Raw timing: the second sync gets time to reach the held fetch if it would.
         try await Task.sleep(for: .milliseconds(30))
         harness.contactsSource.hold(false)
-        await first.send("wait")
-        await second.send("wait")
+        // Neither view was opened: the syncs display nothing; `finish` waits for them.
+        await first.finish()
+        await second.finish()
         #expect(harness.contactsSource.fetches == 1)
     }
 
@@ -102,6 +120,7 @@ import ViewlineTesting
 @Suite struct RestoredContactsTests {
     @Test func anOpenedViewOfAnEmptyTableFollowsItAfterARestore() async throws {
         let harness = try await TestHarness(contacts: [])
+        // Raw: the session is recorded and restored from its record, which TestStore cannot do.
         let (session, _) = harness.makeSession()
         await session.send("contacts")
         await session.send("wait")
@@ -119,6 +138,7 @@ import ViewlineTesting
 
     @Test func aViewNeverOpenedIsNotFollowedAfterARestore() async throws {
         let harness = try await TestHarness(contacts: [])
+        // Raw: the session is recorded and restored from its record, which TestStore cannot do.
         let (session, _) = harness.makeSession()
         await session.send("ping")
         let record = try JSON.parse(await session.record)
