@@ -3,56 +3,67 @@ import ViewlineApps
 import ViewlineKit
 import ViewlineTesting
 
+extension TestStore {
+    /// `search query`, whose backend call fails: loading, then not. The error alert
+    /// is the caller's to receive (it shows only when no other alert is up).
+    func failingSearch(_ query: String) async {
+        await send("search \(query)", reply: ["accepted": true, "query": .string(query)])
+        await receive(Search.self) {
+            $0.query = query
+            $0.loading = true
+        }
+        await receive(Search.self) { $0.loading = false }
+    }
+}
+
 @Suite struct AlertQueueTests {
-    /// Two failing searches in a row: the same error twice.
-    private func twoErrors() async throws -> (TestHarness, Session, MessageRecorder) {
+    /// Two failing searches in a row: the same error twice, the second waiting
+    /// behind the first.
+    private func twoErrors() async throws -> TestStore {
         let harness = try await TestHarness()
-        let (session, recorder) = harness.makeSession()
-        await session.send("fault search 2 boom")
-        await session.send("search a")
-        try await recorder.waitUntil { _ in recorder.alerts.count == 1 }
-        await session.send("search b")
-        try await recorder.waitUntil { _ in recorder.displays("search").last?["loading"] == false && recorder.displays("search").count == 4 }
-        return (harness, session, recorder)
+        let test = harness.makeStore()
+        await test.send("fault search 2 boom", reply: ["service": "search", "count": 2])
+        await test.failingSearch("a")
+        #expect(await test.receiveAlert(.error("boom")) == "a1")
+        await test.failingSearch("b")
+        return test
     }
 
     @Test func alertsAreModalAndQueueInOrder() async throws {
-        let (_, session, recorder) = try await twoErrors()
+        let test = try await twoErrors()
         // The second error waits behind the first.
-        #expect(recorder.alerts.count == 1)
-        recorder.clear()
-        await session.send("confirm")
-        guard case .reply(_, .success(let result)) = recorder.all.first else { Issue.record("reply first"); return }
-        #expect(result["alert"] == "a1")
-        #expect(recorder.alerts.map(\.id) == ["a2"])
+        #expect(await test.session.queuedAlertCount == 1)
+        await test.send("confirm", reply: ["alert": "a1", "answer": "confirm", "action": "OK"])
+        await test.receiveDismiss("a1")
+        #expect(await test.receiveAlert(.error("boom")) == "a2")
+        await test.finish()
     }
 
     @Test func aRepeatedErrorIsTwoAlertsWithDistinctIdsAndRevs() async throws {
-        let (_, session, recorder) = try await twoErrors()
-        await session.send("confirm")
-        let alerts = recorder.all.filter { if case .alert = $0 { true } else { false } }
+        let test = try await twoErrors()
+        await test.send("confirm", reply: ["alert": "a1", "answer": "confirm", "action": "OK"])
+        await test.receiveDismiss("a1")
+        // The same content again, under a new id.
+        #expect(await test.receiveAlert(.error("boom")) == "a2")
+        let alerts = test.recorder.all.filter { if case .alert = $0 { true } else { false } }
         #expect(alerts.count == 2)
-        #expect(recorder.alerts[0].content == recorder.alerts[1].content)
-        #expect(recorder.alerts[0].id != recorder.alerts[1].id)
         #expect(Set(alerts.compactMap(\.rev)).count == 2)
-        #expect(recorder.revs == recorder.revs.sorted() && Set(recorder.revs).count == recorder.revs.count)
+        let revs = test.recorder.revs
+        #expect(revs == revs.sorted() && Set(revs).count == revs.count)
+        await test.finish()
     }
 
     @Test func answeringChecksThePresentedAlert() async throws {
-        let (_, session, recorder) = try await twoErrors()
-        recorder.clear()
-        await session.send("cancel")
-        await session.send("confirm a2")
-        await session.send("confirm a1")
-        await session.send("confirm a2")
-        await session.send("confirm")
-        let codes = recorder.replies.map { result -> String in
-            switch result {
-            case .success: "ok"
-            case .failure(let error): error.code.rawValue
-            }
-        }
-        #expect(codes == ["no_cancel_action", "stale_alert", "ok", "ok", "no_alert"])
+        let test = try await twoErrors()
+        await test.send("cancel", fails: .noCancelAction)
+        await test.send("confirm a2", fails: .staleAlert)
+        await test.send("confirm a1", reply: ["alert": "a1", "answer": "confirm", "action": "OK"])
+        await test.receiveDismiss("a1")
+        await test.receiveAlert(.error("boom"))
+        await test.send("confirm a2", reply: ["alert": "a2", "answer": "confirm", "action": "OK"])
+        await test.receiveDismiss("a2")
+        await test.send("confirm", fails: .noAlert)
+        await test.finish()
     }
 }
 
@@ -61,34 +72,35 @@ import ViewlineTesting
     /// cap (59 failures, one presented, sixteen waiting).
     @Test func unansweredErrorsQueueUpToTheCap() async throws {
         let harness = try await TestHarness()
-        let (session, recorder) = harness.makeSession()
-        await session.send("fault search 100 boom")
+        let test = harness.makeStore()
+        await test.send("fault search 100 boom", reply: ["service": "search", "count": 100])
         for index in 0..<60 {
-            await session.send("search q\(index)")
-            await session.send("wait")
+            await test.failingSearch("q\(index)")
+            if index == 0 { await test.receiveAlert(.error("boom")) }  // the only one shown
         }
-        #expect(recorder.alerts.count == 1)
-        #expect(await session.queuedAlertCount == 16)
+        #expect(await test.session.queuedAlertCount == 16)
+        await test.finish()
     }
 
     @Test func distinctUnansweredErrorsKeepTheNewestUpToTheCap() async throws {
         let harness = try await TestHarness()
-        let (session, recorder) = harness.makeSession()
+        let test = harness.makeStore()
         for index in 0..<40 {
-            await session.send("fault search 1 boom\(index)")
-            await session.send("search q\(index)")
-            await session.send("wait")
+            await test.send("fault search 1 boom\(index)", reply: ["service": "search", "count": 1])
+            await test.failingSearch("q\(index)")
+            if index == 0 { await test.receiveAlert(.error("boom0")) }  // the only one shown
         }
-        #expect(await session.queuedAlertCount == 16)
+        #expect(await test.session.queuedAlertCount == 16)
         // Answering walks the queue: the first error, then the newest sixteen.
-        var messages: [String] = []
-        for _ in 0..<17 {
-            messages.append(recorder.alerts.last?.content.message ?? "")
-            await session.send("confirm")
+        var presented = "a1"
+        for index in 24..<40 {
+            await test.send("confirm", reply: ["alert": .string(presented), "answer": "confirm", "action": "OK"])
+            await test.receiveDismiss(presented)
+            presented = await test.receiveAlert(.error("boom\(index)")) ?? ""
         }
-        #expect(messages.first?.contains("boom0") == true)
-        #expect(messages.dropFirst().map { $0.contains("boom") } == Array(repeating: true, count: 16))
-        #expect(messages.last?.contains("boom39") == true)
-        #expect(await session.presentedAlertID == nil)
+        await test.send("confirm", reply: ["alert": .string(presented), "answer": "confirm", "action": "OK"])
+        await test.receiveDismiss(presented)
+        #expect(await test.session.presentedAlertID == nil)
+        await test.finish()
     }
 }
