@@ -114,20 +114,20 @@ import ViewlineTesting
 
     @Test func aLoginFloodIsThrottledWithTheWaitInTheMessage() async throws {
         let harness = try await TestHarness()
-        let (session, recorder) = harness.makeSession(peer: "192.0.2.7")
-        for attempt in 1...6 { await session.send("login alice wrong\(attempt)") }
-        await session.send("login alice wonderland")
-        let errors = recorder.replies.compactMap { result -> ProtocolError? in
-            if case .failure(let error) = result { return error }
-            return nil
+        let test = harness.makeStore(peer: "192.0.2.7")
+        for attempt in 1...6 { await test.send("login alice wrong\(attempt)", fails: .loginFailed) }
+        guard case .failure(let throttled)? = await test.send("login alice wonderland") else {
+            Issue.record("the 7th login must be throttled")
+            return
         }
-        #expect(errors.map(\.code) == Array(repeating: .loginFailed, count: 6) + [.loginThrottled])
-        #expect(errors.last?.message == "too many failed logins; try again in 1 s")
+        #expect(throttled.code == .loginThrottled)
+        #expect(throttled.message == "too many failed logins; try again in 1 s")
         // Once the wait is over, the right password works and clears the record.
         harness.clock.advance(by: 2)
-        await session.send("login alice wonderland")
-        #expect(try recorder.replies.last?.get()["user"] == "alice")
+        await test.send("login alice wonderland", reply: ["user": "alice", "expiresIn": 3600])
+        await test.receive(Account.self) { $0.user = "alice" }
         #expect(harness.throttle.wait(for: FailureThrottle.keys(user: "alice", peer: "192.0.2.7"), now: harness.clock.now()) == nil)
+        await test.finish()
     }
 
     @Test func aFullHashingQueueFailsFastWithServerBusy() async throws {
