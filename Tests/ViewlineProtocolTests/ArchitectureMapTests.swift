@@ -126,4 +126,58 @@ import Testing
             #expect(hasMember, "docs/architecture.md names `\(name)`: \(type) has no member \(member)")
         }
     }
+
+    /// The diagram's arrows between two functions (`Type.member ─▶ Type.member` on one
+    /// line): the first calls the second (its declaration's body, in a file that
+    /// declares or extends its type, names the second followed by `(`).
+    @Test func everyArrowBetweenTwoFunctionsIsACall() throws {
+        let map = try String(contentsOf: Self.root.appendingPathComponent("docs/architecture.md"), encoding: .utf8)
+        let section = try #require(map.components(separatedBy: "## The path of one command").dropFirst().first)
+        let diagram = try #require(section.components(separatedBy: "```").dropFirst().first)
+        let name = try Regex(#"([A-Z][A-Za-z0-9]*)\.([a-z][A-Za-z0-9]*)"#)
+        let sources = try Self.swiftSources(in: ["Sources"])
+        var arrows = 0
+        for line in diagram.split(separator: "\n") {
+            let parts = line.components(separatedBy: "─▶")
+            for (left, right) in zip(parts, parts.dropFirst()) {
+                guard let caller = left.matches(of: name).last, let callee = right.matches(of: name).first,
+                    right.trimmingCharacters(in: .whitespaces).hasPrefix(String(right[callee.range]))
+                else { continue }
+                let (type, member) = (String(caller.output[1].substring ?? ""), String(caller.output[2].substring ?? ""))
+                let called = String(callee.output[2].substring ?? "")
+                arrows += 1
+                let bodies = sources.filter { Self.declares(type, in: $0, kinds: Self.typeKinds + ["extension "]) }
+                    .flatMap { Self.bodies(of: member, in: $0) }
+                #expect(!bodies.isEmpty, "docs/architecture.md's diagram: \(type) has no function \(member)")
+                #expect(
+                    bodies.contains { $0.contains("\(called)(") || $0.contains("\(called)<") },
+                    "docs/architecture.md's diagram: \(type).\(member) does not call \(right[callee.range])")
+            }
+        }
+        #expect(arrows >= 8)
+    }
+
+    /// The text of each declaration of `member` in `source` (`func member(`/`<`, or a
+    /// `let`/`var` with a value): from its line to the line that closes it at its
+    /// own indentation.
+    static func bodies(of member: String, in source: String) -> [String] {
+        let lines = source.split(separator: "\n", omittingEmptySubsequences: false)
+        var bodies: [String] = []
+        for (index, line) in lines.enumerated() {
+            let declares = ["func \(member)(", "func \(member)<", "let \(member):", "var \(member):", "let \(member) =", "var \(member) ="]
+                .contains { line.contains($0) }
+            guard declares else { continue }
+            let indent = line.prefix { $0 == " " }.count
+            var end = index + 1
+            while end < lines.count {
+                let next = lines[end]
+                let nextIndent = next.prefix { $0 == " " }.count
+                if nextIndent == indent, next.dropFirst(indent).first.map({ "}]".contains($0) }) == true { break }
+                if nextIndent < indent, !next.trimmingCharacters(in: .whitespaces).isEmpty { break }
+                end += 1
+            }
+            bodies.append(lines[index...min(end, lines.count - 1)].joined(separator: "\n"))
+        }
+        return bodies
+    }
 }
