@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # Sourced by ./dev (from the repository's root, under set -euo pipefail): ./dev attack and attack_run (./dev test's short run).
 
-# attack_run BIN SECONDS [attack.py flags]: a server from BIN under chaos/attack.py: many
+# attack_run BIN SECONDS [attack flags]: a server from BIN under attack/attack.py: many
 # connections from one address send random framings over TCP and WebSocket while a
 # probe pings; fails when the server dies, grows past the budget per attacking
 # connection, or the probe's p99 passes the bound. Then the other phases (output
@@ -19,14 +19,14 @@ attack_run() {
     port=$(sed -n 's/^listening on .*://p' "$out")
     web=$(sed -n 's|^web on http://.*:\([0-9]*\)/$|\1|p' "$out")
     local status=0
-    python3 chaos/attack.py --port "$port" --web-port "$web" --pid "$server" --seconds "$seconds" \
+    python3 attack/attack.py --port "$port" --web-port "$web" --pid "$server" --seconds "$seconds" \
         --bin "$bin/viewline-server" "$@" || status=$?
     kill "$server" 2>/dev/null; wait "$server" 2>/dev/null || true
     rm -f "$out"
     return "$status"
 }
 
-# ./dev attack [seconds] [attack.py flags]: the release server, 40 attacking connections.
+# ./dev attack [seconds] [attack flags]: the release server, 40 attacking connections.
 attack() {
     local seconds="${1:-600}"; shift || true
     setup
