@@ -76,9 +76,10 @@ extension Session {
     /// (any other event, a reply or a command beginning sends it first).
     func display(_ index: Int) {
         displayedViews.insert(index)
-        guard !pendingDisplays.contains(index) else { return }
-        pendingDisplays.append(index)
-        guard pendingDisplays.count == 1, !flushesDisplaysAtEnd else { return }
+        guard pendingDisplay != index, !morePendingDisplays.contains(index) else { return }
+        guard pendingDisplay < 0 else { return morePendingDisplays.append(index) }
+        pendingDisplay = index
+        guard !flushesDisplaysAtEnd else { return }
         // The job that runs now ends at its next await: the loop runs this after it.
         eventLoop.execute { self.assumeIsolated { $0.flushDisplays() } }
     }
@@ -86,18 +87,24 @@ extension Session {
     /// Sends each view changed since the last flush, with its state now, as a
     /// `display` with the next `rev`.
     func flushDisplays() {
-        guard !pendingDisplays.isEmpty else { return }
-        let indices = pendingDisplays
-        pendingDisplays = []
+        guard pendingDisplay >= 0 else { return }
+        let first = pendingDisplay
+        let more = morePendingDisplays
+        pendingDisplay = -1
+        if !more.isEmpty { morePendingDisplays = [] }
         guard !closed else { return }
-        for index in indices {
-            let view = application.views[index]
-            let state = view.encodeState(currentState(index))
-            // Equal to another session's: share its storage (not while it changes).
-            if let canonical = state.canonical, changing == nil { states[index] = canonical }
-            (lastEncodedView, lastEncodedBytes) = (index, state.bytes)
-            emitDisplay(viewPart: view.displayViewPart, state: state)
-        }
+        sendDisplay(first)
+        for index in more { sendDisplay(index) }
+    }
+
+    /// A view's state now, as a `display` with the next `rev`.
+    private func sendDisplay(_ index: Int) {
+        let view = application.views[index]
+        let state = view.encodeState(currentState(index))
+        // Equal to another session's: share its storage (not while it changes).
+        if let canonical = state.canonical, changing == nil { states[index] = canonical }
+        (lastEncodedView, lastEncodedBytes) = (index, state.bytes)
+        emitDisplay(viewPart: view.displayViewPart, state: state)
     }
 
     /// A view's state as the client sees it, and its encoding.

@@ -148,8 +148,10 @@ package actor Session {
     var displayedViews = ViewIndexSet()
     /// Views whose state changed for display since their state last went out, in the
     /// order they first changed: each goes out once, with its latest state, when the
-    /// work that changed it reaches its end or an await (``flushDisplays()``).
-    var pendingDisplays: [Int] = []
+    /// work that changed it reaches its end or an await (``flushDisplays()``). The
+    /// first apart (-1: none), so the common case — one view — allocates nothing.
+    var pendingDisplay = -1
+    var morePendingDisplays: [Int] = []
     /// The synchronous work running now sends what it displayed as it ends (an
     /// immediate command at its reply, an observation's callback as it returns): a
     /// display schedules no flush.
