@@ -15,7 +15,7 @@ public protocol ContactsSource: Sendable {
 }
 
 /// One item of a playlist.
-public struct PlaylistItem: Sendable, Equatable, Encodable {
+public struct PlaylistItem: Sendable, Equatable, Codable {
     public var position: Int
     public var title: String
     public var artist: String
@@ -28,7 +28,7 @@ public struct PlaylistItem: Sendable, Equatable, Encodable {
 }
 
 /// One page of a user's playlist.
-public struct PlaylistPage: Sendable, Equatable {
+public struct PlaylistPage: Sendable, Equatable, Codable {
     public var items: [PlaylistItem]
     /// How many items the whole playlist has.
     public var total: Int

@@ -69,7 +69,7 @@ public enum Drafts: ViewModel {
         ) { session, args in
             let user = try Account.requireUser(for: "saved", in: session)
             let page = args[Drafts.page] ?? 1  // 1...savedPages: checked before this runs
-            let saved = try await session.services.remoteStore.saved(user: user)
+            let saved = try await session.call(RemoteStoreKey.self, with: ["user": user]) { remote in try await remote.saved(user: user) }
             let pages = max(1, (saved.count + savedPageSize - 1) / savedPageSize)
             guard page <= pages else {
                 throw ProtocolError(.badArguments, "page must be 1 to \(pages): you have \(saved.count) saved drafts (got \(page))")
@@ -138,7 +138,7 @@ public enum Drafts: ViewModel {
             }
             session.update { $0 = State(text: draft.text, pending: true, saving: true) }
             do {
-                _ = try await session.call(RemoteStoreKey.self) { remote in try await remote.save(user: user, text: draft.text) }
+                _ = try await session.call(RemoteStoreKey.self, with: draft.text) { remote in try await remote.save(user: user, text: draft.text) }
                 _ = try? await store.deleteDraft(user: user, ifText: draft.text)
                 let remaining = try? await store.pendingDraft(user: user)
                 session.update { $0 = State(text: remaining?.text ?? "", pending: remaining != nil, saving: false) }

@@ -86,7 +86,7 @@ public enum Playlist: ViewModel {
             case .fetchPage(let offset):
                 guard let user = session.user else { return }
                 do {
-                    let page = try await session.call(PlaylistsKey.self) { playlists in
+                    let page = try await session.call(PlaylistsKey.self, with: ["offset": offset]) { playlists in
                         try await playlists.page(user: user, offset: offset, limit: PlaylistFlow.pageSize)
                     }
                     session.update { $0.pageLoaded(offset: offset, page) }

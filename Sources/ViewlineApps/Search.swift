@@ -57,7 +57,7 @@ public enum Search: ViewModel {
 
     private static func perform(_ query: String, in session: isolated ViewSession<Search>) async {
         do {
-            let results = try await session.call(PlacesKey.self) { places in try await places.search(query) }
+            let results = try await session.call(PlacesKey.self, with: query) { places in try await places.search(query) }
             // A newer search replaced this one: the runtime drops its results.
             session.update {
                 $0.results = results

@@ -142,24 +142,57 @@ public final actor ViewSession<Model: ViewModel> {
     public func call<Backend: BackendKey, T: Sendable>(
         _ backend: Backend.Type, _ operation: (Backend.Value) async throws -> T
     ) async throws -> T {
+        try await call(backend, recording: { nil }, operation)
+    }
+
+    /// ``call(_:_:)``, naming what the call is asked (`arguments`): a session's
+    /// recording keeps them beside the answer, and a replay that makes the call with
+    /// other arguments stops there and shows the difference.
+    ///
+    /// ```swift
+    /// let results = try await session.call(PlacesKey.self, with: query) { places in try await places.search(query) }
+    /// ```
+    ///
+    /// A result that is `Codable` is recorded and can be replayed; another is named
+    /// in the recording, and a replay that reaches the call says it cannot serve it.
+    public func call<Backend: BackendKey, Arguments: Encodable, T: Sendable>(
+        _ backend: Backend.Type, with arguments: Arguments, _ operation: (Backend.Value) async throws -> T
+    ) async throws -> T {
+        try await call(backend, recording: { SessionRecording.encoded(arguments) }, operation)
+    }
+
+    private func call<Backend: BackendKey, T: Sendable>(
+        _ backend: Backend.Type, recording arguments: () -> JSON?, _ operation: (Backend.Value) async throws -> T
+    ) async throws -> T {
         try Task.checkCancellation()
         guard let service = services.value(for: backend) else { throw MissingBackend(name: Backend.name) }
         // What this work displayed goes out before it waits (a spinner shows even when
         // the backend answers without suspending).
         withSession { $0.flushDisplays() }
         let faults = session.application.faults, caller = peer ?? "local"
-        guard withSession({ $0.timeline != nil }) else {
+        let recording = session.recording
+        guard recording != nil || withSession({ $0.timeline != nil }) else {
             try faults.check(Backend.name)
             return try await BlockingPool.$callerKey.withValue(caller) { try await operation(service) }
         }
-        // The inspector is on: the call goes into the session's timeline.
+        // The inspector is on (or a replay runs): the call goes into the session's
+        // timeline and recording. A replayed call is made when the recorded one was.
+        if let replayer = session.application.replayer { try await replayer.mayCall(backend: Backend.name) }
+        let number = recording?.call(backend: Backend.name, arguments: arguments())
         let started = Moment.now
         do {
-            try faults.check(Backend.name)
-            let value = try await BlockingPool.$callerKey.withValue(caller) { try await operation(service) }
+            let value: T
+            if let replayer = session.application.replayer, let number {
+                value = try SessionRecording.replayed(await replayer.answer(call: number, backend: Backend.name), as: T.self, backend: Backend.name)
+            } else {
+                try faults.check(Backend.name)
+                value = try await BlockingPool.$callerKey.withValue(caller) { try await operation(service) }
+            }
+            if let recording, let number { recording.record(.answer(number, SessionRecording.answer(value))) }
             withSession { $0.note(.call(backend: Backend.name, failed: nil), duration: .now - started) }
             return value
         } catch {
+            if let recording, let number { recording.record(.answer(number, SessionRecording.answer(failure: error))) }
             let failure = SessionTimeline.failure(error)
             withSession { $0.note(.call(backend: Backend.name, failed: failure), duration: .now - started) }
             throw error

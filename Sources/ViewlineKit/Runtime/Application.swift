@@ -81,6 +81,8 @@ public final class Application: Sendable {
     /// Whether sessions keep a timeline for the inspector (`inspect`): on a server with
     /// admin commands or an inspector token.
     let inspects: Bool
+    /// What plays a recorded session back, in a replay (``ServerConfiguration/replayer``).
+    let replayer: (any SessionReplayer)?
     /// SHA-256 of the inspector token (``ServerConfiguration/inspectorToken``), the
     /// only form it is kept in; `nil` without one.
     let inspectorTokenDigest: [UInt8]?
@@ -116,6 +118,7 @@ public final class Application: Sendable {
         connections = ConnectionCounts(
             addressBudget: configuration.maximumOutputBytesPerAddress, totalBudget: configuration.maximumOutputBytesTotal)
         logsCommands = logger.logLevel <= .debug
+        replayer = configuration.replayer
         inspects = configuration.admin || (configuration.inspectorToken?.utf8.count ?? 0) >= Self.shortestInspectorToken
         // A shorter token opens nothing (``ViewlineServer`` refuses to start with one).
         if let token = configuration.inspectorToken, token.utf8.count >= Self.shortestInspectorToken {

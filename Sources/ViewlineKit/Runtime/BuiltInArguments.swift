@@ -13,6 +13,7 @@ enum BuiltInArgument {
         "the last rev this client saw: what came after is replayed")
     static let inspectorToken = ArgumentKey.word("token", secure: true).described("the inspector token the server was started with")
     static let session = ArgumentKey.optionalWord("session").described("a session's id (s12) on this node; the list without it or with `sessions`")
+    static let exportedSession = ArgumentKey.word("session").described("a session's id (s12) on this node")
     static let fromRev = ArgumentKey.optionalInteger("from", minimum: 0, placeholder: "from-rev").described(
         "the rev whose states to show, and after which the timeline and events start (the oldest kept without it)")
     static let slowCount = ArgumentKey.optionalInteger("count", minimum: 1, maximum: SlowLog.capacity).described(

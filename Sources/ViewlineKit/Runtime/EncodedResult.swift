@@ -79,4 +79,11 @@ struct EncodedResult: Sendable {
         let bytes = constant.map { Array(UnsafeRawBufferPointer(start: $0.utf8Start, count: $0.utf8CodeUnitCount)) } ?? parts.flatMap { $0 }
         return bytes.withUnsafeBufferPointer { (try? JSONParser.parse($0)) ?? .null }
     }
+
+    /// The reply's whole line, as ``writeReply(re:_:)`` writes it (for a recording).
+    func replyLine(re: JSON) -> [UInt8] {
+        var line: [UInt8] = []
+        writeReply(re: re) { line.append(contentsOf: $0) }
+        return line
+    }
 }

@@ -132,6 +132,21 @@ extension Session {
         ) { session, args async throws in try await inspect(from: session, args) },
         AnyCommand(
             spec: CommandSpec(
+                "export",
+                summary:
+                    "One session's recording as a transcript to replay as a test: its commands, backend answers, clock and events (admin only).",
+                arguments: [BuiltInArgument.exportedSession.argument],
+                example: "export s12", adminOnly: true, inspector: true
+            )
+        ) { session, args async throws in
+            let id = args[BuiltInArgument.exportedSession]
+            guard let target = session.application.sessions.all.first(where: { $0.id == id }) else {
+                throw ProtocolError(.badArguments, "no session \(id) on this node; inspect lists them")
+            }
+            return try target === session ? session.transcript() : await target.transcript()
+        },
+        AnyCommand(
+            spec: CommandSpec(
                 "inspector",
                 summary: "Give the server's inspector token: this connection may then run inspect and info.",
                 arguments: [BuiltInArgument.inspectorToken.argument], example: "inspector 6f1d…9a"

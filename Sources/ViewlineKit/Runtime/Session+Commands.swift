@@ -72,6 +72,7 @@ extension Session {
             let unknown = ProtocolError(.unknownCommand, "unknown command \"\(request.name)\"; try help")
             return .finished(finished(request, .failure(unknown), command: nil, started: now(), from: origin.connection, holding: false))
         }
+        if let recording { record(request, of: command, from: origin.connection, into: recording) }
         switch command.body {
         case .awaiting, .moving:
             return .suspended(Suspended(request: request, command: command))
@@ -230,12 +231,15 @@ extension Session {
         var failed: String?
         switch consume answer {
         case .result(let result):
-            if !answeredEarly { reply(to: connection, .reply(re: request.id, result: .success(result))) }
+            if !answeredEarly { reply(to: connection, .reply(re: request.id, result: .success(result)), recorded: command) }
         case .encoded(let result):
-            if !closed, !answeredEarly { connections[connection]?.send(reply: request.id, result: result) }
+            if !closed, !answeredEarly {
+                if let recording, let command, Self.isRecorded(command) { recording.record(.reply(result.replyLine(re: request.id))) }
+                connections[connection]?.send(reply: request.id, result: result)
+            }
         case .failure(let error):
             failed = error.code.rawValue
-            if !answeredEarly { reply(to: connection, .reply(re: request.id, result: .failure(error))) }
+            if !answeredEarly { reply(to: connection, .reply(re: request.id, result: .failure(error)), recorded: command) }
         case .replied(let target):
             if timeline != nil {
                 note(

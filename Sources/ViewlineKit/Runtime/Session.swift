@@ -170,6 +170,11 @@ package actor Session {
     /// What the inspector shows of the session beside its event log, when it is on
     /// (see Session+Inspection.swift).
     let timeline: SessionTimeline?
+    /// What a replay needs of the session, when the inspector is on or a replay runs
+    /// it (see SessionRecording.swift), and the services its view-models reach then:
+    /// the application's, their clock and sleep recorded.
+    let recording: SessionRecording?
+    private let recordedServices: Services?
     /// The command handlers this session's event loop runs (``Application/handlers(on:)``).
     let handlers: [AnyCommand]
 
@@ -218,6 +223,15 @@ package actor Session {
             application.inspects
             ? SessionTimeline(maximumBytes: application.sessions.limits.eventLogBytes / 2, budget: application.eventLogBudget, share: log.share)
             : nil
+        if let replayer = application.replayer {
+            recording = replayer.recording()
+        } else if application.inspects {
+            recording = SessionRecording(
+                maximumBytes: application.sessions.limits.eventLogBytes / 2, budget: application.eventLogBudget, share: log.share)
+        } else {
+            recording = nil
+        }
+        recordedServices = recording.map { application.services.recorded(into: $0) }
     }
 
     deinit {
@@ -240,7 +254,7 @@ package actor Session {
     }
 
     /// The backends, database and clock this session's view-models reach.
-    package nonisolated var services: Services { application.services }
+    package nonisolated var services: Services { recordedServices ?? application.services }
 
     /// The first line a new connection gets.
     package nonisolated var welcome: ServerMessage {
@@ -327,6 +341,13 @@ package actor Session {
         connections[connection]?.send(message)
     }
 
+    /// A command's reply to `connection`, recorded when the command's runs are.
+    func reply(to connection: Int, _ message: ServerMessage, recorded command: AnyCommand?) {
+        guard !closed else { return }
+        if let recording, let command, Self.isRecorded(command) { recording.record(.reply(message.line)) }
+        connections[connection]?.send(message)
+    }
+
     /// What a store checks before writing for this session: set while its commands
     /// and background work run, in a cluster only.
     nonisolated var fence: SessionFence? {
@@ -395,6 +416,7 @@ package actor Session {
         rev += 1
         let display = DisplayEvent(rev: rev, viewPart: viewPart, state: state.bytes)
         log.appendDisplay(display)
+        recording?.record(.event(display.line))
         logged(.display)
         guard let target else { return broadcast(display: display) }
         target.send(display: display)
@@ -410,6 +432,7 @@ package actor Session {
         let event = make(rev)
         let line = event.line
         log.append(line, rev: rev)
+        recording?.record(.event(line))
         logged(ServerMetrics.Event(event))
         guard let target else { return broadcast(line: line) }
         target.send(line: line)

@@ -16,6 +16,9 @@ public struct ServerConfiguration: Sendable {
     /// ``ViewlineServer/init(application:configuration:logger:)`` throw); `nil` for
     /// none (see ``inspectorTokenFromEnvironment``).
     public var inspectorToken: String?
+    /// What plays a recorded session back (`ViewlineTesting`'s `Replay`): every session
+    /// records into the recording it makes, and backend calls are answered by it.
+    package var replayer: (any SessionReplayer)?
     /// Longest accepted line; longer ones get `line_too_long`.
     public var maximumLineBytes = 64 * 1024
     /// Most connections open at once; one more is told `bye` ("max clients

@@ -1,0 +1,271 @@
+import Foundation
+import Synchronization
+import ViewlineProtocol
+
+/// What a replay needs of one session, in the order its executor saw it: each
+/// command as it ran (its secrets masked), each backend call with its arguments and
+/// answer, each reading of the clock and each sleep the view-models made through
+/// ``Services``, and every event and reply as sent. Kept on a server with the
+/// inspector on, and exported as a transcript (`inspect export <session>`, see
+/// docs/transcripts.md); `ViewlineTesting`'s `Replay` plays one back against a build.
+///
+/// Bounded like the timeline beside it: at most `maximumBytes` of steps (a line
+/// counted by its bytes, every step with ``overhead`` more), charged against the
+/// server's event log budget and the address's share a block at a time. It keeps
+/// the beginning: once a step would pass a bound, the recording stops there and
+/// says it was cut (a replay plays what was kept, and says where it ends).
+///
+/// Steps come from the session's executor and, for clock readings, from wherever
+/// a view-model reads the clock: one lock, held for an append.
+package final class SessionRecording: Sendable {
+    /// One thing the session did or was given.
+    package enum Step: Sendable, Equatable {
+        /// A command as it began: its JSON request (`id`, `command`, `args`, the
+        /// secrets masked) and the connection it came from.
+        case command(JSON, connection: Int)
+        /// A reply, as its line was sent.
+        case reply([UInt8])
+        /// An event, as its line was sent (every connection got the same).
+        case event([UInt8])
+        /// A backend was called (the `n`th call of the session), with the arguments
+        /// the view-model named, if it did.
+        case call(Int, backend: String, arguments: JSON?)
+        /// The `n`th call's answer.
+        case answer(Int, Answer)
+        /// The clock read this (seconds since 1970).
+        case clock(Double)
+        /// A sleep (the `n`th) of this long began.
+        case sleep(Int, seconds: Double)
+        /// The `n`th sleep ended: it ran out, or its task was cancelled.
+        case woke(Int, cancelled: Bool)
+    }
+
+    /// What a backend call answered.
+    package enum Answer: Sendable, Equatable {
+        /// Its result, encoded (it is `Encodable`).
+        case value(JSON)
+        /// It threw: the error's code as a client would be told it, and its text.
+        case failure(code: String, message: String)
+        /// It returned a value of this type, which is not `Encodable`: a replay of
+        /// this call cannot serve it, and says so.
+        case unrecordable(type: String)
+    }
+
+    /// What every step counts for beyond its own bytes.
+    static let overhead = 32
+    /// The budget is charged in blocks of this many bytes.
+    static let chargeBlock = 4096
+
+    private struct State {
+        var steps: [Step] = []
+        var bytes = 0
+        var charged = 0
+        var cut = false
+        var calls = 0
+        var sleeps = 0
+    }
+
+    private let state = Mutex(State())
+    let maximumBytes: Int
+    private let budget: EventLogBudget?
+    private let share: EventLogBudget.Share?
+    /// Told of every step as it is kept (a replay compares them as they come).
+    private let tap: (@Sendable (Step) -> Void)?
+    /// When the recording began, by the wall clock.
+    package let began = Date()
+
+    /// A recording of at most `maximumBytes`, whose steps are told to `tap` too (a replay's).
+    package convenience init(maximumBytes: Int, tap: (@Sendable (Step) -> Void)? = nil) {
+        self.init(maximumBytes: maximumBytes, budget: nil, share: nil, tap: tap)
+    }
+
+    /// A session's recording, charged against the server's event log budget and its address's share.
+    init(maximumBytes: Int, budget: EventLogBudget?, share: EventLogBudget.Share?, tap: (@Sendable (Step) -> Void)? = nil) {
+        self.maximumBytes = maximumBytes
+        self.budget = budget
+        self.share = share
+        self.tap = tap
+    }
+
+    deinit {
+        let charged = state.withLock { $0.charged }
+        budget?.add(-charged)
+        share?.add(-charged)
+    }
+
+    /// The steps kept so far, and whether the recording was cut.
+    package var steps: (steps: [Step], cut: Bool) { state.withLock { ($0.steps, $0.cut) } }
+    /// The bytes the steps count for.
+    package var bytes: Int { state.withLock { $0.bytes } }
+
+    /// Keeps `step` unless the recording is cut, or is cut by it.
+    package func record(_ step: Step) {
+        let size = Self.size(of: step)
+        let kept: Bool = state.withLock { state in
+            guard !state.cut else { return false }
+            if state.bytes + size > maximumBytes {
+                state.cut = true
+                return false
+            }
+            if state.bytes + size > state.charged {
+                if let budget, budget.isOver || (share.map { $0.bytes > budget.addressLimit } ?? false) {
+                    state.cut = true
+                    return false
+                }
+                let block = max(Self.chargeBlock, size)
+                state.charged += block
+                budget?.add(block)
+                share?.add(block)
+            }
+            state.bytes += size
+            state.steps.append(step)
+            return true
+        }
+        if kept { tap?(step) }
+    }
+
+    /// Numbers a backend call and records it.
+    package func call(backend: String, arguments: JSON?) -> Int {
+        let number = state.withLock { state in
+            state.calls += 1
+            return state.calls
+        }
+        record(.call(number, backend: backend, arguments: arguments))
+        return number
+    }
+
+    /// Numbers a sleep and records it.
+    func sleep(seconds: Double) -> Int {
+        let number = state.withLock { state in
+            state.sleeps += 1
+            return state.sleeps
+        }
+        record(.sleep(number, seconds: seconds))
+        return number
+    }
+
+    private static func size(of step: Step) -> Int {
+        switch step {
+        case .command(let request, _): overhead + request.encoded.utf8.count
+        case .reply(let line), .event(let line): overhead + line.count
+        case .call(_, let backend, let arguments): overhead + backend.utf8.count + (arguments?.encoded.utf8.count ?? 0)
+        case .answer(_, .value(let value)): overhead + value.encoded.utf8.count
+        case .answer(_, .failure(let code, let message)): overhead + code.utf8.count + message.utf8.count
+        case .answer(_, .unrecordable(let type)): overhead + type.utf8.count
+        case .clock, .sleep, .woke: overhead
+        }
+    }
+
+    // MARK: - Answers
+
+    /// Keys in order, so a transcript reads the same each time it is made.
+    private static var sortedEncoder: JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        return encoder
+    }
+
+    /// `value` as the recording keeps a call's result: encoded when it is `Encodable`.
+    package static func answer<T>(_ value: T) -> Answer {
+        guard let encodable = value as? any Encodable else { return .unrecordable(type: "\(T.self)") }
+        do {
+            return .value(try JSON.parse(sortedEncoder.encode(encodable)))
+        } catch {
+            return .unrecordable(type: "\(T.self)")
+        }
+    }
+
+    /// `value` encoded as JSON; `nil` when it cannot be.
+    package static func encoded(_ value: some Encodable) -> JSON? {
+        try? JSON.parse(sortedEncoder.encode(value))
+    }
+
+    /// A recorded answer as the call's result: its value decoded as `T`, or its
+    /// failure thrown (a ``ProtocolError`` with the recorded code and text; a recorded
+    /// cancellation as `CancellationError`).
+    static func replayed<T>(_ answer: Answer, as type: T.Type, backend: String) throws -> T {
+        switch answer {
+        case .value(let json):
+            guard let decodable = T.self as? any Decodable.Type else { throw UnreplayableCall(backend: backend, type: "\(T.self)") }
+            let data = try JSONEncoder().encode(json)
+            guard let value = try JSONDecoder().decode(decodable, from: data) as? T else {
+                throw UnreplayableCall(backend: backend, type: "\(T.self)")
+            }
+            return value
+        case .failure(let code, _) where code == "cancelled":
+            throw CancellationError()
+        case .failure(let code, let message):
+            throw ProtocolError(ErrorCode(rawValue: code), message)
+        case .unrecordable(let type):
+            throw UnreplayableCall(backend: backend, type: type)
+        }
+    }
+
+    /// `error` as the recording keeps a call's failure: the code a client is told,
+    /// and the error's text.
+    package static func answer(failure error: any Error) -> Answer {
+        switch error {
+        case let error as ProtocolError: .failure(code: error.code.rawValue, message: error.message)
+        case let error as any ProtocolErrorConvertible:
+            .failure(code: error.protocolError.code.rawValue, message: error.protocolError.message)
+        case is CancellationError: .failure(code: "cancelled", message: "the call was cancelled")
+        default: .failure(code: ErrorCode.internalError.rawValue, message: "\(error)")
+        }
+    }
+}
+
+/// A view-model's clock on a session that records: each reading is a step.
+struct RecordingClock: WallClock {
+    let base: any WallClock
+    let recording: SessionRecording
+
+    func now() -> Date {
+        let date = base.now()
+        recording.record(.clock(date.timeIntervalSince1970))
+        return date
+    }
+}
+
+extension Services {
+    /// These services with the clock and the sleep recorded into `recording`.
+    func recorded(into recording: SessionRecording) -> Services {
+        var services = self
+        services.clock = RecordingClock(base: clock, recording: recording)
+        let sleep = self.sleep
+        services.sleep = { duration in
+            let (seconds, attoseconds) = duration.components
+            let number = recording.sleep(seconds: Double(seconds) + Double(attoseconds) / 1e18)
+            do {
+                try await sleep(duration)
+            } catch {
+                recording.record(.woke(number, cancelled: true))
+                throw error
+            }
+            recording.record(.woke(number, cancelled: false))
+        }
+        return services
+    }
+}
+
+/// Plays a recorded session back: the recording each replayed session keeps (to be
+/// compared with the one played), and the recorded answer to each backend call,
+/// served when the playback reaches it.
+package protocol SessionReplayer: Sendable {
+    /// The recording a replayed session keeps.
+    func recording() -> SessionRecording
+    /// Waits until the playback reaches the session's next call (as the recorded
+    /// session's work reached it, not sooner); throws `CancellationError` when the
+    /// calling work is cancelled meanwhile, as a recorded call would have been.
+    func mayCall(backend: String) async throws
+    /// The answer to the session's `number`th call, to `backend`, once the playback
+    /// reaches it.
+    func answer(call number: Int, backend: String) async -> SessionRecording.Answer
+}
+
+/// A replay reached a call whose recorded answer it cannot give back as the type the
+/// view-model asks for now (it was not `Codable`, or its shape changed).
+package struct UnreplayableCall: Error, CustomStringConvertible {
+    package let backend: String
+    package let type: String
+    package var description: String { "the backend \"\(backend)\" answered a \(type), which a replay cannot serve: make it Codable" }
+}
