@@ -20,6 +20,7 @@ extension CommandSpec {
             "fault", summary: "a word, an integer, then text",
             arguments: [.word("service"), .optionalInteger("count", maximum: 1_000_000), .optionalText("message")]),
         CommandSpec("inspector", summary: "a secure word", arguments: [.word("token", secure: true)]),
+        CommandSpec("export", summary: "a word", arguments: [.word("session")]),
         CommandSpec(
             "login", summary: "a word, then a secure word that may be empty",
             arguments: [.word("user"), .word("password", allowsEmpty: true, secure: true)]),

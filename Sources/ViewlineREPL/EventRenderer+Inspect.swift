@@ -22,6 +22,20 @@ extension EventRenderer {
         return head + "\n" + table(["SESSION", "REV", "CONN", "VIEWS", "ALERTS", "TASKS", "LAST", "AGE"], rows)
     }
 
+    /// `export`'s transcript, its lines as they are (to copy into a `.jsonl` file),
+    /// each made one safe line; `nil` when `result` is not one.
+    func renderTranscript(_ result: JSON) -> String? {
+        guard let text = result["transcript"]?.stringValue, let steps = result["steps"]?.intValue else { return nil }
+        let cut = result["cut"] == true ? ", cut at the recording's budget" : ""
+        let head = style.dim("session \(Self.oneLine(result["session"]?.stringValue ?? "?")): \(steps) steps\(cut); save these lines as a .jsonl file to replay it")
+        // Each line parsed and written again, so a hostile server's line stays one safe
+        // line of the same JSON (what does not parse is shown cleaned, not as JSON).
+        let lines = text.split(separator: "\n").map { line in
+            (try? JSON.parse(String(line)))?.encodedForTerminal ?? TerminalText.clean(Self.oneLine(String(line)))
+        }
+        return ([TerminalText.clean(head)] + lines).joined(separator: "\n")
+    }
+
     /// One session's inspection, or `nil` when `result` is not one.
     func renderInspection(_ result: JSON) -> String? {
         guard let timeline = result["timeline"]?.arrayValue, let states = result["states"]?.objectValue else { return nil }

@@ -91,6 +91,7 @@ public struct EventRenderer: Sendable {
         }
         if let list = renderSessionList(result) { return list }
         if let inspection = renderInspection(result) { return inspection }
+        if let transcript = renderTranscript(result) { return transcript }
         if let views = result["views"]?.objectValue {
             // Decoding does not keep the server's key order: list views in the server's (`help`).
             let known = viewOrder

@@ -43,8 +43,12 @@ final class AnyCommand: Sendable {
     /// each copy's retain is contended between the event loops).
     let awaiting: Awaiting?
     let moves: Bool
+    /// Whether a session's recording keeps its runs: not what answers for the server
+    /// rather than the session (`help`, the inspector's own commands) nor a move to
+    /// another session (see SessionRecording.swift).
+    let isRecorded: Bool
 
-    private init(spec: CommandSpec, body: Body) {
+    private init(spec: CommandSpec, body: Body, recorded: Bool = true) {
         self.spec = spec
         self.body = body
         masksArguments = spec.arguments.contains { $0.isSecure || $0.kind == .fields }
@@ -53,6 +57,14 @@ final class AnyCommand: Sendable {
         case .moving: (awaiting, moves) = (nil, true)
         case .immediate, .encoded: (awaiting, moves) = (nil, false)
         }
+        isRecorded = recorded && !spec.opensToInspector && !moves
+    }
+
+    /// This command, its runs left out of session recordings: what it answers is the
+    /// server's, not the session's (`help`: a replay against a build with one more
+    /// command would differ there, about nothing the session did).
+    func answeringForTheServer() -> AnyCommand {
+        AnyCommand(spec: spec, body: body, recorded: false)
     }
 
     /// A command that awaits, ending as `awaiting` says.

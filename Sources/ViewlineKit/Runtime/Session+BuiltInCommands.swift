@@ -25,7 +25,7 @@ extension Session {
                 throw ProtocolError(.unknownCommand, "unknown command \"\(name)\"; help lists every command")
             }
             return ["command": spec.json]
-        },
+        }.answeringForTheServer(),
         AnyCommand.encoding(spec: CommandSpec("ping", summary: "Check the connection; replies {\"pong\":true}.")) { _, _ in
             pong
         },

@@ -72,7 +72,7 @@ extension Session {
             let unknown = ProtocolError(.unknownCommand, "unknown command \"\(request.name)\"; try help")
             return .finished(finished(request, .failure(unknown), command: nil, started: now(), from: origin.connection, holding: false))
         }
-        if let recording { record(request, of: command, from: origin.connection, into: recording) }
+        if let recording, recording.isOn { record(request, of: command, from: origin.connection, into: recording) }
         switch command.body {
         case .awaiting, .moving:
             return .suspended(Suspended(request: request, command: command))
@@ -234,7 +234,7 @@ extension Session {
             if !answeredEarly { reply(to: connection, .reply(re: request.id, result: .success(result)), recorded: command) }
         case .encoded(let result):
             if !closed, !answeredEarly {
-                if let recording, let command, Self.isRecorded(command) { recording.record(.reply(result.replyLine(re: request.id))) }
+                if let recording, recording.isOn, let command, command.isRecorded { recording.record(.reply(result.replyLine(re: request.id))) }
                 connections[connection]?.send(reply: request.id, result: result)
             }
         case .failure(let error):

@@ -5,17 +5,11 @@ extension Session {
     /// What a masked secret reads as in a recording: a replay asks the test for it.
     package static let maskedSecret: JSON = "•••"
 
-    /// Whether `command`'s runs are recorded: not the inspector's own commands (what
-    /// they answer is the node's, not the session's) nor a move to another session.
-    static func isRecorded(_ command: AnyCommand) -> Bool {
-        !command.spec.opensToInspector && !command.moves
-    }
-
     /// Records `request` as it begins, as its JSON form with every secret masked:
     /// a secure argument, and each field of an alert's answer that the presented
     /// alert marks secure.
     func record(_ request: Request, of command: AnyCommand, from connection: Int, into recording: SessionRecording) {
-        guard Self.isRecorded(command) else { return }
+        guard command.isRecorded else { return }
         var arguments = JSONObject()
         let secureFields = Set(presentedAlertContent?.fields.filter(\.secure).map(\.name) ?? [])
         for (name, value) in request.arguments.json.pairs {

@@ -344,7 +344,7 @@ package actor Session {
     /// A command's reply to `connection`, recorded when the command's runs are.
     func reply(to connection: Int, _ message: ServerMessage, recorded command: AnyCommand?) {
         guard !closed else { return }
-        if let recording, let command, Self.isRecorded(command) { recording.record(.reply(message.line)) }
+        if let recording, recording.isOn, let command, command.isRecorded { recording.record(.reply(message.line)) }
         connections[connection]?.send(message)
     }
 
@@ -416,7 +416,7 @@ package actor Session {
         rev += 1
         let display = DisplayEvent(rev: rev, viewPart: viewPart, state: state.bytes)
         log.appendDisplay(display)
-        recording?.record(.event(display.line))
+        if let recording, recording.isOn { recording.record(.event(display.line)) }
         logged(.display)
         guard let target else { return broadcast(display: display) }
         target.send(display: display)
@@ -432,7 +432,7 @@ package actor Session {
         let event = make(rev)
         let line = event.line
         log.append(line, rev: rev)
-        recording?.record(.event(line))
+        if let recording, recording.isOn { recording.record(.event(line)) }
         logged(ServerMetrics.Event(event))
         guard let target else { return broadcast(line: line) }
         target.send(line: line)

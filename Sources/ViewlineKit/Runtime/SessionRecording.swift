@@ -66,6 +66,8 @@ package final class SessionRecording: Sendable {
     }
 
     private let state = Mutex(State())
+    /// Set once the recording is cut: a step is then not even built.
+    private let stopped = Atomic<Bool>(false)
     let maximumBytes: Int
     private let budget: EventLogBudget?
     private let share: EventLogBudget.Share?
@@ -98,6 +100,10 @@ package final class SessionRecording: Sendable {
     /// The bytes the steps count for.
     package var bytes: Int { state.withLock { $0.bytes } }
 
+    /// Whether steps are still kept (the recording was not cut): checked before a
+    /// step's line is built.
+    package var isOn: Bool { !stopped.load(ordering: .relaxed) }
+
     /// Keeps `step` unless the recording is cut, or is cut by it.
     package func record(_ step: Step) {
         let size = Self.size(of: step)
@@ -105,11 +111,13 @@ package final class SessionRecording: Sendable {
             guard !state.cut else { return false }
             if state.bytes + size > maximumBytes {
                 state.cut = true
+                stopped.store(true, ordering: .relaxed)
                 return false
             }
             if state.bytes + size > state.charged {
                 if let budget, budget.isOver || (share.map { $0.bytes > budget.addressLimit } ?? false) {
                     state.cut = true
+                    stopped.store(true, ordering: .relaxed)
                     return false
                 }
                 let block = max(Self.chargeBlock, size)

@@ -178,3 +178,36 @@ def test_error_classes_are_the_schemas():
         assert isinstance(error, errors.RetryLaterError) == (code in classes["retry-later"]), code
         assert isinstance(error, errors.ThrottledError) == (code in classes["throttled"]), code
         assert isinstance(error, errors.MovedError) == (code in classes["moved"]), code
+
+
+def test_every_recorded_transcript_line_fits_the_transcript_schema():
+    """The seed flows' recordings (Tests/ViewlineAppsTests/Recordings, made by a real
+    server's `export`) are valid transcripts: a header first, then steps."""
+    import glob
+    import json
+    import os
+    from jsonschema import Draft202012Validator
+    from referencing import Registry, Resource
+    here = os.path.dirname(__file__)
+    schemas = os.path.join(here, "..", "..", "..", "protocol", "schema")
+    registry = Registry()
+    for name in ("reply", "transcript"):
+        with open(os.path.join(schemas, name + ".schema.json")) as f:
+            schema = json.load(f)
+        registry = registry.with_resource(schema["$id"], Resource.from_contents(schema))
+    validator = Draft202012Validator(registry.contents("https://viewline.dev/protocol/1/transcript.schema.json"), registry=registry)
+    files = sorted(glob.glob(os.path.join(here, "..", "..", "..", "Tests", "ViewlineAppsTests", "Recordings", "*.jsonl")))
+    assert len(files) == 4
+    for path in files:
+        with open(path) as f:
+            lines = [json.loads(line) for line in f if line.strip()]
+        assert "transcript" in lines[0], path
+        assert lines[0]["steps"] == len(lines) - 1, path
+        for number, line in enumerate(lines, start=1):
+            errors = list(validator.iter_errors(line))
+            assert not errors, f"{os.path.basename(path)} line {number}: {errors[0].message}"
+        # A step is never a header, and a header never a step.
+        assert all("transcript" not in line for line in lines[1:]), path
+    # What the schema refuses: a step of no known kind, an answer with two outcomes.
+    assert list(validator.iter_errors({"teleport": 1}))
+    assert list(validator.iter_errors({"answer": 1, "value": 1, "error": {"code": "x", "message": "y"}}))
