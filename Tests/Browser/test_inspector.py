@@ -85,6 +85,36 @@ def test_the_charts_follow_the_node_and_the_page_is_clean_and_keyboard_driven(pa
     assert_clean(page, "a session's timeline")
 
 
+def test_a_session_downloads_as_a_transcript_that_replays(page, server: Server, tmp_path):
+    """"Download as a test" saves the session's recording (`export`) as a .jsonl
+    transcript: its header, each command with the password masked, each backend call
+    with its arguments and answer, each event; the page stays axe-clean."""
+    import json
+    tcp = server.tcp()
+    session = tcp.welcome["session"]
+    tcp.command("login alice wonderland")
+    tcp.command("search pizza")
+    tcp.until(lambda m: m.get("view") == "search" and m["state"].get("results"))
+    page.execute_cdp_cmd("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(tmp_path)})
+    inspector(page, server)
+    open_session(page, session)
+    named(page, "button", "Download as a test").click()
+    name = session + ".jsonl"
+    wait(page, lambda: (tmp_path / name).exists() and (tmp_path / name).stat().st_size > 0)
+    wait(page, lambda: page.find_element(By.ID, "export-status").text.startswith(f"Downloaded {name}"))
+    lines = [json.loads(line) for line in (tmp_path / name).read_text().splitlines()]
+    assert lines[0]["transcript"] == 1 and lines[0]["session"] == session and lines[0]["cut"] is False
+    assert lines[0]["steps"] == len(lines) - 1
+    commands = [line["command"] for line in lines if "command" in line]
+    assert {"cmd": "login", "args": {"user": "alice", "password": "•••"}} in commands, commands
+    assert "wonderland" not in (tmp_path / name).read_text()
+    calls = [line for line in lines if "call" in line]
+    assert calls and calls[-1]["backend"] == "search" and calls[-1]["arguments"] == "pizza", calls
+    assert any("answer" in line and line["answer"] == calls[-1]["call"] and "value" in line for line in lines)
+    assert any(line.get("event", {}).get("view") == "search" for line in lines)
+    assert_clean(page, "a session with its export")
+
+
 def test_latency_charts_move_under_load_on_a_server_that_records_metrics(page):
     server = Server(extra=["--metrics-port", str(free_port())])
     try:

@@ -400,6 +400,29 @@ async function session() {
   $("timeline").replaceChildren(...(items.length ? items.map((item) => item.node) : [element("li", "nothing after this rev", "event")]));
 }
 
+// --- Download as a test: the session's recording as a transcript file -------------
+// (`export <session>`), which ViewlineTesting's Replay plays against a build.
+async function exportSession() {
+  if (!selected) return;
+  const id = selected;
+  const status = $("export-status");
+  status.textContent = "Exporting…";
+  const reply = await socketCommand({ cmd: "export", args: { session: id } });
+  if (!reply || !reply.ok || typeof reply.result?.transcript !== "string") {
+    status.textContent = `Could not export ${id}: ${reply?.error?.message ?? "no reply"}`;
+    return;
+  }
+  const { transcript, steps, cut } = reply.result;
+  const link = document.createElement("a");
+  link.href = URL.createObjectURL(new Blob([transcript], { type: "application/jsonl" }));
+  link.download = `${String(id).replace(/[^A-Za-z0-9_-]/g, "_")}.jsonl`;
+  document.body.append(link);
+  link.click();
+  link.remove();
+  setTimeout(() => URL.revokeObjectURL(link.href), 10000);
+  status.textContent = `Downloaded ${link.download}: ${Number(steps)} steps${cut ? ", cut at the recording's budget" : ""}.`;
+}
+
 function timelineEntry(entry) {
   const time = entry.durationMs === undefined ? "" : ` · ${entry.durationMs < 10 ? entry.durationMs.toFixed(1) : Math.round(entry.durationMs)} ms`;
   const failed = entry.error !== null && entry.error !== undefined;
@@ -426,6 +449,7 @@ $("follow").addEventListener("click", () => {
   updateFollow();
   session();
 });
+$("export").addEventListener("click", exportSession);
 $("filter").addEventListener("input", sessions);
 $("sort").addEventListener("change", sessions);
 
