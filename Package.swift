@@ -197,7 +197,8 @@ let package = Package(
             name: "todo-server", dependencies: ["Todos", "ViewlineKit", "ViewlineApps"], path: "Examples/Todos/Sources/todo-server"
         ),
         .testTarget(
-            name: "TodosTests", dependencies: ["Todos", "ViewlineTesting", "ViewlineClient"], path: "Examples/Todos/Tests/TodosTests"
+            name: "TodosTests", dependencies: ["Todos", "ViewlineTesting", "ViewlineClient"], path: "Examples/Todos/Tests/TodosTests",
+            exclude: ["Recordings"]
         ),
         // Fakes, a manual clock and a raw TCP client: test support as a module, not copy-paste.
         .target(name: "CPseudoTerminal"),
@@ -208,7 +209,8 @@ let package = Package(
             dependencies: [
                 "ViewlineApps", "ViewlineTesting", "ViewlinePersistence", "ViewlinePostgres", "ViewlineAppsPostgres", "ViewlineTestSupport",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
-            ]
+            ],
+            exclude: ["Recordings"]
         ),
         .testTarget(
             name: "ViewlineKitTests",

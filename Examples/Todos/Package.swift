@@ -30,7 +30,8 @@ let package = Package(
                 "Todos", .product(name: "ViewlineTesting", package: viewline),
                 // Driving the built todo-server from Swift, as an app would.
                 .product(name: "ViewlineClient", package: viewline),
-            ]
+            ],
+            exclude: ["Recordings"]
         ),
     ]
 )

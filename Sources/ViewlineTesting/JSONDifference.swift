@@ -60,10 +60,11 @@ struct JSONDifference {
 
     /// `title` and the changes, one `−` and one `+` line per path (a side that lacks
     /// the path says "(absent)"); "no difference" when there is none.
-    static func report(_ title: String, expected: JSON, actual: JSON) -> String {
+    /// `sides` names the two (a replay's are "recorded" and "replayed").
+    static func report(_ title: String, expected: JSON, actual: JSON, sides: (String, String) = ("expected", "received")) -> String {
         let changes = changes(expected: expected, actual: actual)
         guard !changes.isEmpty else { return "\(title): no difference" }
-        var lines = ["\(title) differs (− expected, + received):"]
+        var lines = ["\(title) differs (− \(sides.0), + \(sides.1)):"]
         for change in changes.prefix(shownChanges) {
             let (left, right) = shown(change.expected, change.actual)
             lines.append("  − \(change.path): \(left)")

@@ -170,19 +170,21 @@ public struct Replay {
             let (x, y) = (masked(Self.parse(a)), masked(Self.parse(b)))
             if x == y { return nil }
             let what = if case .event = expected { "event" } else { "reply" }
-            return JSONDifference.report("the \(what) differs (− recorded, + replayed):", expected: x, actual: y)
+            return JSONDifference.report("the \(what)", expected: x, actual: y, sides: Self.sides)
         case (.call(let n, let backend, let arguments), .call(let m, let otherBackend, let otherArguments)):
             if n == m, backend == otherBackend, arguments == otherArguments { return nil }
             if backend != otherBackend { return "expected a call to \(backend); the build called \(otherBackend)" }
             return JSONDifference.report(
-                "the call to \(backend) was made with other arguments (− recorded, + replayed):", expected: arguments ?? .null,
-                actual: otherArguments ?? .null)
+                "the arguments of the call to \(backend)", expected: arguments ?? .null, actual: otherArguments ?? .null, sides: Self.sides)
         case (.command(let a, _), .command(let b, _)):
             return a == b ? nil : "expected the command \(Self.shown(a)); the session ran \(Self.shown(b))"
         default:
             return expected == actual ? nil : "expected \(Self.describe(expected)); the build: \(Self.describe(actual))"
         }
     }
+
+    /// What a difference calls the two sides.
+    static let sides = ("recorded", "replayed")
 
     /// `json` with the ignored key paths taken out.
     private func masked(_ json: JSON, at path: String = "") -> JSON {

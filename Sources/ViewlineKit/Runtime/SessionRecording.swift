@@ -175,6 +175,7 @@ package final class SessionRecording: Sendable {
 
     /// `value` as the recording keeps a call's result: encoded when it is `Encodable`.
     package static func answer<T>(_ value: T) -> Answer {
+        if T.self == Void.self { return .value(.null) }  // a call that returns nothing
         guard let encodable = value as? any Encodable else { return .unrecordable(type: "\(T.self)") }
         do {
             return .value(try JSON.parse(sortedEncoder.encode(encodable)))
@@ -194,6 +195,7 @@ package final class SessionRecording: Sendable {
     static func replayed<T>(_ answer: Answer, as type: T.Type, backend: String) throws -> T {
         switch answer {
         case .value(let json):
+            if T.self == Void.self, let nothing = () as? T { return nothing }
             guard let decodable = T.self as? any Decodable.Type else { throw UnreplayableCall(backend: backend, type: "\(T.self)") }
             let data = try JSONEncoder().encode(json)
             guard let value = try JSONDecoder().decode(decodable, from: data) as? T else {

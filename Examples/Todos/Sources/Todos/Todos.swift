@@ -112,7 +112,7 @@ public enum Todos: ViewModel {
         session.run(.saveTodos) { session in
             do {
                 // A newer save replaced this one: the runtime drops what it shows.
-                try await session.call(TodoStoreKey.self) { store in try await store.save(items) }
+                try await session.call(TodoStoreKey.self, with: items) { store in try await store.save(items) }
                 session.update { $0.saving = false }
             } catch {
                 session.update { $0.saving = false }

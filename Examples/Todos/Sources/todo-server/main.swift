@@ -5,12 +5,14 @@ import ViewlineApps
 import ViewlineKit
 
 // A to-do server with Viewline's search flow next to it:
-//   swift run todo-server [port] [web-port]     then: nc 127.0.0.1 7879
-//   and open http://127.0.0.1:8079/ (the page renders the view-models; no front-end code)
+//   swift run todo-server [port] [web-port] [--admin]     then: nc 127.0.0.1 7879
+//   and open http://127.0.0.1:8079/ (the page renders the view-models; no front-end code);
+//   with --admin, the inspector at http://127.0.0.1:8079/inspect and `export <session>`
 var configuration = ServerConfiguration()
 let arguments = CommandLine.arguments.dropFirst().compactMap { Int($0) }
 configuration.port = arguments.first ?? 7879
 configuration.webPort = arguments.dropFirst().first ?? 8079
+configuration.admin = CommandLine.arguments.contains("--admin")
 
 var services = Services()
 services.todoStore = TodoFile(path: "todos.json")

@@ -1,3 +1,4 @@
+import Foundation
 import Synchronization
 import Testing
 import Todos
@@ -146,5 +147,17 @@ final class FakeTodoStore: TodoStore {
         await test.send("delete x", fails: .noSuchTodo)
         await test.send("add", fails: .badArguments)
         await test.finish()
+    }
+
+    /// A session recorded on `todo-server --admin` (add two items, check one off,
+    /// delete one and undo it), downloaded from the inspector page as a test, played
+    /// against this build: the recorded saves answered as they were, every event and
+    /// reply compared with the recorded one.
+    @Test func theRecordedUndoSessionStillPlaysTheSame() async throws {
+        let recording = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Recordings/undo.jsonl")
+        var services = Services()
+        services.todoStore = store  // a backend: the replay answers its calls, never calls it
+        try await Replay(Transcript(contentsOf: recording), apps: [Todos.self], services: services).run()
+        #expect(store.saved.isEmpty)
     }
 }
