@@ -27,7 +27,8 @@ extension EventRenderer {
     func renderTranscript(_ result: JSON) -> String? {
         guard let text = result["transcript"]?.stringValue, let steps = result["steps"]?.intValue else { return nil }
         let cut = result["cut"] == true ? ", cut at the recording's budget" : ""
-        let head = style.dim("session \(Self.oneLine(result["session"]?.stringValue ?? "?")): \(steps) steps\(cut); save these lines as a .jsonl file to replay it")
+        let head = style.dim(
+            "session \(Self.oneLine(result["session"]?.stringValue ?? "?")): \(steps) steps\(cut); save these lines as a .jsonl file to replay it")
         // Each line parsed and written again, so a hostile server's line stays one safe
         // line of the same JSON (what does not parse is shown cleaned, not as JSON).
         let lines = text.split(separator: "\n").map { line in

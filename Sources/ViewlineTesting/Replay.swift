@@ -22,7 +22,7 @@ import ViewlineKit
 ///
 /// Not replayed as they were: commands from several connections go through one, in
 /// order (a command that awaits holds the next back); a backend error comes back as
-/// a ``ProtocolError`` with the recorded code and text, whatever its type was.
+/// a `ProtocolError` with the recorded code and text, whatever its type was.
 public struct Replay {
     /// The transcript played.
     public let transcript: Transcript
@@ -114,7 +114,8 @@ public struct Replay {
                 place = .call(number)
             }
             guard let live = await player.liveStep(place, timeout: timeout) else {
-                throw divergence(at: index, after: lastCommand, "expected \(Self.describe(step)); the build did nothing of the kind within \(timeout)")
+                throw divergence(
+                    at: index, after: lastCommand, "expected \(Self.describe(step)); the build did nothing of the kind within \(timeout)")
             }
             if let difference = difference(expected: step, actual: live) {
                 throw divergence(at: index, after: lastCommand, difference)

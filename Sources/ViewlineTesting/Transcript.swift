@@ -67,7 +67,9 @@ public struct Transcript: Sendable {
 
 /// A transcript that cannot be read: the line (1 is the header) and why.
 public struct TranscriptError: Error, CustomStringConvertible {
+    /// The line that is not a transcript's (1: the header; 0: no text at all).
     public let line: Int
+    /// What is wrong with it.
     public let reason: String
     public var description: String { "transcript line \(line): \(reason)" }
 }

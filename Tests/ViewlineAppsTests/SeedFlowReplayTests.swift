@@ -52,7 +52,8 @@ import ViewlineTesting
 
     @Test func aCallMadeWithOtherArgumentsFailsThere() async throws {
         let text = try String(contentsOf: Self.recordings.appendingPathComponent("search.jsonl"), encoding: .utf8)
-        let changed = try Transcript(text: text.replacingOccurrences(of: #""backend":"search","arguments":"thai""#, with: #""backend":"search","arguments":"tai""#))
+        let changed = try Transcript(
+            text: text.replacingOccurrences(of: #""backend":"search","arguments":"thai""#, with: #""backend":"search","arguments":"tai""#))
         let divergence = await #expect(throws: ReplayDivergence.self) { try await Self.replay(changed).run() }
         #expect(divergence?.command == "search thai")
         #expect(divergence?.difference.contains(#"− (the value): "tai""#) == true)
