@@ -89,6 +89,11 @@ struct ViewlineServerCommand: AsyncParsableCommand {
     @Option(
         help: ArgumentHelp("Bytes every session's replay log may hold together (each log holds at most 256 events, 256 KiB).", valueName: "bytes"))
     var eventLogBudget = 256 << 20
+    @Option(
+        help: ArgumentHelp(
+            "Bytes of each session's recording (what `export` gives) on a server with the inspector on; 0 records nothing.",
+            valueName: "bytes"))
+    var recordingBytes = 128 << 10
     @Option(help: ArgumentHelp("Log-ins from one address being checked at once (more get server_busy); 0 for no cap.", valueName: "n"))
     var maxLoginsPerAddress = 4
     @Option(help: ArgumentHelp("How long a session with no connection lives on, for its client to attach again.", valueName: "seconds"))
@@ -177,6 +182,7 @@ struct ViewlineServerCommand: AsyncParsableCommand {
         }
         guard maxLoginsPerAddress >= 0 else { throw ValidationError("--max-logins-per-address must not be negative") }
         guard eventLogBudget >= 0 else { throw ValidationError("--event-log-budget must not be negative") }
+        guard recordingBytes >= 0 else { throw ValidationError("--recording-bytes must not be negative") }
         guard maxClients > 0 else { throw ValidationError("--max-clients must be positive") }
         guard maxClientsPerAddress >= 0, maxSessionsPerAddress >= 0 else { throw ValidationError("per-address caps must not be negative") }
         if let nodeTimeout, nodeTimeout <= 0 { throw ValidationError("--node-timeout must be positive") }
@@ -278,6 +284,7 @@ struct ViewlineServerCommand: AsyncParsableCommand {
         configuration.sessions.maximumSessions = maxSessions
         configuration.sessions.maximumSessionsPerAddress = maxSessionsPerAddress
         configuration.sessions.eventLogBudgetBytes = eventLogBudget
+        configuration.sessions.recordingBytes = recordingBytes
         configuration.sessions.attachesPerSecondPerAddress = maxAttachesPerSecond
         configuration.sessions.maximumConnectionsPerSession = maxConnectionsPerSession
         configuration.maximumClientsPerAddress = maxClientsPerAddress

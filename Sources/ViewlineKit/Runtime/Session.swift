@@ -225,9 +225,9 @@ package actor Session {
             : nil
         if let replayer = application.replayer {
             recording = replayer.recording()
-        } else if application.inspects {
+        } else if application.inspects, application.sessions.limits.recordingBytes > 0 {
             recording = SessionRecording(
-                maximumBytes: application.sessions.limits.eventLogBytes / 2, budget: application.eventLogBudget, share: log.share)
+                maximumBytes: application.sessions.limits.recordingBytes, budget: application.eventLogBudget, share: log.share)
         } else {
             recording = nil
         }

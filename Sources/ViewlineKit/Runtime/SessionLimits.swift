@@ -20,6 +20,10 @@ public struct SessionLimits: Sendable {
     /// The bytes every session's event log may hold together; past it, a log that
     /// grows drops its own oldest events first.
     public var eventLogBudgetBytes = 256 << 20
+    /// The most one session's recording (a transcript for `export`, kept while the
+    /// inspector is on) holds; it stops there. 0 records nothing. It counts against
+    /// ``eventLogBudgetBytes`` too.
+    public var recordingBytes = 128 << 10
     /// Most connections attached to one session at once (0: no cap); one more
     /// `attach` gets `server_busy`. Every event goes to every connection, so this
     /// bounds what one event costs.
