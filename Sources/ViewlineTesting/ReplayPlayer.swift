@@ -173,6 +173,11 @@ final class ReplayPlayer: SessionReplayer {
         }
     }
 
+    /// The replayed session's step at `place` if it came, without waiting.
+    func madeStep(_ place: Place) -> SessionRecording.Step? {
+        state.withLock { $0.live[place] }
+    }
+
     /// The recorded answer of call `number` is given now.
     func release(call number: Int, _ answer: SessionRecording.Answer) {
         let waiter: CheckedContinuation<SessionRecording.Answer, Never>? = state.withLock { state in

@@ -58,21 +58,31 @@ public final class TestStore {
 
     private var asserted = 0
     private var expectedStates: [String: any Sendable] = [:]
+    /// When the test answers the backend calls (`answeringCalls`): what holds each
+    /// call until the test answers it, and the arguments the test said each was asked.
+    private let calls: ReplayPlayer?
+    private var askedArguments: [Int: (backend: String, arguments: JSON?, sourceLocation: SourceLocation)] = [:]
 
     /// A session running `apps` on `services` (fakes, a ``TestClock``), with admin
     /// commands on unless `admin` is false. A declared backend the services lack is
     /// recorded as a test issue. `peer` is the address the session's client comes
     /// from, as a server would give it (what per-address limits such as the log-in
     /// throttle count by); `nil`, the default, is a session with no address.
+    ///
+    /// With `answeringCalls`, no backend is called: each call waits until the test
+    /// answers it (``answer(call:_:asked:value:sourceLocation:)``), as a test written
+    /// from a recorded session does (`viewline --test-from`).
     public convenience init(
         apps: [any ViewModel.Type], services: Services = Services(), faults: FaultInjector = FaultInjector(),
-        admin: Bool = true, exhaustive: Bool = true, id: String = "s1", peer: String? = nil,
+        admin: Bool = true, exhaustive: Bool = true, id: String = "s1", peer: String? = nil, answeringCalls: Bool = false,
         sourceLocation: SourceLocation = #_sourceLocation
     ) {
-        let application = Self.application(apps, services: services, faults: faults, admin: admin, sourceLocation: sourceLocation)
+        let calls = answeringCalls ? ReplayPlayer(clockReadings: []) : nil
+        let application = Self.application(
+            apps, services: services, faults: faults, admin: admin, replayer: calls, sourceLocation: sourceLocation)
         let recorder = MessageRecorder()
         let session = Session(id: id, application: application, peer: peer, output: recorder.output)
-        self.init(session: session, recorder: recorder, mode: .session, live: nil, exhaustive: exhaustive)
+        self.init(session: session, recorder: recorder, mode: .session, live: nil, exhaustive: exhaustive, calls: calls)
     }
 
     /// A session running `apps` on `services` in `mode`: with ``Mode/live``, behind a
@@ -102,21 +112,27 @@ public final class TestStore {
         }
     }
 
-    private init(session: Session, recorder: MessageRecorder, mode: Mode, live: LiveConnection?, exhaustive: Bool) {
+    private init(
+        session: Session, recorder: MessageRecorder, mode: Mode, live: LiveConnection?, exhaustive: Bool, calls: ReplayPlayer? = nil
+    ) {
         self.session = session
         self.recorder = recorder
         self.mode = mode
         self.live = live
         self.exhaustive = exhaustive
+        self.calls = calls
     }
 
     private static func application(
-        _ apps: [any ViewModel.Type], services: Services, faults: FaultInjector, admin: Bool, sourceLocation: SourceLocation
+        _ apps: [any ViewModel.Type], services: Services, faults: FaultInjector, admin: Bool, replayer: (any SessionReplayer)? = nil,
+        sourceLocation: SourceLocation
     ) -> Application {
         var configuration = ServerConfiguration()
         configuration.admin = admin
+        configuration.replayer = replayer
         let application = Application(apps, services: services, faults: faults, configuration: configuration)
-        for backend in application.missingBackends {
+        // A store that answers the calls itself needs no backend.
+        for backend in application.missingBackends where replayer == nil {
             Issue.record("the view-models call the backend \"\(backend.name)\" but the store's services lack it", sourceLocation: sourceLocation)
         }
         for issue in application.declarationIssues {
@@ -248,6 +264,90 @@ public final class TestStore {
         }
     }
 
+    /// The next message must display `view` with exactly `state` (its wire form):
+    /// for a test that names views, not models (one written from a recording).
+    public func receiveDisplay(_ view: String, state: JSON, sourceLocation: SourceLocation = #_sourceLocation) async {
+        await receiveDisplay(of: view, JSON.readBack(state) ?? state, sourceLocation)
+    }
+
+    /// The next message must be exactly `event`, as its wire JSON (`type`, `rev`
+    /// and the rest).
+    public func receive(event: JSON, sourceLocation: SourceLocation = #_sourceLocation) async {
+        guard let message = await next("the event \(event.encoded.prefix(80))", sourceLocation) else { return }
+        let want = JSON.readBack(event) ?? event
+        if message.json != want {
+            Issue.record(Comment(rawValue: JSONDifference.report("the event", expected: want, actual: message.json)), sourceLocation: sourceLocation)
+        }
+    }
+
+    // MARK: - Answering backend calls
+
+    /// Answers the session's `number`th backend call (from 1), to `backend`, with
+    /// `value` (its result's JSON; `.null` for one that returns nothing). A call the
+    /// session makes waits, as on a slow backend, until the test has answered as
+    /// many calls as it is: answer a call the command makes before sending the
+    /// command, a call of background work where the work has got to. With `asked`,
+    /// the call must have been made with those arguments (`session.call(_:with:_:)`),
+    /// checked at the next `receive` or at ``finish(timeout:sourceLocation:)``.
+    ///
+    /// Only on a store made with `answeringCalls: true`.
+    public func answer(
+        call number: Int, _ backend: String, asked arguments: JSON? = nil, value: JSON, sourceLocation: SourceLocation = #_sourceLocation
+    ) {
+        answer(number, backend, arguments, .value(value), sourceLocation)
+    }
+
+    /// Answers the `number`th backend call with a failure: the view-model's call
+    /// throws a `ProtocolError` with `code` and `message` (`cancelled`: a
+    /// `CancellationError`).
+    public func answer(
+        call number: Int, _ backend: String, asked arguments: JSON? = nil, failure code: ErrorCode, _ message: String,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) {
+        answer(number, backend, arguments, .failure(code: code.rawValue, message: message), sourceLocation)
+    }
+
+    private func answer(
+        _ number: Int, _ backend: String, _ arguments: JSON?, _ answer: SessionRecording.Answer, _ sourceLocation: SourceLocation
+    ) {
+        guard let calls else {
+            Issue.record("answer(call:) needs a store made with answeringCalls: true", sourceLocation: sourceLocation)
+            return
+        }
+        askedArguments[number] = (backend, arguments, sourceLocation)
+        calls.letCallThrough()
+        calls.release(call: number, answer)
+    }
+
+    /// Checks the answered calls the session has made by now against what the test
+    /// said each was asked; at the end (`final`), one never made is a failure too.
+    private func checkCalls(final: Bool) {
+        guard let calls else { return }
+        for number in askedArguments.keys.sorted() {
+            guard let made = calls.madeStep(.call(number)) else {
+                if final, let (backend, _, sourceLocation) = askedArguments.removeValue(forKey: number) {
+                    Issue.record("call \(number) to \(backend) was answered but never made", sourceLocation: sourceLocation)
+                }
+                continue
+            }
+            checkCall(number, made)
+        }
+    }
+
+    private func checkCall(_ number: Int, _ made: SessionRecording.Step) {
+        guard let (backend, arguments, sourceLocation) = askedArguments.removeValue(forKey: number) else { return }
+        guard case .call(_, let actualBackend, let actualArguments) = made else { return }
+        if actualBackend != backend {
+            Issue.record("call \(number) went to \(actualBackend), not \(backend)", sourceLocation: sourceLocation)
+        } else if let arguments, actualArguments != (JSON.readBack(arguments) ?? arguments) {
+            Issue.record(
+                Comment(
+                    rawValue: JSONDifference.report(
+                        "the arguments of call \(number) to \(backend)", expected: arguments, actual: actualArguments ?? .null)),
+                sourceLocation: sourceLocation)
+        }
+    }
+
     /// Waits for the session's background work to settle, then fails the test for
     /// every message nobody asserted (when ``exhaustive``) and closes the session.
     /// In ``Mode/live``, it then closes the connection and shuts the server down.
@@ -260,6 +360,8 @@ public final class TestStore {
             }
         }
         if exhaustive { checkNothingUnasserted("at the end", sourceLocation) }
+        checkCalls(final: true)
+        calls?.finish()
         await session.close()
         await live?.close()
     }
@@ -270,6 +372,7 @@ public final class TestStore {
     // MARK: - Helpers
 
     private func next(_ what: String, _ sourceLocation: SourceLocation) async -> ServerMessage? {
+        checkCalls(final: false)
         let deadline = ContinuousClock.now + timeout
         while true {
             let messages = recorder.all

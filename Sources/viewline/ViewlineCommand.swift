@@ -30,6 +30,11 @@ struct ViewlineCommand: ParsableCommand {
         String?
     @Option(help: ArgumentHelp("Other nodes of a cluster, to reconnect to when this one goes away.", valueName: "host:port,…")) var nodes: String?
     @Option(help: ArgumentHelp("History file (default ~/.viewline_history).", valueName: "path")) var history: String?
+    @Option(
+        help: ArgumentHelp(
+            "Print a Swift test written from a recorded session's transcript (export's, or the inspector's download), and exit.",
+            valueName: "transcript.jsonl")) var testFrom: String?
+    @Option(help: ArgumentHelp("The view-models the written test runs (with --test-from).", valueName: "Type,…")) var apps: String?
 
     /// The client's options: TLS, the cluster's other nodes, and no time limit a person
     /// at a prompt would hit (a command waits for its reply as long as the server works).
@@ -48,6 +53,7 @@ struct ViewlineCommand: ParsableCommand {
     }
 
     func run() throws {
+        if let testFrom { return try writeTest(from: testFrom) }
         let endpoint = Endpoint.tcp(host: host, port: port)
         let bridge: ClientBridge
         do {
@@ -75,5 +81,20 @@ struct ViewlineCommand: ParsableCommand {
             status = runner.run()
         }
         if status != 0 { throw ExitCode(status) }
+    }
+
+    /// `--test-from`: the transcript written out as a Swift test, on standard output.
+    func writeTest(from path: String) throws {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            FileHandle.standardError.write(Data("viewline: cannot read \(path)\n".utf8))
+            throw ExitCode(1)
+        }
+        let names = (apps ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        do {
+            print(try TranscriptTestWriter(apps: names).source(from: String(decoding: data, as: UTF8.self)), terminator: "")
+        } catch {
+            FileHandle.standardError.write(Data("viewline: \(path): \(error)\n".utf8))
+            throw ExitCode(1)
+        }
     }
 }

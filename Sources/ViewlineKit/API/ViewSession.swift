@@ -165,26 +165,31 @@ public final actor ViewSession<Model: ViewModel> {
         _ backend: Backend.Type, recording arguments: () -> JSON?, _ operation: (Backend.Value) async throws -> T
     ) async throws -> T {
         try Task.checkCancellation()
-        guard let service = services.value(for: backend) else { throw MissingBackend(name: Backend.name) }
+        // A replay answers every call itself: the backend need not be there.
+        let replayer = session.application.replayer
+        let service = services.value(for: backend)
+        if service == nil, replayer == nil { throw MissingBackend(name: Backend.name) }
         // What this work displayed goes out before it waits (a spinner shows even when
         // the backend answers without suspending).
         withSession { $0.flushDisplays() }
         let faults = session.application.faults, caller = peer ?? "local"
         let recording = session.recording
         guard recording != nil || withSession({ $0.timeline != nil }) else {
+            guard let service else { throw MissingBackend(name: Backend.name) }
             try faults.check(Backend.name)
             return try await BlockingPool.$callerKey.withValue(caller) { try await operation(service) }
         }
         // The inspector is on (or a replay runs): the call goes into the session's
         // timeline and recording. A replayed call is made when the recorded one was.
-        if let replayer = session.application.replayer { try await replayer.mayCall(backend: Backend.name) }
+        if let replayer { try await replayer.mayCall(backend: Backend.name) }
         let number = recording?.call(backend: Backend.name, arguments: arguments())
         let started = Moment.now
         do {
             let value: T
-            if let replayer = session.application.replayer, let number {
+            if let replayer, let number {
                 value = try SessionRecording.replayed(await replayer.answer(call: number, backend: Backend.name), as: T.self, backend: Backend.name)
             } else {
+                guard let service else { throw MissingBackend(name: Backend.name) }
                 try faults.check(Backend.name)
                 value = try await BlockingPool.$callerKey.withValue(caller) { try await operation(service) }
             }

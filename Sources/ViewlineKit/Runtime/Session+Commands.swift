@@ -234,7 +234,9 @@ extension Session {
             if !answeredEarly { reply(to: connection, .reply(re: request.id, result: .success(result)), recorded: command) }
         case .encoded(let result):
             if !closed, !answeredEarly {
-                if let recording, recording.isOn, let command, command.isRecorded { recording.record(.reply(result.replyLine(re: request.id))) }
+                if let recording, recording.isOn, let command, command.isRecorded {
+                    recording.keep(.encodedReply(re: request.id, result), size: SessionRecording.overhead + result.count)
+                }
                 connections[connection]?.send(reply: request.id, result: result)
             }
         case .failure(let error):

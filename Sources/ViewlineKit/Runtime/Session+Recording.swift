@@ -10,6 +10,11 @@ extension Session {
     /// alert marks secure.
     func record(_ request: Request, of command: AnyCommand, from connection: Int, into recording: SessionRecording) {
         guard command.isRecorded else { return }
+        guard command.masksArguments else {
+            let arguments = request.arguments.json
+            let size = SessionRecording.overhead + request.name.utf8.count + SessionRecording.estimate(.object(arguments))
+            return recording.keep(.command(name: request.name, id: request.id, arguments: arguments, connection: connection), size: size)
+        }
         var arguments = JSONObject()
         let secureFields = Set(presentedAlertContent?.fields.filter(\.secure).map(\.name) ?? [])
         for (name, value) in request.arguments.json.pairs {
@@ -24,9 +29,7 @@ extension Session {
                 arguments[name] = value
             }
         }
-        var line: JSONObject = ["cmd": .string(request.name)]
-        if request.id != .null { line["id"] = request.id }
-        if !arguments.pairs.isEmpty { line["args"] = .object(arguments) }
-        recording.record(.command(.object(line), connection: connection))
+        let size = SessionRecording.overhead + request.name.utf8.count + SessionRecording.estimate(.object(arguments))
+        recording.keep(.command(name: request.name, id: request.id, arguments: arguments, connection: connection), size: size)
     }
 }

@@ -344,7 +344,9 @@ package actor Session {
     /// A command's reply to `connection`, recorded when the command's runs are.
     func reply(to connection: Int, _ message: ServerMessage, recorded command: AnyCommand?) {
         guard !closed else { return }
-        if let recording, recording.isOn, let command, command.isRecorded { recording.record(.reply(message.line)) }
+        if let recording, recording.isOn, let command, command.isRecorded {
+            recording.keep(.message(message), size: SessionRecording.overhead + SessionRecording.estimate(message))
+        }
         connections[connection]?.send(message)
     }
 
@@ -416,7 +418,7 @@ package actor Session {
         rev += 1
         let display = DisplayEvent(rev: rev, viewPart: viewPart, state: state.bytes)
         log.appendDisplay(display)
-        if let recording, recording.isOn { recording.record(.event(display.line)) }
+        if let recording, recording.isOn { recording.keep(.display(display), size: SessionRecording.overhead + display.count) }
         logged(.display)
         guard let target else { return broadcast(display: display) }
         target.send(display: display)
@@ -432,7 +434,7 @@ package actor Session {
         let event = make(rev)
         let line = event.line
         log.append(line, rev: rev)
-        if let recording, recording.isOn { recording.record(.event(line)) }
+        if let recording, recording.isOn { recording.keep(.step(.event(line)), size: SessionRecording.overhead + line.count) }
         logged(ServerMetrics.Event(event))
         guard let target else { return broadcast(line: line) }
         target.send(line: line)

@@ -55,9 +55,41 @@ package final class SessionRecording: Sendable {
     static let overhead = 32
     /// The budget is charged in blocks of this many bytes.
     static let chargeBlock = 4096
+    /// Steps are kept in blocks of this many.
+    static let blockSteps = 256
+
+    /// A step as it is kept: what the session had at hand (its arguments, an encoded
+    /// result's parts, a display's parts, the message), shared rather than copied
+    /// or encoded; made a ``Step`` when it is read (an export, a replay's tap).
+    enum Kept: Sendable {
+        case step(Step)
+        case command(name: String, id: JSON, arguments: JSONObject, connection: Int)
+        case encodedReply(re: JSON, EncodedResult)
+        case message(ServerMessage)
+        case display(DisplayEvent)
+
+        var step: Step {
+            switch self {
+            case .step(let step): return step
+            case .command(let name, let id, let arguments, let connection):
+                var request: JSONObject = ["cmd": .string(name)]
+                if id != .null { request["id"] = id }
+                if !arguments.pairs.isEmpty { request["args"] = .object(arguments) }
+                return .command(.object(request), connection: connection)
+            case .encodedReply(let re, let result): return .reply(result.replyLine(re: re))
+            case .message(let message):
+                let line = message.line
+                if case .reply = message { return .reply(line) }
+                return .event(line)
+            case .display(let display): return .event(display.line)
+            }
+        }
+    }
 
     private struct State {
-        var steps: [Step] = []
+        /// The steps, in blocks of ``blockSteps``: a long recording grows by a block,
+        /// never by copying what it holds.
+        var blocks: [[Kept]] = []
         var bytes = 0
         var charged = 0
         var cut = false
@@ -96,7 +128,10 @@ package final class SessionRecording: Sendable {
     }
 
     /// The steps kept so far, and whether the recording was cut.
-    package var steps: (steps: [Step], cut: Bool) { state.withLock { ($0.steps, $0.cut) } }
+    package var steps: (steps: [Step], cut: Bool) {
+        let (blocks, cut) = state.withLock { ($0.blocks, $0.cut) }
+        return (blocks.flatMap { $0.map(\.step) }, cut)
+    }
     /// The bytes the steps count for.
     package var bytes: Int { state.withLock { $0.bytes } }
 
@@ -106,8 +141,12 @@ package final class SessionRecording: Sendable {
 
     /// Keeps `step` unless the recording is cut, or is cut by it.
     package func record(_ step: Step) {
-        let size = Self.size(of: step)
-        let kept: Bool = state.withLock { state in
+        keep(.step(step), size: Self.size(of: step))
+    }
+
+    /// Keeps what a step is made of, counted as `size` bytes.
+    func keep(_ kept: Kept, size: Int) {
+        let stored: Bool = state.withLock { state in
             guard !state.cut else { return false }
             if state.bytes + size > maximumBytes {
                 state.cut = true
@@ -126,10 +165,15 @@ package final class SessionRecording: Sendable {
                 share?.add(block)
             }
             state.bytes += size
-            state.steps.append(step)
+            if state.blocks.isEmpty || state.blocks[state.blocks.count - 1].count == Self.blockSteps {
+                var block: [Kept] = []
+                block.reserveCapacity(Self.blockSteps)
+                state.blocks.append(block)
+            }
+            state.blocks[state.blocks.count - 1].append(kept)
             return true
         }
-        if kept { tap?(step) }
+        if stored, let tap { tap(kept.step) }
     }
 
     /// Numbers a backend call and records it.
@@ -152,12 +196,32 @@ package final class SessionRecording: Sendable {
         return number
     }
 
+    /// About what `json` takes encoded, without encoding it: its strings' bytes, and
+    /// a few for each value and key.
+    static func estimate(_ json: JSON) -> Int {
+        switch json {
+        case .string(let text): return text.utf8.count + 2
+        case .array(let items): return items.reduce(2) { $0 + estimate($1) + 1 }
+        case .object(let object): return object.pairs.reduce(2) { $0 + $1.key.utf8.count + 4 + estimate($1.value) }
+        default: return 8
+        }
+    }
+
+    /// About what a reply takes as its line, without building it.
+    static func estimate(_ message: ServerMessage) -> Int {
+        switch message {
+        case .reply(let re, .success(let result)): 40 + estimate(re) + estimate(result)
+        case .reply(let re, .failure(let error)): 80 + estimate(re) + error.code.rawValue.utf8.count + error.message.utf8.count
+        default: message.line.count
+        }
+    }
+
     private static func size(of step: Step) -> Int {
         switch step {
-        case .command(let request, _): overhead + request.encoded.utf8.count
+        case .command(let request, _): overhead + estimate(request)
         case .reply(let line), .event(let line): overhead + line.count
-        case .call(_, let backend, let arguments): overhead + backend.utf8.count + (arguments?.encoded.utf8.count ?? 0)
-        case .answer(_, .value(let value)): overhead + value.encoded.utf8.count
+        case .call(_, let backend, let arguments): overhead + backend.utf8.count + (arguments.map(estimate) ?? 0)
+        case .answer(_, .value(let value)): overhead + estimate(value)
         case .answer(_, .failure(let code, let message)): overhead + code.utf8.count + message.utf8.count
         case .answer(_, .unrecordable(let type)): overhead + type.utf8.count
         case .clock, .sleep, .woke: overhead
