@@ -74,7 +74,8 @@ public struct TranscriptTestWriter {
                 let reply = steps[(index + 1)...].firstIndex { $0["reply"] != nil }
                 let span = reply.map { steps[(index + 1)..<$0] } ?? []
                 for inner in span where inner["answer"] != nil { out += answer(inner, calls: steps) }
-                out += send(request, reply: reply.map { steps[$0]["reply"] ?? .null })
+                let masked = step["masked"]?.arrayValue?.compactMap(\.stringValue) ?? []
+                out += send(request, masked: masked, reply: reply.map { steps[$0]["reply"] ?? .null })
                 for inner in span { out += receive(inner) }
                 index = (reply ?? index) + 1
                 continue
@@ -90,10 +91,10 @@ public struct TranscriptTestWriter {
         return out.joined(separator: "\n")
     }
 
-    private func send(_ request: JSON, reply: JSON?) -> [String] {
+    private func send(_ request: JSON, masked: [String], reply: JSON?) -> [String] {
         var lines: [String] = []
-        if request.encoded.contains("\u{2022}\u{2022}\u{2022}") {
-            lines.append("    // The recording masked a secret (•••): write it in.")
+        if !masked.isEmpty {
+            lines.append("    // The recording masked \(Self.comment(masked.joined(separator: ", "))) (•••): write the secret in.")
         }
         let line = Self.literal(request)
         switch reply {
@@ -125,9 +126,17 @@ public struct TranscriptTestWriter {
             return ["    test.answer(call: \(number), \(backend)\(asked), value: \(Self.json(value)))"]
         }
         if let error = step["error"] {
-            let code = Self.string(error["code"]?.stringValue ?? "internal_error")
             let message = Self.string(error["message"]?.stringValue ?? "")
-            return ["    test.answer(call: \(number), \(backend)\(asked), failure: ErrorCode(rawValue: \(code)), \(message))"]
+            let thrown: String
+            if let code = error["code"]?.stringValue {
+                thrown = code == "cancelled" ? "CancellationError()" : "ProtocolError(ErrorCode(rawValue: \(Self.string(code))), \(message))"
+            } else if let service = error["service"]?.stringValue {
+                thrown = "ServiceError(\(Self.string(service)), \(message))"
+            } else {
+                let type = Self.comment(error["type"]?.stringValue ?? "?")
+                return ["    // Call \(number) threw a \(type) (the recording kept only its type): throw one here."]
+            }
+            return ["    test.answer(call: \(number), \(backend)\(asked), throwing: \(thrown))"]
         }
         let type = Self.comment(step["unrecordable"]?.stringValue ?? "?")
         return [

@@ -70,7 +70,8 @@ public struct Replay {
         services.clock = player.clock
         services.sleep = { try await player.sleep($0) }
         var configuration = ServerConfiguration()
-        configuration.admin = true
+        // As the recorded server ran: an admin command is refused again where it was.
+        configuration.admin = transcript.header["admin"]?.boolValue ?? true
         configuration.replayer = player
         let application = Application(apps, services: services, faults: faults, configuration: configuration)
         let session = Session(id: transcript.header["session"]?.stringValue ?? "s1", application: application, output: { _ in })
@@ -84,15 +85,29 @@ public struct Replay {
             player.finish()
             connection.cancel()
         }
+        do {
+            try await play(session: session, application: application, player: player, feed: feed)
+        } catch {
+            await session.close(.ended)
+            throw error
+        }
+        await session.close(.ended)
+    }
+
+    private func play(
+        session: Session, application: Application, player: ReplayPlayer, feed: AsyncStream<Request>.Continuation
+    ) async throws {
         var lastCommand: String?
         var outputs = 0
         var secretsUsed: [String: Int] = [:]
         for (index, step) in transcript.steps.enumerated() {
             let place: ReplayPlayer.Place
             switch step {
-            case .command(let request, _):
+            case .command(let request, _, let masked):
                 lastCommand = Self.shown(request)
-                feed.yield(try self.request(from: request, at: index, commands: application.commands, after: lastCommand, secretsUsed: &secretsUsed))
+                feed.yield(
+                    try self.request(
+                        from: request, masked: masked, at: index, commands: application.commands, after: lastCommand, secretsUsed: &secretsUsed))
                 continue
             case .answer(_, .unrecordable(let type)):
                 throw divergence(
@@ -100,6 +115,12 @@ public struct Replay {
                     "the recorded call answered a \(type), which is not Encodable: the recording could not keep it, and this replay cannot serve it")
             case .answer(let number, let answer):
                 player.release(call: number, answer)
+                // The view-model takes it at once; one that no longer decodes as what
+                // it asks for stops the replay here, not at what it changes later.
+                _ = await player.liveStep(.answer(number), timeout: timeout)
+                if let reason = player.unreplayable(call: number) {
+                    throw divergence(at: index, after: lastCommand, reason)
+                }
                 continue
             case .woke(let number, cancelled: false):
                 player.wake(number)
@@ -126,23 +147,22 @@ public struct Replay {
         if !transcript.wasCut, let extra = await player.liveStep(.output(outputs), timeout: .milliseconds(300)) {
             throw divergence(at: transcript.count, after: lastCommand, "the recording ends here; the build went on: \(Self.describe(extra))")
         }
-        await session.close(.ended)
     }
 
-    /// A recorded request as the command to send, its masked secrets filled in.
+    /// A recorded request as the command to send, the secrets it masked filled in.
     private func request(
-        from recorded: JSON, at index: Int, commands: CommandTable, after command: String?, secretsUsed: inout [String: Int]
+        from recorded: JSON, masked: [String], at index: Int, commands: CommandTable, after command: String?,
+        secretsUsed: inout [String: Int]
     ) throws -> Request {
         var request = recorded
-        if case .object(var object) = recorded, case .object(var arguments)? = object["args"] {
-            for (name, value) in arguments.pairs {
-                if value == Session.maskedSecret {
-                    arguments[name] = try secret(name, at: index, after: command, used: &secretsUsed)
-                } else if case .object(var fields) = value {
-                    for (field, answer) in fields.pairs where answer == Session.maskedSecret {
-                        fields[field] = try secret(field, at: index, after: command, used: &secretsUsed)
-                    }
-                    arguments[name] = .object(fields)
+        if !masked.isEmpty, case .object(var object) = recorded, case .object(var arguments)? = object["args"] {
+            for path in masked {
+                let parts = path.split(separator: ".", maxSplits: 1).map(String.init)
+                if parts.count == 1 {
+                    arguments[parts[0]] = try secret(parts[0], at: index, after: command, used: &secretsUsed)
+                } else if case .object(var fields)? = arguments[parts[0]] {
+                    fields[parts[1]] = try secret(parts[1], at: index, after: command, used: &secretsUsed)
+                    arguments[parts[0]] = .object(fields)
                 }
             }
             object["args"] = .object(arguments)
@@ -167,7 +187,12 @@ public struct Replay {
     /// What differs between a recorded step and the replayed one; `nil`: nothing.
     private func difference(expected: SessionRecording.Step, actual: SessionRecording.Step) -> String? {
         switch (expected, actual) {
-        case (.event(let a), .event(let b)), (.reply(let a), .reply(let b)):
+        case (.reply(let a, let secret), .reply(let b, _)):
+            // A secret the reply gave (a new token) is the build's own each time.
+            let (x, y) = (masked(Self.parse(a), leaving: secret), masked(Self.parse(b), leaving: secret))
+            if x == y { return nil }
+            return JSONDifference.report("the reply", expected: x, actual: y, sides: Self.sides)
+        case (.event(let a), .event(let b)):
             let (x, y) = (masked(Self.parse(a)), masked(Self.parse(b)))
             if x == y { return nil }
             let what = if case .event = expected { "event" } else { "reply" }
@@ -177,7 +202,7 @@ public struct Replay {
             if backend != otherBackend { return "expected a call to \(backend); the build called \(otherBackend)" }
             return JSONDifference.report(
                 "the arguments of the call to \(backend)", expected: arguments ?? .null, actual: otherArguments ?? .null, sides: Self.sides)
-        case (.command(let a, _), .command(let b, _)):
+        case (.command(let a, _, _), .command(let b, _, _)):
             return a == b ? nil : "expected the command \(Self.shown(a)); the session ran \(Self.shown(b))"
         default:
             return expected == actual ? nil : "expected \(Self.describe(expected)); the build: \(Self.describe(actual))"
@@ -187,19 +212,20 @@ public struct Replay {
     /// What a difference calls the two sides.
     static let sides = ("recorded", "replayed")
 
-    /// `json` with the ignored key paths taken out.
-    private func masked(_ json: JSON, at path: String = "") -> JSON {
+    /// `json` with the ignored key paths, and `leaving`, taken out.
+    private func masked(_ json: JSON, leaving secret: [String] = [], at path: String = "") -> JSON {
+        let ignoring = secret.isEmpty ? self.ignoring : self.ignoring.union(secret)
         guard !ignoring.isEmpty else { return json }
         switch json {
         case .object(let object):
             var kept = JSONObject()
             for (key, value) in object.pairs {
                 let inner = path.isEmpty ? key : "\(path).\(key)"
-                if !ignoring.contains(inner) { kept[key] = masked(value, at: inner) }
+                if !ignoring.contains(inner) { kept[key] = masked(value, leaving: secret, at: inner) }
             }
             return .object(kept)
         case .array(let items):
-            return .array(items.map { masked($0, at: path) })
+            return .array(items.map { masked($0, leaving: secret, at: path) })
         default:
             return json
         }
@@ -230,8 +256,8 @@ public struct Replay {
 
     static func describe(_ step: SessionRecording.Step) -> String {
         switch step {
-        case .command(let request, _): "the command `\(shown(request))`"
-        case .reply(let line): "the reply \(String(decoding: line.prefix(200), as: UTF8.self))"
+        case .command(let request, _, _): "the command `\(shown(request))`"
+        case .reply(let line, _): "the reply \(String(decoding: line.prefix(200), as: UTF8.self))"
         case .event(let line): "the event \(String(decoding: line.prefix(200), as: UTF8.self))"
         case .call(_, let backend, let arguments): "a call to \(backend)\(arguments.map { " with \($0.encoded.prefix(120))" } ?? "")"
         case .answer(_, let answer): "the call's answer (\(answer))"

@@ -13,6 +13,8 @@ final class ReplayPlayer: SessionReplayer {
     enum Place: Hashable {
         case output(Int)
         case call(Int)
+        /// The `n`th call's answer, as the view-model took it.
+        case answer(Int)
     }
 
     private struct State {
@@ -34,6 +36,8 @@ final class ReplayPlayer: SessionReplayer {
         var nextWaiting = 0
         /// The recorded clock readings not yet served.
         var readings: ArraySlice<Double>
+        /// Calls whose recorded answer could not be given back, and why.
+        var unreplayable: [Int: String] = [:]
         var lastReading: Double?
         var made = false
     }
@@ -56,6 +60,7 @@ final class ReplayPlayer: SessionReplayer {
         switch step {
         case .event, .reply: place = .output(-1)
         case .call(let number, _, _): place = .call(number)
+        case .answer(let number, _): place = .answer(number)
         default: return
         }
         let waiter: CheckedContinuation<SessionRecording.Step?, Never>? = state.withLock { state in
@@ -105,6 +110,15 @@ final class ReplayPlayer: SessionReplayer {
             return nil
         }
         waiter?.resume(returning: true)
+    }
+
+    func couldNotReplay(call number: Int, _ error: any Error) {
+        state.withLock { $0.unreplayable[number] = "\(error)" }
+    }
+
+    /// Why call `number`'s recorded answer could not be given back, if it could not.
+    func unreplayable(call number: Int) -> String? {
+        state.withLock { $0.unreplayable[number] }
     }
 
     func answer(call number: Int, backend: String) async -> SessionRecording.Answer {

@@ -297,14 +297,14 @@ public final class TestStore {
         answer(number, backend, arguments, .value(value), sourceLocation)
     }
 
-    /// Answers the `number`th backend call with a failure: the view-model's call
-    /// throws a `ProtocolError` with `code` and `message` (`cancelled`: a
-    /// `CancellationError`).
+    /// Answers the `number`th backend call by throwing `error` into the view-model,
+    /// as a recording keeps it: a `ProtocolError` or `ServiceError` as it is, a
+    /// `CancellationError` as one, an error of another type as its type alone.
     public func answer(
-        call number: Int, _ backend: String, asked arguments: JSON? = nil, failure code: ErrorCode, _ message: String,
+        call number: Int, _ backend: String, asked arguments: JSON? = nil, throwing error: any Error,
         sourceLocation: SourceLocation = #_sourceLocation
     ) {
-        answer(number, backend, arguments, .failure(code: code.rawValue, message: message), sourceLocation)
+        answer(number, backend, arguments, SessionRecording.answer(failure: error), sourceLocation)
     }
 
     private func answer(

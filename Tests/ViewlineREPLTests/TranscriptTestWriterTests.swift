@@ -31,7 +31,7 @@ import ViewlineREPL
         let send = try #require(lines.firstIndex { $0.contains("test.send(") })
         let receive = try #require(lines.firstIndex { $0.contains("test.receive(event:") })
         #expect(answer < send && send < receive)
-        #expect(lines[answer].contains(#"failure: ErrorCode(rawValue: "unavailable"), "disk full")"#))
+        #expect(lines[answer].contains(#"throwing: ProtocolError(ErrorCode(rawValue: "unavailable"), "disk full"))"#))
         #expect(lines[send].contains(#"fails: ErrorCode(rawValue: "unavailable")"#))
         #expect(lines.contains { $0.contains("TestStore(apps: [Drafts.self], services: services, answeringCalls: true)") })
     }

@@ -182,7 +182,8 @@ public final actor ViewSession<Model: ViewModel> {
         // The inspector is on (or a replay runs): the call goes into the session's
         // timeline and recording. A replayed call is made when the recorded one was.
         if let replayer { try await replayer.mayCall(backend: Backend.name) }
-        let number = recording?.call(backend: Backend.name, arguments: arguments())
+        // A recording that was cut keeps nothing more: nothing is encoded for it.
+        let number = recording.flatMap { $0.isOn ? $0.call(backend: Backend.name, arguments: arguments()) : nil }
         let started = Moment.now
         do {
             let value: T
@@ -193,11 +194,12 @@ public final actor ViewSession<Model: ViewModel> {
                 try faults.check(Backend.name)
                 value = try await BlockingPool.$callerKey.withValue(caller) { try await operation(service) }
             }
-            if let recording, let number { recording.record(.answer(number, SessionRecording.answer(value))) }
+            if let recording, let number, recording.isOn { recording.record(.answer(number, SessionRecording.answer(value))) }
             withSession { $0.note(.call(backend: Backend.name, failed: nil), duration: .now - started) }
             return value
         } catch {
-            if let recording, let number { recording.record(.answer(number, SessionRecording.answer(failure: error))) }
+            if let error = error as? UnreplayableCall, let number { session.application.replayer?.couldNotReplay(call: number, error) }
+            if let recording, let number, recording.isOn { recording.record(.answer(number, SessionRecording.answer(failure: error))) }
             let failure = SessionTimeline.failure(error)
             withSession { $0.note(.call(backend: Backend.name, failed: failure), duration: .now - started) }
             throw error

@@ -47,10 +47,16 @@ final class AnyCommand: Sendable {
     /// rather than the session (`help`, the inspector's own commands) nor a move to
     /// another session (see SessionRecording.swift).
     let isRecorded: Bool
+    /// Whether it was declared recorded (``isRecorded`` also asks the spec and body).
+    private let recorded: Bool
+    /// Keys of its result a recording masks (`end-others`' new `token`).
+    let secretResults: Set<String>
 
-    private init(spec: CommandSpec, body: Body, recorded: Bool = true) {
+    private init(spec: CommandSpec, body: Body, recorded: Bool = true, secretResults: Set<String> = []) {
         self.spec = spec
         self.body = body
+        self.recorded = recorded
+        self.secretResults = secretResults
         masksArguments = spec.arguments.contains { $0.isSecure || $0.kind == .fields }
         switch body {
         case .awaiting(_, let way): (awaiting, moves) = (way, false)
@@ -64,7 +70,13 @@ final class AnyCommand: Sendable {
     /// server's, not the session's (`help`: a replay against a build with one more
     /// command would differ there, about nothing the session did).
     func answeringForTheServer() -> AnyCommand {
-        AnyCommand(spec: spec, body: body, recorded: false)
+        AnyCommand(spec: spec, body: body, recorded: false, secretResults: secretResults)
+    }
+
+    /// This command, the values of its result's `keys` masked in a recording (a
+    /// token that opens the session: whoever may export it must not get in with it).
+    func withSecretResults(_ keys: Set<String>) -> AnyCommand {
+        AnyCommand(spec: spec, body: body, recorded: recorded, secretResults: keys)
     }
 
     /// A command that awaits, ending as `awaiting` says.
@@ -105,13 +117,13 @@ final class AnyCommand: Sendable {
 
     /// Another object for the same command (see ``Application/handlers(on:)``).
     func copy() -> AnyCommand {
-        AnyCommand(spec: spec, body: body)
+        AnyCommand(spec: spec, body: body, recorded: recorded, secretResults: secretResults)
     }
 
     /// The same command, declared as part of the view called `view`.
     func shown(in view: String) -> AnyCommand {
         var spec = spec
         spec.view = view
-        return AnyCommand(spec: spec, body: body)
+        return AnyCommand(spec: spec, body: body, recorded: recorded, secretResults: secretResults)
     }
 }

@@ -103,7 +103,7 @@ extension Session {
             // session goes next).
             session.replyIsDurable = session.application.cluster != nil
             return ["ended": .int(ended), "token": .string(fresh)]
-        },
+        }.withSecretResults(["token"]),
         AnyCommand(
             spec: CommandSpec(
                 "sessions", summary: "Count the server's live sessions and those with a connection (admin only).", adminOnly: true

@@ -173,7 +173,7 @@ package actor Session {
     /// What a replay needs of the session, when the inspector is on or a replay runs
     /// it (see SessionRecording.swift), and the services its view-models reach then:
     /// the application's, their clock and sleep recorded.
-    let recording: SessionRecording?
+    package nonisolated let recording: SessionRecording?
     private let recordedServices: Services?
     /// The command handlers this session's event loop runs (``Application/handlers(on:)``).
     let handlers: [AnyCommand]
@@ -345,7 +345,8 @@ package actor Session {
     func reply(to connection: Int, _ message: ServerMessage, recorded command: AnyCommand?) {
         guard !closed else { return }
         if let recording, recording.isOn, let command, command.isRecorded {
-            recording.keep(.message(message), size: SessionRecording.overhead + SessionRecording.estimate(message))
+            let (kept, masked) = Self.recorded(message, of: command)
+            recording.keep(.message(kept, masked: masked), size: SessionRecording.overhead + SessionRecording.estimate(kept))
         }
         connections[connection]?.send(message)
     }

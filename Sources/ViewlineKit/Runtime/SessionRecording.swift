@@ -20,11 +20,13 @@ import ViewlineProtocol
 package final class SessionRecording: Sendable {
     /// One thing the session did or was given.
     package enum Step: Sendable, Equatable {
-        /// A command as it began: its JSON request (`id`, `command`, `args`, the
-        /// secrets masked) and the connection it came from.
-        case command(JSON, connection: Int)
-        /// A reply, as its line was sent.
-        case reply([UInt8])
+        /// A command as it began: its JSON request (`id`, `cmd`, `args`), the
+        /// connection it came from, and the paths in `args` whose values were masked
+        /// (`password`, `fields.password`: secrets a replay asks for).
+        case command(JSON, connection: Int, masked: [String] = [])
+        /// A reply, as its line was sent, but for the paths `masked` (`result.token`:
+        /// a secret it gave, which a replay does not compare).
+        case reply([UInt8], masked: [String] = [])
         /// An event, as its line was sent (every connection got the same).
         case event([UInt8])
         /// A backend was called (the `n`th call of the session), with the arguments
@@ -44,15 +46,23 @@ package final class SessionRecording: Sendable {
     package enum Answer: Sendable, Equatable {
         /// Its result, encoded (it is `Encodable`).
         case value(JSON)
-        /// It threw: the error's code as a client would be told it, and its text.
+        /// It threw a `ProtocolError` (or an error that converts to one): its code
+        /// and text, as a client would be told them; `cancelled`: a
+        /// `CancellationError`.
         case failure(code: String, message: String)
+        /// It threw a `ServiceError`: the backend's name and the text a person is shown.
+        case serviceFailure(service: String, message: String)
+        /// It threw an error of another type: only the type is kept (its text may
+        /// hold anything: an address, a password in a URL), as the timeline keeps it.
+        case opaqueFailure(type: String)
         /// It returned a value of this type, which is not `Encodable`: a replay of
         /// this call cannot serve it, and says so.
         case unrecordable(type: String)
     }
 
-    /// What every step counts for beyond its own bytes.
-    static let overhead = 32
+    /// What every step counts for beyond its own bytes: its slot (``Kept``'s stride)
+    /// and a little for the block it is in.
+    static let overhead = MemoryLayout<Kept>.stride + 16
     /// The budget is charged in blocks of this many bytes.
     static let chargeBlock = 4096
     /// Steps are kept in blocks of this many.
@@ -63,23 +73,23 @@ package final class SessionRecording: Sendable {
     /// or encoded; made a ``Step`` when it is read (an export, a replay's tap).
     enum Kept: Sendable {
         case step(Step)
-        case command(name: String, id: JSON, arguments: JSONObject, connection: Int)
+        case command(name: String, id: JSON, arguments: JSONObject, connection: Int, masked: [String])
         case encodedReply(re: JSON, EncodedResult)
-        case message(ServerMessage)
+        case message(ServerMessage, masked: [String])
         case display(DisplayEvent)
 
         var step: Step {
             switch self {
             case .step(let step): return step
-            case .command(let name, let id, let arguments, let connection):
+            case .command(let name, let id, let arguments, let connection, let masked):
                 var request: JSONObject = ["cmd": .string(name)]
                 if id != .null { request["id"] = id }
                 if !arguments.pairs.isEmpty { request["args"] = .object(arguments) }
-                return .command(.object(request), connection: connection)
+                return .command(.object(request), connection: connection, masked: masked)
             case .encodedReply(let re, let result): return .reply(result.replyLine(re: re))
-            case .message(let message):
+            case .message(let message, let masked):
                 let line = message.line
-                if case .reply = message { return .reply(line) }
+                if case .reply = message { return .reply(line, masked: masked) }
                 return .event(line)
             case .display(let display): return .event(display.line)
             }
@@ -165,10 +175,10 @@ package final class SessionRecording: Sendable {
                 share?.add(block)
             }
             state.bytes += size
+            // A block grows as arrays do (a short recording holds a short array); a
+            // full one is left as it is and a new one begun.
             if state.blocks.isEmpty || state.blocks[state.blocks.count - 1].count == Self.blockSteps {
-                var block: [Kept] = []
-                block.reserveCapacity(Self.blockSteps)
-                state.blocks.append(block)
+                state.blocks.append([])
             }
             state.blocks[state.blocks.count - 1].append(kept)
             return true
@@ -176,7 +186,8 @@ package final class SessionRecording: Sendable {
         if stored, let tap { tap(kept.step) }
     }
 
-    /// Numbers a backend call and records it.
+    /// Numbers a backend call and records it (what `arguments` gives is encoded only
+    /// now).
     package func call(backend: String, arguments: JSON?) -> Int {
         let number = state.withLock { state in
             state.calls += 1
@@ -196,16 +207,21 @@ package final class SessionRecording: Sendable {
         return number
     }
 
-    /// About what `json` takes encoded, without encoding it: its strings' bytes, and
-    /// a few for each value and key.
+    /// What `json` holds in memory, or more, without encoding it: its strings'
+    /// bytes, and ``nodeBytes`` for each value and each key (a value is kept as its
+    /// tree, which takes more than its text: `{"a":1,…}` of 256 keys takes about 26
+    /// bytes a key, measured).
     static func estimate(_ json: JSON) -> Int {
         switch json {
-        case .string(let text): return text.utf8.count + 2
-        case .array(let items): return items.reduce(2) { $0 + estimate($1) + 1 }
-        case .object(let object): return object.pairs.reduce(2) { $0 + $1.key.utf8.count + 4 + estimate($1.value) }
-        default: return 8
+        case .string(let text): return nodeBytes + text.utf8.count
+        case .array(let items): return items.reduce(nodeBytes) { $0 + estimate($1) }
+        case .object(let object): return object.pairs.reduce(nodeBytes) { $0 + nodeBytes + $1.key.utf8.count + estimate($1.value) }
+        default: return nodeBytes
         }
     }
+
+    /// What one JSON value or key is counted as beyond its text.
+    static let nodeBytes = 32
 
     /// About what a reply takes as its line, without building it.
     static func estimate(_ message: ServerMessage) -> Int {
@@ -218,11 +234,13 @@ package final class SessionRecording: Sendable {
 
     private static func size(of step: Step) -> Int {
         switch step {
-        case .command(let request, _): overhead + estimate(request)
-        case .reply(let line), .event(let line): overhead + line.count
+        case .command(let request, _, let masked): overhead + estimate(request) + masked.reduce(0) { $0 + $1.utf8.count + 16 }
+        case .reply(let line, _), .event(let line): overhead + line.count
         case .call(_, let backend, let arguments): overhead + backend.utf8.count + (arguments.map(estimate) ?? 0)
         case .answer(_, .value(let value)): overhead + estimate(value)
-        case .answer(_, .failure(let code, let message)): overhead + code.utf8.count + message.utf8.count
+        case .answer(_, .failure(let code, let message)), .answer(_, .serviceFailure(let code, let message)):
+            overhead + code.utf8.count + message.utf8.count
+        case .answer(_, .opaqueFailure(let type)): overhead + type.utf8.count
         case .answer(_, .unrecordable(let type)): overhead + type.utf8.count
         case .clock, .sleep, .woke: overhead
         }
@@ -260,18 +278,29 @@ package final class SessionRecording: Sendable {
         switch answer {
         case .value(let json):
             if T.self == Void.self, let nothing = () as? T { return nothing }
-            guard let decodable = T.self as? any Decodable.Type else { throw UnreplayableCall(backend: backend, type: "\(T.self)") }
-            let data = try JSONEncoder().encode(json)
-            guard let value = try JSONDecoder().decode(decodable, from: data) as? T else {
-                throw UnreplayableCall(backend: backend, type: "\(T.self)")
+            guard let decodable = T.self as? any Decodable.Type else {
+                throw UnreplayableCall(backend: backend, type: "\(T.self)", reason: "it is not Decodable")
             }
-            return value
+            do {
+                guard let value = try JSONDecoder().decode(decodable, from: JSONEncoder().encode(json)) as? T else {
+                    throw UnreplayableCall(backend: backend, type: "\(T.self)", reason: "it decodes as another type")
+                }
+                return value
+            } catch let error as UnreplayableCall {
+                throw error
+            } catch {
+                throw UnreplayableCall(backend: backend, type: "\(T.self)", reason: "the recorded value does not decode as one: \(error)")
+            }
         case .failure(let code, _) where code == "cancelled":
             throw CancellationError()
         case .failure(let code, let message):
             throw ProtocolError(ErrorCode(rawValue: code), message)
+        case .serviceFailure(let service, let message):
+            throw ServiceError(service, message)
+        case .opaqueFailure(let type):
+            throw ReplayedError(type: type)
         case .unrecordable(let type):
-            throw UnreplayableCall(backend: backend, type: type)
+            throw UnreplayableCall(backend: backend, type: type, reason: "it is not Codable")
         }
     }
 
@@ -282,8 +311,10 @@ package final class SessionRecording: Sendable {
         case let error as ProtocolError: .failure(code: error.code.rawValue, message: error.message)
         case let error as any ProtocolErrorConvertible:
             .failure(code: error.protocolError.code.rawValue, message: error.protocolError.message)
+        case let error as ServiceError: .serviceFailure(service: error.service, message: error.message)
         case is CancellationError: .failure(code: "cancelled", message: "the call was cancelled")
-        default: .failure(code: ErrorCode.internalError.rawValue, message: "\(error)")
+        case let error as ReplayedError: .opaqueFailure(type: error.type)
+        default: .opaqueFailure(type: String(describing: type(of: error)))
         }
     }
 }
@@ -331,6 +362,9 @@ package protocol SessionReplayer: Sendable {
     /// session's work reached it, not sooner); throws `CancellationError` when the
     /// calling work is cancelled meanwhile, as a recorded call would have been.
     func mayCall(backend: String) async throws
+    /// The session's `number`th call could not take its recorded answer (it no longer
+    /// decodes as what the view-model asks for): the replay says so at that answer.
+    func couldNotReplay(call number: Int, _ error: any Error)
     /// The answer to the session's `number`th call, to `backend`, once the playback
     /// reaches it.
     func answer(call number: Int, backend: String) async -> SessionRecording.Answer
@@ -341,5 +375,13 @@ package protocol SessionReplayer: Sendable {
 package struct UnreplayableCall: Error, CustomStringConvertible {
     package let backend: String
     package let type: String
-    package var description: String { "the backend \"\(backend)\" answered a \(type), which a replay cannot serve: make it Codable" }
+    package let reason: String
+    package var description: String { "the recorded answer of \"\(backend)\" cannot be given back as a \(type): \(reason)" }
+}
+
+/// A recorded backend error of a type the recording kept only by name, thrown
+/// again in a replay: the client is told `internal_error`, as it was.
+package struct ReplayedError: Error, CustomStringConvertible {
+    package let type: String
+    package var description: String { "an error of type \(type) (its text was not recorded)" }
 }

@@ -10,7 +10,7 @@ import ViewlineTesting
 // changed): the recorded session as send/receive steps to read and edit. The same
 // session replays exactly in TodosTests.theRecordedUndoSessionStillPlaysTheSame.
 
-/// Written by `viewline --test-from` from session s1, recorded on viewline/1.3 at 2026-12-02T23:40:58Z.
+/// Written by `viewline --test-from` from session s1, recorded on viewline/1.3 at 2026-12-03T00:09:53Z.
 @Test func aTestWrittenFromTheRecordedUndoSessionPasses() async throws {
     var services = Services()
     // The services that are not backends (a store, a clock), as the recorded server had them.
