@@ -75,7 +75,8 @@ package final class SessionRecording: Sendable {
         case step(Step)
         case command(name: String, id: JSON, arguments: JSONObject, connection: Int, masked: [String])
         case encodedReply(re: JSON, EncodedResult)
-        case message(ServerMessage, masked: [String])
+        // Boxed: a message is 136 bytes, which would make every slot that size.
+        indirect case message(ServerMessage, masked: [String])
         case display(DisplayEvent)
 
         var step: Step {
