@@ -14,7 +14,7 @@ from typing import List
 
 from . import __doc__ as OVERVIEW
 from .clocks import ClockFile
-from .constants import FAULT_KINDS, OPT_IN_FAULT_KINDS, USER_GENERATIONS
+from .constants import FAULT_KINDS, HA_POSTGRES_EXCLUDED, OPT_IN_FAULT_KINDS, USER_GENERATIONS
 from .driver import drive
 from .link import Link
 from .nodes import Node
@@ -26,9 +26,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=OVERVIEW.splitlines()[0])
     parser.add_argument("--bin", required=True)
     parser.add_argument("--seconds", type=float, default=60)
-    parser.add_argument("--pg-port", type=int, required=True)
-    parser.add_argument("--pg-restart", required=True, help="the command line that restarts PostgreSQL on its port (Tests/support/postgres restart DIR)")
-    parser.add_argument("--psql", required=True, help="the psql command line, connection options included")
+    parser.add_argument("--pg-port", type=int, help="PostgreSQL's port (not with --ha-postgres)")
+    parser.add_argument("--pg-restart", help="the command line that restarts PostgreSQL on its port (Tests/support/postgres restart DIR)")
+    parser.add_argument("--psql", help="the psql command line, connection options included")
+    parser.add_argument("--ha-postgres", metavar="DIR",
+                        help="run PostgreSQL as two members under Patroni and etcd behind HAProxy (Tests/support/patroni_cluster.py,"
+                             " synchronous replication) in DIR instead; the `failover` fault kills the primary")
     parser.add_argument("--dir", required=True)
     parser.add_argument("--report", required=True)
     parser.add_argument("--clients", type=int, default=9)
@@ -45,10 +48,19 @@ def main() -> int:
                              f" also: {', '.join(OPT_IN_FAULT_KINDS)}); one kind aims a run at one fix, as a mutation check does")
     args = parser.parse_args()
     chosen = args.faults is not None
-    args.faults = [kind for kind in (args.faults or ",".join(FAULT_KINDS)).split(",") if kind]
+    default_kinds = FAULT_KINDS if not args.ha_postgres else [k for k in FAULT_KINDS if k not in HA_POSTGRES_EXCLUDED] + ["failover"]
+    args.faults = [kind for kind in (args.faults or ",".join(default_kinds)).split(",") if kind]
     unknown = [kind for kind in args.faults if kind not in FAULT_KINDS + OPT_IN_FAULT_KINDS]
     if unknown or not args.faults:
         parser.error(f"--faults: unknown kind {', '.join(unknown) or '(none given)'}; kinds: {', '.join(FAULT_KINDS + OPT_IN_FAULT_KINDS)}")
+    if args.ha_postgres:
+        wrong = [kind for kind in args.faults if kind in HA_POSTGRES_EXCLUDED]
+        if wrong:
+            parser.error(f"--faults {', '.join(wrong)}: not with --ha-postgres (Patroni restarts its members; no libfaketime)")
+    elif "failover" in args.faults:
+        parser.error("--faults failover needs --ha-postgres (a PostgreSQL that fails over)")
+    elif args.pg_port is None or args.pg_restart is None or args.psql is None:
+        parser.error("--pg-port, --pg-restart and --psql are needed without --ha-postgres")
     if args.pg_clock is None and "db-clock-step" in args.faults:
         if chosen:
             parser.error("--faults db-clock-step needs --pg-clock (PostgreSQL started under libfaketime)")
@@ -56,8 +68,15 @@ def main() -> int:
     if args.pg_clock is not None:
         # PostgreSQL's clock as the run starts: true (a file a run left stepped would be kept).
         args.pg_clock = ClockFile(args.pg_clock)
-    args.pg_restart = args.pg_restart.split()
-    args.psql = args.psql.split()
+    args.cluster = None
+    if args.ha_postgres:
+        args.cluster = start_ha_postgres(args.ha_postgres)
+        args.pg_port = args.cluster.haproxy_port
+        args.pg_restart = None
+        args.psql = [SUPPORT + "/postgres", "psql", f"postgres://postgres@127.0.0.1:{args.pg_port}/viewline?sslmode=disable"]
+    else:
+        args.pg_restart = args.pg_restart.split()
+        args.psql = args.psql.split()
     run = Run(args.seed)
     rng = random.Random(args.seed)
 
@@ -83,3 +102,24 @@ def main() -> int:
     finally:
         for node in nodes:
             node.stop()
+        if args.cluster is not None:
+            args.cluster.stop()
+
+
+SUPPORT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "Tests", "support")
+
+
+def start_ha_postgres(directory: str):
+    """The Patroni cluster (two members, synchronous, HAProxy following the primary)
+    with the nodes' database made, ready."""
+    import subprocess
+    import sys
+    sys.path.insert(0, SUPPORT)
+    from patroni_cluster import PatroniCluster, missing
+    lacking = missing()
+    if lacking:
+        raise SystemExit(f"--ha-postgres: {lacking}")
+    cluster = PatroniCluster(directory)
+    subprocess.run([SUPPORT + "/postgres", "psql", cluster.url, "-c", "CREATE DATABASE viewline"], check=True,
+                   stdout=subprocess.DEVNULL)
+    return cluster

@@ -45,6 +45,13 @@ def drive(args, run: Run, rng: random.Random, nodes: List[Node], serve_log: Serv
             if run.successes != last:
                 last, stalled_since = run.successes, None
                 continue
+            with run.lock:
+                failing_over = run.current is not None and run.current[2] == "failover"
+            if failing_over:
+                # No database for the leader key's TTL (20 s) until the standby is
+                # promoted: every node refuses meanwhile, by design, not a stall.
+                stalled_since = None
+                continue
             stalled_since = stalled_since or now()
             if now() - stalled_since >= 20:
                 run.stalls += 1
@@ -68,7 +75,7 @@ def drive(args, run: Run, rng: random.Random, nodes: List[Node], serve_log: Serv
             # lease by the database's clock (each node checks its sessions before it
             # serves again). A node's wall clock is near nothing: it decides nothing.
             scope_port = None if kind in ("heldwrites", "postgres", "heldrecords", "rowlock", "bigrecords",
-                                          "db-clock-step", "upgrade") else node.port
+                                          "db-clock-step", "upgrade", "failover") else node.port
             if kind != "node-clock-step":
                 run.fault_scope.append((t0, now(), scope_port, lookup if kind == "rowlock" else None))
         print(f"  {t0 - started:6.1f} s  {what}", flush=True)

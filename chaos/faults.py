@@ -257,6 +257,22 @@ def inject(kind: str, node: Node, t0: float, args, run: Run, rng: random.Random,
             run.upgrades += 1
             run.upgraded_nodes += len(labels)
         what = f"rolling upgrade to seed-apps release {target}: {', '.join(labels)} replaced one at a time by SIGTERM"
+    elif kind == "failover":
+        # The primary's machine is gone (Patroni and PostgreSQL killed) while the load
+        # runs: the standby is promoted and HAProxy follows it. Synchronous replication
+        # acknowledged every commit on both, so nothing acknowledged may be lost and
+        # one node owns each session throughout. Only with a synchronous standby (the
+        # killed member rejoins as one when its machine is back, after the promotion).
+        cluster = args.cluster
+        old = cluster.primary()
+        if old is None or cluster.synchronous_standby() is None:
+            what = "failover skipped: no synchronous standby yet"
+        else:
+            cluster.kill(old)
+            new = cluster.wait_for_primary(other_than=old, seconds=90)
+            promoted = now() - t0
+            cluster.restart(old)
+            what = f"failover: killed the primary {old}; {new} promoted in {promoted:.1f} s, {old} rejoining as standby"
     elif kind == "node-clock-step":
         # One node's wall clock steps (±10–25 s or ±1–3 days) and back: it is read
         # for timestamps only (PROTOCOL §2.2), so nothing may change.

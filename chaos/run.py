@@ -107,10 +107,12 @@ class Run:
 
 
 def is_clean_shutdown(what: str) -> bool:
-    """Whether a fault (its kind while it goes on, its description once over) stops
-    nodes only cleanly — a SIGTERM, or a rolling upgrade's SIGTERMs — which hand every
-    acknowledged change over: it excuses no loss."""
-    return what.startswith(("SIGTERM", "upgrade", "rolling upgrade"))
+    """Whether a fault (its kind while it goes on, its description once over) loses
+    nothing acknowledged by design — a SIGTERM, a rolling upgrade's SIGTERMs (which
+    hand every acknowledged change over), or a failover of a synchronously replicated
+    PostgreSQL (every acknowledged commit is on the standby promoted): it excuses no
+    loss."""
+    return what.startswith(("SIGTERM", "upgrade", "rolling upgrade", "failover"))
 
 
 def held_records(what: str) -> bool:

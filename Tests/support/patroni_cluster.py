@@ -56,6 +56,7 @@ class PatroniCluster:
         self.etcd_port, self.etcd_peer = free_port(), free_port()
         self.members = {f"pg{i}": {"pg": free_port(), "rest": free_port()} for i in range(2)}
         self.haproxy_port = free_port()
+        self.synchronous, self.ttl = synchronous, ttl
         # With `replication_links`, each member advertises a proxy the test can cut: the
         # standby replicates through it (`cut_replication()`).
         self.links: Dict[str, TCPProxy] = {}
@@ -251,6 +252,19 @@ listen primary
             except ProcessLookupError:
                 pass
         process.wait()
+
+    def restart(self, name: str) -> None:
+        """A killed member's machine is back: its Patroni starts on the data it had and
+        rejoins as a standby (pg_rewind when its timeline went past the new primary's)."""
+        self._start_member(name, self.synchronous, self.ttl)
+
+    def synchronous_standby(self) -> Optional[str]:
+        """The member Patroni names synchronous standby now, if any: while there is
+        one, a commit the primary acknowledged is on both."""
+        primary = self.primary()
+        if primary is None or not self._has_synchronous_standby():
+            return None
+        return next((name for name in self.members if name != primary and name in self.processes), None)
 
     def stop(self) -> None:
         for link in self.links.values():
