@@ -37,7 +37,8 @@ def write(args, run: Run, nodes: List[Node], clients: List[Client], serve_log: S
              "held": "draft writes held, a link slowed past the lease",
              "records": "record writes held, then the node killed",
              "restarted": "PostgreSQL restarted", "db": "the database's clock stepped",
-             "node": "a node's wall clock stepped", "rolling": "a rolling upgrade"}
+             "node": "a node's wall clock stepped", "rolling": "a rolling upgrade",
+             "failover:": "PostgreSQL failed over (the primary killed, the standby promoted)"}
     recovery_lines = [
         f"  - {names.get(kind, kind)}: p50 {pct(v, 0.5):.2f}, p99 {pct(v, 0.99):.2f}, max {v[-1]:.2f} ({len(v)} clients)"
         for kind, v in sorted(recovery.items())
