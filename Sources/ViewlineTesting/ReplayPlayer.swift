@@ -80,25 +80,40 @@ final class ReplayPlayer: SessionReplayer {
             state.nextWaiting += 1
             return state.nextWaiting
         }
-        let allowed = await withTaskCancellationHandler {
+        let allowed = await parked { state in
+            // A cancelled call takes no permit: it belongs to the recorded call.
+            if Task.isCancelled { return false }
+            guard state.callPermits > 0 else { return nil }
+            state.callPermits -= 1
+            return true
+        } park: { state, continuation in
+            state.callsWaiting.append((id, continuation))
+        } unpark: { state in
+            state.callsWaiting.firstIndex { $0.id == id }.map { state.callsWaiting.remove(at: $0).continuation }
+        }
+        if !allowed { throw CancellationError() }
+    }
+
+    /// Waits until `go` (under the lock) says go on, or is parked until someone
+    /// resumes it, or its task is cancelled (`false`): `unpark` takes the parked
+    /// continuation back out for the cancellation to resume.
+    private func parked(
+        _ go: @escaping (inout State) -> Bool?, park: @escaping (inout State, CheckedContinuation<Bool, Never>) -> Void,
+        unpark: @escaping @Sendable (inout State) -> CheckedContinuation<Bool, Never>?
+    ) async -> Bool {
+        await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
                 let now: Bool? = state.withLock { state in
+                    if let now = go(&state) { return now }
                     if Task.isCancelled { return false }
-                    if state.callPermits > 0 {
-                        state.callPermits -= 1
-                        return true
-                    }
-                    state.callsWaiting.append((id, continuation))
+                    park(&state, continuation)
                     return nil
                 }
                 if let now { continuation.resume(returning: now) }
             }
         } onCancel: {
-            state.withLock { state in
-                state.callsWaiting.firstIndex { $0.id == id }.map { state.callsWaiting.remove(at: $0).continuation }
-            }?.resume(returning: false)
+            state.withLock { unpark(&$0) }?.resume(returning: false)
         }
-        if !allowed { throw CancellationError() }
     }
 
     /// The playback reached a recorded call: the first call waiting goes on (or the
@@ -150,18 +165,12 @@ final class ReplayPlayer: SessionReplayer {
             state.sleeps += 1
             return state.sleeps
         }
-        let woke = await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
-                let now: Bool? = state.withLock { state in
-                    if state.woken.remove(number) != nil { return true }
-                    if Task.isCancelled { return false }
-                    state.sleepWaiters[number] = continuation
-                    return nil
-                }
-                if let now { continuation.resume(returning: now) }
-            }
-        } onCancel: {
-            state.withLock { $0.sleepWaiters.removeValue(forKey: number) }?.resume(returning: false)
+        let woke = await parked { state in
+            state.woken.remove(number) != nil ? true : nil
+        } park: { state, continuation in
+            state.sleepWaiters[number] = continuation
+        } unpark: { state in
+            state.sleepWaiters.removeValue(forKey: number)
         }
         if !woke { throw CancellationError() }
     }
