@@ -67,8 +67,8 @@ final class AnyCommand: Sendable {
     }
 
     /// This command, its runs left out of session recordings: what it answers is the
-    /// server's, not the session's (`help`: a replay against a build with one more
-    /// command would differ there, about nothing the session did).
+    /// server's, not the session's (`help`, `sessions`, `slowlog`: a replay on another
+    /// node or build would differ there, about nothing the session did).
     func answeringForTheServer() -> AnyCommand {
         AnyCommand(spec: spec, body: body, recorded: false, secretResults: secretResults)
     }

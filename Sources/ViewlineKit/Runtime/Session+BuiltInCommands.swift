@@ -111,7 +111,7 @@ extension Session {
         ) { session, _ in
             let counts = session.application.sessions.counts
             return ["sessions": .int(counts.sessions), "attached": .int(counts.attached)]
-        },
+        }.answeringForTheServer(),
         AnyCommand(
             spec: CommandSpec(
                 "info",
@@ -201,7 +201,7 @@ extension Session {
                         ]
                     }),
             ]
-        },
+        }.answeringForTheServer(),
         AnyCommand(
             spec: CommandSpec(
                 "confirm", summary: "Answer the presented alert with its confirm action, filling its input fields.",
