@@ -148,7 +148,7 @@ extension Session {
         AnyCommand(
             spec: CommandSpec(
                 "inspector",
-                summary: "Give the server's inspector token: this connection may then run inspect and info.",
+                summary: "Give the server's inspector token: this connection may then run inspect, info and export.",
                 arguments: [BuiltInArgument.inspectorToken.argument], example: "inspector 6f1d…9a"
             ),
             awaiting: .delayingFailures
