@@ -28,7 +28,7 @@ public struct Replay {
     public let transcript: Transcript
     /// How long a step may take to come before the replay says it never did
     /// (generous, as ``TestStore/timeout``: it only matters when the replay differs).
-    public var timeout: Duration = .seconds(30)
+    public var timeout: Duration = .seconds(120)
     /// Values for the secrets the recording masked, by argument or alert field name
     /// (`password`), in the order the recording used them (the last one again once
     /// they are spent): a command that had one is sent with it.

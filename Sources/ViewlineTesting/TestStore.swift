@@ -53,9 +53,10 @@ public final class TestStore {
     /// `send` and at ``finish(timeout:sourceLocation:)``.
     public var exhaustive: Bool
     /// How long `receive` waits for the next message (generous: a loaded CI machine
-    /// can be slow — a clean clone's parallel suites once held a display back past
-    /// 10 s — and the wait only matters when the test is failing anyway).
-    public var timeout: Duration = .seconds(30)
+    /// can be slow — this package's parallel suites, whose synchronous end-to-end
+    /// tests hold the two cooperative threads of a 2-core machine, held a display back
+    /// past 30 s — and the wait only matters when the test is failing anyway).
+    public var timeout: Duration = .seconds(120)
 
     private var asserted = 0
     private var expectedStates: [String: any Sendable] = [:]
