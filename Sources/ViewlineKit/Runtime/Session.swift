@@ -336,14 +336,9 @@ package actor Session {
 
     // MARK: - Output
 
-    func reply(to connection: Int, _ message: ServerMessage) {
+    func reply(to connection: Int, _ message: ServerMessage, recorded command: AnyCommand? = nil) {
         guard !closed else { return }
-        connections[connection]?.send(message)
-    }
-
-    /// A command's reply to `connection`, recorded when the command's runs are.
-    func reply(to connection: Int, _ message: ServerMessage, recorded command: AnyCommand?) {
-        guard !closed else { return }
+        // A command's reply goes into the session's recording when its runs do.
         if let recording, recording.isOn, let command, command.isRecorded {
             let (kept, masked) = Self.recorded(message, of: command)
             recording.keep(.message(kept, masked: masked), size: SessionRecording.overhead + SessionRecording.estimate(kept))
