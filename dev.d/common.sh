@@ -11,8 +11,9 @@ setup() {
     # postgresql: the engine for several nodes (its tests start a throwaway server);
     # haproxy: the load balancer the deploy tests put in front of them (deploy/haproxy.cfg).
     # patroni, etcd-server: the PostgreSQL that fails over (Tests/Operations/test_failover.py,
-    # ./dev cluster --ha-postgres).
-    for pkg in libedit-dev libsqlite3-dev libcrypt-dev libssl-dev openssl pkg-config netcat-openbsd postgresql faketime chromium chromium-driver haproxy patroni etcd-server; do
+    # ./dev cluster --ha-postgres); pgbouncer: the pooler a node refuses, and says why
+    # (Tests/Operations/test_pgbouncer.py).
+    for pkg in libedit-dev libsqlite3-dev libcrypt-dev libssl-dev openssl pkg-config netcat-openbsd postgresql faketime chromium chromium-driver haproxy patroni etcd-server pgbouncer; do
         dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
     done
     command -v python3 >/dev/null || missing+=(python3)

@@ -55,8 +55,7 @@ struct ContactsListener: Sendable {
     /// notification whose version is newer than the last read. Returns or throws
     /// when the connection ends.
     private func listenOnce(_ deliver: (ContactsSnapshot) -> Void) async throws {
-        let connection = try await PostgresConnection.connect(
-            configuration: try url.connectionConfiguration(), id: 0, logger: store.logger)
+        let connection = try await url.connectToPrimary(id: 0, within: .seconds(10), logger: store.logger).0
         let logger = store.logger
         let probe = Task {
             while !Task.isCancelled {

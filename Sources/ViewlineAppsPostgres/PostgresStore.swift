@@ -36,11 +36,20 @@ public final class PostgresStore: AppStore {
     /// The notification channel the contacts trigger signals on.
     static let contactsChannel = "viewline_contacts"
 
-    /// A `PostgresClient` for `url` as this store wants it: a short connect timeout,
-    /// up to 16 connections, and a pool that logs its errors only (the store reports
-    /// unavailability itself). Run it in your `ServiceGroup`.
+    /// A `PostgresClient` for `url`'s first server as this store wants it: a short
+    /// connect timeout, up to 16 connections, and a pool that logs its errors only
+    /// (the store reports unavailability itself). Run it in your `ServiceGroup`. For
+    /// a URL that lists several servers, use ``makeClients(_:logger:)``.
     public static func makeClient(_ url: PostgresURL, logger: Logger) -> PostgresClient {
         DatabaseAccess.makeClient(url, logger: logger)
+    }
+
+    /// A `PostgresClient` per server of `url`, in its order, each as
+    /// ``makeClient(_:logger:)`` makes it: run them all in your `ServiceGroup`, and
+    /// give them to ``init(clients:url:operationTimeout:logger:)``. Calls go to the
+    /// pool of the server that is the primary now.
+    public static func makeClients(_ url: PostgresURL, logger: Logger) -> [PostgresClient] {
+        DatabaseAccess.makeClients(url, logger: logger)
     }
 
     /// A store over `client`, which its owner runs (in a `ServiceGroup`, as
@@ -50,7 +59,17 @@ public final class PostgresStore: AppStore {
     public init(
         client: PostgresClient, url: PostgresURL, operationTimeout: Duration = .seconds(30), logger: Logger = Logger(label: "viewline.postgres")
     ) {
-        database = DatabaseAccess(client: client, url: url, operationTimeout: operationTimeout, logger: logger)
+        database = DatabaseAccess(clients: [client], url: url, operationTimeout: operationTimeout, logger: logger)
+    }
+
+    /// A store over `clients`, one per server of `url` in its order
+    /// (``makeClients(_:logger:)``), which their owner runs: its calls follow the
+    /// primary as its health watch finds it. Call ``migrate()`` once they run.
+    public init(
+        clients: [PostgresClient], url: PostgresURL, operationTimeout: Duration = .seconds(30),
+        logger: Logger = Logger(label: "viewline.postgres")
+    ) {
+        database = DatabaseAccess(clients: clients, url: url, operationTimeout: operationTimeout, logger: logger)
     }
 
     /// A store over `database`, which it may share with the cluster's directory (one

@@ -9,8 +9,14 @@ import Synchronization
 /// health watch on a connection of its own. The cluster's directory and the seed
 /// apps' store each hold one.
 package final class DatabaseAccess: Sendable {
-    /// The pool every query uses.
-    package let client: PostgresClient
+    /// A pool per server of the URL (one unless it lists several); calls use the
+    /// primary's, as the health watch last found it.
+    package let clients: [PostgresClient]
+    /// The pool calls use now: the primary's.
+    package var client: PostgresClient {
+        let primary = health.primary
+        return clients.indices.contains(primary) ? clients[primary] : clients[0]
+    }
     /// Where the database is.
     package let url: PostgresURL
     package let logger: Logger
@@ -53,11 +59,16 @@ package final class DatabaseAccess: Sendable {
         }
     }
 
-    /// A `PostgresClient` for `url` as Viewline wants it: a short connect timeout, up
-    /// to 16 connections, and a pool that logs its errors only (calls report
-    /// unavailability themselves).
-    package static func makeClient(_ url: PostgresURL, logger: Logger) -> PostgresClient {
-        var configuration = url.clientConfiguration
+    /// A `PostgresClient` per server of `url` (``makeClient(_:server:logger:)``).
+    package static func makeClients(_ url: PostgresURL, logger: Logger) -> [PostgresClient] {
+        url.servers.indices.map { makeClient(url, server: $0, logger: logger) }
+    }
+
+    /// A `PostgresClient` for the server at `server` in `url`'s servers, as Viewline
+    /// wants it: a short connect timeout, up to 16 connections, and a pool that logs
+    /// its errors only (calls report unavailability themselves).
+    package static func makeClient(_ url: PostgresURL, server: Int = 0, logger: Logger) -> PostgresClient {
+        var configuration = url.clientConfiguration(server: server)
         configuration.options.connectTimeout = .seconds(3)
         configuration.options.maximumConnections = 16
         // No statement runs on a pool connection without a deadline (``call(timeout:_:)``):
@@ -71,9 +82,11 @@ package final class DatabaseAccess: Sendable {
         return PostgresClient(configuration: configuration, backgroundLogger: poolLogger)
     }
 
-    /// Over `client`, which its owner runs.
-    package init(client: PostgresClient, url: PostgresURL, operationTimeout: Duration, logger: Logger) {
-        self.client = client
+    /// Over `clients` (one per server of `url`, in its order; one for its first
+    /// server alone), which their owner runs.
+    package init(clients: [PostgresClient], url: PostgresURL, operationTimeout: Duration, logger: Logger) {
+        precondition(!clients.isEmpty, "a database needs a client")
+        self.clients = clients
         self.url = url
         self.operationTimeout = operationTimeout
         self.logger = logger
@@ -82,12 +95,16 @@ package final class DatabaseAccess: Sendable {
 
     /// Over a client of its own, which ``run()`` runs.
     package init(url: PostgresURL, operationTimeout: Duration, logger: Logger) {
-        client = Self.makeClient(url, logger: logger)
+        clients = Self.makeClients(url, logger: logger)
         self.url = url
         self.operationTimeout = operationTimeout
         self.logger = logger
         ownsClient = true
     }
+
+    /// Why the database refuses this node's connections for good (the health watch's
+    /// last attempt was told so), or `nil`: a node stops waiting for it and says why.
+    package var refusal: String? { health.refusal }
 
     /// Runs what this database needs while it is used, until the calling task is
     /// cancelled: the health watch (calls fail fast while the database is down), and
@@ -98,14 +115,14 @@ package final class DatabaseAccess: Sendable {
             return logger.error("a database's run() was called while it runs, or after its own client ended; it returns at once")
         }
         defer { runs.end() }
-        await Self.run(client: ownsClient ? client : nil, health: health, url: url, logger: logger)
+        await Self.run(clients: ownsClient ? clients : [], health: health, url: url, logger: logger)
     }
 
     /// ``run()``'s work, holding nothing of the database (a handle's task ends when
     /// the handle goes).
-    private static func run(client: PostgresClient?, health: DatabaseHealth, url: PostgresURL, logger: Logger) async {
+    private static func run(clients: [PostgresClient], health: DatabaseHealth, url: PostgresURL, logger: Logger) async {
         await withDiscardingTaskGroup { group in
-            if let client { group.addTask { await client.run() } }
+            for client in clients { group.addTask { await client.run() } }
             group.addTask { await health.watch(url: url, logger: logger) }
         }
     }
@@ -116,9 +133,9 @@ package final class DatabaseAccess: Sendable {
     package func runInTask() {
         guard runs.begin(withClient: ownsClient) else { return }
         runs.hold(
-            Task { [runs, client, ownsClient, health, url, logger] in
+            Task { [runs, clients, ownsClient, health, url, logger] in
                 defer { runs.end() }
-                await Self.run(client: ownsClient ? client : nil, health: health, url: url, logger: logger)
+                await Self.run(clients: ownsClient ? clients : [], health: health, url: url, logger: logger)
             })
     }
 

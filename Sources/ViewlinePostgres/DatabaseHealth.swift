@@ -15,8 +15,28 @@ final class DatabaseHealth: Sendable {
     }
 
     private let state = Mutex(State())
+    /// The index in the URL's servers of the primary the watch last reached (0
+    /// until it reached one): the server calls go to.
+    private let primaryIndex = Atomic<Int>(0)
 
     var isDown: Bool { state.withLock { $0.down } }
+
+    /// The index in the URL's servers of the primary the watch last reached.
+    var primary: Int { primaryIndex.load(ordering: .relaxed) }
+
+    /// Why the database refuses a node's connections for good, as its last attempt
+    /// was told (a pooler that refuses the node's server-side limits), or `nil`.
+    var refusal: String? { refusalReason.withLock { $0 } }
+    private let refusalReason = Mutex<String?>(nil)
+
+    /// What a node cannot work with in `error`, a connection's failure, or `nil`.
+    static func refusal(of error: any Error) -> String? {
+        guard let error = error as? PSQLError, let message = error.serverInfo?[.message],
+            message.hasPrefix("unsupported startup parameter")
+        else { return nil }
+        return "the database refuses the node's server-side limits (\(message)): a connection pooler (PgBouncer) "
+            + "sits between them; connect the nodes to PostgreSQL directly (docs/deploying.md)"
+    }
 
     func set(down: Bool) {
         let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
@@ -51,16 +71,20 @@ final class DatabaseHealth: Sendable {
     }
 
     /// Watches `url` with one connection of its own until the calling task is
-    /// cancelled: its owner's `run()` (``DatabaseAccess/run()``) awaits it.
+    /// cancelled: its owner's `run()` (``DatabaseAccess/run()``) awaits it. With a
+    /// URL that requires a primary, the watch follows it: a server that stops being
+    /// the primary (it became a standby, or went away) is "down" until the watch
+    /// connects to the one that is, and calls go there from then on (``primary``).
     func watch(url: PostgresURL, logger: Logger) async {
         var wasDown = false
         while !Task.isCancelled {
             var open: PostgresConnection?
             do {
-                var configuration = try url.connectionConfiguration()
-                configuration.options.connectTimeout = .seconds(2)
-                let connection = try await PostgresConnection.connect(configuration: configuration, id: 1, logger: logger)
+                let (connection, server) = try await url.connectToPrimary(id: 1, within: .seconds(2 * url.servers.count), logger: logger)
                 open = connection
+                if server != primaryIndex.exchange(server, ordering: .relaxed) {
+                    logger.notice("the database's primary is another server now", metadata: ["server": "\(url.servers[server])"])
+                }
                 connection.closeFuture.whenComplete { [self] _ in
                     if !Task.isCancelled { set(down: true) }
                 }
@@ -70,13 +94,19 @@ final class DatabaseHealth: Sendable {
                 while !Task.isCancelled && !connection.isClosed {
                     // Within a deadline that closes the connection: a silent server
                     // is "down" within 2 s, not when the kernel gives up on the socket.
-                    _ = try await connection.withDeadline(.seconds(2)) {
-                        try await connection.query("SELECT 1", logger: logger).collect()
+                    if url.requiresPrimary {
+                        if try await connection.isStandby(within: .seconds(2), logger: logger) { throw NoLongerPrimary() }
+                    } else {
+                        _ = try await connection.withDeadline(.seconds(2)) {
+                            try await connection.query("SELECT 1", logger: logger).collect()
+                        }
                     }
                     try await Task.sleep(for: .seconds(1))
                 }
             } catch {
                 if !Task.isCancelled {
+                    let reason = Self.refusal(of: error)
+                    refusalReason.withLock { $0 = reason }
                     if !wasDown { logger.warning("the database does not answer", metadata: ["error": "\(String(describing: error))"]) }
                     wasDown = true
                     set(down: true)
@@ -86,5 +116,10 @@ final class DatabaseHealth: Sendable {
             try? await open?.close()
             if !Task.isCancelled { try? await Task.sleep(for: .milliseconds(500)) }
         }
+    }
+
+    /// The server the watch was connected to became a standby.
+    struct NoLongerPrimary: Error, CustomStringConvertible {
+        var description: String { "the server became a standby" }
     }
 }

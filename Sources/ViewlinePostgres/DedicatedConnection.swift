@@ -55,18 +55,16 @@ actor DedicatedConnection {
         }
     }
 
-    /// The connection, opened first if need be within `timeout` (the statement's own:
+    /// The connection, opened first if need be — to the primary, when the URL lists
+    /// several servers — within `timeout` (the statement's own:
     /// a link slower than a fixed connect timeout but inside the statement's deadline
     /// still connects; a reconnect takes a few round trips).
     private func open(within timeout: Duration) async throws -> PostgresConnection {
         if let connection, !connection.isClosed { return connection }
         if let opening { return try await opening.value }
         let (url, id, logger) = (url, id, logger)
-        let connectTimeout = TimeAmount.milliseconds(Int64(max(1, timeout / .milliseconds(1))))
         let task = Task {
-            var configuration = try url.connectionConfiguration()
-            configuration.options.connectTimeout = connectTimeout
-            return try await PostgresConnection.connect(configuration: configuration, id: id, logger: logger)
+            try await url.connectToPrimary(id: id, within: timeout, logger: logger).0
         }
         opening = task
         defer { opening = nil }

@@ -61,7 +61,18 @@ public struct PostgresSessionDirectory: SessionDirectory {
     public init(
         client: PostgresClient, url: PostgresURL, operationTimeout: Duration = .seconds(30), logger: Logger = Logger(label: "viewline.cluster")
     ) {
-        self.init(DatabaseAccess(client: client, url: url, operationTimeout: operationTimeout, logger: logger))
+        self.init(clients: [client], url: url, operationTimeout: operationTimeout, logger: logger)
+    }
+
+    /// A directory over `clients`, one per server of `url` in its order (from
+    /// `PostgresStore.makeClients(_:logger:)`), which their owner runs: its calls
+    /// follow the primary as the health watch finds it (a URL listing a cluster's
+    /// members). Call ``migrate()`` once the clients run.
+    public init(
+        clients: [PostgresClient], url: PostgresURL, operationTimeout: Duration = .seconds(30),
+        logger: Logger = Logger(label: "viewline.cluster")
+    ) {
+        self.init(DatabaseAccess(clients: clients, url: url, operationTimeout: operationTimeout, logger: logger))
     }
 
     /// A directory over `database`, which it may share with the store (one pool, one
@@ -272,6 +283,36 @@ public struct PostgresSessionDirectory: SessionDirectory {
             return "synchronous_commit is \(commit): a failover may lose commits nodes acknowledged before a standby flushed them"
         }
         return nil
+    }
+
+    /// Checks that the node's connections carry the server-side limits it asked for
+    /// (``PostgresURL/serverSideLimits``, sent at connect): a pooler in between that
+    /// drops them (PgBouncer's `ignore_startup_parameters`) would let a statement of a
+    /// node that gave up run on and commit behind its back. Throws
+    /// ``LimitsNotCarried`` then; a node refuses to start on it (docs/deploying.md).
+    package func checkServerSideLimits() async throws {
+        let wanted = database.url.serverSideLimits
+        let names = wanted.map { "'\($0.0)'" }.joined(separator: ", ")
+        let settings = try await database.collect(
+            PostgresQuery(unsafeSQL: "SELECT name, setting FROM pg_settings WHERE name IN (\(names))"), timeout: statementTimeout
+        ) { row in try row.decode((String, String).self) }
+        let held = Dictionary(settings, uniquingKeysWith: { first, _ in first })
+        // A setting the server does not have (client_connection_check_interval before
+        // PostgreSQL 14) cannot be carried: not asked of it.
+        let dropped = wanted.filter { name, value in held[name].map { $0 != value } ?? false }
+        if !dropped.isEmpty {
+            throw LimitsNotCarried(dropped: dropped.map { name, value in "\(name) is \(held[name] ?? "?"), not \(value)" })
+        }
+    }
+
+    /// The node's connections do not carry its server-side limits.
+    package struct LimitsNotCarried: Error, CustomStringConvertible {
+        var dropped: [String]
+        package var description: String {
+            "the database's connections do not carry the node's server-side limits (\(dropped.joined(separator: ", "))): "
+                + "a connection pooler (PgBouncer) between them drops them, and a statement of a node that gave up would "
+                + "run on; connect the nodes to PostgreSQL directly (docs/deploying.md)"
+        }
     }
 
     /// The stored token key is not 64 hex digits (written by hand?).

@@ -4,11 +4,37 @@ import PostgresNIO
 /// Where the database is: `postgres://user[:password]@host[:port]/database`, as
 /// libpq spells it. `?host=/run/dir` connects through the Unix socket in that
 /// directory; `?sslmode=disable|prefer|require` picks TLS (default `prefer`).
+///
+/// Several servers, as libpq lists them — `postgres://u@db0:5432,db1:5432/viewline`
+/// — name the members of a cluster that fails over: a node connects to the first
+/// of them, in order, that is the primary (`target_session_attrs=read-write`, the
+/// default with several servers, or `primary`), and moves to the promoted one when
+/// the primary it used goes away or becomes a standby.
 public struct PostgresURL: Sendable, CustomStringConvertible {
-    /// The server's host (`127.0.0.1` when the URL names none).
-    public var host: String
-    /// The server's port (5432 when the URL names none).
-    public var port: Int
+    /// One server of the URL.
+    public struct Server: Sendable, Hashable, CustomStringConvertible {
+        /// The server's host.
+        public var host: String
+        /// The server's port.
+        public var port: Int
+
+        /// `host:port` (`[host]:port` for an IPv6 address).
+        public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+    }
+
+    /// The servers the URL names, in the order they are tried (one unless the URL
+    /// lists several).
+    public var servers: [Server]
+    /// The first server's host (`127.0.0.1` when the URL names none).
+    public var host: String {
+        get { servers[0].host }
+        set { servers[0].host = newValue }
+    }
+    /// The first server's port (5432 when the URL names none).
+    public var port: Int {
+        get { servers[0].port }
+        set { servers[0].port = newValue }
+    }
     /// The role to connect as (`$USER` when the URL names none).
     public var user: String
     /// The role's password, if the URL holds one.
@@ -20,6 +46,10 @@ public struct PostgresURL: Sendable, CustomStringConvertible {
     public var socketDirectory: String?
     /// `disable`, `prefer` (the default) or `require` (`?sslmode=`).
     public var sslMode: String
+    /// Whether a connection is kept only on a primary (`?target_session_attrs=`
+    /// `read-write` or `primary`; the default with several servers): each server is
+    /// asked `pg_is_in_recovery()` as it is connected to, and a standby is passed over.
+    public var requiresPrimary: Bool
 
     /// A URL that cannot be used, with the reason.
     public struct Invalid: Error, CustomStringConvertible {
@@ -27,15 +57,19 @@ public struct PostgresURL: Sendable, CustomStringConvertible {
     }
 
     /// Parses a `postgres://` (or `postgresql://`) URL; throws ``Invalid`` for any other
-    /// scheme or an unknown `sslmode`.
+    /// scheme, an unknown `sslmode`, or a `target_session_attrs` a node cannot work
+    /// with (it writes: `read-write`, `primary`, or `any` with one server).
     public init(_ string: String) throws {
-        guard let components = URLComponents(string: string),
+        // Several servers (`h1:p1,h2:p2`) are no URL host: URLComponents reads the
+        // first, and the list is read here.
+        let (single, listed) = try Self.splitServers(string)
+        guard let components = URLComponents(string: single),
             components.scheme == "postgres" || components.scheme == "postgresql"
         else { throw Invalid(description: "\(string) is not a postgres:// URL") }
         let items = Dictionary((components.queryItems ?? []).map { ($0.name, $0.value ?? "") }, uniquingKeysWith: { _, last in last })
         socketDirectory = items["host"].flatMap { $0.hasPrefix("/") ? $0 : nil }
-        host = components.host.flatMap { $0.isEmpty ? nil : $0 } ?? "127.0.0.1"
-        port = components.port ?? 5432
+        let first = Server(host: components.host.flatMap { $0.isEmpty ? nil : $0 } ?? "127.0.0.1", port: components.port ?? 5432)
+        servers = [first] + listed
         user = components.user.flatMap { $0.isEmpty ? nil : $0 } ?? ProcessInfo.processInfo.environment["USER"] ?? "postgres"
         password = components.password
         let path = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
@@ -44,13 +78,70 @@ public struct PostgresURL: Sendable, CustomStringConvertible {
         guard ["disable", "prefer", "require"].contains(sslMode) else {
             throw Invalid(description: "sslmode must be disable, prefer or require, not \(sslMode)")
         }
+        switch items["target_session_attrs"] {
+        case "read-write", "primary": requiresPrimary = true
+        case nil: requiresPrimary = servers.count > 1
+        case "any" where servers.count == 1: requiresPrimary = false
+        case let other:
+            throw Invalid(
+                description: "target_session_attrs must be read-write or primary\(servers.count == 1 ? " (or any)" : " with several servers"), "
+                    + "not \(other ?? ""): a node writes")
+        }
+        if servers.count > 1 && socketDirectory != nil {
+            throw Invalid(description: "?host=\(socketDirectory ?? "") names one server's socket; the URL lists several servers")
+        }
+    }
+
+    /// The URL with its server list cut to the first (what URLComponents can read),
+    /// and the servers after the first.
+    private static func splitServers(_ string: String) throws -> (String, [Server]) {
+        guard let scheme = string.range(of: "://") else { return (string, []) }
+        let rest = string[scheme.upperBound...]
+        let authorityEnd = rest.firstIndex(where: { "/?#".contains($0) }) ?? rest.endIndex
+        let authority = rest[..<authorityEnd]
+        let hostsStart = authority.lastIndex(of: "@").map { authority.index(after: $0) } ?? authority.startIndex
+        let hostList = authority[hostsStart...]
+        guard hostList.contains(",") else { return (string, []) }
+        let parts = hostList.split(separator: ",", omittingEmptySubsequences: false)
+        var servers: [Server] = []
+        for part in parts.dropFirst() {
+            guard let server = Self.server(part) else {
+                throw Invalid(description: "\(part) is not a host[:port] in the URL's server list")
+            }
+            servers.append(server)
+        }
+        guard !parts[0].isEmpty else { throw Invalid(description: "the URL's server list begins with an empty server") }
+        return (String(string[..<hostsStart]) + parts[0] + String(string[authorityEnd...]), servers)
+    }
+
+    /// `host`, `host:port`, `[v6]` or `[v6]:port`.
+    private static func server(_ text: Substring) -> Server? {
+        var host = text
+        var port = 5432
+        if text.hasPrefix("[") {
+            guard let close = text.firstIndex(of: "]") else { return nil }
+            host = text[text.index(after: text.startIndex)..<close]
+            let after = text[text.index(after: close)...]
+            if !after.isEmpty {
+                guard after.hasPrefix(":"), let number = Int(after.dropFirst()) else { return nil }
+                port = number
+            }
+        } else if let colon = text.lastIndex(of: ":") {
+            guard let number = Int(text[text.index(after: colon)...]) else { return nil }
+            host = text[..<colon]
+            port = number
+        }
+        guard !host.isEmpty, (1...65535).contains(port), !host.contains(where: { " /@?#".contains($0) }) else { return nil }
+        return Server(host: String(host), port: port)
     }
 
     /// The URL with the password hidden, for messages and logs.
     public var redacted: String {
         let credentials = password == nil ? user : "\(user):***"
-        let socket = socketDirectory.map { "?host=\($0)" } ?? ""
-        return "postgres://\(credentials)@\(host):\(port)/\(database)\(socket)"
+        var query = socketDirectory.map { ["host=\($0)"] } ?? []
+        if requiresPrimary && servers.count == 1 { query.append("target_session_attrs=read-write") }
+        let servers = servers.map(\.description).joined(separator: ",")
+        return "postgres://\(credentials)@\(servers)/\(database)\(query.isEmpty ? "" : "?" + query.joined(separator: "&"))"
     }
 
     public var description: String { redacted }
@@ -80,9 +171,14 @@ public struct PostgresURL: Sendable, CustomStringConvertible {
         ]
     }
 
-    /// A `PostgresClient` configuration for this database (its host or socket,
-    /// credentials and TLS), with the server-side limits every node connection carries.
-    public var clientConfiguration: PostgresClient.Configuration {
+    /// A `PostgresClient` configuration for this database's first server (its host
+    /// or socket, credentials and TLS), with the server-side limits every node
+    /// connection carries.
+    public var clientConfiguration: PostgresClient.Configuration { clientConfiguration(server: 0) }
+
+    /// ``clientConfiguration`` for the server at `index` in ``servers``.
+    public func clientConfiguration(server index: Int) -> PostgresClient.Configuration {
+        let (host, port) = (servers[index].host, servers[index].port)
         var configuration: PostgresClient.Configuration
         if let socketDirectory {
             configuration = PostgresClient.Configuration(
@@ -95,7 +191,8 @@ public struct PostgresURL: Sendable, CustomStringConvertible {
         return configuration
     }
 
-    package func connectionConfiguration() throws -> PostgresConnection.Configuration {
+    package func connectionConfiguration(server index: Int = 0) throws -> PostgresConnection.Configuration {
+        let (host, port) = (servers[index].host, servers[index].port)
         var configuration: PostgresConnection.Configuration
         if let socketDirectory {
             configuration = PostgresConnection.Configuration(

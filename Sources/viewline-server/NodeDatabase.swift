@@ -20,22 +20,26 @@ final class NodeDatabase: Service, Sendable {
         (databases, continuation) = AsyncStream.makeStream(of: DatabaseAccess.self)
     }
 
-    /// Runs `database` until the group's shutdown reaches this service.
+    /// Runs `database` until the group's shutdown reaches this service, beside any
+    /// served before (the first, over the group's clients, is served before the node
+    /// first calls: its health watch is what finds the primary of a URL that lists
+    /// several servers).
     func serve(_ database: DatabaseAccess) {
         continuation.yield(database)
-        continuation.finish()
     }
 
-    /// The node has no database (SQLite).
-    func notNeeded() {
+    /// The node has settled on its database (or has none: SQLite).
+    func settled() {
         continuation.finish()
     }
 
     func run() async {
         await cancelWhenGracefulShutdown { [databases] in
-            for await database in databases { await database.run() }
-            // Nothing to run: like any service, it runs until the group's shutdown.
-            try? await gracefulShutdown()
+            await withDiscardingTaskGroup { group in
+                for await database in databases { group.addTask { await database.run() } }
+                // Nothing more to run: like any service, it runs until the group's shutdown.
+                group.addTask { try? await gracefulShutdown() }
+            }
         }
     }
 }

@@ -123,7 +123,8 @@ struct ViewlineServerCommand: AsyncParsableCommand {
             valueName: "path")) var db = "viewline.sqlite"
     @Option(
         help: ArgumentHelp(
-            "PostgreSQL instead of SQLite, for several nodes over one database (also VIEWLINE_POSTGRES).", valueName: "postgres://user@host/db"))
+            "PostgreSQL instead of SQLite, for several nodes over one database (also VIEWLINE_POSTGRES); several servers (host1:port,host2:port) name a cluster's members, and the node follows its primary.",
+            valueName: "postgres://user@host/db"))
     var postgres: String?
     @Option(
         help: ArgumentHelp(
@@ -308,8 +309,9 @@ struct ViewlineServerCommand: AsyncParsableCommand {
                 url.nodeTimeout = proposed
                 return url
             }
-        // On PostgreSQL the database client is a service of the group, beside the server.
-        let client = postgresURL.map { PostgresStore.makeClient($0, logger: logger) }
+        // On PostgreSQL the database clients (one per server the URL lists) are
+        // services of the group, beside the server.
+        let clients = postgresURL.map { PostgresStore.makeClients($0, logger: logger) }
         let nodeDatabase = NodeDatabase()
         let (db, nodeTimeout, advertise) = (db, nodeTimeout, advertise)
         let watchdog = ShutdownWatchdog(drain: configuration.drainTimeout)
@@ -317,13 +319,14 @@ struct ViewlineServerCommand: AsyncParsableCommand {
             start: { [apps, configuration] in
                 let store: any AppStore
                 var cluster: Cluster?
-                if let postgresURL, let client {
+                if let postgresURL, let clients {
                     // The store and the cluster's directory share one pool, its deadlines
                     // and one health watch. 10 s: twice what the server lets one statement
                     // run (4.5 s), so a call on a connection gone silent fails (and the
                     // connection is replaced) long before a person gives up on the reply;
                     // the directory's own statements use the node timeout.
-                    var database = DatabaseAccess(client: client, url: postgresURL, operationTimeout: .seconds(10), logger: logger)
+                    var database = DatabaseAccess(clients: clients, url: postgresURL, operationTimeout: .seconds(10), logger: logger)
+                    nodeDatabase.serve(database)
                     // The cluster's own tables. The first contact waits for a database
                     // that is not there yet (started after the node, failing over,
                     // refusing it), each attempt within the pool's deadline, and says why.
@@ -333,6 +336,8 @@ struct ViewlineServerCommand: AsyncParsableCommand {
                             try await directory.migrate()
                             break
                         } catch let error as StoreUnavailable {
+                            // A pooler that refuses the node's limits refuses them each time.
+                            if let refusal = database.refusal { throw DatabaseRefusesNode(description: refusal) }
                             logger.warning("waiting for the database", metadata: ["attempt": "\(attempt)", "error": "\(error)"])
                             try await Task.sleep(for: .seconds(1))
                         }
@@ -358,12 +363,12 @@ struct ViewlineServerCommand: AsyncParsableCommand {
                         directory = PostgresSessionDirectory(database)
                         _ = try await directory.agreedNodeTimeout(proposing: agreed)
                     }
+                    // What the node's safety rests on: the database enforces its limits.
+                    try await directory.checkServerSideLimits()
                     // Said once at start: what the database's replication cannot promise.
                     if let warning = try? await directory.durabilityWarning() {
                         logger.warning("\(warning)", metadata: ["see": "docs/deploying.md"])
                     }
-                    // Its health watch from now on (with the node's own pool, served above).
-                    if agreed == proposed { nodeDatabase.serve(database) }
                     let postgresStore = PostgresStore(database)
                     try await postgresStore.migrate()
                     store = postgresStore
@@ -387,7 +392,7 @@ struct ViewlineServerCommand: AsyncParsableCommand {
                         logger.info("sessions are recorded: a restart gives them back", metadata: ["db": "\(db)"])
                     }
                 }
-                nodeDatabase.notNeeded()  // (when it was not served above)
+                nodeDatabase.settled()
                 let services = try await SeedApps.liveServices(apps, store: store, faults: faults)
                 return try ViewlineServer(
                     apps: SeedApps.all, services: services, faults: faults, cluster: cluster, configuration: configuration, logger: logger)
@@ -417,11 +422,16 @@ struct ViewlineServerCommand: AsyncParsableCommand {
         // server's drain and last record writes.
         let watcher = SignalWatcher(signals: signals, watchdog: watchdog, drainSeconds: drainSeconds, logger: logger)
         let services: [ServiceGroupConfiguration.ServiceConfiguration] =
-            [.init(service: watcher)] + (client.map { [.init(service: $0), .init(service: nodeDatabase)] } ?? []) + [
+            [.init(service: watcher)] + (clients.map { $0.map { .init(service: $0) } + [.init(service: nodeDatabase)] } ?? []) + [
                 .init(service: node, successTerminationBehavior: .gracefullyShutdownGroup)
             ]
         let group = ServiceGroup(configuration: .init(services: services, logger: logger))
         watcher.watch(group)
         try await group.run()
     }
+}
+
+/// The database refuses the node's connections for a reason waiting does not mend.
+struct DatabaseRefusesNode: Error, CustomStringConvertible {
+    var description: String
 }

@@ -1,5 +1,6 @@
-"""Viewline's nodes on a PostgreSQL that fails over (Patroni, etcd, HAProxy following
-the primary). With synchronous replication the primary is killed under load and
+"""Viewline's nodes on a PostgreSQL that fails over (Patroni and etcd; the nodes reach
+the primary through HAProxy following it, or find it themselves among the members
+their URL lists). With synchronous replication the primary is killed under load and
 nothing a node acknowledged is lost — every session, every draft, the last
 acknowledged draft of each writer — one node still owns each session, and the nodes
 serve again without a restart. With asynchronous replication a node warns at start,
@@ -169,8 +170,10 @@ def check(writers: List["Writer"], url: str, lost: List[str], when: str) -> None
             lost.append(f"{writer.user} {when}: the database holds {stored.get(writer.user)!r}, last acknowledged {last!r}")
 
 
-def test_a_failover_loses_nothing_a_node_acknowledged(patroni: PatroniCluster, tmp_path: pathlib.Path) -> None:
-    nodes = [Node(patroni.url, tmp_path / f"node{i}.log") for i in range(2)]
+@pytest.mark.parametrize("reached", ["through-haproxy", "listing-the-members"])
+def test_a_failover_loses_nothing_a_node_acknowledged(patroni: PatroniCluster, tmp_path: pathlib.Path, reached: str) -> None:
+    url = patroni.url if reached == "through-haproxy" else patroni.members_url
+    nodes = [Node(url, tmp_path / f"node{i}.log") for i in range(2)]
     try:
         # Four sessions, two on each node, each with a draft: they must all live on, each
         # with one owner (the drafts' durability is the writers' check below).
@@ -274,7 +277,7 @@ def test_a_failover_loses_nothing_a_node_acknowledged(patroni: PatroniCluster, t
         draft = client.until(lambda m: m.get("type") == "display" and m.get("view") == "draft")
         assert draft["state"]["text"] == "written after the failover"
         print(json.dumps({
-            "promoted_seconds": round(promoted, 1), "serving_again_seconds": round(served, 1),
+            "reached": reached, "promoted_seconds": round(promoted, 1), "serving_again_seconds": round(served, 1),
             "drafts_acknowledged": sum(len(w.acknowledged) for w in writers),
             "refused_meanwhile": sum(w.refused for w in writers),
             "answer_unknown": sum(len(w.unknown) for w in writers), "lost": len(lost)}))

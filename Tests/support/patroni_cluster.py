@@ -81,6 +81,13 @@ class PatroniCluster:
     def url(self) -> str:
         return f"postgres://postgres@127.0.0.1:{self.haproxy_port}/postgres?sslmode=disable"
 
+    @property
+    def members_url(self) -> str:
+        """The members themselves, listed as libpq lists servers: a node finds and
+        follows the primary among them (no proxy in between)."""
+        servers = ",".join(f"127.0.0.1:{p['pg']}" for p in self.members.values())
+        return f"postgres://postgres@{servers}/postgres?sslmode=disable&target_session_attrs=read-write"
+
     # -- parts ----------------------------------------------------------------
     def _as_postgres(self, command: List[str]) -> List[str]:
         return ["runuser", "-u", "postgres", "--", *command] if self.root else command

@@ -84,7 +84,7 @@ extension Session {
             // recorded first (a failover never lets the old token back in), and when the
             // database does not take it the session, its token and its other
             // connections stay as they were (`unavailable`: try again).
-            let fresh = try await session.beginTokenChange()
+            let fresh = try session.beginTokenChange()
             let attempted = session.recordRev + 1
             do {
                 try await session.application.cluster?.recordToken(fresh, of: session)

@@ -1,0 +1,81 @@
+import Logging
+import PostgresNIO
+import Testing
+import ViewlineTestSupport
+
+@testable import ViewlinePostgres
+
+/// A node's PostgreSQL URL, as libpq spells it: one server, or a cluster's members
+/// listed in order, of which a node uses the primary.
+@Suite struct PostgresURLTests {
+    @Test func oneServerReadsAsBefore() throws {
+        let url = try PostgresURL("postgres://viewline:secret@db.internal:6432/app?sslmode=disable")
+        #expect(url.servers == [.init(host: "db.internal", port: 6432)])
+        #expect((url.host, url.port, url.user, url.password, url.database) == ("db.internal", 6432, "viewline", "secret", "app"))
+        #expect(!url.requiresPrimary)
+        #expect(url.redacted == "postgres://viewline:***@db.internal:6432/app")
+    }
+
+    @Test func severalServersAreTriedInOrderForTheirPrimary() throws {
+        let url = try PostgresURL("postgresql://viewline:secret@db0:5433,db1,[fd00::2]:5434/app?sslmode=require")
+        #expect(url.servers.map(\.description) == ["db0:5433", "db1:5432", "[fd00::2]:5434"])
+        #expect(url.requiresPrimary)
+        #expect(url.database == "app" && url.password == "secret" && url.sslMode == "require")
+        #expect(url.redacted == "postgres://viewline:***@db0:5433,db1:5432,[fd00::2]:5434/app")
+        #expect(try PostgresURL("postgres://u@a,b/app?target_session_attrs=primary").requiresPrimary)
+        #expect(try PostgresURL("postgres://u@a/app?target_session_attrs=read-write").requiresPrimary)
+    }
+
+    @Test func aURLANodeCannotWriteThroughIsRefused() {
+        for (text, reason) in [
+            ("postgres://u@a,b/app?target_session_attrs=any", "read-write or primary with several servers"),
+            ("postgres://u@a/app?target_session_attrs=standby", "a node writes"),
+            ("postgres://u@a,b:x/app", "b:x is not a host[:port]"),
+            ("postgres://u@a,/app", "is not a host[:port]"),
+            ("postgres://u@,b/app", "begins with an empty server"),
+            ("postgres://u@a,b/app?host=/run/postgresql", "names one server's socket"),
+        ] {
+            do {
+                _ = try PostgresURL(text)
+                Issue.record("\(text) was taken")
+            } catch {
+                #expect(error is PostgresURL.Invalid && "\(error)".contains(reason), "\(text): \(error)")
+            }
+        }
+    }
+
+    /// The first server listed does not answer (nothing listens there); the second is
+    /// the test's PostgreSQL, a primary: the health watch finds it, and calls go to it.
+    @Test func aNodeUsesTheServerThatIsThePrimary() async throws {
+        let server = PostgresServer.shared
+        let single = try PostgresURL(server.url(database: try server.createDatabase()))
+        let listed = try PostgresURL(
+            "postgres://\(single.user)@127.0.0.1:1,\(single.host):\(single.port)/\(single.database)?sslmode=disable")
+        let database = DatabaseAccess(url: listed, operationTimeout: .seconds(20), logger: Logger(label: "test"))
+        database.runInTask()
+        defer { database.close() }
+        let clock = ContinuousClock()
+        let deadline = clock.now + .seconds(30)
+        while database.health.primary != 1 && clock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
+        #expect(database.health.primary == 1)
+        let answer = try await database.collect("SELECT 40 + 2") { try $0.decode(Int.self) }
+        #expect(answer == [42])
+
+        let (connection, index) = try await listed.connectToPrimary(id: 9, within: .seconds(5), logger: Logger(label: "test"))
+        #expect(index == 1)
+        #expect(try await connection.isStandby(within: .seconds(5), logger: Logger(label: "test")) == false)
+        try await connection.close()
+    }
+
+    /// No server of the list is a primary: the error names each one's reason.
+    @Test func noPrimaryNamesEachServersReason() async throws {
+        let listed = try PostgresURL("postgres://u@127.0.0.1:1,127.0.0.1:2/app?sslmode=disable")
+        do {
+            _ = try await listed.connectToPrimary(id: 9, within: .seconds(2), logger: Logger(label: "test"))
+            Issue.record("connected to a server that is not there")
+        } catch let error as PostgresURL.NoPrimary {
+            #expect(error.description.contains("127.0.0.1:1: "))
+            #expect(error.description.contains("127.0.0.1:2: "))
+        }
+    }
+}
