@@ -163,12 +163,28 @@ bench() {
             ratio=$(python3 -c "print(f'{$v/$r:.2f}')")
         fi
         printf '%-44s %12s %12s %7s   (server CPU µs per command; ratio viewline / redis)\n' "$1" "$v" "$r" "$ratio"
+        cpu_last=$v
     }
+    local cpu_last=""
     if [ -n "$redis_port" ] && command -v redis-cli >/dev/null; then
         redis-cli -p "$redis_port" SET place '{"name":"Harbor Crust","cuisine":"pizza","rating":4.9}' >/dev/null
     fi
     cpu_row "CPU per command: ping vs PING" "ping" "PING"
+    local cpu_ping=$cpu_last
     cpu_row "CPU per command: state search vs GET" "state search" "GET place"
+    local cpu_state=$cpu_last
+    # The floor's CPU per line, the same way: what Viewline adds is the difference
+    # (#75: ping within 0.5 µs of it, state search within 1.5 µs).
+    kill "${pids[-1]}"; wait "${pids[-1]}" 2>/dev/null || true
+    start_floor 1
+    local cpu_floor
+    cpu_floor=$("$bin/viewline-bench" --port "$port" --connections 1 --depth 16 --seconds "${VIEWLINE_BENCH_SECONDS:-5}" \
+        --cpu --server-pid "${pids[-1]}" --command PING)
+    printf '%-44s %12s %12s %7s   (server CPU µs per line answered)\n' "  floor (bare SwiftNIO)" "$cpu_floor" "-" "-"
+    printf '%-44s %12s %12s %7s   (server CPU µs per command over the floor)\n' "  over the floor: ping, state search" \
+        "$(python3 -c "print(f'{$cpu_ping-$cpu_floor:+.2f}')")" "$(python3 -c "print(f'{$cpu_state-$cpu_floor:+.2f}')")" "-"
+    kill "${pids[-1]}"; wait "${pids[-1]}" 2>/dev/null || true
+    start_viewline
     row "ping during a 20-connection login flood" -- --connections 1 --flood 20
     kill "${pids[-1]}"; wait "${pids[-1]}" 2>/dev/null || true
     start_viewline --login-attempts-before-throttle 1000000
