@@ -55,11 +55,18 @@ struct ContactsListener: Sendable {
     /// notification whose version is newer than the last read. Returns or throws
     /// when the connection ends.
     private func listenOnce(_ deliver: (ContactsSnapshot) -> Void) async throws {
-        let connection = try await url.connectToPrimary(id: 0, within: .seconds(10), logger: store.logger).0
+        let database = store.database
+        let server = database.primaryServer
+        let connection = try await url.connect(server: server, id: 0, within: .seconds(10), logger: store.logger)
         let logger = store.logger
         let probe = Task {
             while !Task.isCancelled {
                 try await Task.sleep(for: Self.probeInterval)
+                // The node's primary moved: listen there (closing ends the listen).
+                if database.primaryServer != server {
+                    try? await connection.close()
+                    return
+                }
                 // Fails (and closes the connection, ending the listen) past its deadline.
                 _ = try await connection.withDeadline(Self.probeDeadline) {
                     try await connection.query("SELECT 1", logger: logger).collect().count

@@ -22,7 +22,9 @@ package final class DatabaseAccess: Sendable {
     package let logger: Logger
     /// How long one call may take before it fails with ``StoreUnavailable``.
     package let operationTimeout: Duration
-    let health = DatabaseHealth()
+    let health: DatabaseHealth
+    /// Whether ``run()`` runs the health watch (not when it shares another's).
+    private let watches: Bool
     /// Whether ``run()`` runs the client too (it was made for this database alone).
     private let ownsClient: Bool
     /// Whether ``run()`` runs now, and ``runInTask()``'s task.
@@ -90,6 +92,8 @@ package final class DatabaseAccess: Sendable {
         self.url = url
         self.operationTimeout = operationTimeout
         self.logger = logger
+        health = DatabaseHealth(servers: clients.count)
+        watches = true
         ownsClient = false
     }
 
@@ -99,8 +103,26 @@ package final class DatabaseAccess: Sendable {
         self.url = url
         self.operationTimeout = operationTimeout
         self.logger = logger
+        health = DatabaseHealth(servers: clients.count)
+        watches = true
         ownsClient = true
     }
+
+    /// Over clients of its own for `url` (the same servers as `other`'s, other
+    /// server-side limits), following `other`'s health watch — the primary it found,
+    /// and whether the database is down — rather than running one more.
+    package init(url: PostgresURL, operationTimeout: Duration, logger: Logger, sharingHealthWith other: DatabaseAccess) {
+        clients = Self.makeClients(url, logger: logger)
+        self.url = url
+        self.operationTimeout = operationTimeout
+        self.logger = logger
+        health = other.health
+        watches = false
+        ownsClient = true
+    }
+
+    /// The index in the URL's servers of the primary calls go to now.
+    package var primaryServer: Int { health.primary }
 
     /// Why the database refuses this node's connections for good (the health watch's
     /// last attempt was told so), or `nil`: a node stops waiting for it and says why.
@@ -115,15 +137,15 @@ package final class DatabaseAccess: Sendable {
             return logger.error("a database's run() was called while it runs, or after its own client ended; it returns at once")
         }
         defer { runs.end() }
-        await Self.run(clients: ownsClient ? clients : [], health: health, url: url, logger: logger)
+        await Self.run(clients: ownsClient ? clients : [], health: watches ? health : nil, url: url, logger: logger)
     }
 
     /// ``run()``'s work, holding nothing of the database (a handle's task ends when
     /// the handle goes).
-    private static func run(clients: [PostgresClient], health: DatabaseHealth, url: PostgresURL, logger: Logger) async {
+    private static func run(clients: [PostgresClient], health: DatabaseHealth?, url: PostgresURL, logger: Logger) async {
         await withDiscardingTaskGroup { group in
             for client in clients { group.addTask { await client.run() } }
-            group.addTask { await health.watch(url: url, logger: logger) }
+            if let health { group.addTask { await health.watch(url: url, logger: logger) } }
         }
     }
 
@@ -133,9 +155,9 @@ package final class DatabaseAccess: Sendable {
     package func runInTask() {
         guard runs.begin(withClient: ownsClient) else { return }
         runs.hold(
-            Task { [runs, clients, ownsClient, health, url, logger] in
+            Task { [runs, clients, ownsClient, health, watches, url, logger] in
                 defer { runs.end() }
-                await Self.run(clients: ownsClient ? clients : [], health: health, url: url, logger: logger)
+                await Self.run(clients: ownsClient ? clients : [], health: watches ? health : nil, url: url, logger: logger)
             })
     }
 
@@ -178,6 +200,8 @@ package final class DatabaseAccess: Sendable {
     ) async throws -> T {
         let limit = timeout ?? operationTimeout
         let leased = Leased()
+        // Which server is the primary is known before the first call goes anywhere.
+        if !health.located { await health.waitUntilLocated(within: limit) }
         do {
             return try await unavailableIfDown(timeout: limit) { [client] in
                 try await client.withConnection { connection in

@@ -13,12 +13,20 @@ actor DedicatedConnection {
     private let id: Int
     private let logger: Logger
     private var connection: PostgresConnection?
+    /// The server `connection` is to (an index in the URL's servers).
+    private var server = 0
+    /// The server the node writes to now (its health watch's finding).
+    private let primary: @Sendable () -> Int
     /// The connect under way: statements that arrive meanwhile wait for it rather
     /// than open one each.
     private var opening: Task<PostgresConnection, any Error>?
 
     /// - Parameter id: the connection's number in postgres-nio's log lines.
-    init(url: PostgresURL, id: Int, logger: Logger) {
+    /// - Parameter primary: the server to use, as an index in `url`'s servers: the
+    ///   node's primary, as its health watch last found it (a connection to another
+    ///   is closed and opened again there).
+    init(url: PostgresURL, id: Int, logger: Logger, primary: @escaping @Sendable () -> Int = { 0 }) {
+        self.primary = primary
         self.url = url
         self.id = id
         self.logger = logger
@@ -55,17 +63,24 @@ actor DedicatedConnection {
         }
     }
 
-    /// The connection, opened first if need be — to the primary, when the URL lists
-    /// several servers — within `timeout` (the statement's own:
+    /// The connection, opened first if need be — to the node's primary, when the URL
+    /// lists several servers — within `timeout` (the statement's own:
     /// a link slower than a fixed connect timeout but inside the statement's deadline
     /// still connects; a reconnect takes a few round trips).
     private func open(within timeout: Duration) async throws -> PostgresConnection {
-        if let connection, !connection.isClosed { return connection }
+        let target = primary()
+        if let connection, !connection.isClosed {
+            if server == target { return connection }
+            // The primary moved: no statement of this node's goes to the old one.
+            self.connection = nil
+            try? await connection.close()
+        }
         if let opening { return try await opening.value }
         let (url, id, logger) = (url, id, logger)
         let task = Task {
-            try await url.connectToPrimary(id: id, within: timeout, logger: logger).0
+            try await url.connect(server: target, id: id, within: timeout, logger: logger)
         }
+        server = target
         opening = task
         defer { opening = nil }
         let opened = try await task.value

@@ -79,8 +79,8 @@ public struct PostgresSessionDirectory: SessionDirectory {
     /// health watch per node).
     package init(_ database: DatabaseAccess) {
         self.database = database
-        lease = DedicatedConnection(url: database.url, id: 2, logger: database.logger)
-        records = DedicatedConnection(url: database.url, id: 3, logger: database.logger)
+        lease = DedicatedConnection(url: database.url, id: 2, logger: database.logger) { database.primaryServer }
+        records = DedicatedConnection(url: database.url, id: 3, logger: database.logger) { database.primaryServer }
     }
 
     /// Creates the cluster's tables (idempotent; safe when several nodes start at
@@ -297,8 +297,9 @@ public struct PostgresSessionDirectory: SessionDirectory {
             PostgresQuery(unsafeSQL: "SELECT name, setting FROM pg_settings WHERE name IN (\(names))"), timeout: statementTimeout
         ) { row in try row.decode((String, String).self) }
         let held = Dictionary(settings, uniquingKeysWith: { first, _ in first })
-        // A setting the server does not have (client_connection_check_interval before
-        // PostgreSQL 14) cannot be carried: not asked of it.
+        // (A server without one of them — client_connection_check_interval before
+        // PostgreSQL 14 — refuses the connection itself: the node stops saying it
+        // needs 14 or newer, DatabaseHealth.refusal(of:).)
         let dropped = wanted.filter { name, value in held[name].map { $0 != value } ?? false }
         if !dropped.isEmpty {
             throw LimitsNotCarried(dropped: dropped.map { name, value in "\(name) is \(held[name] ?? "?"), not \(value)" })

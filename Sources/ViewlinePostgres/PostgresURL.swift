@@ -65,10 +65,21 @@ public struct PostgresURL: Sendable, CustomStringConvertible {
         let (single, listed) = try Self.splitServers(string)
         guard let components = URLComponents(string: single),
             components.scheme == "postgres" || components.scheme == "postgresql"
-        else { throw Invalid(description: "\(string) is not a postgres:// URL") }
+        else {
+            // Not the text itself: it may hold a password.
+            throw Invalid(description: "the database URL is not a postgres:// (or postgresql://) URL")
+        }
         let items = Dictionary((components.queryItems ?? []).map { ($0.name, $0.value ?? "") }, uniquingKeysWith: { _, last in last })
-        socketDirectory = items["host"].flatMap { $0.hasPrefix("/") ? $0 : nil }
-        let first = Server(host: components.host.flatMap { $0.isEmpty ? nil : $0 } ?? "127.0.0.1", port: components.port ?? 5432)
+        if let host = items["host"], !host.hasPrefix("/") {
+            throw Invalid(description: "?host= names a Unix socket's directory here; list servers as host1:port1,host2:port2 after the @")
+        }
+        if items["port"] != nil { throw Invalid(description: "?port= is not read; give each server's port after its host") }
+        socketDirectory = items["host"]
+        // URLComponents keeps an IPv6 literal's brackets.
+        var firstHost = components.host.flatMap { $0.isEmpty ? nil : $0 } ?? "127.0.0.1"
+        if firstHost.hasPrefix("[") && firstHost.hasSuffix("]") { firstHost = String(firstHost.dropFirst().dropLast()) }
+        let first = Server(host: firstHost, port: components.port ?? 5432)
+        guard (1...65535).contains(first.port) else { throw Invalid(description: "port \(first.port) is not a TCP port") }
         servers = [first] + listed
         user = components.user.flatMap { $0.isEmpty ? nil : $0 } ?? ProcessInfo.processInfo.environment["USER"] ?? "postgres"
         password = components.password
@@ -85,7 +96,7 @@ public struct PostgresURL: Sendable, CustomStringConvertible {
         case let other:
             throw Invalid(
                 description: "target_session_attrs must be read-write or primary\(servers.count == 1 ? " (or any)" : " with several servers"), "
-                    + "not \(other ?? ""): a node writes")
+                    + "not \"\(other ?? "")\": a node writes")
         }
         if servers.count > 1 && socketDirectory != nil {
             throw Invalid(description: "?host=\(socketDirectory ?? "") names one server's socket; the URL lists several servers")

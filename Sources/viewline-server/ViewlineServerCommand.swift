@@ -358,7 +358,8 @@ struct ViewlineServerCommand: AsyncParsableCommand {
                         // group's client only served the agreement).
                         var agreedURL = postgresURL
                         agreedURL.nodeTimeout = agreed
-                        database = DatabaseAccess(url: agreedURL, operationTimeout: .seconds(10), logger: logger)
+                        database = DatabaseAccess(
+                            url: agreedURL, operationTimeout: .seconds(10), logger: logger, sharingHealthWith: database)
                         nodeDatabase.serve(database)
                         directory = PostgresSessionDirectory(database)
                         _ = try await directory.agreedNodeTimeout(proposing: agreed)

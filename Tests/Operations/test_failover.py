@@ -286,6 +286,48 @@ def test_a_failover_loses_nothing_a_node_acknowledged(patroni: PatroniCluster, t
             node.stop()
 
 
+def test_a_node_listing_the_members_leaves_an_old_primary_whose_manager_died(
+        patroni: PatroniCluster, tmp_path: pathlib.Path) -> None:
+    """The primary's Patroni dies, its PostgreSQL lives on and still says it is no
+    standby; the other member is promoted. A node that lists the members must move to
+    the promoted one (its newer timeline), not stay where commits can no longer be
+    replicated (synchronous: they hang) or will be rewound away (asynchronous)."""
+    node = Node(patroni.members_url, tmp_path / "node.log")
+    try:
+        writer = Writer(node.port, 0, "alice", "wonderland")
+        writer.start()
+        time.sleep(1.0)
+        old = patroni.primary()
+        started = time.monotonic()
+        patroni.kill_manager(old)
+        new = patroni.wait_for_primary(other_than=old)
+        promoted = time.monotonic() - started
+        acknowledged_at_promotion = len(writer.acknowledged)
+
+        def writing_on_the_new_primary() -> bool:
+            if len(writer.acknowledged) <= acknowledged_at_promotion + 5:
+                return False
+            stored = subprocess.run(
+                ["/usr/lib/postgresql/15/bin/psql", patroni.url, "-tAc",
+                 "SELECT text FROM viewline_drafts WHERE user_name = 'alice'"],
+                capture_output=True, text=True, timeout=30).stdout.strip()
+            return stored == writer.acknowledged[-1] or stored in writer.unknown
+
+        try:
+            until(writing_on_the_new_primary, 60, "the node's drafts acknowledged on the promoted member")
+        except AssertionError as failure:
+            tail = node.log_path.read_text(errors="replace")[-3000:]
+            raise AssertionError(f"{failure}; its log ends:\n{tail}") from None
+        served = time.monotonic() - started
+        writer.stopping.set()
+        writer.join(30)
+        assert "the database's primary moved" in node.log_path.read_text()
+        print(json.dumps({"promoted_seconds": round(promoted, 1), "writing_on_new_primary_seconds": round(served, 1),
+                          "new_primary": new, "refused_meanwhile": writer.refused}))
+    finally:
+        node.stop()
+
+
 def test_asynchronous_replication_is_warned_about_and_a_failover_can_lose_acknowledged_saves(
         asynchronous_patroni: PatroniCluster, tmp_path: pathlib.Path) -> None:
     node = Node(asynchronous_patroni.url, tmp_path / "node.log")

@@ -103,6 +103,15 @@ def test_pgbouncer_as_it_comes_refuses_the_nodes_limits_and_the_node_says_so(dat
         assert "connect the nodes to PostgreSQL directly" in log, log[-2000:]
 
 
+def test_the_refusal_is_heard_through_a_url_listing_several_servers(database: str) -> None:
+    for url in pgbouncer(database, ignore_limits=False):
+        # A member that does not answer first, then the pooler.
+        listed = url.replace("@127.0.0.1:", "@127.0.0.1:1,127.0.0.1:", 1)
+        status, log = start_node(listed)
+        assert status != 0
+        assert "unsupported startup parameter" in log, log[-2000:]
+
+
 def test_pgbouncer_that_drops_the_limits_is_refused_at_start(database: str) -> None:
     for url in pgbouncer(database, ignore_limits=True):
         status, log = start_node(url)

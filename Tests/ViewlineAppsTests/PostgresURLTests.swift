@@ -22,6 +22,8 @@ import ViewlineTestSupport
         #expect(url.requiresPrimary)
         #expect(url.database == "app" && url.password == "secret" && url.sslMode == "require")
         #expect(url.redacted == "postgres://viewline:***@db0:5433,db1:5432,[fd00::2]:5434/app")
+        // An IPv6 literal first, as URLComponents reads it (with its brackets).
+        #expect(try PostgresURL("postgres://u@[::1]:5433,db1/app").servers.first == .init(host: "::1", port: 5433))
         #expect(try PostgresURL("postgres://u@a,b/app?target_session_attrs=primary").requiresPrimary)
         #expect(try PostgresURL("postgres://u@a/app?target_session_attrs=read-write").requiresPrimary)
     }
@@ -34,12 +36,18 @@ import ViewlineTestSupport
             ("postgres://u@a,/app", "is not a host[:port]"),
             ("postgres://u@,b/app", "begins with an empty server"),
             ("postgres://u@a,b/app?host=/run/postgresql", "names one server's socket"),
+            ("postgres:///app?host=a,b&port=1,2", "?host= names a Unix socket's directory"),
+            ("postgres://u@a/app?port=5433", "?port= is not read"),
+            ("postgres://u@a:0/app", "port 0 is not a TCP port"),
+            ("postgres://u@a/app?target_session_attrs=", "not \"\": a node writes"),
+            ("mysql://u:secret@a/app", "is not a postgres://"),
         ] {
             do {
                 _ = try PostgresURL(text)
                 Issue.record("\(text) was taken")
             } catch {
                 #expect(error is PostgresURL.Invalid && "\(error)".contains(reason), "\(text): \(error)")
+                #expect(!"\(error)".contains("secret"))
             }
         }
     }
@@ -66,9 +74,10 @@ import ViewlineTestSupport
         }
         #expect(answer == [42])
 
-        let (connection, index) = try await listed.connectToPrimary(id: 9, within: .seconds(60), logger: Logger(label: "test"))
+        let (connection, index, _) = try await listed.connectToPrimary(id: 9, within: .seconds(60), logger: Logger(label: "test"))
         #expect(index == 1)
-        #expect(try await connection.isStandby(within: .seconds(60), logger: Logger(label: "test")) == false)
+        let state = try await connection.serverState(within: .seconds(60), logger: Logger(label: "test"))
+        #expect(!state.standby && state.timeline >= 1)
         try await connection.close()
     }
 
@@ -81,6 +90,29 @@ import ViewlineTestSupport
         } catch let error as PostgresURL.NoPrimary {
             #expect(error.description.contains("127.0.0.1:1: "))
             #expect(error.description.contains("127.0.0.1:2: "))
+        }
+    }
+}
+
+/// A server fenced read-only (`default_transaction_read_only`, as an old primary is
+/// fenced) is no primary, as libpq's `target_session_attrs=read-write` has it.
+@Suite struct ReadOnlyServerTests {
+    @Test func aServerThatIsReadOnlyByDefaultIsPassedOver() async throws {
+        let server = PostgresServer.shared
+        let single = try PostgresURL(server.url(database: try server.createDatabase()))
+        let logger = Logger(label: "test")
+        let admin = try await single.connect(server: 0, id: 9, within: .seconds(60), logger: logger)
+        try await admin.query(
+            PostgresQuery(unsafeSQL: "ALTER DATABASE \"\(single.database)\" SET default_transaction_read_only = on"), logger: logger
+        ).collect()
+        try await admin.close()
+        let fenced = try PostgresURL(
+            "postgres://\(single.user)@\(single.host):\(single.port)/\(single.database)?sslmode=disable&target_session_attrs=read-write")
+        do {
+            _ = try await fenced.connectToPrimary(id: 9, within: .seconds(60), logger: logger)
+            Issue.record("a read-only server was taken for a primary")
+        } catch let error as PostgresURL.NoPrimary {
+            #expect(error.description.contains("a standby, or read-only"))
         }
     }
 }

@@ -260,6 +260,16 @@ listen primary
                 pass
         process.wait()
 
+    def kill_manager(self, name: str) -> None:
+        """The member's Patroni dies (SIGKILL, as the OOM killer would), its PostgreSQL
+        goes on taking writes: the other member is promoted once the leader key
+        expires, and two primaries answer. (`stop()` still ends the orphan.)"""
+        done = subprocess.run(["pgrep", "-f", f"patroni {self.dir / name / 'patroni'}"], capture_output=True, text=True)
+        pids = [int(pid) for pid in done.stdout.split()]
+        assert pids, f"no Patroni process for {name}"
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
+
     def restart(self, name: str) -> None:
         """A killed member's machine is back: its Patroni starts on the data it had and
         rejoins as a standby (pg_rewind when its timeline went past the new primary's)."""
