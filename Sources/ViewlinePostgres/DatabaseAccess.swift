@@ -198,10 +198,17 @@ package final class DatabaseAccess: Sendable {
     package func call<T: Sendable>(
         timeout: Duration? = nil, _ work: @escaping @Sendable (PostgresConnection) async throws -> T
     ) async throws -> T {
-        let limit = timeout ?? operationTimeout
+        let requested = timeout ?? operationTimeout
         let leased = Leased()
-        // Which server is the primary is known before the first call goes anywhere.
-        if !health.located { await health.waitUntilLocated(within: limit) }
+        // Which server is the primary is known before the first call goes anywhere
+        // (within the call's own limit).
+        var waited = Duration.zero
+        if !health.located {
+            let started = ContinuousClock.now
+            await health.waitUntilLocated(within: requested)
+            waited = ContinuousClock.now - started
+        }
+        let limit = max(requested - waited, .milliseconds(1))
         do {
             return try await unavailableIfDown(timeout: limit) { [client] in
                 try await client.withConnection { connection in
@@ -392,8 +399,10 @@ package final class DatabaseAccess: Sendable {
         state == "55P03" || state == "57014" || state == "25P03"
     }
 
-    /// SQLSTATEs a server sends while it shuts down or refuses connections.
+    /// SQLSTATEs a server sends while it shuts down or refuses connections, or
+    /// refuses writes (25006: a standby, or an old primary fenced read-only — the
+    /// node's watch moves to the primary; the write may go through there).
     private static func isShutdownState(_ state: String) -> Bool {
-        state.hasPrefix("57P") || state.hasPrefix("08")
+        state.hasPrefix("57P") || state.hasPrefix("08") || state == "25006"
     }
 }

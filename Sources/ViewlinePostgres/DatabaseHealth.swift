@@ -54,7 +54,12 @@ final class DatabaseHealth: Sendable {
     /// server's, of a URL that lists several), or `nil`.
     static func refusal(of error: any Error) -> String? {
         if let error = error as? PostgresURL.NoPrimary { return error.errors.lazy.compactMap(refusal(of:)).first }
+        if let error = error as? LimitsNotCarried { return error.description }
         guard let error = error as? PSQLError, let message = error.serverInfo?[.message] else { return nil }
+        // A role or database that is not there, or a password refused: no wait mends it.
+        if let state = error.serverInfo?[.sqlState], ["28000", "28P01", "3D000"].contains(state) {
+            return "the database refuses the node (\(message)): check the URL's role, password and database"
+        }
         if message.hasPrefix("unsupported startup parameter") {
             return "the database refuses the node's server-side limits (\(message)): a connection pooler (PgBouncer) "
                 + "sits between them; connect the nodes to PostgreSQL directly (docs/deploying.md)"
@@ -104,23 +109,36 @@ final class DatabaseHealth: Sendable {
     /// connects to the one that is, and calls go there from then on (``primary``).
     func watch(url: PostgresURL, logger: Logger) async {
         var wasDown = false
+        var lastProblem = ""
         let several = url.servers.count > 1
+        // The newest timeline a primary was seen on: an older one is deposed.
+        var newest = 0
+        var warnedOfTwins = false
         while !Task.isCancelled {
             var open: PostgresConnection?
             do {
                 let (connection, server, timeline) = try await url.connectToPrimary(
-                    id: 1, within: .seconds(2 * url.servers.count), logger: logger)
+                    id: 1, within: .seconds(2 * url.servers.count), notOlderThan: several ? newest : 0, logger: logger)
                 open = connection
-                if server != primaryIndex.exchange(server, ordering: .releasing) {
+                // Its limits are checked on every server the node moves to: a pooler
+                // that drops them is no place to write (docs/deploying.md).
+                _ = try await connection.withDeadline(.seconds(2)) {
+                    try await connection.checkServerSideLimits(url.serverSideLimits, logger: logger)
+                }
+                newest = max(newest, timeline)
+                let previous = primaryIndex.exchange(server, ordering: .releasing)
+                if located && server != previous {
                     logger.notice("the database's primary is another server now", metadata: ["server": "\(url.servers[server])"])
                 }
                 locatedFlag.store(true, ordering: .releasing)
+                refusalReason.withLock { $0 = nil }
                 connection.closeFuture.whenComplete { [self] _ in
                     if !Task.isCancelled { set(down: true) }
                 }
                 set(down: false)
-                if wasDown { logger.notice("the database answers again") }
+                if wasDown { logger.notice("the database answers again", metadata: ["server": "\(url.servers[server])"]) }
                 wasDown = false
+                lastProblem = ""
                 var tick = 0
                 while !Task.isCancelled && !connection.isClosed {
                     // Within a deadline that closes the connection: a silent server
@@ -134,11 +152,25 @@ final class DatabaseHealth: Sendable {
                     }
                     // Every 3 s, the other servers listed: one promoted while this one
                     // still takes writes (its manager died, not its database) is where
-                    // the cluster now writes.
+                    // the cluster now writes; of two on the same timeline (two
+                    // clusters, or a split brain), the first listed is used, so every
+                    // node that lists them alike uses the same.
                     tick += 1
                     if several && url.requiresPrimary && tick % 3 == 0 {
-                        if let newer = await Self.newerPrimary(than: server, timeline: timeline, url: url, logger: logger) {
-                            throw PrimaryMoved(server: url.servers[newer])
+                        switch await Self.otherPrimary(than: server, timeline: timeline, url: url, logger: logger) {
+                        case .newer(let index):
+                            throw PrimaryMoved(server: url.servers[index])
+                        case .twin(let index) where index < server:
+                            throw PrimaryMoved(server: url.servers[index], twin: true)
+                        case .twin(let index):
+                            if !warnedOfTwins {
+                                warnedOfTwins = true
+                                logger.error(
+                                    "two servers the URL lists take writes on the same timeline: two clusters, or a split brain; using the first listed",
+                                    metadata: ["using": "\(url.servers[server])", "also": "\(url.servers[index])"])
+                            }
+                        case nil:
+                            break
                         }
                     }
                     try await Task.sleep(for: .seconds(1))
@@ -147,11 +179,18 @@ final class DatabaseHealth: Sendable {
                 if !Task.isCancelled {
                     let reason = Self.refusal(of: error)
                     refusalReason.withLock { $0 = reason }
-                    if error is PrimaryMoved || error is NoLongerPrimary {
-                        logger.warning("the database's primary moved", metadata: ["reason": "\(error)"])
-                    } else if !wasDown {
-                        logger.warning("the database does not answer", metadata: ["error": "\(PostgresURL.reason(error))"])
+                    // Said when it changes: "moved" first, then why no server will do.
+                    let problem = error is PrimaryMoved || error is NoLongerPrimary ? "moved" : "\(type(of: error))"
+                    if problem != lastProblem {
+                        if problem == "moved" {
+                            logger.warning("the database's primary moved", metadata: ["reason": "\(error)"])
+                        } else if error is LimitsNotCarried {
+                            logger.error("\(error)")
+                        } else {
+                            logger.warning("the database does not answer", metadata: ["error": "\(PostgresURL.reason(error))"])
+                        }
                     }
+                    lastProblem = problem
                     wasDown = true
                     set(down: true)
                 }
@@ -162,27 +201,32 @@ final class DatabaseHealth: Sendable {
         }
     }
 
-    /// The index of another listed server that is a primary on a newer timeline
-    /// than `server`'s `timeline` (a standby promoted since), or `nil`. Each is asked
-    /// within a second on a connection of its own.
-    private static func newerPrimary(than server: Int, timeline: Int, url: PostgresURL, logger: Logger) async -> Int? {
+    private enum OtherPrimary { case newer(Int), twin(Int) }
+
+    /// Another listed server that is a primary on a newer timeline than `server`'s
+    /// `timeline` (a standby promoted since), or on the same one; `nil` when none
+    /// (an older timeline's primary was deposed and is not used). Each is asked within
+    /// a second on a connection of its own.
+    private static func otherPrimary(than server: Int, timeline: Int, url: PostgresURL, logger: Logger) async -> OtherPrimary? {
+        var twin: Int?
         for index in url.servers.indices where index != server {
             guard let connection = try? await url.connect(server: index, id: 4, within: .seconds(1), logger: logger) else { continue }
             let state = try? await connection.serverState(within: .seconds(1), logger: logger)
             try? await connection.close()
             guard let state, !state.standby else { continue }
-            if state.timeline > timeline { return index }
-            logger.warning(
-                "two servers the URL lists take writes on the same timeline: two clusters, or a split brain; staying on the first",
-                metadata: ["using": "\(url.servers[server])", "also": "\(url.servers[index])"])
+            if state.timeline > timeline { return .newer(index) }
+            if state.timeline == timeline && twin == nil { twin = index }
         }
-        return nil
+        return twin.map { .twin($0) }
     }
 
     /// Another server the URL lists is the primary now.
     struct PrimaryMoved: Error, CustomStringConvertible {
         var server: PostgresURL.Server
-        var description: String { "\(server) was promoted (a newer timeline)" }
+        var twin = false
+        var description: String {
+            twin ? "\(server), listed first, takes writes on the same timeline" : "\(server) was promoted (a newer timeline)"
+        }
     }
 
     /// The server the watch was connected to became a standby.

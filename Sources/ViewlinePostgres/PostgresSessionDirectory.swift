@@ -292,27 +292,8 @@ public struct PostgresSessionDirectory: SessionDirectory {
     /// ``LimitsNotCarried`` then; a node refuses to start on it (docs/deploying.md).
     package func checkServerSideLimits() async throws {
         let wanted = database.url.serverSideLimits
-        let names = wanted.map { "'\($0.0)'" }.joined(separator: ", ")
-        let settings = try await database.collect(
-            PostgresQuery(unsafeSQL: "SELECT name, setting FROM pg_settings WHERE name IN (\(names))"), timeout: statementTimeout
-        ) { row in try row.decode((String, String).self) }
-        let held = Dictionary(settings, uniquingKeysWith: { first, _ in first })
-        // (A server without one of them — client_connection_check_interval before
-        // PostgreSQL 14 — refuses the connection itself: the node stops saying it
-        // needs 14 or newer, DatabaseHealth.refusal(of:).)
-        let dropped = wanted.filter { name, value in held[name].map { $0 != value } ?? false }
-        if !dropped.isEmpty {
-            throw LimitsNotCarried(dropped: dropped.map { name, value in "\(name) is \(held[name] ?? "?"), not \(value)" })
-        }
-    }
-
-    /// The node's connections do not carry its server-side limits.
-    package struct LimitsNotCarried: Error, CustomStringConvertible {
-        var dropped: [String]
-        package var description: String {
-            "the database's connections do not carry the node's server-side limits (\(dropped.joined(separator: ", "))): "
-                + "a connection pooler (PgBouncer) between them drops them, and a statement of a node that gave up would "
-                + "run on; connect the nodes to PostgreSQL directly (docs/deploying.md)"
+        try await database.call(timeout: statementTimeout) { [logger = database.logger] connection in
+            try await connection.checkServerSideLimits(wanted, logger: logger)
         }
     }
 

@@ -30,7 +30,11 @@ extension PostgresURL {
     /// the connection, the server's index in ``servers`` and its timeline; throws
     /// ``NoPrimary`` when there is none (with one server that does not connect, its
     /// own error).
-    package func connectToPrimary(id: Int, within timeout: Duration, logger: Logger) async throws -> (
+    ///
+    /// `notOlderThan`: the newest timeline the caller saw a primary on; a primary on
+    /// an older one was deposed (its manager died, its database did not) and is
+    /// passed over — writes there would be on a branch the cluster left.
+    package func connectToPrimary(id: Int, within timeout: Duration, notOlderThan newest: Int = 0, logger: Logger) async throws -> (
         PostgresConnection, server: Int, timeline: Int
     ) {
         let clock = ContinuousClock()
@@ -59,6 +63,8 @@ extension PostgresURL {
                 let state = try await connection.serverState(within: max(share, .milliseconds(100)), logger: logger)
                 if state.standby {
                     attempts.append((servers[index], "a standby, or read-only"))
+                } else if state.timeline < newest {
+                    attempts.append((servers[index], "a deposed primary (timeline \(state.timeline), older than \(newest), seen before)"))
                 } else if let current = best, current.timeline >= state.timeline {
                     attempts.append((servers[index], "a primary on an older timeline than \(servers[current.server])'s"))
                 } else {
@@ -81,6 +87,16 @@ extension PostgresURL {
     /// server's message from `description`).
     package static func reason(_ error: any Error) -> String {
         error is PSQLError ? String(reflecting: error) : String(describing: error)
+    }
+}
+
+/// A node's connection does not carry its server-side limits.
+package struct LimitsNotCarried: Error, CustomStringConvertible {
+    var dropped: [String]
+    package var description: String {
+        "the database's connections do not carry the node's server-side limits (\(dropped.joined(separator: ", "))): "
+            + "a connection pooler (PgBouncer) between them drops them, and a statement of a node that gave up would "
+            + "run on; connect the nodes to PostgreSQL directly (docs/deploying.md)"
     }
 }
 
@@ -109,6 +125,26 @@ extension PostgresConnection {
                 state = ServerState(standby: standby, timeline: Int(timeline))
             }
             return state
+        }
+    }
+
+    /// Throws ``LimitsNotCarried`` unless this connection carries `wanted`, the
+    /// server-side limits a node asked for at connect (``PostgresURL/serverSideLimits``):
+    /// a pooler in between that drops them (PgBouncer's `ignore_startup_parameters`)
+    /// would let a statement of a node that gave up run on and commit behind its
+    /// back. (A server without one of them — `client_connection_check_interval`
+    /// before PostgreSQL 14 — refuses the connection itself.)
+    package func checkServerSideLimits(_ wanted: [(String, String)], logger: Logger) async throws {
+        let names = wanted.map { "'\($0.0)'" }.joined(separator: ", ")
+        var held: [String: String] = [:]
+        let query = PostgresQuery(unsafeSQL: "SELECT name, setting FROM pg_settings WHERE name IN (\(names))")
+        for try await row in try await self.query(query, logger: logger) {
+            let (name, setting) = try row.decode((String, String).self)
+            held[name] = setting
+        }
+        let dropped = wanted.filter { name, value in held[name].map { $0 != value } ?? false }
+        if !dropped.isEmpty {
+            throw LimitsNotCarried(dropped: dropped.map { name, value in "\(name) is \(held[name] ?? "?"), not \(value)" })
         }
     }
 

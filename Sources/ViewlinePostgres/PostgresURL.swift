@@ -98,6 +98,9 @@ public struct PostgresURL: Sendable, CustomStringConvertible {
                 description: "target_session_attrs must be read-write or primary\(servers.count == 1 ? " (or any)" : " with several servers"), "
                     + "not \"\(other ?? "")\": a node writes")
         }
+        if Set(servers).count != servers.count {
+            throw Invalid(description: "the URL lists a server twice")
+        }
         if servers.count > 1 && socketDirectory != nil {
             throw Invalid(description: "?host=\(socketDirectory ?? "") names one server's socket; the URL lists several servers")
         }
@@ -137,6 +140,8 @@ public struct PostgresURL: Sendable, CustomStringConvertible {
                 guard after.hasPrefix(":"), let number = Int(after.dropFirst()) else { return nil }
                 port = number
             }
+        } else if text.filter({ $0 == ":" }).count > 1 {
+            return nil  // an IPv6 address goes in brackets
         } else if let colon = text.lastIndex(of: ":") {
             guard let number = Int(text[text.index(after: colon)...]) else { return nil }
             host = text[..<colon]

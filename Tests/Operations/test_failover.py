@@ -328,6 +328,39 @@ def test_a_node_listing_the_members_leaves_an_old_primary_whose_manager_died(
         node.stop()
 
 
+@pytest.mark.skipif(os.environ.get("VIEWLINE_FAILOVER") != "all", reason="VIEWLINE_FAILOVER=all runs it (a minute more)")
+def test_a_node_never_goes_back_to_a_deposed_primary(asynchronous_patroni: PatroniCluster, tmp_path: pathlib.Path) -> None:
+    """Asynchronous members; the primary's Patroni dies (its PostgreSQL lives on), the
+    other is promoted and the node moves there; then the promoted one dies too. The
+    old primary still takes writes on the older timeline: a node that went back would
+    acknowledge writes on a branch the cluster left. It must refuse instead."""
+    cluster = asynchronous_patroni
+    node = Node(cluster.members_url, tmp_path / "node.log")
+    try:
+        writer = Writer(node.port, 0, "alice", "wonderland")
+        writer.start()
+        time.sleep(1.0)
+        old = cluster.primary()
+        cluster.kill_manager(old)
+        new = cluster.wait_for_primary(other_than=old)
+        until(lambda: "the database's primary moved" in node.log_path.read_text(), 30, "the node's move")
+        moved_at = len(writer.acknowledged)
+        until(lambda: len(writer.acknowledged) > moved_at + 5, 30, "drafts acknowledged on the promoted member")
+        cluster.kill(new)
+        time.sleep(3.0)  # what was in flight on the promoted member settles
+        before = len(writer.acknowledged)
+        time.sleep(8.0)
+        after = len(writer.acknowledged)
+        writer.stopping.set()
+        writer.join(30)
+        print(json.dumps({"acknowledged_while_only_the_deposed_primary_answered": after - before,
+                          "refused": writer.refused}))
+        assert after == before, node.log_path.read_text(errors="replace")[-3000:]
+        assert "a deposed primary" in node.log_path.read_text()
+    finally:
+        node.stop()
+
+
 def test_asynchronous_replication_is_warned_about_and_a_failover_can_lose_acknowledged_saves(
         asynchronous_patroni: PatroniCluster, tmp_path: pathlib.Path) -> None:
     node = Node(asynchronous_patroni.url, tmp_path / "node.log")

@@ -41,6 +41,8 @@ import ViewlineTestSupport
             ("postgres://u@a:0/app", "port 0 is not a TCP port"),
             ("postgres://u@a/app?target_session_attrs=", "not \"\": a node writes"),
             ("mysql://u:secret@a/app", "is not a postgres://"),
+            ("postgres://u@a,::1/app", "::1 is not a host[:port]"),
+            ("postgres://u@a:5432,a/app", "lists a server twice"),
         ] {
             do {
                 _ = try PostgresURL(text)
