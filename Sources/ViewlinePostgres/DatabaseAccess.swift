@@ -86,39 +86,40 @@ package final class DatabaseAccess: Sendable {
 
     /// Over `clients` (one per server of `url`, in its order; one for its first
     /// server alone), which their owner runs.
-    package init(clients: [PostgresClient], url: PostgresURL, operationTimeout: Duration, logger: Logger) {
+    package convenience init(clients: [PostgresClient], url: PostgresURL, operationTimeout: Duration, logger: Logger) {
         precondition(!clients.isEmpty, "a database needs a client")
-        self.clients = clients
-        self.url = url
-        self.operationTimeout = operationTimeout
-        self.logger = logger
-        health = DatabaseHealth(servers: clients.count)
-        watches = true
-        ownsClient = false
+        self.init(clients, url: url, operationTimeout: operationTimeout, logger: logger, health: nil, ownsClient: false)
     }
 
     /// Over a client of its own, which ``run()`` runs.
-    package init(url: PostgresURL, operationTimeout: Duration, logger: Logger) {
-        clients = Self.makeClients(url, logger: logger)
-        self.url = url
-        self.operationTimeout = operationTimeout
-        self.logger = logger
-        health = DatabaseHealth(servers: clients.count)
-        watches = true
-        ownsClient = true
+    package convenience init(url: PostgresURL, operationTimeout: Duration, logger: Logger) {
+        self.init(
+            Self.makeClients(url, logger: logger), url: url, operationTimeout: operationTimeout, logger: logger, health: nil,
+            ownsClient: true)
     }
 
     /// Over clients of its own for `url` (the same servers as `other`'s, other
     /// server-side limits), following `other`'s health watch — the primary it found,
     /// and whether the database is down — rather than running one more.
-    package init(url: PostgresURL, operationTimeout: Duration, logger: Logger, sharingHealthWith other: DatabaseAccess) {
-        clients = Self.makeClients(url, logger: logger)
+    package convenience init(url: PostgresURL, operationTimeout: Duration, logger: Logger, sharingHealthWith other: DatabaseAccess) {
+        self.init(
+            Self.makeClients(url, logger: logger), url: url, operationTimeout: operationTimeout, logger: logger,
+            health: other.health, ownsClient: true)
+    }
+
+    /// `health`: another database's watch to follow (`nil`: one of its own, which
+    /// ``run()`` runs).
+    private init(
+        _ clients: [PostgresClient], url: PostgresURL, operationTimeout: Duration, logger: Logger, health: DatabaseHealth?,
+        ownsClient: Bool
+    ) {
+        self.clients = clients
         self.url = url
         self.operationTimeout = operationTimeout
         self.logger = logger
-        health = other.health
-        watches = false
-        ownsClient = true
+        self.health = health ?? DatabaseHealth(servers: clients.count)
+        watches = health == nil
+        self.ownsClient = ownsClient
     }
 
     /// The index in the URL's servers of the primary calls go to now.

@@ -286,17 +286,23 @@ def test_a_failover_loses_nothing_a_node_acknowledged(patroni: PatroniCluster, t
             node.stop()
 
 
+def node_listing_the_members(cluster: PatroniCluster, tmp_path: pathlib.Path) -> Tuple[Node, "Writer"]:
+    """A node on the members' URL, and a writer drafting on it for a second already."""
+    node = Node(cluster.members_url, tmp_path / "node.log")
+    writer = Writer(node.port, 0, "alice", "wonderland")
+    writer.start()
+    time.sleep(1.0)
+    return node, writer
+
+
 def test_a_node_listing_the_members_leaves_an_old_primary_whose_manager_died(
         patroni: PatroniCluster, tmp_path: pathlib.Path) -> None:
     """The primary's Patroni dies, its PostgreSQL lives on and still says it is no
     standby; the other member is promoted. A node that lists the members must move to
     the promoted one (its newer timeline), not stay where commits can no longer be
     replicated (synchronous: they hang) or will be rewound away (asynchronous)."""
-    node = Node(patroni.members_url, tmp_path / "node.log")
+    node, writer = node_listing_the_members(patroni, tmp_path)
     try:
-        writer = Writer(node.port, 0, "alice", "wonderland")
-        writer.start()
-        time.sleep(1.0)
         old = patroni.primary()
         started = time.monotonic()
         patroni.kill_manager(old)
@@ -335,11 +341,8 @@ def test_a_node_never_goes_back_to_a_deposed_primary(asynchronous_patroni: Patro
     old primary still takes writes on the older timeline: a node that went back would
     acknowledge writes on a branch the cluster left. It must refuse instead."""
     cluster = asynchronous_patroni
-    node = Node(cluster.members_url, tmp_path / "node.log")
+    node, writer = node_listing_the_members(cluster, tmp_path)
     try:
-        writer = Writer(node.port, 0, "alice", "wonderland")
-        writer.start()
-        time.sleep(1.0)
         old = cluster.primary()
         cluster.kill_manager(old)
         new = cluster.wait_for_primary(other_than=old)
