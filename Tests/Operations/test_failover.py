@@ -289,7 +289,11 @@ def test_a_failover_loses_nothing_a_node_acknowledged(patroni: PatroniCluster, t
 def node_listing_the_members(cluster: PatroniCluster, tmp_path: pathlib.Path) -> Tuple[Node, "Writer"]:
     """A node on the members' URL, and a writer drafting on it for a second already."""
     node = Node(cluster.members_url, tmp_path / "node.log")
-    writer = Writer(node.port, 0, "alice", "wonderland")
+    try:
+        writer = Writer(node.port, 0, "alice", "wonderland")
+    except BaseException:
+        node.stop()
+        raise
     writer.start()
     time.sleep(1.0)
     return node, writer
