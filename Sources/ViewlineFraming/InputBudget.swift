@@ -40,8 +40,8 @@ package final class InputBudget: Sendable {
     private let held = Atomic<Int>(0)
     /// The framer stopped for want of room and waits to be started again.
     private let framingStopped = Atomic<Bool>(false)
-    /// Restarts the framer on its event loop: set once the framer is in the pipeline.
-    /// Boxed: a closure kept in a `Mutex` is reabstracted on every `inout` access, and
+    /// Restarts the framer on its event loop: set the first time the framer stops
+    /// (an idle connection never needs it, and it costs four allocations). Boxed: a closure kept in a `Mutex` is reabstracted on every `inout` access, and
     /// each access wrapped it in two more thunks for good (a stack of them grew with
     /// every restart, one call walking them all: a quarter of the server's CPU under
     /// attack).
@@ -94,28 +94,31 @@ package final class InputBudget: Sendable {
         }
     }
 
-    /// Starts `framer` again, on its event loop, whenever it stopped for want of room
-    /// and room was made (from the session's thread). The budget reaches the framer
-    /// and its context weakly (``FramerReference``); ``stopRestarting()`` lets go.
-    func restarts(_ framer: some RestartableFramer, in context: ChannelHandlerContext) {
-        let reference = NIOLoopBound(FramerReference(framer, context), eventLoop: context.eventLoop)
-        let boxed = Restart {
-            reference.eventLoop.execute {
-                guard let framer = reference.value.framer, let context = reference.value.context else { return }
-                framer.restartFraming(context: context)
-            }
-        }
-        restart.withLock { $0 = boxed }
-    }
-
     /// The framer left the pipeline: the budget's way back to it would keep it alive.
     func stopRestarting() {
         restart.withLock { $0 = nil }
     }
 
-    /// The framer found no room and stops. Returns `false` when room was made meanwhile
-    /// (the queue ran down between its check and this call): then it frames on.
-    func stopFraming() -> Bool {
+    /// `framer` found no room and stops (on its event loop, from its handler in
+    /// `context`); it is started again there once room is made (from the session's
+    /// thread). Returns `false` when room was made meanwhile (the queue ran down
+    /// between its check and this call): then it frames on.
+    ///
+    /// The way back is set before the flag, so whoever clears the flag finds it. It
+    /// reaches the framer and its context weakly (``FramerReference``), and is made
+    /// once: `restartMade` is the framer's own record that it was.
+    func stopFraming(_ framer: any RestartableFramer, in context: ChannelHandlerContext, restartMade: inout Bool) -> Bool {
+        if !restartMade {
+            restartMade = true
+            let reference = NIOLoopBound(FramerReference(framer, context), eventLoop: context.eventLoop)
+            let boxed = Restart {
+                reference.eventLoop.execute {
+                    guard let framer = reference.value.framer, let context = reference.value.context else { return }
+                    framer.restartFraming(context: context)
+                }
+            }
+            restart.withLock { $0 = boxed }
+        }
         framingStopped.store(true, ordering: .sequentiallyConsistent)
         // Whoever clears the flag restarts framing: the session's side after this, or
         // the framer itself when the room came before the flag was seen.
@@ -183,7 +186,7 @@ extension ByteBuffer {
 }
 
 /// A framer that stops when the budget has no room, and that the budget starts again
-/// (``InputBudget/restarts(_:in:)``): both framers.
+/// (``InputBudget/stopFraming(_:in:restartMade:)``): both framers.
 protocol RestartableFramer: AnyObject {
     /// Frames what was kept and reads on (on the channel's event loop).
     func restartFraming(context: ChannelHandlerContext)
@@ -191,11 +194,11 @@ protocol RestartableFramer: AnyObject {
 
 /// A framer and its context as the budget's restart reaches them: weakly, so the
 /// budget (which the connection's other handlers hold too) never keeps a pipeline alive.
-final class FramerReference<Framer: RestartableFramer> {
-    weak var framer: Framer?
+final class FramerReference {
+    weak var framer: (any RestartableFramer)?
     weak var context: ChannelHandlerContext?
 
-    init(_ framer: Framer, _ context: ChannelHandlerContext) {
+    init(_ framer: any RestartableFramer, _ context: ChannelHandlerContext) {
         self.framer = framer
         self.context = context
     }

@@ -48,6 +48,8 @@ public final class LineFrameHandler: ChannelDuplexHandler, RestartableFramer {
     private var discarding = false
     /// Framing stopped for want of room in the budget (see `InputBudget`).
     private var stopped = false
+    /// The budget has its way to start this framer again (made the first time it stops).
+    private var restartMade = false
     /// The socket was to be read while framing was stopped: read once it goes on.
     private var readWanted = false
     /// The client closed its sending side while framing was stopped: said once the
@@ -76,10 +78,6 @@ public final class LineFrameHandler: ChannelDuplexHandler, RestartableFramer {
         self.incompleteLineTimeout = incompleteLineTimeout
         self.budget = budget
         self.next = next
-    }
-
-    public func handlerAdded(context: ChannelHandlerContext) {
-        budget.restarts(self, in: context)
     }
 
     public func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -145,7 +143,7 @@ public final class LineFrameHandler: ChannelDuplexHandler, RestartableFramer {
                 ended = true
                 continue
             }
-            if !budget.hasRoom, budget.stopFraming() {
+            if !budget.hasRoom, budget.stopFraming(self, in: context, restartMade: &restartMade) {
                 stopped = true
                 searched = 0
                 keep(&buffer, merged: merged, context: context)

@@ -62,6 +62,8 @@ package final class WebSocketLines: ChannelDuplexHandler, RestartableFramer {
     /// Lines are handed over only while the budget has room: without it, framing stops
     /// (see ``InputBudget``) and the socket is not read until the session made room.
     private var stopped = false
+    /// The budget has its way to start this framer again (made the first time it stops).
+    private var restartMade = false
     private var readWanted = false
     /// A pong being written, and the payload of the latest ping that came meanwhile.
     private var pongInFlight = false
@@ -90,10 +92,6 @@ package final class WebSocketLines: ChannelDuplexHandler, RestartableFramer {
         self.maximumFrameLength = maximumFrameLength
         self.incompleteMessageTimeout = incompleteMessageTimeout
         self.budget = budget
-    }
-
-    package func handlerAdded(context: ChannelHandlerContext) {
-        budget.restarts(self, in: context)
     }
 
     package func handlerRemoved(context: ChannelHandlerContext) {
@@ -304,7 +302,7 @@ package final class WebSocketLines: ChannelDuplexHandler, RestartableFramer {
     /// when it has none.
     private func emitPending(context: ChannelHandlerContext) {
         while !closeSent, nextPiece < pieces.count {
-            guard budget.hasRoom || !budget.stopFraming() else {
+            guard budget.hasRoom || !budget.stopFraming(self, in: context, restartMade: &restartMade) else {
                 stopped = true
                 return
             }

@@ -31,8 +31,8 @@ package actor Session {
     package nonisolated let id: String
     /// The secret that identifies this session to its owner; never logged. It keeps
     /// its lookup part for life; `end-others` changes the rest (``revokeOtherConnections(keeping:)``).
-    package nonisolated var token: String { tokenBox.withLock { $0 } }
-    private nonisolated let tokenBox: Mutex<String>
+    package nonisolated var token: String { tokenBox.withLock { $0.string } }
+    private nonisolated let tokenBox: Mutex<KeptToken>
     /// The view-models this session runs, and their services.
     package nonisolated let application: Application
     /// The client's address when it came over the network, as every per-client limit
@@ -42,7 +42,7 @@ package actor Session {
     private nonisolated let writeOrder: SessionWriteOrder?
 
     // Connections: every attached one gets every event; a reply goes to its sender.
-    var connections: [Int: SessionConnection] = [:]
+    var connections: SessionConnections = [:]
     var log: EventLog
     /// Set on a session restored from a cluster record until its first attach: the
     /// client's revs came from another node, so it gets a snapshot numbered after them.
@@ -206,13 +206,13 @@ package actor Session {
 
     private init(
         id: String, application: Application, peer: String?, eventLoop: (any EventLoop)?,
-        connections: [Int: SessionConnection], token: String? = nil
+        connections: SessionConnections, token: String? = nil
     ) {
         let loop = eventLoop ?? NIOSingletons.posixEventLoopGroup.next()
         self.eventLoop = loop
         unownedExecutor = loop.executor.asUnownedSerialExecutor()
         self.id = id
-        tokenBox = Mutex(token ?? application.tokens.make())
+        tokenBox = Mutex(KeptToken(token ?? application.tokens.make()))
         self.application = application
         self.peer = peer
         writeOrder = application.cluster == nil ? nil : SessionWriteOrder()
@@ -467,7 +467,7 @@ package actor Session {
 
     /// The token becomes `fresh`: a link or token someone else holds no longer joins.
     func adoptToken(_ fresh: String) {
-        tokenBox.withLock { $0 = fresh }
+        tokenBox.withLock { $0 = KeptToken(fresh) }
     }
 
     /// A fresh unguessable secret: 192 random bits from the system generator, hex.
