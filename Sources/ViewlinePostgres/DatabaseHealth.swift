@@ -102,21 +102,48 @@ final class DatabaseHealth: Sendable {
         }
     }
 
-    /// Watches `url` with one connection of its own until the calling task is
-    /// cancelled: its owner's `run()` (``DatabaseAccess/run()``) awaits it. With a
-    /// URL that requires a primary, the watch follows it: a server that stops being
-    /// the primary (it became a standby, or went away) is "down" until the watch
-    /// connects to the one that is, and calls go there from then on (``primary``).
+    /// What the watch and its cross-check share, with a URL that lists several servers.
+    private struct Following {
+        /// The server calls go to now and its timeline; `nil` while there is none.
+        var serving: (server: Int, timeline: Int)?
+        /// The newest timeline a primary was seen on, by either: an older one's primary
+        /// was deposed (its manager died, not its database) and is passed over.
+        var newest = 0
+        /// The cross-check found where the cluster writes instead of `from`.
+        var moved: (from: Int, why: PrimaryMoved)?
+    }
+
+    private let following = Mutex(Following())
+
+    /// Watches `url` until the calling task is cancelled: its owner's `run()`
+    /// (``DatabaseAccess/run()``) awaits it. With a URL that requires a primary, the
+    /// watch follows it: a server that stops being the primary (it became a standby,
+    /// or went away) is "down" until the watch connects to the one that is, and calls
+    /// go there from then on (``primary``). With several servers, a cross-check beside
+    /// it asks the others every 3 s whether one of them is where the cluster writes now.
     func watch(url: PostgresURL, logger: Logger) async {
+        guard url.servers.count > 1 && url.requiresPrimary else {
+            await follow(url: url, logger: logger)
+            return
+        }
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await self.follow(url: url, logger: logger) }
+            group.addTask { await self.crossCheck(url: url, logger: logger) }
+            await group.waitForAll()
+        }
+    }
+
+    /// The primary, with one connection of its own that asks it every second, within
+    /// 2 s, whether it still is (a silent server is "down" within 2 s, not when the
+    /// kernel gives up on the socket); until the calling task is cancelled.
+    private func follow(url: PostgresURL, logger: Logger) async {
         var wasDown = false
         var lastProblem = ""
         let several = url.servers.count > 1
-        // The newest timeline a primary was seen on: an older one is deposed.
-        var newest = 0
-        var warnedOfTwins = false
         while !Task.isCancelled {
             var open: PostgresConnection?
             do {
+                let newest = following.withLock { $0.newest }
                 let (connection, server, timeline) = try await url.connectToPrimary(
                     id: 1, within: .seconds(2 * url.servers.count), notOlderThan: several ? newest : 0, logger: logger)
                 open = connection
@@ -125,7 +152,11 @@ final class DatabaseHealth: Sendable {
                 _ = try await connection.withDeadline(.seconds(2)) {
                     try await connection.checkServerSideLimits(url.serverSideLimits, logger: logger)
                 }
-                newest = max(newest, timeline)
+                following.withLock { following in
+                    following.newest = max(following.newest, timeline)
+                    following.serving = (server, timeline)
+                    following.moved = nil
+                }
                 let previous = primaryIndex.exchange(server, ordering: .releasing)
                 if located && server != previous {
                     logger.notice("the database's primary is another server now", metadata: ["server": "\(url.servers[server])"])
@@ -139,10 +170,7 @@ final class DatabaseHealth: Sendable {
                 if wasDown { logger.notice("the database answers again", metadata: ["server": "\(url.servers[server])"]) }
                 wasDown = false
                 lastProblem = ""
-                var tick = 0
                 while !Task.isCancelled && !connection.isClosed {
-                    // Within a deadline that closes the connection: a silent server
-                    // is "down" within 2 s, not when the kernel gives up on the socket.
                     if url.requiresPrimary {
                         if try await connection.isStandby(within: .seconds(2), logger: logger) { throw NoLongerPrimary() }
                     } else {
@@ -150,37 +178,32 @@ final class DatabaseHealth: Sendable {
                             try await connection.query("SELECT 1", logger: logger).collect()
                         }
                     }
-                    // Every 3 s, the other servers listed: one promoted while this one
-                    // still takes writes (its manager died, not its database) is where
-                    // the cluster now writes; of two on the same timeline (two
-                    // clusters, or a split brain), the first listed is used, so every
-                    // node that lists them alike uses the same.
-                    tick += 1
-                    if several && url.requiresPrimary && tick % 3 == 0 {
-                        switch await Self.otherPrimary(than: server, timeline: timeline, url: url, logger: logger) {
-                        case .newer(let index):
-                            throw PrimaryMoved(server: url.servers[index])
-                        case .twin(let index) where index < server:
-                            throw PrimaryMoved(server: url.servers[index], twin: true)
-                        case .twin(let index):
-                            if !warnedOfTwins {
-                                warnedOfTwins = true
-                                logger.error(
-                                    "two servers the URL lists take writes on the same timeline: two clusters, or a split brain; using the first listed",
-                                    metadata: ["using": "\(url.servers[server])", "also": "\(url.servers[index])"])
-                            }
-                        case nil:
-                            break
-                        }
-                    }
+                    if let moved = following.withLock({ $0.moved }), moved.from == server { throw moved.why }
                     try await Task.sleep(for: .seconds(1))
                 }
             } catch {
+                following.withLock { $0.serving = nil }
                 if !Task.isCancelled {
                     let reason = Self.refusal(of: error)
                     refusalReason.withLock { $0 = reason }
+                    if let gone = (error as? PostgresURL.NoPrimary)?.newestTimelineGone {
+                        // Every server answered and none is on the newest timeline seen,
+                        // not even as a standby: that branch is gone (the promoted member
+                        // was rebuilt from the old one, or the cluster made anew), and
+                        // the primary on the newest timeline left is the cluster's.
+                        let dropped = following.withLock { following in
+                            defer { following.newest = gone }
+                            return following.newest
+                        }
+                        logger.warning(
+                            "no listed server is on the newest timeline seen any more, not even as a standby: following the primary of the newest one left",
+                            metadata: ["timeline": "\(gone)", "instead of": "\(dropped)"])
+                        continue
+                    }
                     // Said when it changes: "moved" first, then why no server will do.
-                    let problem = error is PrimaryMoved || error is NoLongerPrimary ? "moved" : "\(type(of: error))"
+                    let problem =
+                        error is PrimaryMoved || error is NoLongerPrimary
+                        ? "moved" : (error as? PostgresURL.NoPrimary)?.description ?? "\(type(of: error))"
                     if problem != lastProblem {
                         if problem == "moved" {
                             logger.warning("the database's primary moved", metadata: ["reason": "\(error)"])
@@ -201,21 +224,71 @@ final class DatabaseHealth: Sendable {
         }
     }
 
-    private enum OtherPrimary { case newer(Int), twin(Int) }
+    /// Every 3 s while the watch has a primary, the other servers listed, each on a
+    /// connection of its own within 5 s, all at once: one promoted while the watch's
+    /// server still takes writes (its manager died, not its database) is where the
+    /// cluster writes now; of two on the same timeline (two clusters, or a split
+    /// brain), the one first in ``PostgresURL/Server/precedes(_:)``'s order is used,
+    /// whatever order a node lists them in. Beside the watch, not in its loop: a
+    /// member behind a slow link (a promotion seen only after its 5 s) delays the
+    /// move, never the watch's own 2 s check of its primary.
+    private func crossCheck(url: PostgresURL, logger: Logger) async {
+        var warnedOfTwins = false
+        while !Task.isCancelled {
+            try? await Task.sleep(for: .seconds(3))
+            guard !Task.isCancelled, let serving = following.withLock({ $0.serving }) else { continue }
+            let found = await Self.otherPrimary(than: serving.server, timeline: serving.timeline, url: url, logger: logger)
+            let moved: PrimaryMoved
+            switch found {
+            case .newer(let index, let timeline):
+                following.withLock { $0.newest = max($0.newest, timeline) }
+                moved = PrimaryMoved(server: url.servers[index])
+            case .twin(let index) where url.servers[index].precedes(url.servers[serving.server]):
+                moved = PrimaryMoved(server: url.servers[index], twin: true)
+            case .twin(let index):
+                if !warnedOfTwins {
+                    warnedOfTwins = true
+                    logger.error(
+                        "two servers the URL lists take writes on the same timeline: two clusters, or a split brain; using the first in host:port order",
+                        metadata: ["using": "\(url.servers[serving.server])", "also": "\(url.servers[index])"])
+                }
+                continue
+            case nil:
+                continue
+            }
+            following.withLock { following in
+                if following.serving?.server == serving.server { following.moved = (serving.server, moved) }
+            }
+        }
+    }
+
+    private enum OtherPrimary { case newer(Int, timeline: Int), twin(Int) }
 
     /// Another listed server that is a primary on a newer timeline than `server`'s
     /// `timeline` (a standby promoted since), or on the same one; `nil` when none
-    /// (an older timeline's primary was deposed and is not used). Each is asked within
-    /// a second on a connection of its own.
+    /// (an older timeline's primary was deposed and is not used). All are asked at
+    /// once, each within 5 s on a connection of its own.
     private static func otherPrimary(than server: Int, timeline: Int, url: PostgresURL, logger: Logger) async -> OtherPrimary? {
+        let states = await withTaskGroup(of: (Int, ServerState?).self, returning: [Int: ServerState].self) { group in
+            for index in url.servers.indices where index != server {
+                group.addTask {
+                    guard let connection = try? await url.connect(server: index, id: 4, within: .seconds(5), logger: logger) else {
+                        return (index, nil)
+                    }
+                    let state = try? await connection.serverState(within: .seconds(5), closingOnCancel: true, logger: logger)
+                    try? await connection.close()
+                    return (index, state)
+                }
+            }
+            var states: [Int: ServerState] = [:]
+            for await (index, state) in group { states[index] = state }
+            return states
+        }
         var twin: Int?
-        for index in url.servers.indices where index != server {
-            guard let connection = try? await url.connect(server: index, id: 4, within: .seconds(1), logger: logger) else { continue }
-            let state = try? await connection.serverState(within: .seconds(1), logger: logger)
-            try? await connection.close()
-            guard let state, !state.standby else { continue }
-            if state.timeline > timeline { return .newer(index) }
-            if state.timeline == timeline && twin == nil { twin = index }
+        for index in url.servers.indices {
+            guard let state = states[index], !state.standby else { continue }
+            if state.timeline > timeline { return .newer(index, timeline: state.timeline) }
+            if state.timeline == timeline && twin.map({ url.servers[index].precedes(url.servers[$0]) }) ?? true { twin = index }
         }
         return twin.map { .twin($0) }
     }
@@ -225,7 +298,7 @@ final class DatabaseHealth: Sendable {
         var server: PostgresURL.Server
         var twin = false
         var description: String {
-            twin ? "\(server), listed first, takes writes on the same timeline" : "\(server) was promoted (a newer timeline)"
+            twin ? "\(server), first in host:port order, takes writes on the same timeline" : "\(server) was promoted (a newer timeline)"
         }
     }
 

@@ -282,7 +282,33 @@ public struct PostgresSessionDirectory: SessionDirectory {
         if streaming > 0, commit == "local" || commit == "remote_write" {
             return "synchronous_commit is \(commit): a failover may lose commits nodes acknowledged before a standby flushed them"
         }
+        if let (waitsFor, candidates) = Self.synchronousStandbys(standbys), candidates.map({ $0 > waitsFor }) ?? true {
+            return
+                "synchronous_standby_names (\(standbys)) lets \(candidates.map { "any \(waitsFor) of \($0)" } ?? "any") standby(s) confirm a commit: "
+                + "a primary deposed while its database still runs (its manager died) keeps committing through the others "
+                + "until every node moves to the promoted one, and those commits are lost; wait for as many standbys as are named, "
+                + "or fence a deposed primary (Patroni's watchdog) (docs/deploying.md)"
+        }
         return nil
+    }
+
+    /// How many synchronous standbys a commit waits for under `setting`
+    /// (`synchronous_standby_names`), and how many the setting names (`nil` for
+    /// `*`: any standby); `nil` when it names none. Its forms: `a`, `a, b` (the
+    /// first of them), `N (a, b)` and `FIRST N (…)` (the first N), `ANY N (…)` (any N).
+    static func synchronousStandbys(_ setting: String) -> (waitsFor: Int, candidates: Int?)? {
+        var text = Substring(setting.trimmingCharacters(in: .whitespaces))
+        guard !text.isEmpty else { return nil }
+        var waitsFor = 1
+        if let open = text.firstIndex(of: "("), text.hasSuffix(")") {
+            let head = text[..<open].split(separator: " ")
+            guard let number = head.last.flatMap({ Int($0) }) else { return (1, nil) }
+            waitsFor = number
+            text = text[text.index(after: open)..<text.index(before: text.endIndex)]
+        }
+        let names = text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+        if names.contains("*") { return (waitsFor, nil) }
+        return (waitsFor, names.count)
     }
 
     /// Checks that the node's connections carry the server-side limits it asked for

@@ -7,6 +7,10 @@ extension PostgresURL {
         var attempts: [(server: Server, reason: String)]
         /// Each server's error, where connecting failed.
         var errors: [any Error]
+        /// Every server answered, none on the newest timeline the caller saw (not even
+        /// as a standby), and a primary on this older one: the newest branch is gone
+        /// (its member rebuilt from the old primary, or the cluster made anew).
+        var newestTimelineGone: Int?
         package var description: String {
             "no primary among the URL's servers (\(attempts.map { "\($0.server): \($0.reason)" }.joined(separator: "; ")))"
         }
@@ -26,7 +30,9 @@ extension PostgresURL {
     /// a standby when ``requiresPrimary``). With several, every one is asked
     /// (``PostgresConnection/serverState(within:logger:)``) and the primary on the
     /// newest timeline is taken — an old primary that still accepts writes after a
-    /// standby was promoted is passed over — the first listed among equals. Returns
+    /// standby was promoted is passed over — the first in
+    /// ``PostgresURL/Server/precedes(_:)``'s order among equals (so nodes that list
+    /// them in different orders still choose alike). Returns
     /// the connection, the server's index in ``servers`` and its timeline; throws
     /// ``NoPrimary`` when there is none (with one server that does not connect, its
     /// own error).
@@ -42,6 +48,11 @@ extension PostgresURL {
         var attempts: [(server: Server, reason: String)] = []
         var errors: [any Error] = []
         var best: (connection: PostgresConnection, server: Int, timeline: Int)?
+        // Whether every server answered, one was on the newest timeline (or after it),
+        // and the newest timeline of a primary passed over as deposed.
+        var allAnswered = true
+        var newestSeen = false
+        var deposed: Int?
         for index in servers.indices {
             let left = deadline - clock.now
             guard left > .zero else {
@@ -56,17 +67,23 @@ extension PostgresURL {
                 if servers.count == 1 { throw error }
                 attempts.append((servers[index], Self.reason(error)))
                 errors.append(error)
+                allAnswered = false
                 continue
             }
             guard requiresPrimary else { return (connection, index, 0) }
             do {
                 let state = try await connection.serverState(within: max(share, .milliseconds(100)), logger: logger)
+                if state.timeline >= newest { newestSeen = true }
                 if state.standby {
                     attempts.append((servers[index], "a standby, or read-only"))
                 } else if state.timeline < newest {
                     attempts.append((servers[index], "a deposed primary (timeline \(state.timeline), older than \(newest), seen before)"))
-                } else if let current = best, current.timeline >= state.timeline {
-                    attempts.append((servers[index], "a primary on an older timeline than \(servers[current.server])'s"))
+                    deposed = max(deposed ?? 0, state.timeline)
+                } else if let current = best,
+                    current.timeline > state.timeline
+                        || (current.timeline == state.timeline && servers[current.server].precedes(servers[index]))
+                {
+                    attempts.append((servers[index], "a primary on a timeline no newer than \(servers[current.server])'s"))
                 } else {
                     if let current = best { try? await current.connection.close() }
                     best = (connection, index, state.timeline)
@@ -76,11 +93,12 @@ extension PostgresURL {
             } catch {
                 attempts.append((servers[index], Self.reason(error)))
                 errors.append(error)
+                allAnswered = false
             }
             try? await connection.close()
         }
         if let best { return best }
-        throw NoPrimary(attempts: attempts, errors: errors)
+        throw NoPrimary(attempts: attempts, errors: errors, newestTimelineGone: allAnswered && !newestSeen ? deposed : nil)
     }
 
     /// What an operator needs of a connection's failure (PostgresNIO hides a
@@ -104,20 +122,31 @@ package struct LimitsNotCarried: Error, CustomStringConvertible {
 package struct ServerState: Sendable {
     /// In recovery (a standby), or read-only by default (a fenced old primary).
     package var standby: Bool
-    /// Its WAL timeline (0 on a standby): a promotion starts a newer one.
+    /// Its WAL timeline (a standby's, as of its last restartpoint): a promotion
+    /// starts a newer one.
     package var timeline: Int
+}
+
+extension PostgresURL.Server {
+    /// Whether this server comes before `other` in the one order every node gives the
+    /// servers it lists, whatever order its URL names them in: by host (letters in
+    /// lowercase), then port. Of two primaries on the same timeline, a node uses the
+    /// first in it.
+    package func precedes(_ other: Self) -> Bool {
+        (host.lowercased(), port) < (other.host.lowercased(), other.port)
+    }
 }
 
 extension PostgresConnection {
     /// Whether the server is a standby or read-only (it refuses writes), and its
     /// timeline, asked within `timeout` (past it the connection is closed, and the
-    /// call throws).
-    package func serverState(within timeout: Duration, logger: Logger) async throws -> ServerState {
-        try await withDeadline(timeout) {
+    /// call throws; with `closingOnCancel`, also when the calling task is cancelled).
+    package func serverState(within timeout: Duration, closingOnCancel: Bool = false, logger: Logger) async throws -> ServerState {
+        try await withDeadline(timeout, closingOnCancel: closingOnCancel) {
             var state = ServerState(standby: true, timeline: 0)
             let query: PostgresQuery = """
                 SELECT pg_is_in_recovery() OR current_setting('transaction_read_only') = 'on',
-                       CASE WHEN pg_is_in_recovery() THEN 0
+                       CASE WHEN pg_is_in_recovery() THEN (SELECT timeline_id FROM pg_control_checkpoint())
                             ELSE ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int END
                 """
             for try await row in try await self.query(query, logger: logger) {

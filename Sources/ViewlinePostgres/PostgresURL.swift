@@ -118,9 +118,13 @@ public struct PostgresURL: Sendable, CustomStringConvertible {
         guard hostList.contains(",") else { return (string, []) }
         let parts = hostList.split(separator: ",", omittingEmptySubsequences: false)
         var servers: [Server] = []
-        for part in parts.dropFirst() {
+        for (number, part) in parts.enumerated().dropFirst() {
             guard let server = Self.server(part) else {
-                throw Invalid(description: "\(part) is not a host[:port] in the URL's server list")
+                // Not echoed: a password with a `/` in it ends the authority early,
+                // and this part would be a piece of it.
+                throw Invalid(
+                    description: "server \(number + 1) of the URL's list is not host[:port] "
+                        + "(a password holding , / @ or a space must be percent-encoded)")
             }
             servers.append(server)
         }
@@ -176,7 +180,9 @@ public struct PostgresURL: Sendable, CustomStringConvertible {
     /// while it waits on a lock, rather than committing after the caller was told it
     /// failed (`client_connection_check_interval`, PostgreSQL 14 or newer). Sent in the
     /// startup packet, so a pooled connection has them too; a statement they end fails
-    /// with PostgreSQL's own error.
+    /// with PostgreSQL's own error. Neither reaches a commit that waits for a
+    /// synchronous standby: that one stays pending and commits when the standby
+    /// answers (docs/deploying.md, "Two limits remain").
     package var serverSideLimits: [(String, String)] {
         let milliseconds = max(Int(nodeTimeout.seconds * 1000), 100)
         return [

@@ -32,8 +32,9 @@ import ViewlineTestSupport
         for (text, reason) in [
             ("postgres://u@a,b/app?target_session_attrs=any", "read-write or primary with several servers"),
             ("postgres://u@a/app?target_session_attrs=standby", "a node writes"),
-            ("postgres://u@a,b:x/app", "b:x is not a host[:port]"),
-            ("postgres://u@a,/app", "is not a host[:port]"),
+            ("postgres://u@a,b:x/app", "server 2 of the URL's list is not host[:port]"),
+            ("postgres://u@a,/app", "is not host[:port]"),
+            ("postgres://u:p,ss w/rd@a/app", "must be percent-encoded"),
             ("postgres://u@,b/app", "begins with an empty server"),
             ("postgres://u@a,b/app?host=/run/postgresql", "names one server's socket"),
             ("postgres:///app?host=a,b&port=1,2", "?host= names a Unix socket's directory"),
@@ -41,7 +42,7 @@ import ViewlineTestSupport
             ("postgres://u@a:0/app", "port 0 is not a TCP port"),
             ("postgres://u@a/app?target_session_attrs=", "not \"\": a node writes"),
             ("mysql://u:secret@a/app", "is not a postgres://"),
-            ("postgres://u@a,::1/app", "::1 is not a host[:port]"),
+            ("postgres://u@a,::1/app", "server 2 of the URL's list is not host[:port]"),
             ("postgres://u@a:5432,a/app", "lists a server twice"),
         ] {
             do {
@@ -49,7 +50,7 @@ import ViewlineTestSupport
                 Issue.record("\(text) was taken")
             } catch {
                 #expect(error is PostgresURL.Invalid && "\(error)".contains(reason), "\(text): \(error)")
-                #expect(!"\(error)".contains("secret"))
+                #expect(!"\(error)".contains("secret") && !"\(error)".contains("ss w"))
             }
         }
     }
@@ -92,6 +93,63 @@ import ViewlineTestSupport
         } catch let error as PostgresURL.NoPrimary {
             #expect(error.description.contains("127.0.0.1:1: "))
             #expect(error.description.contains("127.0.0.1:2: "))
+        }
+    }
+}
+
+/// Which of several primaries a node writes to, and what a synchronous standby list
+/// lets a deposed primary do.
+@Suite struct ClusterMembersTests {
+    /// Two servers on the same timeline (two clusters, or a split brain): every node
+    /// uses the same one, whatever order its URL lists them in. Here one PostgreSQL
+    /// named twice (`127.0.0.1` and `localhost`) is such a pair.
+    @Test func twinsAreChosenInOneOrderWhateverTheListsOrder() async throws {
+        #expect(PostgresURL.Server(host: "a", port: 2).precedes(.init(host: "B", port: 1)))
+        #expect(PostgresURL.Server(host: "a", port: 1).precedes(.init(host: "a", port: 2)))
+        #expect(!PostgresURL.Server(host: "b", port: 1).precedes(.init(host: "A", port: 9)))
+        let single = try PostgresURL(PostgresServer.shared.url(database: "postgres"))
+        for (list, chosen) in [("127.0.0.1:\(single.port),localhost:\(single.port)", 0), ("localhost:\(single.port),127.0.0.1:\(single.port)", 1)] {
+            let url = try PostgresURL("postgres://\(single.user)@\(list)/postgres?sslmode=disable")
+            let (connection, index, _) = try await url.connectToPrimary(id: 9, within: .seconds(60), logger: Logger(label: "test"))
+            try await connection.close()
+            #expect(index == chosen, "\(list)")
+        }
+    }
+
+    /// Every server answers and none is on the newest timeline a node saw, not even as
+    /// a standby (the promoted member was rebuilt from the old primary): the node is
+    /// told which older timeline's primary is the cluster's now. While one server does
+    /// not answer, it is not (that one may be the promoted member).
+    @Test func aNewestTimelineNoServerHoldsAnyMoreIsToldApart() async throws {
+        let single = try PostgresURL(PostgresServer.shared.url(database: "postgres"))
+        let logger = Logger(label: "test")
+        let both = try PostgresURL("postgres://\(single.user)@127.0.0.1:\(single.port),localhost:\(single.port)/postgres?sslmode=disable")
+        let oneGone = try PostgresURL("postgres://\(single.user)@127.0.0.1:\(single.port),127.0.0.1:1/postgres?sslmode=disable")
+        do {
+            _ = try await both.connectToPrimary(id: 9, within: .seconds(60), notOlderThan: 99, logger: logger)
+            Issue.record("a primary older than the newest timeline seen was taken")
+        } catch let error as PostgresURL.NoPrimary {
+            #expect(error.newestTimelineGone.map { $0 >= 1 && $0 < 99 } == true)
+            #expect(error.description.contains("deposed primary"))
+        }
+        do {
+            _ = try await oneGone.connectToPrimary(id: 9, within: .seconds(60), notOlderThan: 99, logger: logger)
+            Issue.record("a primary older than the newest timeline seen was taken")
+        } catch let error as PostgresURL.NoPrimary {
+            #expect(error.newestTimelineGone == nil)
+        }
+    }
+
+    /// A commit waits for N standbys; when more are named (or `*`), a deposed primary
+    /// still finds N to confirm its commits, and a node warns at start.
+    @Test func synchronousStandbyNamesSaysHowManyMayConfirm() {
+        #expect(PostgresSessionDirectory.synchronousStandbys("") == nil)
+        for (setting, waitsFor, candidates) in [
+            ("\"b\"", 1, 1 as Int?), ("b, c", 1, 2), ("*", 1, nil), ("FIRST 1 (b, c)", 1, 2), ("ANY 2 (b, c, d)", 2, 3),
+            ("2 (b, c)", 2, 2), ("ANY 1 (*)", 1, nil),
+        ] {
+            let parsed = PostgresSessionDirectory.synchronousStandbys(setting)
+            #expect(parsed?.waitsFor == waitsFor && parsed?.candidates == candidates, "\(setting)")
         }
     }
 }

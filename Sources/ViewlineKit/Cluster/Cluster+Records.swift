@@ -234,8 +234,23 @@ extension Cluster {
                 // (`acceptsCommands`).
                 let unwritten = records[(written)...].compactMap { entries[$0.lookup] }
                 dirty.withLock { $0.keep(unwritten) }
-                logger.warning(
-                    "could not write session records", metadata: ["error": "\(String(reflecting: error))", "sessions": "\(unwritten.count)"])
+                let now = ContinuousClock.now
+                let skipped: Int? = failedBatches.withLock { failed in
+                    if let last = failed.lastWarning, now - last < nodeTimeout {
+                        failed.skipped += 1
+                        return nil
+                    }
+                    defer { failed = (now, 0) }
+                    return failed.skipped
+                }
+                if let skipped {
+                    logger.warning(
+                        "could not write session records",
+                        metadata: [
+                            "error": "\(String(reflecting: error))", "sessions": "\(unwritten.count)",
+                            "failed-batches-not-logged": "\(skipped)",
+                        ])
+                }
                 break
             }
         }

@@ -39,6 +39,9 @@ public final class Cluster: Sendable {
     let dirty = Mutex(Dirty())
     /// The last "a record batch was slow" warning, and the slow batches since.
     let slowBatches = Mutex<(lastWarning: ContinuousClock.Instant?, skipped: Int)>((nil, 0))
+    /// When the last failed record batch was logged, and how many failed since without
+    /// a line (a database that is down fails a batch every few hundred milliseconds).
+    let failedBatches = Mutex<(lastWarning: ContinuousClock.Instant?, skipped: Int)>((nil, 0))
     /// Lookup parts of sessions that ended, whose records are still to be deleted.
     let endedLookups = Mutex<Set<String>>([])
     /// Lookups of sessions that ended here for good (their records ended in the
