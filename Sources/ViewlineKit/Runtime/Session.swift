@@ -44,18 +44,10 @@ package actor Session {
     // Connections: every attached one gets every event; a reply goes to its sender.
     var connections: SessionConnections = [:]
     var log: EventLog
-    /// Set on a session restored from a cluster record until its first attach: the
-    /// client's revs came from another node, so it gets a snapshot numbered after them.
-    var restoredFromRecord = false
-    /// Records taken for writing in the current window (cluster only): see
-    /// ``recordIfDue(now:window:burst:maximumBytes:)``.
-    /// When the current window began, from ``recordWindowEpoch`` (a `Duration`, not
-    /// an instant: a `ContinuousClock.Instant` field would give every field after it
-    /// an offset looked up at run time).
-    var recordWindowStart: Duration?
-    /// What ``recordWindowStart`` counts from.
-    static let recordWindowEpoch = ContinuousClock.now
-    var recordsInWindow: UInt8 = 0
+    /// What a session holds only once it used it (alerts, background work, a login,
+    /// cluster bookkeeping…): made on the first write of one of them
+    /// (Session+OccasionalFields.swift), so an idle session holds a word for them all.
+    var occasional: OccasionalFields?
 
     /// The fields every command reads and writes: on a cache line of their own
     /// (``OwnCacheLine``), touched only on the session's executor and never across a
@@ -84,9 +76,6 @@ package actor Session {
         _read { yield commandFields.value.closed }
         _modify { yield &commandFields.value.closed }
     }
-    /// Output was withheld while this node held no valid lease: once the lease is back
-    /// and the session is still this node's, every view is sent again.
-    var withheldWithoutLease = false
     /// The last rev handed to the connections (sent, or held for one whose command
     /// runs): what a lapse of the lease withheld comes after it.
     var sentRev = 0
@@ -126,24 +115,12 @@ package actor Session {
         }
     }
 
-    /// `end-others` is recording a new token (see ``beginTokenChange()``).
-    var tokenChangeInFlight = false
-    /// The rev the last `end-others` record was written at (``recordForTokenChange()``).
-    var tokenRecordAttempt = 0
-    /// Records are written at this rev at least (``tokenRecordFailed(at:)``).
-    var recordRevFloor = 0
     /// The command being finished was recorded durably before its reply (`end-others`
     /// once its token is recorded): its reply goes out even if the lease lapsed since.
     var replyIsDurable: Bool {
         _read { yield commandFields.value.replyIsDurable }
         _modify { yield &commandFields.value.replyIsDurable }
     }
-    /// The connections that gave the inspector token (`inspector`): they may run the
-    /// inspector's commands while they stay on this session.
-    var inspectorConnections: Set<Int> = []
-
-    // Alerts (see Session+Alerts.swift).
-    var nextAlertNumber = 1
     /// The views displayed so far (``hasDisplayed(_:)``), by index.
     var displayedViews = ViewIndexSet()
     /// Views whose state changed for display since their state last went out, in the
@@ -151,21 +128,13 @@ package actor Session {
     /// work that changed it reaches its end or an await (``flushDisplays()``). The
     /// first apart (-1: none), so the common case — one view — allocates nothing.
     var pendingDisplay = -1
-    var morePendingDisplays: [Int] = []
     /// The synchronous work running now sends what it displayed as it ends (an
     /// immediate command at its reply, an observation's callback as it returns): a
     /// display schedules no flush.
     var flushesDisplaysAtEnd = false
-    var queuedAlerts: [PendingAlert] = []
 
     // Background work (see Session+Tasks.swift).
-    var tasks: [TaskSlot: (generation: Int, task: Task<Void, Never>)] = [:]
-    var taskGeneration = 0
     var runningWork = 0
-    var settleWaiters: [Int: CheckedContinuation<Bool, Never>] = [:]
-    var nextWaiterID = 0
-    /// How to stop each followed observation.
-    var observations: [ObjectIdentifier: @Sendable () -> Void] = [:]
 
     /// What the inspector shows of the session beside its event log, when it is on
     /// (see Session+Inspection.swift).
@@ -177,9 +146,6 @@ package actor Session {
     private let recordedServices: Services?
     /// The command handlers this session's event loop runs (``Application/handlers(on:)``).
     let handlers: [AnyCommand]
-
-    /// Who is logged in (see Session+User.swift).
-    package internal(set) var user: String?
 
     /// What the connection should do after a command.
     package enum Outcome: Sendable, Equatable {
@@ -236,7 +202,7 @@ package actor Session {
 
     deinit {
         // A session dropped without `close()` stops following its observations.
-        for (_, stop) in observations { stop() }
+        for (_, stop) in occasional?.observations ?? [:] { stop() }
     }
 
     /// A session rebuilt from a cluster record (see Session+Record.swift): the same
@@ -270,16 +236,6 @@ package actor Session {
         _read { yield commandFields.value.commandsRunning }
         _modify { yield &commandFields.value.commandsRunning }
     }
-    /// The id of each connection's awaiting command (a connection runs one at a time):
-    /// a connection is never told `bye` before the reply to a command that began, so a
-    /// client may send again, on its resumed connection, any line not answered before
-    /// a `bye` (PROTOCOL §4).
-    var awaiting: [Int: JSON] = [:]
-    /// The alert shown now (see Session+Alerts.swift). Declared last of the stored
-    /// fields: its continuation's layout is known only at run time, and so would be
-    /// the offset of every field declared after it (a load more per access, on fields
-    /// every command reads).
-    var presentedAlert: PendingAlert?
 
     /// What a command still running gets just before its connection is told `bye`.
     static let unfinished = ProtocolError(
@@ -324,7 +280,7 @@ package actor Session {
         closed = true
         for (_, entry) in tasks { entry.task.cancel() }
         tasks = [:]
-        for (_, stop) in observations { stop() }
+        for (_, stop) in occasional?.observations ?? [:] { stop() }
         observations = [:]
         let alerts = (presentedAlert.map { [$0] } ?? []) + queuedAlerts
         presentedAlert = nil
