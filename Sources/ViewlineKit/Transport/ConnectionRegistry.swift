@@ -9,7 +9,9 @@ import Synchronization
 final class ConnectionRegistry: Sendable {
     private struct State {
         var next = 1
-        var connections: [Int: (channel: any Channel, outbound: OutboundLines, address: String, client: ClientConnection?)] = [:]
+        /// By number: what each one writes through (its channel and client address with
+        /// it) and its handler once it has one; two words an entry.
+        var connections: [Int: (outbound: OutboundLines, client: ClientConnection?)] = [:]
         /// HTTP connections holding a place (not protocol connections yet).
         var reserved = 0
         /// Open connections per client address, reserved places included.
@@ -33,21 +35,22 @@ final class ConnectionRegistry: Sendable {
         }
     }
 
-    /// Adds the connection unless `limit` connections are already open, or
-    /// `perAddress` from its client's `address` (0: no cap per address).
-    func add(_ number: Int, channel: any Channel, address: String, outbound: OutboundLines, limit: Int, perAddress: Int) -> Refusal? {
-        state.withLock { state in
+    /// Adds the connection `outbound` writes to unless `limit` connections are already
+    /// open, or `perAddress` from its client's address (0: no cap per address).
+    func add(_ number: Int, outbound: OutboundLines, limit: Int, perAddress: Int) -> Refusal? {
+        let address = outbound.address
+        return state.withLock { state in
             guard state.connections.count + state.reserved < limit else { return .full }
             let fromAddress = state.perAddress[address] ?? 0
             guard perAddress == 0 || fromAddress < perAddress else { return .addressFull }
-            state.connections[number] = (channel, outbound, address, nil)
+            state.connections[number] = (outbound, nil)
             state.perAddress[address] = fromAddress + 1
             return nil
         }
     }
 
     /// Holds a place for an HTTP connection from `address` under the same limits as
-    /// ``add(_:channel:outbound:limit:perAddress:)``; ``release(address:)`` gives it back.
+    /// ``add(_:outbound:limit:perAddress:)``; ``release(address:)`` gives it back.
     func reserve(address: String, limit: Int, perAddress: Int) -> Refusal? {
         state.withLock { state in
             guard state.connections.count + state.reserved < limit else { return .full }
@@ -79,8 +82,8 @@ final class ConnectionRegistry: Sendable {
     func remove(_ id: Int) {
         let waiters = state.withLock { state -> [CheckedContinuation<Bool, Never>] in
             if let removed = state.connections.removeValue(forKey: id) {
-                let left = (state.perAddress[removed.address] ?? 1) - 1
-                state.perAddress[removed.address] = left > 0 ? left : nil
+                let left = (state.perAddress[removed.outbound.address] ?? 1) - 1
+                state.perAddress[removed.outbound.address] = left > 0 ? left : nil
             }
             guard state.connections.isEmpty else { return [] }
             defer { state.emptyWaiters = [:] }
@@ -133,7 +136,7 @@ final class ConnectionRegistry: Sendable {
     }
 
     var connections: [(channel: any Channel, outbound: OutboundLines)] {
-        state.withLock { $0.connections.values.map { ($0.channel, $0.outbound) } }
+        state.withLock { $0.connections.values.map { ($0.outbound.channel, $0.outbound) } }
     }
     var count: Int { state.withLock { $0.connections.count } }
 

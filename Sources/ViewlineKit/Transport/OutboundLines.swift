@@ -18,7 +18,7 @@ import Synchronization
 /// session) goes out whole to a client that reads it — so a connection holds at most
 /// the budget plus that flush.
 final class OutboundLines: Sendable {
-    private let channel: any Channel
+    let channel: any Channel
     /// What waits for the next flush; `nil` between flushes, so an idle connection
     /// holds no buffer.
     private let state = Mutex<(pending: ByteBuffer?, scheduled: Bool, deadline: ContinuousClock.Instant?)>((nil, false, nil))
@@ -50,7 +50,7 @@ final class OutboundLines: Sendable {
     /// whether this connection's is there now (touched on the channel's loop only).
     private let counts: ConnectionCounts?
     private let backlogID: Int
-    private let address: String
+    let address: String
     private let backedUp = Atomic<Bool>(false)
     /// The list of the channel's loop that flushes output queued on that loop (`nil`:
     /// each flush is a task of its own).

@@ -431,10 +431,7 @@ public final class ViewlineServer: Service, Sendable {
             channel: channel, logger: logger, metrics: application.metrics, counts: application.connections,
             flushes: loopFlushes[ObjectIdentifier(channel.eventLoop)], limit: configuration.maximumOutputBytes,
             address: address ?? "", lease: lease)
-        if let refusal = registry.add(
-            number, channel: channel, address: address ?? "", outbound: outbound, limit: maximumClients,
-            perAddress: maximumClientsPerAddress)
-        {
+        if let refusal = registry.add(number, outbound: outbound, limit: maximumClients, perAddress: maximumClientsPerAddress) {
             refuse(outbound, reason: refusal == .full ? "max clients reached" : "max clients per address reached")
             return nil
         }
