@@ -56,7 +56,7 @@ public final class LineFrameHandler: ChannelDuplexHandler, RestartableFramer {
     /// lines before it are framed.
     private var inputClosedWaits = false
     /// Closes the connection when an incomplete line outlives its time.
-    private let timer = IncompleteLineTimer()
+    private var timer = IncompleteLineTimer()
     /// The connection's handler, when the server put it right behind this one: lines
     /// go to it directly, with no pipeline hop, `NIOAny` box and dynamic cast per line.
     private let next: (any LineReceiver)?
@@ -249,11 +249,15 @@ public final class LineFrameHandler: ChannelDuplexHandler, RestartableFramer {
 /// The clock of one connection's incomplete line: started when a line begins,
 /// cancelled when it ends; when it fires, the connection is closed. Used on the
 /// connection's event loop only.
-final class IncompleteLineTimer {
+///
+/// A value in its handler, not an object of its own (an idle connection's allocation
+/// fewer): the handler cancels it as it leaves the pipeline, and a close it fires
+/// after that finds the channel closed.
+struct IncompleteLineTimer {
     private var task: Scheduled<Void>?
 
     /// Starts the clock unless it already runs for this line.
-    func start(after timeout: TimeAmount, context: ChannelHandlerContext) {
+    mutating func start(after timeout: TimeAmount, context: ChannelHandlerContext) {
         guard task == nil else { return }
         let channel = context.channel
         task = context.eventLoop.scheduleTask(in: timeout) {
@@ -261,10 +265,8 @@ final class IncompleteLineTimer {
         }
     }
 
-    func cancel() {
+    mutating func cancel() {
         task?.cancel()
         task = nil
     }
-
-    deinit { task?.cancel() }
 }
