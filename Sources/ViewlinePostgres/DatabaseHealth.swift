@@ -140,6 +140,9 @@ final class DatabaseHealth: Sendable {
         var wasDown = false
         var lastProblem = ""
         let several = url.servers.count > 1
+        // Since when every server has answered with none on the newest timeline seen
+        // (`NoPrimary.newestTimelineGone`), without a break.
+        var newestGoneSince: ContinuousClock.Instant?
         while !Task.isCancelled {
             var open: PostgresConnection?
             do {
@@ -152,6 +155,7 @@ final class DatabaseHealth: Sendable {
                 _ = try await connection.withDeadline(.seconds(2)) {
                     try await connection.checkServerSideLimits(url.serverSideLimits, logger: logger)
                 }
+                newestGoneSince = nil
                 following.withLock { following in
                     following.newest = max(following.newest, timeline)
                     following.serving = (server, timeline)
@@ -188,17 +192,32 @@ final class DatabaseHealth: Sendable {
                     refusalReason.withLock { $0 = reason }
                     if let gone = (error as? PostgresURL.NoPrimary)?.newestTimelineGone {
                         // Every server answered and none is on the newest timeline seen,
-                        // not even as a standby: that branch is gone (the promoted member
-                        // was rebuilt from the old one, or the cluster made anew), and
-                        // the primary on the newest timeline left is the cluster's.
-                        let dropped = following.withLock { following in
-                            defer { following.newest = gone }
-                            return following.newest
+                        // not even as a standby (by its restartpoint and its pg_wal).
+                        // Only once that held for a minute without a break is that
+                        // branch taken for gone (the promoted member rebuilt from the old
+                        // one, or the cluster made anew), and the primary of the newest
+                        // timeline left followed: a member restarting meanwhile has
+                        // time to be seen on it again.
+                        let now = ContinuousClock.now
+                        if newestGoneSince == nil {
+                            newestGoneSince = now
+                            logger.warning(
+                                "no listed server is on the newest timeline seen any more, not even as a standby: following the primary of the newest one left if this holds for \(Self.newestTimelineGrace)",
+                                metadata: ["timeline": "\(gone)"])
                         }
-                        logger.warning(
-                            "no listed server is on the newest timeline seen any more, not even as a standby: following the primary of the newest one left",
-                            metadata: ["timeline": "\(gone)", "instead of": "\(dropped)"])
-                        continue
+                        if let since = newestGoneSince, now - since >= Self.newestTimelineGrace {
+                            newestGoneSince = nil
+                            let dropped = following.withLock { following in
+                                defer { following.newest = gone }
+                                return following.newest
+                            }
+                            logger.warning(
+                                "following the primary of an older timeline: no listed server has been on the newest one seen",
+                                metadata: ["timeline": "\(gone)", "instead of": "\(dropped)", "for": "\(Self.newestTimelineGrace)"])
+                            continue
+                        }
+                    } else {
+                        newestGoneSince = nil
                     }
                     // Said when it changes: "moved" first, then why no server will do.
                     let problem =
@@ -249,7 +268,7 @@ final class DatabaseHealth: Sendable {
                 if !warnedOfTwins {
                     warnedOfTwins = true
                     logger.error(
-                        "two servers the URL lists take writes on the same timeline: two clusters, or a split brain; using the first in host:port order",
+                        "two servers the URL lists take writes on the same timeline: two clusters, or a split brain; using the first in host:port order (nodes that spell the members alike choose alike)",
                         metadata: ["using": "\(url.servers[serving.server])", "also": "\(url.servers[index])"])
                 }
                 continue
@@ -261,6 +280,10 @@ final class DatabaseHealth: Sendable {
             }
         }
     }
+
+    /// How long every listed server must answer with none on the newest timeline seen
+    /// before a node follows an older one (``PostgresURL/NoPrimary/newestTimelineGone``).
+    static let newestTimelineGrace: Duration = .seconds(60)
 
     private enum OtherPrimary { case newer(Int, timeline: Int), twin(Int) }
 

@@ -268,10 +268,11 @@ public struct PostgresSessionDirectory: SessionDirectory {
         let rows = try await database.collect(
             """
             SELECT current_setting('synchronous_commit'), current_setting('synchronous_standby_names'),
-                   (SELECT count(*) FROM pg_stat_replication)::int
+                   (SELECT count(*) FROM pg_stat_replication)::int,
+                   (SELECT count(*) FROM pg_stat_replication WHERE sync_state IN ('potential', 'quorum'))::int
             """
-        ) { row in try row.decode((String, String, Int).self) }
-        guard let (commit, standbys, streaming) = rows.first else { return nil }
+        ) { row in try row.decode((String, String, Int, Int).self) }
+        guard let (commit, standbys, streaming, standingBy) = rows.first else { return nil }
         if commit == "off" {
             return "synchronous_commit is off: a crash or a failover of the database may lose commits nodes acknowledged"
         }
@@ -281,6 +282,15 @@ public struct PostgresSessionDirectory: SessionDirectory {
         }
         if streaming > 0, commit == "local" || commit == "remote_write" {
             return "synchronous_commit is \(commit): a failover may lose commits nodes acknowledged before a standby flushed them"
+        }
+        if standingBy > 0 {
+            // Seen only with pg_read_all_stats (sync_state is hidden otherwise): two
+            // standbys of one application_name, or a quorum.
+            return
+                "\(standingBy) standby(s) stand by to confirm commits (pg_stat_replication's sync_state potential or quorum): "
+                + "a primary deposed while its database still runs (its manager died) keeps committing through them "
+                + "until every node moves to the promoted one, and those commits are lost; give each standby its own "
+                + "application_name and wait for as many as are named, or fence a deposed primary (Patroni's watchdog) (docs/deploying.md)"
         }
         if let (waitsFor, candidates) = Self.synchronousStandbys(standbys), candidates.map({ $0 > waitsFor }) ?? true {
             return

@@ -73,7 +73,15 @@ extension PostgresURL {
             guard requiresPrimary else { return (connection, index, 0) }
             do {
                 let state = try await connection.serverState(within: max(share, .milliseconds(100)), logger: logger)
-                if state.timeline >= newest { newestSeen = true }
+                if state.timeline >= newest {
+                    newestSeen = true
+                } else if state.standby, newest > 0 {
+                    // A standby's timeline is its last restartpoint's: its WAL may be on
+                    // a newer one already (a promoted member restarted in recovery). What
+                    // its pg_wal holds says; unknown (no pg_monitor) counts as newer.
+                    let held = try? await connection.newestWALTimeline(within: max(share, .milliseconds(100)), logger: logger)
+                    if held ?? .max >= newest { newestSeen = true }
+                }
                 if state.standby {
                     attempts.append((servers[index], "a standby, or read-only"))
                 } else if state.timeline < newest {
@@ -174,6 +182,22 @@ extension PostgresConnection {
         let dropped = wanted.filter { name, value in held[name].map { $0 != value } ?? false }
         if !dropped.isEmpty {
             throw LimitsNotCarried(dropped: dropped.map { name, value in "\(name) is \(held[name] ?? "?"), not \(value)" })
+        }
+    }
+
+    /// The newest timeline the server's `pg_wal` holds a segment or history file of,
+    /// within `timeout` (needs `pg_monitor`, or throws); `nil` when it holds none.
+    package func newestWALTimeline(within timeout: Duration, logger: Logger) async throws -> Int? {
+        try await withDeadline(timeout) {
+            var newest: Int?
+            let query: PostgresQuery = """
+                SELECT max(('x' || substr(name, 1, 8))::bit(32)::int) FROM pg_ls_waldir()
+                WHERE name ~ '^[0-9A-F]{8}([0-9A-F]{16}|\\.history)$'
+                """
+            for try await row in try await self.query(query, logger: logger) {
+                newest = try row.decode(Int32?.self).map(Int.init)
+            }
+            return newest
         }
     }
 

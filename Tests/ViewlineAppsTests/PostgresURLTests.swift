@@ -65,10 +65,10 @@ import ViewlineTestSupport
         let database = DatabaseAccess(url: listed, operationTimeout: .seconds(20), logger: Logger(label: "test"))
         database.runInTask()
         defer { database.close() }
-        // Within 120 s: the parallel suite can starve a connect's continuation past the
+        // Within 300 s: the parallel suite can starve a connect's continuation past the
         // watch's 4 s for a while (the watch then tries again).
         let clock = ContinuousClock()
-        let deadline = clock.now + .seconds(120)
+        let deadline = clock.now + .seconds(300)
         while database.health.primary != 1 && clock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
         #expect(database.health.primary == 1)
         var answer: [Int] = []
@@ -132,6 +132,11 @@ import ViewlineTestSupport
             #expect(error.newestTimelineGone.map { $0 >= 1 && $0 < 99 } == true)
             #expect(error.description.contains("deposed primary"))
         }
+        // What a standby's pg_wal holds is read as its timeline too (a superuser here).
+        let (connection, _, timeline) = try await both.connectToPrimary(id: 9, within: .seconds(60), logger: logger)
+        let held = try await connection.newestWALTimeline(within: .seconds(60), logger: logger)
+        try await connection.close()
+        #expect(held == timeline)
         do {
             _ = try await oneGone.connectToPrimary(id: 9, within: .seconds(60), notOlderThan: 99, logger: logger)
             Issue.record("a primary older than the newest timeline seen was taken")
