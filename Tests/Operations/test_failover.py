@@ -5,7 +5,8 @@ nothing a node acknowledged is lost — every session, every draft, the last
 acknowledged draft of each writer — one node still owns each session, and the nodes
 serve again without a restart. With asynchronous replication a node warns at start,
 and what a failover loses is measured. `VIEWLINE_FAILOVER=0` skips them (each takes
-about half a minute: Patroni waits out its TTL)."""
+about half a minute: Patroni waits out its TTL); `VIEWLINE_FAILOVER=all` runs the two
+CI leaves out too (the members URL's failover under load, and the deposed primary)."""
 from __future__ import annotations
 
 import json
@@ -170,7 +171,20 @@ def check(writers: List["Writer"], url: str, lost: List[str], when: str) -> None
             lost.append(f"{writer.user} {when}: the database holds {stored.get(writer.user)!r}, last acknowledged {last!r}")
 
 
-@pytest.mark.parametrize("reached", ["through-haproxy", "listing-the-members"])
+# Through HAProxy in every run; listing the members on VIEWLINE_FAILOVER=all (the
+# members URL's failover is still run by the test after next, its manager killed).
+@pytest.mark.parametrize(
+    "reached",
+    [
+        "through-haproxy",
+        pytest.param(
+            "listing-the-members",
+            marks=pytest.mark.skipif(
+                os.environ.get("VIEWLINE_FAILOVER") != "all", reason="VIEWLINE_FAILOVER=all runs it (40 s more)"
+            ),
+        ),
+    ],
+)
 def test_a_failover_loses_nothing_a_node_acknowledged(patroni: PatroniCluster, tmp_path: pathlib.Path, reached: str) -> None:
     url = patroni.url if reached == "through-haproxy" else patroni.members_url
     nodes = [Node(url, tmp_path / f"node{i}.log") for i in range(2)]
