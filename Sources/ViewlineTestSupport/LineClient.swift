@@ -22,8 +22,11 @@ public final class LineClient {
     /// `receiveBuffer`, a kernel receive buffer that small (a client that reads little).
     public init(port: Int, host: String = "127.0.0.1", from source: String? = nil, receiveBuffer: Int32? = nil) throws {
         _ = BrokenPipes.ignored
+        // `self.fd` is set last: a class whose initializer throws once every stored
+        // property is set runs its `deinit`, which would close the descriptor a second
+        // time — by then perhaps another thread's (a server's output pipe, read as an
+        // eventfd: EINVAL, and Foundation's `try!` ended the whole test process).
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        self.fd = fd
         if var size = receiveBuffer {
             setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
         }
@@ -35,6 +38,7 @@ public final class LineClient {
             close(fd)
             throw Failure(description: "connect to \(port) failed: \(String(cString: strerror(errno)))")
         }
+        self.fd = fd
     }
 
     /// Calls `body` with the IPv4 socket address of `host:port`.
