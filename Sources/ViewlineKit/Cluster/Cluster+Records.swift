@@ -234,16 +234,7 @@ extension Cluster {
                 // (`acceptsCommands`).
                 let unwritten = records[(written)...].compactMap { entries[$0.lookup] }
                 dirty.withLock { $0.keep(unwritten) }
-                let now = ContinuousClock.now
-                let skipped: Int? = failedBatches.withLock { failed in
-                    if let last = failed.lastWarning, now - last < nodeTimeout {
-                        failed.skipped += 1
-                        return nil
-                    }
-                    defer { failed = (now, 0) }
-                    return failed.skipped
-                }
-                if let skipped {
+                if let skipped = Self.warningDue(failedBatches, every: nodeTimeout) {
                     logger.warning(
                         "could not write session records",
                         metadata: [
@@ -287,22 +278,29 @@ extension Cluster {
     /// or the write (the database).
     private func slowBatch(waited: Duration, snapshots: Duration, write: Duration, records: Int) {
         guard waited + snapshots + write > (nodeTimeout - leaseMargin) / 2 else { return }
-        let now = ContinuousClock.now
-        let skipped: Int? = slowBatches.withLock { slow in
-            if let last = slow.lastWarning, now - last < nodeTimeout {
-                slow.skipped += 1
-                return nil
-            }
-            defer { slow = (now, 0) }
-            return slow.skipped
-        }
-        guard let skipped else { return }
+        guard let skipped = Self.warningDue(slowBatches, every: nodeTimeout) else { return }
         logger.warning(
             "a record batch was slow",
             metadata: [
                 "waited-ms": "\(waited.nanoseconds / 1_000_000)", "snapshots-ms": "\(snapshots.nanoseconds / 1_000_000)",
                 "write-ms": "\(write.nanoseconds / 1_000_000)", "records": "\(records)", "slow-batches-not-logged": "\(skipped)",
             ])
+    }
+
+    /// Whether a warning throttled by `state` is due now (none in the last `interval`):
+    /// the occurrences left unsaid since the last one, or `nil` (this one is counted).
+    private static func warningDue(
+        _ state: borrowing Mutex<(lastWarning: ContinuousClock.Instant?, skipped: Int)>, every interval: Duration
+    ) -> Int? {
+        let now = ContinuousClock.now
+        return state.withLock { state in
+            if let last = state.lastWarning, now - last < interval {
+                state.skipped += 1
+                return nil
+            }
+            defer { state = (now, 0) }
+            return state.skipped
+        }
     }
 
     /// Sessions a batch asks for their records in one turn of their event loop.
