@@ -153,7 +153,10 @@ extension Cluster {
     /// again while this runs marks it anew for the next renewal.)
     private func restoreOutput() async {
         guard let sessions = registry.withLock({ $0.sessions }) else { return }
-        for session in sessions.all { await session.leaseRestored() }
+        await Session.onTheirLoops(sessions.all) { session in
+            session.leaseRestored()
+            return false
+        }
     }
 
     /// A store refused a write made for `session` (``SessionFence``): by the database's

@@ -69,8 +69,9 @@ package final class SessionRegistry: Sendable {
     }
 
     private struct State {
-        /// By the token's lookup part, as a number (16 hex digits): no string per entry.
-        var entries: [UInt64: Entry] = [:]
+        /// By the token's lookup part, as a number (16 hex digits): no string per entry;
+        /// in shards, so no registration rehashes a million entries at once.
+        var entries = ShardedDictionary<Entry>()
         var detached = DetachedList()
         var addresses: [String: Address] = [:]
         var attachedCount = 0

@@ -321,7 +321,10 @@ public final class ViewlineServer: Service, Sendable {
         // or it began just after the drain) gets its reply before its connection's `bye`:
         // a client sends again, on its resumed connection, whatever had no reply (PROTOCOL §4).
         for (_, outbound) in registry.connections { outbound.stopRunningInput() }
-        for session in application.sessions.all { await session.answerUnfinishedCommands(Self.shutDownMidCommand) }
+        await Session.onTheirLoops(application.sessions.all) { session in
+            session.answerUnfinishedCommands(Self.shutDownMidCommand)
+            return false
+        }
         // Records written and the node gone from the cluster before the `bye`s: a
         // client that attaches to another node right away finds its session there.
         if let cluster = application.cluster {
@@ -342,7 +345,10 @@ public final class ViewlineServer: Service, Sendable {
                 }
             }
         }
-        for session in application.sessions.removeAll() { await session.close(Bye(.shutdown, reason)) }
+        await Session.onTheirLoops(application.sessions.removeAll()) { session in
+            session.close(Bye(.shutdown, reason))
+            return false
+        }
         try? await operationsChannel.withLock({ $0 })?.close()
         logger.debug("every client told bye", metadata: ["since-shutdown": "\(ContinuousClock.now - began)"])
     }
@@ -354,14 +360,9 @@ public final class ViewlineServer: Service, Sendable {
     private func drain(within limit: Duration) async -> Bool {
         let deadline = ContinuousClock.now + limit
         while ContinuousClock.now < deadline {
-            var busy = !registry.allIdle
-            if !busy {
-                for session in application.sessions.all where await session.commandsRunning > 0 {
-                    busy = true
-                    break
-                }
+            if registry.allIdle, await Session.onTheirLoops(application.sessions.all, { $0.commandsRunning > 0 }) == 0 {
+                return true
             }
-            if !busy { return true }
             try? await Task.sleep(for: .milliseconds(20))
         }
         logger.warning("drain timed out with commands still running", metadata: ["drain-seconds": "\(limit)"])
