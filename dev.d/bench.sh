@@ -66,9 +66,12 @@ bench() {
     swift build -c release --product viewline-bench
     bin="$(swift build -c release --show-bin-path)"
     out=$(mktemp); pids=(); pg_stop="true"; pgdir=""
+    # What #75 compares with the floor, one "key value" a line, summed up at the end.
+    summary=$(mktemp)  # not local: the EXIT trap removes it after this function returned
+    note() { echo "$*" >> "$summary"; }
     # Interrupted or done: the servers, a throwaway PostgreSQL and its directory go.
     restore_somaxconn=""
-    trap 'kill ${pids[*]} 2>/dev/null; $pg_stop >/dev/null 2>&1; [ -n "$pgdir" ] && rm -rf "$pgdir"; rm -f "$out"
+    trap 'kill ${pids[*]} 2>/dev/null; $pg_stop >/dev/null 2>&1; [ -n "$pgdir" ] && rm -rf "$pgdir"; rm -f "$out" "$summary"
         [ -n "$restore_somaxconn" ] && echo "$restore_somaxconn" > /proc/sys/net/core/somaxconn || true' EXIT
     trap "exit 130" INT TERM
     start_viewline() {  # start_viewline [flags]: sets port
@@ -113,23 +116,35 @@ bench() {
             redis_latency="; redis $r50 µs, $r99 µs"
         fi
         printf '%-44s %12s %12s %7s   (p50, p99: viewline %s µs, %s µs%s)\n' "$label" "$v" "$r" "$ratio" "$v50" "$v99" "$redis_latency"
+        last_rate=$v
     }
+    local last_rate=""
     row "ping, 1 connection" --command PING --connections 1 -- --connections 1
+    note rate_default_1 "$last_rate"
     row "ping, 50 connections" --command PING --connections 50 -- --connections 50
+    note rate_default_50 "$last_rate"
     row "ping, 50 connections x 16 pipelined" --command PING --connections 50 --depth 16 -- --connections 50 --depth 16
+    note rate_default_50x16 "$last_rate"
     kill "${pids[-1]}"; wait "${pids[-1]}" 2>/dev/null || true
     # Like for like with single-threaded redis: one event loop (the generator has the other core).
     start_viewline --event-loops 1
     row "  ping, 1 connection, 1 event loop" --command PING --connections 1 -- --connections 1
+    note rate_one_1 "$last_rate"
     row "  ping, 50 connections, 1 event loop" --command PING --connections 50 -- --connections 50
+    note rate_one_50 "$last_rate"
     row "  ping, 50 x 16 pipelined, 1 event loop" --command PING --connections 50 --depth 16 -- --connections 50 --depth 16
+    note rate_one_50x16 "$last_rate"
     kill "${pids[-1]}"; wait "${pids[-1]}" 2>/dev/null || true
     # The floor: a bare SwiftNIO line server (one event loop) that answers each line as
     # ping without decoding it: how much of the gap to redis is the runtime's.
     local viewline_port=$port
     start_floor 1
+    row "  floor (bare SwiftNIO), 1 connection" --command PING --connections 1 -- --connections 1
+    note rate_floor_1 "$last_rate"
     row "  floor (bare SwiftNIO), 50 connections" --command PING --connections 50 -- --connections 50
+    note rate_floor_50 "$last_rate"
     row "  floor (bare SwiftNIO), 50 x 16 pipelined" --command PING --connections 50 --depth 16 -- --connections 50 --depth 16
+    note rate_floor_50x16 "$last_rate"
     port=$viewline_port
     kill "${pids[-1]}"; wait "${pids[-1]}" 2>/dev/null || true
     start_viewline --web-port 0  # the same server, and WebSocket at /ws
@@ -181,6 +196,7 @@ bench() {
     cpu_floor=$("$bin/viewline-bench" --port "$port" --connections 1 --depth 16 --seconds "${VIEWLINE_BENCH_SECONDS:-5}" \
         --cpu --server-pid "${pids[-1]}" --command PING)
     printf '%-44s %12s %12s %7s   (server CPU µs per line answered)\n' "  floor (bare SwiftNIO)" "$cpu_floor" "-" "-"
+    note cpu_ping "$cpu_ping"; note cpu_state "$cpu_state"; note cpu_floor "$cpu_floor"
     printf '%-44s %12s %12s %7s   (server CPU µs per command over the floor)\n' "  over the floor: ping, state search" \
         "$(python3 -c "print(f'{$cpu_ping-$cpu_floor:+.2f}')")" "$(python3 -c "print(f'{$cpu_state-$cpu_floor:+.2f}')")" "-"
     kill "${pids[-1]}"; wait "${pids[-1]}" 2>/dev/null || true
@@ -201,28 +217,39 @@ bench() {
     ulimit -n $((2 * sessions + 1024)) 2>/dev/null || sessions=$(( $(ulimit -n) / 2 - 512 ))
     local contacts; contacts=$(mktemp)
     start_viewline --remote-contacts "$contacts" --max-sessions $((sessions + 100)) --max-clients $((sessions + 100))
-    printf '%-44s %s KiB\n' "RSS per idle session ($sessions sessions)" \
-        "$("$bin/viewline-bench" --port "$port" --idle "$sessions" --server-pid "${pids[-1]}" --brief)"
+    local idle_kib; idle_kib=$("$bin/viewline-bench" --port "$port" --idle "$sessions" --server-pid "${pids[-1]}" --brief)
+    printf '%-44s %s KiB\n' "RSS per idle session ($sessions sessions)" "$idle_kib"
+    note idle "$idle_kib"
     kill "${pids[-1]}"; wait "${pids[-1]}" 2>/dev/null || true
     # The floor's idle connection: a bare SwiftNIO channel, its receive buffer
     # starting at 64 bytes as Viewline's: what one holds with nothing of Viewline's.
     start_floor "$(nproc)" --floor-receive-buffer 64
-    printf '%-44s %s KiB\n' "  floor (bare SwiftNIO), per idle connection" \
-        "$("$bin/viewline-bench" --port "$port" --idle "$sessions" --server-pid "${pids[-1]}" --brief)"
-    for n in 1000 "$sessions"; do
-        kill "${pids[-1]}"; wait "${pids[-1]}" 2>/dev/null || true  # a fresh server each time
+    idle_kib=$("$bin/viewline-bench" --port "$port" --idle "$sessions" --server-pid "${pids[-1]}" --brief)
+    printf '%-44s %s KiB\n' "  floor (bare SwiftNIO), per idle connection" "$idle_kib"
+    note idle_floor "$idle_kib"
+    kill "${pids[-1]}"; wait "${pids[-1]}" 2>/dev/null || true
+    start_viewline --remote-contacts "$contacts" --max-sessions $((sessions + 100)) --max-clients $((sessions + 100))
+    local few=$(( sessions < 1000 ? sessions : 1000 ))
+    read -r f50 f99 fmax fcpu <<< "$("$bin/viewline-bench" --port "$port" --fanout "$few" --contacts-file "$contacts" --server-pid "${pids[-1]}" --brief)"
+    printf '%-44s p50 %s ms, p99 %s ms, max %s ms; server CPU %s ms\n' "contacts change reaching $few sessions" "$f50" "$f99" "$fmax" "$fcpu"
+    kill "${pids[-1]}"; wait "${pids[-1]}" 2>/dev/null || true
+    # Every session, then the floor's same fan-out: a bare SwiftNIO server (as many
+    # loops as Viewline's default, one per core) writing a display-sized line to every
+    # connection, one task per loop: what a change reaching them costs with nothing of
+    # Viewline's. Taking turns, VIEWLINE_BENCH_RUNS times (3), a fresh server each.
+    local fanout_runs="${VIEWLINE_BENCH_RUNS:-3}"
+    for run in $(seq "$fanout_runs"); do
         start_viewline --remote-contacts "$contacts" --max-sessions $((sessions + 100)) --max-clients $((sessions + 100))
-        read -r f50 f99 fmax fcpu <<< "$("$bin/viewline-bench" --port "$port" --fanout "$n" --contacts-file "$contacts" --server-pid "${pids[-1]}" --brief)"
-        printf '%-44s p50 %s ms, p99 %s ms, max %s ms; server CPU %s ms\n' "contacts change reaching $n sessions" "$f50" "$f99" "$fmax" "$fcpu"
+        read -r f50 f99 fmax fcpu <<< "$("$bin/viewline-bench" --port "$port" --fanout "$sessions" --contacts-file "$contacts" --server-pid "${pids[-1]}" --brief)"
+        printf '%-44s p50 %s ms, p99 %s ms, max %s ms; server CPU %s ms\n' "contacts change reaching $sessions sessions, run $run" "$f50" "$f99" "$fmax" "$fcpu"
+        note fanout "$run $sessions $f99 $fcpu"
+        kill "${pids[-1]}"; wait "${pids[-1]}" 2>/dev/null || true
+        start_floor "$(nproc)"
+        read -r f50 f99 fmax fcpu <<< "$("$bin/viewline-bench" --port "$port" --fanout "$sessions" --floor --server-pid "${pids[-1]}" --brief)"
+        printf '%-44s p50 %s ms, p99 %s ms, max %s ms; server CPU %s ms\n' "  floor (bare SwiftNIO), same, run $run" "$f50" "$f99" "$fmax" "$fcpu"
+        note fanout_floor "$run $sessions $f99 $fcpu"
+        kill "${pids[-1]}"; wait "${pids[-1]}" 2>/dev/null || true
     done
-    kill "${pids[-1]}"; wait "${pids[-1]}" 2>/dev/null || true
-    # The floor's fan-out: a bare SwiftNIO server (as many loops as Viewline's default,
-    # one per core) writing a display-sized line to every connection, one task per
-    # loop: what a change reaching them costs with nothing of Viewline's.
-    start_floor "$(nproc)"
-    read -r f50 f99 fmax fcpu <<< "$("$bin/viewline-bench" --port "$port" --fanout "$sessions" --floor --server-pid "${pids[-1]}" --brief)"
-    printf '%-44s p50 %s ms, p99 %s ms, max %s ms; server CPU %s ms\n' "  floor (bare SwiftNIO), same to $sessions" "$f50" "$f99" "$fmax" "$fcpu"
-    kill "${pids[-1]}"; wait "${pids[-1]}" 2>/dev/null || true
     # A reconnect storm (a failover's worth of clients at once): the default backlog
     # (capped by the host's net.core.somaxconn, named in the row), then SwiftNIO's 256.
     local somaxconn; somaxconn=$(cat /proc/sys/net/core/somaxconn 2>/dev/null || echo "?")
@@ -246,32 +273,43 @@ bench() {
         restore_somaxconn=""
     fi
     # Open loop: $sessions sessions, commands due on a schedule (searches with results,
-    # state, ping, alerts answered), latency from when each was due; the curve goes to
-    # benchmarks/open-loop.svg.
-    start_viewline --max-sessions $((sessions + 100)) --max-clients $((sessions + 100))
+    # state, ping, alerts answered), latency from when each was due; VIEWLINE_BENCH_RUNS
+    # runs (3), each finding its highest rate anew on a fresh server; the first run's
+    # curve goes to benchmarks/open-loop.svg.
     local curve; curve=$(mktemp)
-    "$bin/viewline-bench" --port "$port" --open-loop "$sessions" --open-loop-seconds "${VIEWLINE_BENCH_SECONDS:-5}" --brief > "$curve"
-    kill "${pids[-1]}"; wait "${pids[-1]}" 2>/dev/null || true
-    local max; max=$(sed -n 's/^max //p' "$curve")
-    while read -r share target achieved p50 p99 p999 lag; do
-        [ "$share" = max ] && continue
-        printf '%-44s p50 %s µs, p99 %s µs, p99.9 %s µs (generator lag p99 %s µs)\n' \
-            "open loop, $sessions sessions, ${share} % of ${max}/s" "$p50" "$p99" "$p999" "$lag"
-    done < "$curve"
-    python3 benchmarks/plot_open_loop.py "$curve" "$sessions" > benchmarks/open-loop.svg && rm -f "$curve"
+    for run in $(seq "${VIEWLINE_BENCH_RUNS:-3}"); do
+        start_viewline --max-sessions $((sessions + 100)) --max-clients $((sessions + 100))
+        "$bin/viewline-bench" --port "$port" --open-loop "$sessions" --open-loop-seconds "${VIEWLINE_BENCH_SECONDS:-5}" --brief > "$curve"
+        kill "${pids[-1]}"; wait "${pids[-1]}" 2>/dev/null || true
+        local max; max=$(sed -n 's/^max //p' "$curve")
+        while read -r share target achieved p50 p99 p999 lag; do
+            [ "$share" = max ] && continue
+            printf '%-44s p50 %s µs, p99 %s µs, p99.9 %s µs (generator lag p99 %s µs)\n' \
+                "open loop, $sessions sessions, ${share} % of ${max}/s, run $run" "$p50" "$p99" "$p999" "$lag"
+            note open_loop "$run $share $p99 $lag"
+        done < "$curve"
+        [ "$run" = 1 ] && python3 benchmarks/plot_open_loop.py "$curve" "$sessions" > benchmarks/open-loop.svg
+    done
+    rm -f "$curve"
     # Detached sessions: they outlive their connections, so the file limit does not
     # cap them. 200,000 by default; VIEWLINE_BENCH_DETACHED=1000000 for the million.
     local detached="${VIEWLINE_BENCH_DETACHED:-200000}"
     start_viewline --max-sessions "$detached" --session-ttl 86400  # none expires while the rest open
-    read -r d_kib d50 d99 <<< "$("$bin/viewline-bench" --port "$port" --detached "$detached" --command "search pizza" --server-pid "${pids[-1]}" --brief)"
-    printf '%-44s %s KiB each; attach p50 %s µs, p99 %s µs\n' "$detached detached sessions after search pizza" "$d_kib" "$d50" "$d99"
+    read -r d_kib d50 d99 d_views d_rss <<< "$("$bin/viewline-bench" --port "$port" --detached "$detached" --command "search pizza" --server-pid "${pids[-1]}" --brief)"
+    printf '%-44s %s KiB each (its states %s bytes encoded); attach p50 %s µs, p99 %s µs; RSS %s MiB\n' \
+        "$detached detached sessions after search pizza" "$d_kib" "$d_views" "$d50" "$d99" "$((d_rss / 1024))"
+    note detached "$detached $d_kib $d_views $d99 $d_rss"
     kill "${pids[-1]}"; wait "${pids[-1]}" 2>/dev/null || true
     # The same number opened in a burst and left to expire (the time to live outlasts
     # the burst, about 2,500 sessions a second here): the longest ping meanwhile.
     local ttl=$(( detached / 2000 + 10 ))
     start_viewline --max-sessions "$detached" --session-ttl "$ttl"
-    printf '%-44s longest ping %s ms\n' "$detached sessions expiring" \
-        "$("$bin/viewline-bench" --port "$port" --expiry "$detached" --expire-after "$ttl" --command "search pizza" --server-pid "${pids[-1]}" --brief)"
+    local longest p9999 base_longest base_p9999
+    read -r longest p9999 base_longest base_p9999 <<< "$("$bin/viewline-bench" --port "$port" --expiry "$detached" --expire-after "$ttl" \
+        --command "search pizza" --server-pid "${pids[-1]}" --brief)"
+    printf '%-44s longest ping %s ms, p99.99 %s ms (10 s before, nothing expiring: %s ms, %s ms)\n' "$detached sessions expiring" \
+        "$longest" "$p9999" "$base_longest" "$base_p9999"
+    note expiry "$longest $p9999 $base_longest $base_p9999"
     kill "${pids[-1]}"; wait "${pids[-1]}" 2>/dev/null || true
     # Across a cluster: two nodes over one PostgreSQL, half the sessions on each; the
     # sync runs on the first, the second hears it by LISTEN/NOTIFY.
@@ -284,8 +322,11 @@ bench() {
         start_viewline --postgres "$pg_url" --remote-contacts "$contacts" --max-sessions $((sessions + 100)) --max-clients $((sessions + 100))
         read -r f50 f99 fmax <<< "$("$bin/viewline-bench" --port "$first" --other-ports "$port" --fanout "$sessions" --contacts-file "$contacts" --brief)"
         printf '%-44s p50 %s ms, p99 %s ms, max %s ms\n' "  same, 2 nodes on PostgreSQL ($((sessions / 2)) each)" "$f50" "$f99" "$fmax"
+        note fanout_two_nodes "$f99"
         kill "${pids[-1]}" "${pids[-2]}"; wait "${pids[-1]}" "${pids[-2]}" 2>/dev/null || true
         $pg_stop >/dev/null 2>&1; rm -rf "$pgdir"; pg_stop="true"; pgdir=""
     fi
     rm -f "$contacts"
+    # Issue #75's goals, each against the floor measured above.
+    python3 benchmarks/against_floor.py "$summary"
 }

@@ -317,27 +317,56 @@ extension ViewlineBench {
         for (fd, _) in sockets { close(fd) }
     }
 
-    /// Opens `detached` sessions one after another; each runs `command`, waits until
-    /// its work settled, and hangs up, leaving its session detached on the server.
-    /// Reports the server's RSS growth per session, then attaches to 1,000 of them
-    /// at random (a fresh connection each) and times each `attach` to its reply.
+    /// Opens `detached` sessions, 16 connections at a time (a million one after
+    /// another would take most of an hour of round trips); each runs `command`, waits
+    /// until its work settled, and hangs up, leaving its session detached on the
+    /// server. Reports the server's RSS growth per session beside the encoded bytes of
+    /// the states one session shows (what #75 lets a detached session hold over 1 KiB),
+    /// then attaches to 1,000 of them at random (a fresh connection each) and times
+    /// each `attach` to its reply.
     func detachedSessions() throws {
         guard serverPid > 0 else { throw ValidationError("--detached needs --server-pid") }
         let before = Self.residentKiB(serverPid)
-        var tokens: [String] = []
-        tokens.reserveCapacity(detached)
+        let opened = Mutex<(tokens: [String], failure: String?, viewBytes: Int)>(([], nil, 0))
+        opened.withLock { $0.tokens.reserveCapacity(detached) }
         let lines = Array("\(command)\nwait 10000\n".utf8)
-        for number in 0..<detached {
-            guard let fd = Self.connect(port: port) else { throw ValidationError("connection \(number + 1) failed") }
-            var reader = LineReader(fd: fd)
-            guard let welcome = reader.nextLine(), let token = Self.field("token", in: welcome), Self.write(fd, lines) else {
-                close(fd)
-                throw ValidationError("session \(number + 1) did not start: is --max-sessions high enough?")
+        let group = DispatchGroup()
+        for worker in 0..<16 {
+            group.enter()
+            Thread.detachNewThread {
+                defer { group.leave() }
+                var number = worker
+                while number < detached, opened.withLock({ $0.failure == nil }) {
+                    guard let fd = Self.connect(port: port) else {
+                        opened.withLock { $0.failure = "connection \(number + 1) failed" }
+                        return
+                    }
+                    var reader = LineReader(fd: fd)
+                    guard let welcome = reader.nextLine(), let token = Self.field("token", in: welcome), Self.write(fd, lines) else {
+                        close(fd)
+                        opened.withLock { $0.failure = "session \(number + 1) did not start: is --max-sessions high enough?" }
+                        return
+                    }
+                    var states: [String: Int] = [:]  // view → its state's encoded bytes, as last displayed
+                    while let line = reader.nextLine(), !line.contains("\"settled\""), !line.contains("\"error\"") {
+                        if number == 0, line.hasPrefix(#"{"type":"display""#), let view = Self.field("view", in: line),
+                            let state = line.range(of: #""state":"#)
+                        {
+                            states[view] = line.utf8.distance(from: state.upperBound, to: line.utf8.endIndex) - 1
+                        }
+                    }
+                    close(fd)
+                    opened.withLock {
+                        $0.tokens.append(token)
+                        if number == 0 { $0.viewBytes = states.values.reduce(0, +) }
+                    }
+                    number += 16
+                }
             }
-            while let line = reader.nextLine(), !line.contains("\"settled\""), !line.contains("\"error\"") {}
-            close(fd)
-            tokens.append(token)
         }
+        group.wait()
+        let (tokens, failure, viewBytes) = opened.withLock { ($0.tokens, $0.failure, $0.viewBytes) }
+        if let failure { throw ValidationError(failure) }
         usleep(500_000)
         let after = Self.residentKiB(serverPid)
         var latencies: [Double] = []
@@ -356,25 +385,39 @@ extension ViewlineBench {
         let p50 = latencies[latencies.count / 2], p99 = latencies[min(latencies.count - 1, latencies.count * 99 / 100)]
         let perSession = Double(after - before) / Double(detached)
         if brief {
-            print(String(format: "%.1f %.0f %.0f", perSession, p50, p99))
+            print(String(format: "%.2f %.0f %.0f %d %d", perSession, p50, p99, viewBytes, after))
         } else {
             print(
                 String(
-                    format: "%d detached sessions after \"%@\": server RSS %d → %d KiB, %.1f KiB per session; attach p50 %.0f µs, p99 %.0f µs",
-                    detached, command, before, after, perSession, p50, p99))
+                    format:
+                        "%d detached sessions after \"%@\": server RSS %d → %d KiB, %.2f KiB per session (the states each shows: %d bytes encoded); attach p50 %.0f µs, p99 %.0f µs",
+                    detached, command, before, after, perSession, viewBytes, p50, p99))
         }
     }
 
     /// Opens `expiry` sessions as fast as 16 connections at a time allow (each runs
-    /// `command`, settles and hangs up), so they expire in a burst; meanwhile and
-    /// until the last has expired, one other session pings and the longest round
-    /// trip is what a client saw while the server expired them all.
+    /// `command`, settles and hangs up), so they expire in a burst; then, until the
+    /// last has expired, one other session pings: the longest round trip and the
+    /// 99.99th percentile are what a client saw while the server expired them all.
+    /// Beside them, the same pings for 10 s before any session opened: what this
+    /// machine's own jitter gives with nothing expiring (a longest ping is as much the
+    /// VM's scheduling as the server's).
     func expiryPause() throws {
         guard expireAfter > 0, serverPid > 0 else { throw ValidationError("--expiry needs --expire-after and --server-pid") }
         guard let pinger = Self.connect(port: port) else { throw ValidationError("ping connection failed") }
         defer { close(pinger) }
         var pings = LineReader(fd: pinger)
         guard pings.nextLine() != nil else { throw ValidationError("no welcome") }
+        func ping(until: ContinuousClock.Instant) throws -> [Duration] {
+            var times: [Duration] = []
+            while ContinuousClock.now < until {
+                let sent = ContinuousClock.now
+                guard Self.write(pinger, Array("ping\n".utf8)), pings.nextLine() != nil else { throw ValidationError("ping failed") }
+                times.append(ContinuousClock.now - sent)
+            }
+            return times.sorted()
+        }
+        let baseline = try ping(until: .now + .seconds(10))
         let opened = Atomic<Int>(0)
         let lines = Array("\(command)\nwait 10000\n".utf8)
         let group = DispatchGroup()
@@ -401,25 +444,22 @@ extension ViewlineBench {
         let peak = Self.residentKiB(serverPid)
         // The first sessions expire `expireAfter` after they detached; the last, that
         // long after the burst ended. Ping until then, and a little more.
-        let until = started + openedIn + .milliseconds(Int(expireAfter * 1000)) + .seconds(3)
-        var longest = Duration.zero
-        var count = 0
-        while ContinuousClock.now < until {
-            let sent = ContinuousClock.now
-            guard Self.write(pinger, Array("ping\n".utf8)), pings.nextLine() != nil else { throw ValidationError("ping failed") }
-            longest = max(longest, ContinuousClock.now - sent)
-            count += 1
-        }
+        let times = try ping(until: started + openedIn + .milliseconds(Int(expireAfter * 1000)) + .seconds(3))
         let after = Self.residentKiB(serverPid)
-        let longestMs = Double(longest.components.attoseconds) / 1e15 + Double(longest.components.seconds) * 1e3
+        func ms(_ d: Duration?) -> Double {
+            guard let d else { return 0 }
+            return Double(d.components.attoseconds) / 1e15 + Double(d.components.seconds) * 1e3
+        }
+        func p9999(_ sorted: [Duration]) -> Double { ms(sorted.isEmpty ? nil : sorted[min(sorted.count - 1, sorted.count * 9999 / 10000)]) }
         if brief {
-            print(String(format: "%.1f", longestMs))
+            print(String(format: "%.1f %.2f %.1f %.2f", ms(times.last), p9999(times), ms(baseline.last), p9999(baseline)))
         } else {
             print(
                 String(
                     format:
-                        "%d sessions opened in %.1f s and expired: longest of %d pings meanwhile %.1f ms; server RSS %d KiB at the peak, %d KiB after",
-                    opened.load(ordering: .relaxed), Double(openedIn.components.seconds), count, longestMs, peak, after))
+                        "%d sessions opened in %.1f s and expired: longest of %d pings meanwhile %.1f ms, p99.99 %.2f ms (10 s before they opened: longest of %d %.1f ms, p99.99 %.2f ms); server RSS %d KiB at the peak, %d KiB after",
+                    opened.load(ordering: .relaxed), Double(openedIn.components.seconds), times.count, ms(times.last), p9999(times),
+                    baseline.count, ms(baseline.last), p9999(baseline), peak, after))
         }
     }
 
