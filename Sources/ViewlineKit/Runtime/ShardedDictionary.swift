@@ -8,30 +8,17 @@ struct ShardedDictionary<Value> {
 
     private var shards: [[UInt64: Value]] = Array(repeating: [:], count: shardCount)
 
-    /// Entries held, across the shards.
-    private(set) var count = 0
-
     @inline(__always) private static func shard(of key: UInt64) -> Int {
         Int(truncatingIfNeeded: key) & (shardCount - 1)
     }
 
+    /// Entries held, summed over the shards when asked (a registration asks; a lookup
+    /// or an update in place pays nothing for it).
+    var count: Int { shards.reduce(0) { $0 + $1.count } }
+
     subscript(key: UInt64) -> Value? {
         get { shards[Self.shard(of: key)][key] }
-        set {
-            let shard = Self.shard(of: key)
-            if let newValue {
-                if shards[shard].updateValue(newValue, forKey: key) == nil { count += 1 }
-            } else if shards[shard].removeValue(forKey: key) != nil {
-                count -= 1
-            }
-        }
-        _modify {
-            let shard = Self.shard(of: key)
-            let had = shards[shard].index(forKey: key) != nil
-            yield &shards[shard][key]
-            let has = shards[shard].index(forKey: key) != nil
-            if had != has { count += has ? 1 : -1 }
-        }
+        _modify { yield &shards[Self.shard(of: key)][key] }
     }
 
     /// Every value, shard by shard.
