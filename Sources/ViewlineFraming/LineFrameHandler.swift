@@ -57,8 +57,8 @@ public final class LineFrameHandler: ChannelDuplexHandler, RestartableFramer {
     private var inputClosedWaits = false
     /// Closes the connection when an incomplete line outlives its time.
     private var timer = IncompleteLineTimer()
-    /// The connection's handler, when the server put it right behind this one: lines
-    /// go to it directly, with no pipeline hop, `NIOAny` box and dynamic cast per line.
+    /// Where the connection's pipeline ends, when the server made this framer its
+    /// last handler: lines and the channel's changes go to it directly.
     private let next: (any LineReceiver)?
 
     /// A handler that caps lines at `maximumLength` bytes and closes a connection
@@ -70,9 +70,10 @@ public final class LineFrameHandler: ChannelDuplexHandler, RestartableFramer {
         next = nil
     }
 
-    /// Frames lines for `next`, the handler right behind this one, handing each to it
-    /// directly; everything else (activity, read ends, half-closure) still flows
-    /// through the pipeline, in the same order relative to the lines.
+    /// Frames lines for `next`, the end of the pipeline with this framer its last
+    /// handler: it is handed each line, and told of activity, read ends, half-closure
+    /// and the close, in the order the pipeline would deliver them; an error closes
+    /// the connection.
     package init(maximumLength: Int, incompleteLineTimeout: TimeAmount?, budget: InputBudget, next: (any LineReceiver)?) {
         self.maximumLength = maximumLength
         self.incompleteLineTimeout = incompleteLineTimeout
@@ -95,6 +96,26 @@ public final class LineFrameHandler: ChannelDuplexHandler, RestartableFramer {
         frame(&buffer, merged: merged, context: context)
     }
 
+    public func handlerAdded(context: ChannelHandlerContext) {
+        if context.channel.isActive { next?.channelActive(context.channel) }
+    }
+
+    public func channelActive(context: ChannelHandlerContext) {
+        next?.channelActive(context.channel)
+        context.fireChannelActive()
+    }
+
+    public func channelReadComplete(context: ChannelHandlerContext) {
+        next?.readComplete()
+        context.fireChannelReadComplete()
+    }
+
+    public func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        // A reset, a TLS failure: the connection is over (when this framer ends the
+        // pipeline; otherwise the handlers behind it decide).
+        if next != nil { context.close(promise: nil) } else { context.fireErrorCaught(error) }
+    }
+
     public func read(context: ChannelHandlerContext) {
         if stopped {
             readWanted = true
@@ -110,6 +131,7 @@ public final class LineFrameHandler: ChannelDuplexHandler, RestartableFramer {
                 return
             }
             emitLastLine(context: context)
+            next?.inputEnded()
         }
         context.fireUserInboundEventTriggered(event)
     }
@@ -121,6 +143,7 @@ public final class LineFrameHandler: ChannelDuplexHandler, RestartableFramer {
             budget.framerHolds(0)
         }
         emitLastLine(context: context)
+        next?.channelInactive()
         context.fireChannelInactive()
     }
 
@@ -170,6 +193,7 @@ public final class LineFrameHandler: ChannelDuplexHandler, RestartableFramer {
         if inputClosedWaits {
             inputClosedWaits = false
             emitLastLine(context: context)
+            next?.inputEnded()
             context.fireUserInboundEventTriggered(ChannelEvent.inputClosed)
         }
         if readWanted {

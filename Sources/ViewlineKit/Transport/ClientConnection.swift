@@ -40,7 +40,6 @@ final class ClientConnection: Sendable {
     }
 
     let number: Int
-    let channel: any Channel
     let outbound: OutboundLines
     /// What the connection holds on the way in (its framer stops when it is full).
     let budget: InputBudget
@@ -50,7 +49,9 @@ final class ClientConnection: Sendable {
     var link: SessionConnection { SessionConnection(self) }
     /// Where its commands come from, as the session's command path takes it.
     private var origin: CommandOrigin { CommandOrigin(connection: number, client: self) }
-    let peer: String?
+    /// The client's address (a trusted proxy may have said), as its output counts it.
+    var peer: String? { outbound.address.isEmpty ? nil : outbound.address }
+    private var channel: any Channel { outbound.channel }
     private unowned let server: ViewlineServer
     /// The server's command table, kept here so a line is decoded without reaching
     /// through the (unowned, shared) server: each such hop is an atomic retain on an
@@ -60,24 +61,21 @@ final class ClientConnection: Sendable {
     /// Whether a line that is no command is logged (debug level): checked once.
     private let logsCommands: Bool
     private let transport: ServerMetrics.Transport
-    /// The server's logger; lines name the session (not kept per connection: an
-    /// idle connection holds no metadata).
-    private let logger: Logger
+    /// The server's logger (reached through the server, only to log: an idle
+    /// connection keeps no copy); lines name the session.
+    private var logger: Logger { server.logger }
 
     init(
-        number: Int, channel: any Channel, peer: String?, outbound: OutboundLines, budget: InputBudget, session: Session,
-        server: ViewlineServer, transport: ServerMetrics.Transport, logger: Logger
+        number: Int, outbound: OutboundLines, budget: InputBudget, session: Session, server: ViewlineServer,
+        transport: ServerMetrics.Transport
     ) {
         self.number = number
         self.budget = budget
         self.transport = transport
-        self.channel = channel
         self.outbound = outbound
         self.server = server
         commands = server.application.commands
-        self.peer = peer
-        logsCommands = logger.logLevel <= .debug
-        self.logger = logger
+        logsCommands = server.logger.logLevel <= .debug
         state = Mutex(State(session: session, own: session))
     }
 

@@ -1,11 +1,16 @@
 import NIOCore
 
-/// The last handler of a connection's pipeline, on its event loop: on activation it
-/// gives the connection a session on this loop and says `welcome` (or refuses it
-/// when the server is full); then it hands every framed line, the end of input and
-/// the disconnect to the connection's ``ClientConnection`` in order. No task and no
+/// The end of a connection's pipeline, on its event loop: on activation it gives the
+/// connection a session on this loop and says `welcome` (or refuses it when the
+/// server is full); then it hands every framed line, the end of input and the
+/// disconnect to the connection's ``ClientConnection`` in order. No task and no
 /// stream per connection: an idle client costs its channel, its buffers and its
 /// session.
+///
+/// Over TCP it is not a handler in the pipeline: the ``LineFrameHandler`` ends the
+/// pipeline and tells it everything directly (``LineReceiver``), so a connection
+/// holds no handler context for it. Behind a WebSocket's framing it is the last
+/// handler.
 final class ConnectionHandler: ChannelInboundHandler, LineReceiver {
     typealias InboundIn = LineFrame
 
@@ -26,23 +31,10 @@ final class ConnectionHandler: ChannelInboundHandler, LineReceiver {
         self.peer = peer
     }
 
-    func channelActive(context: ChannelHandlerContext) {
-        if connection == nil { accept(context) }
-        context.fireChannelActive()
-    }
+    // MARK: As the framer's receiver
 
-    /// Added to a channel already open: a WebSocket once its upgrade is done.
-    func handlerAdded(context: ChannelHandlerContext) {
-        if context.channel.isActive, connection == nil { accept(context) }
-    }
-
-    private func accept(_ context: ChannelHandlerContext) {
-        let address = peer?.current ?? context.channel.remoteAddress
-        connection = server.accept(context.channel, peer: address, transport: transport, budget: budget)
-    }
-
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        received(unwrapInboundIn(data))
+    func channelActive(_ channel: any Channel) {
+        if connection == nil { accept(channel) }
     }
 
     /// A line (or an overlong one) from the framing in front of this handler.
@@ -50,21 +42,53 @@ final class ConnectionHandler: ChannelInboundHandler, LineReceiver {
         connection?.receive(.frame(frame))
     }
 
-    func channelReadComplete(context: ChannelHandlerContext) {
+    func readComplete() {
         connection?.readComplete()
+    }
+
+    func inputEnded() {
+        connection?.receive(.inputEnded)
+    }
+
+    func channelInactive() {
+        connection?.outbound.closed()
+        connection?.receive(.disconnected)
+        connection = nil
+    }
+
+    private func accept(_ channel: any Channel) {
+        let address = peer?.current ?? channel.remoteAddress
+        connection = server.accept(channel, peer: address, transport: transport, budget: budget)
+    }
+
+    // MARK: As the pipeline's last handler
+
+    func channelActive(context: ChannelHandlerContext) {
+        channelActive(context.channel)
+        context.fireChannelActive()
+    }
+
+    /// Added to a channel already open: a WebSocket once its upgrade is done.
+    func handlerAdded(context: ChannelHandlerContext) {
+        if context.channel.isActive { channelActive(context.channel) }
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        received(unwrapInboundIn(data))
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        readComplete()
         context.fireChannelReadComplete()
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if let event = event as? ChannelEvent, event == .inputClosed {
-            connection?.receive(.inputEnded)
-        }
+        if let event = event as? ChannelEvent, event == .inputClosed { inputEnded() }
         context.fireUserInboundEventTriggered(event)
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        connection?.receive(.disconnected)
-        connection = nil
+        channelInactive()
         context.fireChannelInactive()
     }
 

@@ -18,63 +18,103 @@ import Synchronization
 /// session) goes out whole to a client that reads it — so a connection holds at most
 /// the budget plus that flush.
 final class OutboundLines: Sendable {
+    /// What every connection on one event loop of a server shares, held once rather
+    /// than per connection (an idle connection's object stays small): its flush list,
+    /// the output limit and budgets, the lease, the logger and the metrics.
+    final class Shared: Sendable {
+        /// In a cluster, until when the node's lease lets it speak (``Cluster/servingUntil(now:)``):
+        /// output queued under a lease carries its end, and is dropped with the connection
+        /// if it could only be written after it (the node was paused meanwhile).
+        let lease: (@Sendable () -> ContinuousClock.Instant?)?
+        let logger: Logger
+        let metrics: ServerMetrics?
+        /// The connection's output limit (`--max-output-bytes`).
+        let limit: Int
+        /// Where a backlog is told (``ConnectionCounts/backlog(of:address:bytes:)``).
+        let counts: ConnectionCounts?
+        /// The list of the loop that flushes output queued on that loop (`nil`: each
+        /// flush is a task of its own).
+        let flushes: LoopFlushes?
+
+        init(
+            logger: Logger, metrics: ServerMetrics? = nil, counts: ConnectionCounts? = nil, flushes: LoopFlushes? = nil, limit: Int = 1 << 20,
+            lease: (@Sendable () -> ContinuousClock.Instant?)? = nil
+        ) {
+            self.logger = logger
+            self.metrics = metrics
+            self.counts = counts
+            self.flushes = flushes
+            self.limit = limit
+            self.lease = lease
+        }
+    }
+
     let channel: any Channel
     /// What waits for the next flush; `nil` between flushes, so an idle connection
     /// holds no buffer.
     private let state = Mutex<(pending: ByteBuffer?, scheduled: Bool, deadline: ContinuousClock.Instant?)>((nil, false, nil))
-    /// In a cluster, until when the node's lease lets it speak (``Cluster/servingUntil(now:)``):
-    /// output queued under a lease carries its end, and is dropped with the connection
-    /// if it could only be written after it (the node was paused meanwhile).
-    private let lease: (@Sendable () -> ContinuousClock.Instant?)?
-    private let logger: Logger
-    private let metrics: ServerMetrics?
-    /// Set at shutdown, before the `bye`: no line read from now on runs.
-    private let inputStopped = Atomic<Bool>(false)
+    private let shared: Shared
     /// What the flush that began the backlog brought, when it was over the limit by
     /// itself (touched on the channel's loop only): the backlog may stay over by that
     /// much while it drains.
     private let allowance = Atomic<Int>(0)
+    /// Which marker ends the current drain (a forced flush writes another).
+    private let drainGeneration = Atomic<Int>(0)
+    /// The capacity of the buffers handed to NIO since the drain began.
+    private let handedCapacity = Atomic<Int>(0)
+    /// This connection's backlog in ``Shared/counts``.
+    private let backlogID: Int
+    let address: String
+    /// Set at shutdown, before the `bye`: no line read from now on runs.
+    private let inputStopped = Atomic<Bool>(false)
     /// Set once the connection is cut off: nothing more is queued for it.
     private let cutOff = Atomic<Bool>(false)
     /// NIO holds output it could not write at once (touched on the loop only): new
     /// output waits in `pending`, merged, until a marker written behind it completes.
     private let draining = Atomic<Bool>(false)
-    /// Which marker ends the current drain (a forced flush writes another).
-    private let drainGeneration = Atomic<Int>(0)
-    /// The capacity of the buffers handed to NIO since the drain began.
-    private let handedCapacity = Atomic<Int>(0)
-    /// The connection's output limit (`--max-output-bytes`).
-    private let limit: Int
-
-    /// Where a backlog is told (``ConnectionCounts/backlog(of:address:bytes:)``), and
-    /// whether this connection's is there now (touched on the channel's loop only).
-    private let counts: ConnectionCounts?
-    private let backlogID: Int
-    let address: String
+    /// Whether this connection's backlog is in the counts now (touched on the loop only).
     private let backedUp = Atomic<Bool>(false)
-    /// The list of the channel's loop that flushes output queued on that loop (`nil`:
-    /// each flush is a task of its own).
-    private let flushes: LoopFlushes?
 
-    init(
+    private var lease: (@Sendable () -> ContinuousClock.Instant?)? { shared.lease }
+    private var logger: Logger { shared.logger }
+    private var metrics: ServerMetrics? { shared.metrics }
+    private var limit: Int { shared.limit }
+    private var counts: ConnectionCounts? { shared.counts }
+    private var flushes: LoopFlushes? { shared.flushes }
+
+    /// The write side of `channel`, sharing `shared` with the other connections of its
+    /// loop. Whoever sees the channel close calls ``closed()`` (its backlog goes).
+    init(channel: any Channel, shared: Shared, address: String? = nil) {
+        precondition(shared.flushes.map { $0.loop === channel.eventLoop } ?? true, "the flushes of another loop")
+        self.channel = channel
+        self.shared = shared
+        self.address = address ?? channel.remoteAddress?.clientKey ?? ""
+        backlogID = shared.counts?.makeBacklogID() ?? 0
+    }
+
+    /// A connection with a `Shared` of its own, told of its channel's close by the
+    /// channel itself.
+    convenience init(
         channel: any Channel, logger: Logger, metrics: ServerMetrics? = nil, counts: ConnectionCounts? = nil, flushes: LoopFlushes? = nil,
         limit: Int = 1 << 20, address: String? = nil, lease: (@Sendable () -> ContinuousClock.Instant?)? = nil
     ) {
-        self.lease = lease
-        precondition(flushes.map { $0.loop === channel.eventLoop } ?? true, "the flushes of another loop")
-        self.channel = channel
-        self.flushes = flushes
-        self.logger = logger
-        self.metrics = metrics
-        self.counts = counts
-        self.limit = limit
-        self.address = address ?? channel.remoteAddress?.clientKey ?? ""
-        backlogID = counts?.makeBacklogID() ?? 0
-        if let counts {
-            // However the connection ends, its backlog goes with it (by its number: this
-            // object may be gone by the time the close completes).
-            channel.closeFuture.whenComplete { [backlogID] _ in counts.backlog(of: backlogID, bytes: nil) }
-        }
+        self.init(
+            channel: channel, shared: Shared(logger: logger, metrics: metrics, counts: counts, flushes: flushes, limit: limit, lease: lease),
+            address: address)
+        closesWithChannel()
+    }
+
+    /// The channel closed: its backlog leaves the counts (by its number, so the
+    /// counts never keep a connection that is gone).
+    func closed() {
+        counts?.backlog(of: backlogID, bytes: nil)
+    }
+
+    /// ``closed()`` once the channel's close completes, for a connection no handler
+    /// tells (a refused one).
+    func closesWithChannel() {
+        guard let counts = shared.counts else { return }
+        channel.closeFuture.whenComplete { [backlogID] _ in counts.backlog(of: backlogID, bytes: nil) }
     }
 
     /// Bytes gathered before they are handed to NIO at once, even mid-burst: what

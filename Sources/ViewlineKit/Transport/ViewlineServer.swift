@@ -39,7 +39,9 @@ public final class ViewlineServer: Service, Sendable {
     let logger: Logger
     let group: MultiThreadedEventLoopGroup
     /// Each event loop's list of connections waiting for their flush (by the loop).
-    private let loopFlushes: [ObjectIdentifier: LoopFlushes]
+    /// What the connections of each event loop share on their way out (its flush list,
+    /// the limits, the logger), by loop.
+    private let loopOutputs: [ObjectIdentifier: OutboundLines.Shared]
     let registry = ConnectionRegistry()
     private let serverChannel: Mutex<(any Channel)?> = Mutex(nil)
     /// The web listener (page and WebSocket), with ``ServerConfiguration/webPort``.
@@ -147,7 +149,10 @@ public final class ViewlineServer: Service, Sendable {
             configuration.maximumClientsPerAddress, of: maximumClients, requested: configuration.maximumClients, logger: logger)
         let loops = configuration.eventLoops ?? System.coreCount
         self.group = MultiThreadedEventLoopGroup(numberOfThreads: loops)
-        loopFlushes = Dictionary(uniqueKeysWithValues: group.makeIterator().map { (ObjectIdentifier($0), LoopFlushes(loop: $0)) })
+        loopOutputs = Dictionary(
+            uniqueKeysWithValues: group.makeIterator().map { loop in
+                (ObjectIdentifier(loop), Self.outputShared(application, configuration, logger, flushes: LoopFlushes(loop: loop)))
+            })
         application.eventLoopCount.store(loops, ordering: .relaxed)
     }
 
@@ -186,10 +191,10 @@ public final class ViewlineServer: Service, Sendable {
                         }
                         let budget = InputBudget()
                         let connection = ConnectionHandler(server: self, transport: tls == nil ? .tcp : .tls, budget: budget, peer: peer)
-                        try channel.pipeline.syncOperations.addHandlers(
+                        // The framer ends the pipeline: it tells the connection everything directly.
+                        try channel.pipeline.syncOperations.addHandler(
                             LineFrameHandler(
-                                maximumLength: maximumLineBytes, incompleteLineTimeout: lineTimeout, budget: budget, next: connection),
-                            connection)
+                                maximumLength: maximumLineBytes, incompleteLineTimeout: lineTimeout, budget: budget, next: connection))
                     }
                 }
                 .bind(host: configuration.host, port: configuration.port).get()
@@ -426,12 +431,7 @@ public final class ViewlineServer: Service, Sendable {
     func accept(_ channel: any Channel, peer: SocketAddress?, transport: ServerMetrics.Transport, budget: InputBudget) -> ClientConnection? {
         let address = peer?.clientKey
         let number = registry.nextNumber()
-        var lease: (@Sendable () -> ContinuousClock.Instant?)?
-        if let cluster = application.cluster { lease = { cluster.servingUntil() } }
-        let outbound = OutboundLines(
-            channel: channel, logger: logger, metrics: application.metrics, counts: application.connections,
-            flushes: loopFlushes[ObjectIdentifier(channel.eventLoop)], limit: configuration.maximumOutputBytes,
-            address: address ?? "", lease: lease)
+        let outbound = OutboundLines(channel: channel, shared: outputShared(on: channel.eventLoop), address: address ?? "")
         if let refusal = registry.add(number, outbound: outbound, limit: maximumClients, perAddress: maximumClientsPerAddress) {
             refuse(outbound, reason: refusal == .full ? "max clients reached" : "max clients per address reached")
             return nil
@@ -452,8 +452,7 @@ public final class ViewlineServer: Service, Sendable {
         }
         application.cluster?.changed(session)  // its record, so another node can take it over
         let connection = ClientConnection(
-            number: number, channel: channel, peer: address, outbound: outbound, budget: budget, session: session, server: self,
-            transport: transport, logger: logger)
+            number: number, outbound: outbound, budget: budget, session: session, server: self, transport: transport)
         registry.bind(number, to: connection)
         application.connections.opened(transport)
         if let metrics = application.metrics {
@@ -469,6 +468,22 @@ public final class ViewlineServer: Service, Sendable {
         return connection
     }
 
+    /// What the connections of `loop` share on their way out: one of the server's
+    /// loops has its own; another (never the case when serving) gets one by itself.
+    private func outputShared(on loop: any EventLoop) -> OutboundLines.Shared {
+        loopOutputs[ObjectIdentifier(loop)] ?? Self.outputShared(application, configuration, logger, flushes: nil)
+    }
+
+    private static func outputShared(
+        _ application: Application, _ configuration: ServerConfiguration, _ logger: Logger, flushes: LoopFlushes?
+    ) -> OutboundLines.Shared {
+        var lease: (@Sendable () -> ContinuousClock.Instant?)?
+        if let cluster = application.cluster { lease = { cluster.servingUntil() } }
+        return OutboundLines.Shared(
+            logger: logger, metrics: application.metrics, counts: application.connections, flushes: flushes,
+            limit: configuration.maximumOutputBytes, lease: lease)
+    }
+
     /// A connection ended and left its session.
     func connectionEnded(_ number: Int, transport: ServerMetrics.Transport) {
         registry.remove(number)
@@ -478,6 +493,7 @@ public final class ViewlineServer: Service, Sendable {
     /// One connection too many: `bye` and close, with a warning at most once a
     /// second for the whole burst.
     private func refuse(_ outbound: OutboundLines, reason: String) {
+        outbound.closesWithChannel()  // no connection's handler will tell it
         outbound.send(ServerMessage.bye(Bye(.refused, reason)).line)
         outbound.flushThenClose()
         let now = ContinuousClock.now
