@@ -293,12 +293,12 @@ extension LineReader {
 
 extension ViewlineBench {
     /// Opens `idle` sessions, one `ping` each, and reports how much the server's
-    /// resident memory grew per session.
+    /// resident memory grew per session, after one first session whose one-time cost
+    /// (lazy globals, the first task's threads) is measured apart.
     func idleMemory() throws {
         guard serverPid > 0 else { throw ValidationError("--idle needs --server-pid") }
         var sockets: [(Int32, LineReader)] = []
-        let before = Self.residentKiB(serverPid)
-        for _ in 0..<idle {
+        func open() throws {
             guard let fd = Self.connect(port: port) else { throw ValidationError("connection \(sockets.count + 1) failed") }
             var reader = LineReader(fd: fd)
             guard reader.next() != nil, Self.write(fd, Array("ping\n".utf8)), reader.next() != nil else {
@@ -306,13 +306,23 @@ extension ViewlineBench {
             }
             sockets.append((fd, reader))
         }
+        // What the first session costs once (lazy globals, the first task's threads and
+        // allocator) is not what each holds: it is measured apart, then the rest.
+        let start = Self.residentKiB(serverPid)
+        try open()
+        usleep(300_000)
+        let before = Self.residentKiB(serverPid)
+        for _ in 0..<idle { try open() }
         usleep(500_000)
         let after = Self.residentKiB(serverPid)
         let perSession = Double(after - before) / Double(idle)
         if brief {
             print(String(format: "%.1f", perSession))
         } else {
-            print(String(format: "%d idle sessions: server RSS %d → %d KiB, %.1f KiB per session", idle, before, after, perSession))
+            print(
+                String(
+                    format: "%d idle sessions: server RSS %d → %d KiB, %.1f KiB per session (the first one, once: %d KiB)", idle, before,
+                    after, perSession, before - start))
         }
         for (fd, _) in sockets { close(fd) }
     }
