@@ -8,36 +8,39 @@ import Synchronization
 /// constant time, and an unknown lookup part costs the same comparison, so a
 /// guess learns nothing from timing.
 package final class SessionRegistry: Sendable {
-    /// One session's entry, kept small (56 bytes: a million sessions hold a million
-    /// of them): optional values are stored with sentinels rather than as optionals.
+    /// One session's entry, kept small (16 bytes: a million sessions hold a million
+    /// of them). What only a detached session needs is in ``Links``, kept apart.
     private struct Entry {
         /// The session; its token holds the secret that `session(for:)` compares.
         var session: Session
         var attached: Int32 = 0
-        /// Nanoseconds after ``Entry/epoch`` when the last connection left; `.min`
-        /// while attached.
-        private var detachedNanos = Int64.min
-        /// Neighbours in the list of detached sessions, oldest first, and in the same
-        /// list of its address (eviction and expiry take the head, in O(1));
-        /// `UInt64.max` for none (a lookup part is 64 random bits: never that one).
-        private var links: (older: UInt64, newer: UInt64, olderOfAddress: UInt64, newerOfAddress: UInt64) = (.max, .max, .max, .max)
 
         init(session: Session) {
             self.session = session
+        }
+    }
+
+    /// What a detached session's entry adds (40 bytes, only while it is detached: an
+    /// attached session's bucket is 24 bytes instead of 64): when it was left, and its
+    /// neighbours in the list of detached sessions, oldest first, and in the same list
+    /// of its address (eviction and expiry take the head, in O(1)). Optional values are
+    /// stored with sentinels; `UInt64.max` is no neighbour (a lookup part is 64 random
+    /// bits: never that one).
+    private struct Links {
+        /// Nanoseconds after ``Links/epoch`` when the last connection left.
+        private var detachedNanos: Int64
+        private var links: (older: UInt64, newer: UInt64, olderOfAddress: UInt64, newerOfAddress: UInt64) = (.max, .max, .max, .max)
+
+        init(detachedAt: ContinuousClock.Instant) {
+            let (seconds, attoseconds) = (detachedAt - Self.epoch).components
+            detachedNanos = seconds * 1_000_000_000 + attoseconds / 1_000_000_000
         }
 
         /// What detach times count from.
         static let epoch = ContinuousClock.now
 
-        /// When the last connection left (while detached): expiry counts from here.
-        var detachedAt: ContinuousClock.Instant? {
-            get { detachedNanos == .min ? nil : Self.epoch + .nanoseconds(detachedNanos) }
-            set {
-                guard let newValue else { detachedNanos = .min; return }
-                let (seconds, attoseconds) = (newValue - Self.epoch).components
-                detachedNanos = seconds * 1_000_000_000 + attoseconds / 1_000_000_000
-            }
-        }
+        /// When the last connection left: expiry counts from here.
+        var detachedAt: ContinuousClock.Instant { Self.epoch + .nanoseconds(detachedNanos) }
         var older: UInt64? {
             get { links.older == .max ? nil : links.older }
             set { links.older = newValue ?? .max }
@@ -72,6 +75,9 @@ package final class SessionRegistry: Sendable {
         /// By the token's lookup part, as a number (16 hex digits): no string per entry;
         /// in shards, so no registration rehashes a million entries at once.
         var entries = ShardedDictionary<Entry>()
+        /// The detached sessions' ``Links``, by the same key: present exactly while the
+        /// session is in the detached lists.
+        var links = ShardedDictionary<Links>()
         var detached = DetachedList()
         var addresses: [String: Address] = [:]
         var attachedCount = 0
@@ -186,9 +192,9 @@ package final class SessionRegistry: Sendable {
         var next = state.detached.oldest
         var looked = 0
         while let lookup = next, looked < evictionSearch {
-            guard let entry = state.entries[lookup] else { return nil }
+            guard let entry = state.entries[lookup], let links = state.links[lookup] else { return nil }
             if (state.addresses[entry.session.peer ?? ""]?.sessions ?? 0) > evictionFloor { return lookup }
-            next = entry.newer
+            next = links.newer
             looked += 1
         }
         return nil
@@ -226,8 +232,6 @@ package final class SessionRegistry: Sendable {
             guard var entry = state.entries[lookup], entry.session === session else { return }
             if entry.attached == 0 {
                 Self.unlink(lookup, from: &state)
-                entry = state.entries[lookup]!
-                entry.detachedAt = nil
                 state.attachedCount += 1
             }
             entry.attached += 1
@@ -304,7 +308,7 @@ package final class SessionRegistry: Sendable {
             let due = state.withLock { state -> [Session] in
                 var due: [Session] = []
                 while due.count < 256, let oldest = state.detached.oldest,
-                    let since = state.entries[oldest]?.detachedAt, now - since >= limits.timeToLive
+                    let since = state.links[oldest]?.detachedAt, now - since >= limits.timeToLive
                 {
                     if let session = Self.take(oldest, from: &state) { due.append(session) }
                 }
@@ -333,19 +337,17 @@ package final class SessionRegistry: Sendable {
 
     /// Appends a detached entry as the newest of both its lists.
     private static func link(_ lookup: UInt64, at time: ContinuousClock.Instant, into state: inout State) {
-        guard var entry = state.entries[lookup] else { return }
+        guard let entry = state.entries[lookup] else { return }
         let address = entry.session.peer ?? ""
-        entry.detachedAt = time
-        entry.older = state.detached.newest
-        entry.newer = nil
-        entry.olderOfAddress = state.addresses[address]?.detached.newest
-        entry.newerOfAddress = nil
-        state.entries[lookup] = entry
-        if let newest = state.detached.newest { state.entries[newest]?.newer = lookup } else { state.detached.oldest = lookup }
+        var links = Links(detachedAt: time)
+        links.older = state.detached.newest
+        links.olderOfAddress = state.addresses[address]?.detached.newest
+        state.links[lookup] = links
+        if let newest = state.detached.newest { state.links[newest]?.newer = lookup } else { state.detached.oldest = lookup }
         state.detached.newest = lookup
         state.detached.count += 1
-        if let newest = entry.olderOfAddress {
-            state.entries[newest]?.newerOfAddress = lookup
+        if let newest = links.olderOfAddress {
+            state.links[newest]?.newerOfAddress = lookup
         } else {
             state.addresses[address, default: Address()].detached.oldest = lookup
         }
@@ -355,27 +357,23 @@ package final class SessionRegistry: Sendable {
 
     /// Takes a detached entry out of both its lists.
     private static func unlink(_ lookup: UInt64, from state: inout State) {
-        guard let entry = state.entries[lookup], entry.detachedAt != nil else { return }
+        guard let entry = state.entries[lookup], let links = state.links[lookup] else { return }
         let address = entry.session.peer ?? ""
-        if let older = entry.older { state.entries[older]?.newer = entry.newer } else { state.detached.oldest = entry.newer }
-        if let newer = entry.newer { state.entries[newer]?.older = entry.older } else { state.detached.newest = entry.older }
+        if let older = links.older { state.links[older]?.newer = links.newer } else { state.detached.oldest = links.newer }
+        if let newer = links.newer { state.links[newer]?.older = links.older } else { state.detached.newest = links.older }
         state.detached.count -= 1
-        if let older = entry.olderOfAddress {
-            state.entries[older]?.newerOfAddress = entry.newerOfAddress
+        if let older = links.olderOfAddress {
+            state.links[older]?.newerOfAddress = links.newerOfAddress
         } else {
-            state.addresses[address]?.detached.oldest = entry.newerOfAddress
+            state.addresses[address]?.detached.oldest = links.newerOfAddress
         }
-        if let newer = entry.newerOfAddress {
-            state.entries[newer]?.olderOfAddress = entry.olderOfAddress
+        if let newer = links.newerOfAddress {
+            state.links[newer]?.olderOfAddress = links.olderOfAddress
         } else {
-            state.addresses[address]?.detached.newest = entry.olderOfAddress
+            state.addresses[address]?.detached.newest = links.olderOfAddress
         }
         state.addresses[address]?.detached.count -= 1
-        state.entries[lookup]?.detachedAt = nil
-        state.entries[lookup]?.older = nil
-        state.entries[lookup]?.newer = nil
-        state.entries[lookup]?.olderOfAddress = nil
-        state.entries[lookup]?.newerOfAddress = nil
+        state.links[lookup] = nil
     }
 
     static func split(_ token: String) -> (lookup: String, secret: [UInt8]) {
