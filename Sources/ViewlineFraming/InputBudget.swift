@@ -209,7 +209,7 @@ final class FramerReference {
 package enum Framers {
     /// A TCP line framer whose lines count against `budget`.
     package static func lines(maximumLength: Int, budget: InputBudget) -> any ChannelHandler {
-        LineFrameHandler(maximumLength: maximumLength, incompleteLineTimeout: nil, budget: budget, next: nil)
+        LineFrameHandler(maximumLength: maximumLength, incompleteLineTimeout: nil, budget: budget, acceptor: nil)
     }
 
     /// A WebSocket framer whose lines count against `budget`.

@@ -58,8 +58,18 @@ public final class LineFrameHandler: ChannelDuplexHandler, RestartableFramer {
     /// Closes the connection when an incomplete line outlives its time.
     private var timer = IncompleteLineTimer()
     /// Where the connection's pipeline ends, when the server made this framer its
-    /// last handler: lines and the channel's changes go to it directly.
-    private let next: (any LineReceiver)?
+    /// last handler (`nil`: the handlers behind it do): lines and the channel's changes
+    /// go there directly.
+    private var end: End?
+
+    /// The end of the pipeline, as far as the connection got.
+    private enum End {
+        /// Not active yet: asked who receives once it is.
+        case accepting(any LineAcceptor)
+        case receiving(any LineReceiver)
+        /// Refused, or closed: nothing more is handed over.
+        case done
+    }
 
     /// A handler that caps lines at `maximumLength` bytes and closes a connection
     /// whose line stays incomplete for `incompleteLineTimeout`.
@@ -67,18 +77,19 @@ public final class LineFrameHandler: ChannelDuplexHandler, RestartableFramer {
         self.maximumLength = maximumLength
         self.incompleteLineTimeout = incompleteLineTimeout
         budget = InputBudget()
-        next = nil
+        end = nil
     }
 
-    /// Frames lines for `next`, the end of the pipeline with this framer its last
-    /// handler: it is handed each line, and told of activity, read ends, half-closure
-    /// and the close, in the order the pipeline would deliver them; an error closes
-    /// the connection.
-    package init(maximumLength: Int, incompleteLineTimeout: TimeAmount?, budget: InputBudget, next: (any LineReceiver)?) {
+    /// Frames lines as the pipeline's last handler: once the channel is active,
+    /// `acceptor` says who receives them, and that receiver is handed each line and told
+    /// of read ends, half-closure and the close, in the order the pipeline would deliver
+    /// them; an error closes the connection. Without an acceptor, lines go down the
+    /// pipeline.
+    package init(maximumLength: Int, incompleteLineTimeout: TimeAmount?, budget: InputBudget, acceptor: (any LineAcceptor)?) {
         self.maximumLength = maximumLength
         self.incompleteLineTimeout = incompleteLineTimeout
         self.budget = budget
-        self.next = next
+        end = acceptor.map { .accepting($0) }
     }
 
     public func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -97,23 +108,33 @@ public final class LineFrameHandler: ChannelDuplexHandler, RestartableFramer {
     }
 
     public func handlerAdded(context: ChannelHandlerContext) {
-        if context.channel.isActive { next?.channelActive(context.channel) }
+        if context.channel.isActive { accept(context.channel) }
     }
 
     public func channelActive(context: ChannelHandlerContext) {
-        next?.channelActive(context.channel)
+        accept(context.channel)
         context.fireChannelActive()
     }
 
+    private func accept(_ channel: any Channel) {
+        guard case .accepting(let acceptor) = end else { return }
+        end = acceptor.accept(channel).map { .receiving($0) } ?? .done
+    }
+
+    /// Who receives lines and changes now, when this framer ends the pipeline.
+    private var receiver: (any LineReceiver)? {
+        if case .receiving(let receiver) = end { receiver } else { nil }
+    }
+
     public func channelReadComplete(context: ChannelHandlerContext) {
-        next?.readComplete()
+        receiver?.readComplete()
         context.fireChannelReadComplete()
     }
 
     public func errorCaught(context: ChannelHandlerContext, error: any Error) {
         // A reset, a TLS failure: the connection is over (when this framer ends the
         // pipeline; otherwise the handlers behind it decide).
-        if next != nil { context.close(promise: nil) } else { context.fireErrorCaught(error) }
+        if end != nil { context.close(promise: nil) } else { context.fireErrorCaught(error) }
     }
 
     public func read(context: ChannelHandlerContext) {
@@ -131,7 +152,7 @@ public final class LineFrameHandler: ChannelDuplexHandler, RestartableFramer {
                 return
             }
             emitLastLine(context: context)
-            next?.inputEnded()
+            receiver?.inputEnded()
         }
         context.fireUserInboundEventTriggered(event)
     }
@@ -143,7 +164,10 @@ public final class LineFrameHandler: ChannelDuplexHandler, RestartableFramer {
             budget.framerHolds(0)
         }
         emitLastLine(context: context)
-        next?.channelInactive()
+        if let receiver {
+            end = .done
+            receiver.channelInactive()
+        }
         context.fireChannelInactive()
     }
 
@@ -193,7 +217,7 @@ public final class LineFrameHandler: ChannelDuplexHandler, RestartableFramer {
         if inputClosedWaits {
             inputClosedWaits = false
             emitLastLine(context: context)
-            next?.inputEnded()
+            receiver?.inputEnded()
             context.fireUserInboundEventTriggered(ChannelEvent.inputClosed)
         }
         if readWanted {
@@ -229,7 +253,11 @@ public final class LineFrameHandler: ChannelDuplexHandler, RestartableFramer {
     }
 
     private func emit(_ frame: LineFrame, context: ChannelHandlerContext) {
-        if let next { next.received(frame) } else { context.fireChannelRead(wrapInboundOut(frame)) }
+        switch end {
+        case .receiving(let receiver): receiver.received(frame)
+        case nil: context.fireChannelRead(wrapInboundOut(frame))
+        case .accepting, .done: break
+        }
     }
 
     /// What is left of a read after its last newline: kept for the next read, or

@@ -57,7 +57,7 @@ import Testing
 
     @Test func blankLinesAreSkippedAsTheyAreFramedAndNeverQueued() throws {
         let (budget, queue, counter, channel) = try framed { budget in
-            LineFrameHandler(maximumLength: 64, incompleteLineTimeout: nil, budget: budget, next: nil)
+            LineFrameHandler(maximumLength: 64, incompleteLineTimeout: nil, budget: budget, acceptor: nil)
         }
         // 256 KiB of `\n` and `\r\n`, in reads split mid-`\r\n`: no command among them.
         let blank = Array(String(repeating: "\n\r\n", count: 21_846).utf8)
@@ -77,7 +77,7 @@ import Testing
 
     @Test func aReadOfOneByteLinesQueuesNoMoreThanTheBudgetAndTheRestWaitsAsBytes() throws {
         let (budget, queue, counter, channel) = try framed { budget in
-            LineFrameHandler(maximumLength: 64, incompleteLineTimeout: nil, budget: budget, next: nil)
+            LineFrameHandler(maximumLength: 64, incompleteLineTimeout: nil, budget: budget, acceptor: nil)
         }
         // 256 KiB of `a\n` in four reads: 131,072 lines before this budget.
         let lines = Array(String(repeating: "a\n", count: 32_768).utf8)
@@ -106,7 +106,7 @@ import Testing
     }
 
     @Test func lineEndsAtEveryOffsetGiveTheSameLinesWhenFramingStops() throws {
-        let (_, queue, _, channel) = try framed { budget in LineFrameHandler(maximumLength: 8, incompleteLineTimeout: nil, budget: budget, next: nil)
+        let (_, queue, _, channel) = try framed { budget in LineFrameHandler(maximumLength: 8, incompleteLineTimeout: nil, budget: budget, acceptor: nil)
         }
         let expected = (0..<1000).map { "l\($0 % 10_000)" }
         let input = Array(expected.joined(separator: "\n").utf8) + [UInt8(ascii: "\n")]

@@ -53,10 +53,6 @@ final class ClientConnection: Sendable {
     var peer: String? { outbound.address.isEmpty ? nil : outbound.address }
     private var channel: any Channel { outbound.channel }
     private unowned let server: ViewlineServer
-    /// The server's command table, kept here so a line is decoded without reaching
-    /// through the (unowned, shared) server: each such hop is an atomic retain on an
-    /// object both event loops touch for every line.
-    private let commands: CommandTable
     private let state: Mutex<State>
     /// Whether a line that is no command is logged (debug level): checked once.
     private let logsCommands: Bool
@@ -74,7 +70,6 @@ final class ClientConnection: Sendable {
         self.transport = transport
         self.outbound = outbound
         self.server = server
-        commands = server.application.commands
         logsCommands = server.logger.logLevel <= .debug
         state = Mutex(State(session: session, own: session))
     }
@@ -180,9 +175,11 @@ final class ClientConnection: Sendable {
     }
 
     /// A framed line as a request, decoded from the read's bytes in place (`nil`: a
-    /// blank line).
+    /// blank line), with the command table of its loop's ``ConnectionContext`` (not
+    /// reached through the unowned, shared server: each such hop is an atomic retain
+    /// on an object both event loops touch for every line).
     private func decode(_ line: ByteBuffer) -> Result<Request, RequestDecoder.Failure>? {
-        line.withUnsafeReadableBytes { RequestDecoder.decode(buffer: $0.assumingMemoryBound(to: UInt8.self), commands: commands) }
+        outbound.context.decode(line)
     }
 
     /// Runs the queue on `session`'s executor, in a task that starts there (the
@@ -365,6 +362,23 @@ extension ClientConnection: LineOutput {
     func hangUp() {
         hungUp.store(true, ordering: .releasing)
         outbound.flushThenClose()
+    }
+}
+
+extension ClientConnection: LineReceiver {
+    /// A line (or an overlong one) from its framer.
+    func received(_ frame: LineFrame) {
+        receive(.frame(frame))
+    }
+
+    func inputEnded() {
+        receive(.inputEnded)
+    }
+
+    /// The channel closed: its backlog leaves the counts, and it leaves its session.
+    func channelInactive() {
+        outbound.closed()
+        receive(.disconnected)
     }
 }
 

@@ -1,17 +1,16 @@
 import NIOCore
 
-/// The end of a connection's pipeline, on its event loop: on activation it gives the
-/// connection a session on this loop and says `welcome` (or refuses it when the
-/// server is full); then it hands every framed line, the end of input and the
-/// disconnect to the connection's ``ClientConnection`` in order. No task and no
-/// stream per connection: an idle client costs its channel, its buffers and its
-/// session.
+/// Admits a connection when its channel becomes active: gives it a session on this
+/// loop and says `welcome` (or refuses it when the server is full), making the
+/// ``ClientConnection`` that receives its lines, the end of input and the disconnect,
+/// in order. No task and no stream per connection: an idle client costs its channel,
+/// its buffers and its session.
 ///
-/// Over TCP it is not a handler in the pipeline: the ``LineFrameHandler`` ends the
-/// pipeline and tells it everything directly (``LineReceiver``), so a connection
-/// holds no handler context for it. Behind a WebSocket's framing it is the last
-/// handler.
-final class ConnectionHandler: ChannelInboundHandler, LineReceiver {
+/// Over TCP it is the framer's ``LineAcceptor`` and is let go once it answered: the
+/// ``LineFrameHandler`` ends the pipeline and hands the connection everything
+/// directly. Behind a WebSocket's framing it is the pipeline's last handler, passing
+/// what comes on to the connection.
+final class ConnectionHandler: ChannelInboundHandler, LineAcceptor {
     typealias InboundIn = LineFrame
 
     private unowned let server: ViewlineServer
@@ -20,9 +19,11 @@ final class ConnectionHandler: ChannelInboundHandler, LineReceiver {
     private let budget: InputBudget
     /// Who the client is (a trusted proxy may have said), read when it is admitted.
     private let peer: PeerAddress?
-    /// Read for every line, only on the channel's loop (not checked for exclusive
-    /// access at run time, as the session's per-command fields are not).
+    /// Behind a WebSocket: the connection it passes everything to. Read for every line,
+    /// only on the channel's loop (not checked for exclusive access at run time, as the
+    /// session's per-command fields are not).
     @exclusivity(unchecked) private var connection: ClientConnection?
+    private var accepted = false
 
     init(server: ViewlineServer, transport: ServerMetrics.Transport, budget: InputBudget, peer: PeerAddress? = nil) {
         self.server = server
@@ -31,64 +32,46 @@ final class ConnectionHandler: ChannelInboundHandler, LineReceiver {
         self.peer = peer
     }
 
-    // MARK: As the framer's receiver
-
-    func channelActive(_ channel: any Channel) {
-        if connection == nil { accept(channel) }
+    func accept(_ channel: any Channel) -> (any LineReceiver)? {
+        admit(channel)
     }
 
-    /// A line (or an overlong one) from the framing in front of this handler.
-    func received(_ frame: LineFrame) {
-        connection?.receive(.frame(frame))
-    }
-
-    func readComplete() {
-        connection?.readComplete()
-    }
-
-    func inputEnded() {
-        connection?.receive(.inputEnded)
-    }
-
-    func channelInactive() {
-        connection?.outbound.closed()
-        connection?.receive(.disconnected)
-        connection = nil
-    }
-
-    private func accept(_ channel: any Channel) {
+    private func admit(_ channel: any Channel) -> ClientConnection? {
+        guard !accepted else { return connection }
+        accepted = true
         let address = peer?.current ?? channel.remoteAddress
-        connection = server.accept(channel, peer: address, transport: transport, budget: budget)
+        return server.accept(channel, peer: address, transport: transport, budget: budget)
     }
 
-    // MARK: As the pipeline's last handler
+    // MARK: As the pipeline's last handler (WebSocket)
 
     func channelActive(context: ChannelHandlerContext) {
-        channelActive(context.channel)
+        if !accepted { connection = admit(context.channel) }
         context.fireChannelActive()
     }
 
     /// Added to a channel already open: a WebSocket once its upgrade is done.
     func handlerAdded(context: ChannelHandlerContext) {
-        if context.channel.isActive { channelActive(context.channel) }
+        if context.channel.isActive, !accepted { connection = admit(context.channel) }
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        received(unwrapInboundIn(data))
+        connection?.received(unwrapInboundIn(data))
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
-        readComplete()
+        connection?.readComplete()
         context.fireChannelReadComplete()
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if let event = event as? ChannelEvent, event == .inputClosed { inputEnded() }
+        if let event = event as? ChannelEvent, event == .inputClosed { connection?.inputEnded() }
         context.fireUserInboundEventTriggered(event)
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        channelInactive()
+        connection?.channelInactive()
+        connection = nil
         context.fireChannelInactive()
     }
 

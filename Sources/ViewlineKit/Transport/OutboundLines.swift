@@ -18,42 +18,12 @@ import Synchronization
 /// session) goes out whole to a client that reads it — so a connection holds at most
 /// the budget plus that flush.
 final class OutboundLines: Sendable {
-    /// What every connection on one event loop of a server shares, held once rather
-    /// than per connection (an idle connection's object stays small): its flush list,
-    /// the output limit and budgets, the lease, the logger and the metrics.
-    final class Shared: Sendable {
-        /// In a cluster, until when the node's lease lets it speak (``Cluster/servingUntil(now:)``):
-        /// output queued under a lease carries its end, and is dropped with the connection
-        /// if it could only be written after it (the node was paused meanwhile).
-        let lease: (@Sendable () -> ContinuousClock.Instant?)?
-        let logger: Logger
-        let metrics: ServerMetrics?
-        /// The connection's output limit (`--max-output-bytes`).
-        let limit: Int
-        /// Where a backlog is told (``ConnectionCounts/backlog(of:address:bytes:)``).
-        let counts: ConnectionCounts?
-        /// The list of the loop that flushes output queued on that loop (`nil`: each
-        /// flush is a task of its own).
-        let flushes: LoopFlushes?
-
-        init(
-            logger: Logger, metrics: ServerMetrics? = nil, counts: ConnectionCounts? = nil, flushes: LoopFlushes? = nil, limit: Int = 1 << 20,
-            lease: (@Sendable () -> ContinuousClock.Instant?)? = nil
-        ) {
-            self.logger = logger
-            self.metrics = metrics
-            self.counts = counts
-            self.flushes = flushes
-            self.limit = limit
-            self.lease = lease
-        }
-    }
-
     let channel: any Channel
     /// What waits for the next flush; `nil` between flushes, so an idle connection
     /// holds no buffer.
     private let state = Mutex<(pending: ByteBuffer?, scheduled: Bool, deadline: ContinuousClock.Instant?)>((nil, false, nil))
-    private let shared: Shared
+    /// What the connections of its loop share (the command table, the limits).
+    let context: ConnectionContext
     /// What the flush that began the backlog brought, when it was over the limit by
     /// itself (touched on the channel's loop only): the backlog may stay over by that
     /// much while it drains.
@@ -62,7 +32,7 @@ final class OutboundLines: Sendable {
     private let drainGeneration = Atomic<Int>(0)
     /// The capacity of the buffers handed to NIO since the drain began.
     private let handedCapacity = Atomic<Int>(0)
-    /// This connection's backlog in ``Shared/counts``.
+    /// This connection's backlog in ``ConnectionContext/counts``.
     private let backlogID: Int
     let address: String
     /// Set at shutdown, before the `bye`: no line read from now on runs.
@@ -75,31 +45,32 @@ final class OutboundLines: Sendable {
     /// Whether this connection's backlog is in the counts now (touched on the loop only).
     private let backedUp = Atomic<Bool>(false)
 
-    private var lease: (@Sendable () -> ContinuousClock.Instant?)? { shared.lease }
-    private var logger: Logger { shared.logger }
-    private var metrics: ServerMetrics? { shared.metrics }
-    private var limit: Int { shared.limit }
-    private var counts: ConnectionCounts? { shared.counts }
-    private var flushes: LoopFlushes? { shared.flushes }
+    private var lease: (@Sendable () -> ContinuousClock.Instant?)? { context.lease }
+    private var logger: Logger { context.logger }
+    private var metrics: ServerMetrics? { context.metrics }
+    private var limit: Int { context.limit }
+    private var counts: ConnectionCounts? { context.counts }
+    private var flushes: LoopFlushes? { context.flushes }
 
-    /// The write side of `channel`, sharing `shared` with the other connections of its
+    /// The write side of `channel`, sharing `context` with the other connections of its
     /// loop. Whoever sees the channel close calls ``closed()`` (its backlog goes).
-    init(channel: any Channel, shared: Shared, address: String? = nil) {
-        precondition(shared.flushes.map { $0.loop === channel.eventLoop } ?? true, "the flushes of another loop")
+    init(channel: any Channel, context: ConnectionContext, address: String? = nil) {
+        precondition(context.flushes.map { $0.loop === channel.eventLoop } ?? true, "the flushes of another loop")
         self.channel = channel
-        self.shared = shared
+        self.context = context
         self.address = address ?? channel.remoteAddress?.clientKey ?? ""
-        backlogID = shared.counts?.makeBacklogID() ?? 0
+        backlogID = context.counts?.makeBacklogID() ?? 0
     }
 
-    /// A connection with a `Shared` of its own, told of its channel's close by the
-    /// channel itself.
+    /// A connection with a ``ConnectionContext`` of its own, told of its channel's close
+    /// by the channel itself.
     convenience init(
         channel: any Channel, logger: Logger, metrics: ServerMetrics? = nil, counts: ConnectionCounts? = nil, flushes: LoopFlushes? = nil,
         limit: Int = 1 << 20, address: String? = nil, lease: (@Sendable () -> ContinuousClock.Instant?)? = nil
     ) {
         self.init(
-            channel: channel, shared: Shared(logger: logger, metrics: metrics, counts: counts, flushes: flushes, limit: limit, lease: lease),
+            channel: channel,
+            context: ConnectionContext(logger: logger, metrics: metrics, counts: counts, flushes: flushes, limit: limit, lease: lease),
             address: address)
         closesWithChannel()
     }
@@ -113,7 +84,7 @@ final class OutboundLines: Sendable {
     /// ``closed()`` once the channel's close completes, for a connection no handler
     /// tells (a refused one).
     func closesWithChannel() {
-        guard let counts = shared.counts else { return }
+        guard let counts = context.counts else { return }
         channel.closeFuture.whenComplete { [backlogID] _ in counts.backlog(of: backlogID, bytes: nil) }
     }
 

@@ -39,9 +39,9 @@ public final class ViewlineServer: Service, Sendable {
     let logger: Logger
     let group: MultiThreadedEventLoopGroup
     /// Each event loop's list of connections waiting for their flush (by the loop).
-    /// What the connections of each event loop share on their way out (its flush list,
-    /// the limits, the logger), by loop.
-    private let loopOutputs: [ObjectIdentifier: OutboundLines.Shared]
+    /// What the connections of each event loop share (the command table, its flush
+    /// list, the limits, the logger), by loop.
+    private let loopContexts: [ObjectIdentifier: ConnectionContext]
     let registry = ConnectionRegistry()
     private let serverChannel: Mutex<(any Channel)?> = Mutex(nil)
     /// The web listener (page and WebSocket), with ``ServerConfiguration/webPort``.
@@ -149,9 +149,9 @@ public final class ViewlineServer: Service, Sendable {
             configuration.maximumClientsPerAddress, of: maximumClients, requested: configuration.maximumClients, logger: logger)
         let loops = configuration.eventLoops ?? System.coreCount
         self.group = MultiThreadedEventLoopGroup(numberOfThreads: loops)
-        loopOutputs = Dictionary(
+        loopContexts = Dictionary(
             uniqueKeysWithValues: group.makeIterator().map { loop in
-                (ObjectIdentifier(loop), Self.outputShared(application, configuration, logger, flushes: LoopFlushes(loop: loop)))
+                (ObjectIdentifier(loop), Self.connectionContext(application, configuration, logger, flushes: LoopFlushes(loop: loop)))
             })
         application.eventLoopCount.store(loops, ordering: .relaxed)
     }
@@ -190,11 +190,12 @@ public final class ViewlineServer: Service, Sendable {
                             try tls.addServerHandlers(to: channel.pipeline.syncOperations)
                         }
                         let budget = InputBudget()
-                        let connection = ConnectionHandler(server: self, transport: tls == nil ? .tcp : .tls, budget: budget, peer: peer)
-                        // The framer ends the pipeline: it tells the connection everything directly.
+                        let acceptor = ConnectionHandler(server: self, transport: tls == nil ? .tcp : .tls, budget: budget, peer: peer)
+                        // The framer ends the pipeline: once the acceptor made the connection,
+                        // the framer tells it everything directly (and lets the acceptor go).
                         try channel.pipeline.syncOperations.addHandler(
                             LineFrameHandler(
-                                maximumLength: maximumLineBytes, incompleteLineTimeout: lineTimeout, budget: budget, next: connection))
+                                maximumLength: maximumLineBytes, incompleteLineTimeout: lineTimeout, budget: budget, acceptor: acceptor))
                     }
                 }
                 .bind(host: configuration.host, port: configuration.port).get()
@@ -431,7 +432,10 @@ public final class ViewlineServer: Service, Sendable {
     func accept(_ channel: any Channel, peer: SocketAddress?, transport: ServerMetrics.Transport, budget: InputBudget) -> ClientConnection? {
         let address = peer?.clientKey
         let number = registry.nextNumber()
-        let outbound = OutboundLines(channel: channel, shared: outputShared(on: channel.eventLoop), address: address ?? "")
+        // Its backlog leaves the counts when the connection is told the channel closed
+        // (``ClientConnection/channelInactive()``): every way out of here before that
+        // connection exists goes through `refuse`, which has the channel tell it.
+        let outbound = OutboundLines(channel: channel, context: connectionContext(on: channel.eventLoop), address: address ?? "")
         if let refusal = registry.add(number, outbound: outbound, limit: maximumClients, perAddress: maximumClientsPerAddress) {
             refuse(outbound, reason: refusal == .full ? "max clients reached" : "max clients per address reached")
             return nil
@@ -468,20 +472,20 @@ public final class ViewlineServer: Service, Sendable {
         return connection
     }
 
-    /// What the connections of `loop` share on their way out: one of the server's
-    /// loops has its own; another (never the case when serving) gets one by itself.
-    private func outputShared(on loop: any EventLoop) -> OutboundLines.Shared {
-        loopOutputs[ObjectIdentifier(loop)] ?? Self.outputShared(application, configuration, logger, flushes: nil)
+    /// What the connections of `loop` share: one of the server's loops has its own;
+    /// another (never the case when serving) gets one by itself.
+    private func connectionContext(on loop: any EventLoop) -> ConnectionContext {
+        loopContexts[ObjectIdentifier(loop)] ?? Self.connectionContext(application, configuration, logger, flushes: nil)
     }
 
-    private static func outputShared(
+    private static func connectionContext(
         _ application: Application, _ configuration: ServerConfiguration, _ logger: Logger, flushes: LoopFlushes?
-    ) -> OutboundLines.Shared {
+    ) -> ConnectionContext {
         var lease: (@Sendable () -> ContinuousClock.Instant?)?
         if let cluster = application.cluster { lease = { cluster.servingUntil() } }
-        return OutboundLines.Shared(
-            logger: logger, metrics: application.metrics, counts: application.connections, flushes: flushes,
-            limit: configuration.maximumOutputBytes, lease: lease)
+        return ConnectionContext(
+            commands: application.commands, logger: logger, metrics: application.metrics, counts: application.connections,
+            flushes: flushes, limit: configuration.maximumOutputBytes, lease: lease)
     }
 
     /// A connection ended and left its session.
