@@ -106,7 +106,8 @@ import Testing
     }
 
     @Test func lineEndsAtEveryOffsetGiveTheSameLinesWhenFramingStops() throws {
-        let (_, queue, _, channel) = try framed { budget in LineFrameHandler(maximumLength: 8, incompleteLineTimeout: nil, budget: budget, acceptor: nil)
+        let (_, queue, _, channel) = try framed { budget in
+            LineFrameHandler(maximumLength: 8, incompleteLineTimeout: nil, budget: budget, acceptor: nil)
         }
         let expected = (0..<1000).map { "l\($0 % 10_000)" }
         let input = Array(expected.joined(separator: "\n").utf8) + [UInt8(ascii: "\n")]

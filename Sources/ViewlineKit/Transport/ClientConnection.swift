@@ -26,17 +26,18 @@ final class ClientConnection: Sendable {
         case disconnected
     }
 
+    /// (Its flags last: no padding between them and the words.)
     private struct State {
         /// Queued inputs from `head` on; empty (no storage) while idle.
         var inbox: [Input] = []
         var head = 0
-        var pumping = false
         var session: Session
         /// The session given at `welcome`, until the connection leaves it.
         var own: Session?
-        var finished = false
         /// Lines run in the current read without a task (see ``runNow(_:)``).
         var ranInRead = 0
+        var pumping = false
+        var finished = false
     }
 
     let number: Int
