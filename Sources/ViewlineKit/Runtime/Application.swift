@@ -12,6 +12,8 @@ public final class Application: Sendable {
     public let commands: CommandTable
     /// The views, in the order `state` lists them.
     public let views: [ViewDescription]
+    /// What every display and `state` reply reads of each view, by the same index.
+    let viewCodings: [ViewCoding]
     /// Every view-model's backends, for `fault` and `help`.
     public let backends: [Backend]
     /// The declared backends ``services`` lacks, in declaration order: a server
@@ -159,6 +161,7 @@ public final class Application: Sendable {
         commands = CommandTable(ordered.map(\.spec))
         handlers = ordered
         self.views = views
+        viewCodings = views.map(ViewCoding.init)
         self.backends = backends
         missingBackends = missing
         declarationIssues = views.flatMap { $0.declarationIssues(services: services) }

@@ -306,7 +306,7 @@ extension Session {
         guard let index = session.application.index(ofView: name) else {
             throw ProtocolError(.unknownView, "no view named \"\(name)\"; views: \(views.map(\.name).joined(separator: ", "))")
         }
-        return EncodedResult([views[index].stateReplyHead, session.encodedBytes(index), stateReplyTail])
+        return EncodedResult([session.application.viewCodings[index].stateReplyHead, session.encodedBytes(index), stateReplyTail])
     }
 
     private static let stateReplyTail = [UInt8(ascii: "}")]

@@ -269,7 +269,7 @@ extension Session {
     private func sendSnapshot(to connection: SessionConnection, views: some Sequence<Int>) {
         for index in views {
             displayedViews.insert(index)
-            emitDisplay(viewPart: application.views[index].displayViewPart, state: encodedState(index), only: connection)
+            emitDisplay(viewPart: application.viewCodings[index].displayViewPart, state: encodedState(index), only: connection)
         }
         if let alert = presentedAlert {
             emit(only: connection) { .alert(rev: $0, id: alert.id, content: alert.content) }

@@ -38,7 +38,7 @@ extension Session {
 
     /// The state of the view at `index` now: the one being changed, during its change.
     func currentState(_ index: Int) -> any Sendable {
-        if let changed = changingState(index) { return application.views[index].copyState(changed) }
+        if let changed = changingState(index) { return application.viewCodings[index].copyState(changed) }
         return states[index]
     }
 
@@ -99,7 +99,7 @@ extension Session {
 
     /// A view's state now, as a `display` with the next `rev`.
     private func sendDisplay(_ index: Int) {
-        let view = application.views[index]
+        let view = application.viewCodings[index]
         let state = view.encodeState(currentState(index))
         // Equal to another session's: share its storage (not while it changes).
         if let canonical = state.canonical, changing == nil { states[index] = canonical }
@@ -109,7 +109,7 @@ extension Session {
 
     /// A view's state as the client sees it, and its encoding.
     func encodedState(_ index: Int) -> EncodedState {
-        application.views[index].encodeState(currentState(index))
+        application.viewCodings[index].encodeState(currentState(index))
     }
 
     /// A view's state's encoding: the one kept since the view was last encoded, while
