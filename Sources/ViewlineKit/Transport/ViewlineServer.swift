@@ -38,7 +38,6 @@ public final class ViewlineServer: Service, Sendable {
     public let application: Application
     let logger: Logger
     let group: MultiThreadedEventLoopGroup
-    /// Each event loop's list of connections waiting for their flush (by the loop).
     /// What the connections of each event loop share (the command table, its flush
     /// list, the limits, the logger), by loop.
     private let loopContexts: [ObjectIdentifier: ConnectionContext]
