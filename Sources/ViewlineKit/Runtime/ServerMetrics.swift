@@ -387,9 +387,13 @@ public final class ConnectionCounts: Sendable {
 }
 
 extension Duration {
-    /// Whole nanoseconds.
+    /// Whole nanoseconds, saturating at `Int64`'s bounds (about 292 years either way)
+    /// rather than trapping.
     var nanoseconds: Int64 {
         let (seconds, attoseconds) = components
-        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+        let (whole, overflowed) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+        let (sum, overflowedAgain) = whole.addingReportingOverflow(attoseconds / 1_000_000_000)
+        if overflowed || overflowedAgain { return seconds < 0 ? .min : .max }
+        return sum
     }
 }

@@ -32,8 +32,7 @@ package final class SessionRegistry: Sendable {
         private var links: (older: UInt64, newer: UInt64, olderOfAddress: UInt64, newerOfAddress: UInt64) = (.max, .max, .max, .max)
 
         init(detachedAt: ContinuousClock.Instant) {
-            let (seconds, attoseconds) = (detachedAt - Self.epoch).components
-            detachedNanos = seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+            detachedNanos = (detachedAt - Self.epoch).nanoseconds
         }
 
         /// What detach times count from.

@@ -102,9 +102,9 @@ final class OutboundLines: Sendable {
             get { deadlineNanos == .max ? nil : Self.epoch + .nanoseconds(deadlineNanos) }
             set {
                 guard let newValue else { deadlineNanos = .max; return }
-                let (seconds, attoseconds) = (newValue - Self.epoch).components
-                // To the nanosecond (a lease is renewed in seconds).
-                deadlineNanos = min(seconds * 1_000_000_000 + attoseconds / 1_000_000_000, .max - 1)
+                // To the nanosecond (a lease is renewed in seconds); one past 292 years
+                // saturates rather than traps.
+                deadlineNanos = min((newValue - Self.epoch).nanoseconds, .max - 1)
             }
         }
     }
