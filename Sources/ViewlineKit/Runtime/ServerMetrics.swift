@@ -385,15 +385,3 @@ public final class ConnectionCounts: Sendable {
         return Dictionary(uniqueKeysWithValues: ServerMetrics.Transport.allCases.map { ($0, counts[$0] ?? 0) })
     }
 }
-
-extension Duration {
-    /// Whole nanoseconds, saturating at `Int64`'s bounds (about 292 years either way)
-    /// rather than trapping.
-    var nanoseconds: Int64 {
-        let (seconds, attoseconds) = components
-        let (whole, overflowed) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
-        let (sum, overflowedAgain) = whole.addingReportingOverflow(attoseconds / 1_000_000_000)
-        if overflowed || overflowedAgain { return seconds < 0 ? .min : .max }
-        return sum
-    }
-}
