@@ -27,41 +27,54 @@ struct EncodedResult: Sendable {
     /// Writes the successful reply carrying this result, echoing `re`, part by part
     /// through `write` (no line is made first): the bytes of one line, `\n` included.
     func writeReply(re: JSON, _ write: (UnsafeRawBufferPointer) -> Void) {
-        writeReply(id: Self.encoded(re), write)
-    }
-
-    /// Writes the successful reply carrying this result, echoing `re`, into `buffer`:
-    /// room is made once and every part copied into it (a `writeBytes` per part
-    /// checked the buffer's capacity and uniqueness each time).
-    func writeReply(re: JSON, into buffer: inout ByteBuffer) {
         let id = Self.encoded(re)
-        let head = id.map { ServerMessage.replyHead.count + $0.count + ServerMessage.successfulReplyMiddle.count } ?? Self.nullReplyHead.count
-        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: head + count + ServerMessage.replyTail.count) { room in
-            var at = 0
-            writeReply(id: id) { bytes in
-                UnsafeMutableRawBufferPointer(rebasing: room[at...]).copyMemory(from: bytes)
-                at += bytes.count
-            }
-            return at
-        }
-    }
-
-    /// The reply's parts in order; `id` is `re` encoded, `nil` for an inline command
-    /// (no id of its own: its head up to the result is one kept array).
-    private func writeReply(id: [UInt8]?, _ write: (UnsafeRawBufferPointer) -> Void) {
         if let id {
-            ServerMessage.replyHead.withUnsafeBytes(write)
+            write(Self.bytes(Self.replyHead))
             id.withUnsafeBytes(write)
-            ServerMessage.successfulReplyMiddle.withUnsafeBytes(write)
+            write(Self.bytes(Self.successfulReplyMiddle))
         } else {
-            Self.nullReplyHead.withUnsafeBytes(write)
+            write(Self.bytes(Self.nullReplyHead))
         }
         if let constant {
-            write(UnsafeRawBufferPointer(start: constant.utf8Start, count: constant.utf8CodeUnitCount))
+            write(Self.bytes(constant))
         } else {
             for part in parts { part.withUnsafeBytes(write) }
         }
-        ServerMessage.replyTail.withUnsafeBytes(write)
+        write(Self.bytes(Self.replyTail))
+    }
+
+    /// Writes the successful reply carrying this result, echoing `re`, into `buffer`:
+    /// room is made once and every part copied into it through one cursor (a
+    /// `writeBytes` per part checked the buffer's capacity and uniqueness each time;
+    /// the reply's fixed parts are constants of the binary, read with no lazy
+    /// initialization and no reference count).
+    func writeReply(re: JSON, into buffer: inout ByteBuffer) {
+        let id = Self.encoded(re)
+        let head =
+            id.map { Self.replyHead.utf8CodeUnitCount + $0.count + Self.successfulReplyMiddle.utf8CodeUnitCount }
+            ?? Self.nullReplyHead.utf8CodeUnitCount
+        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: head + count + Self.replyTail.utf8CodeUnitCount) { room in
+            var cursor = room.baseAddress!
+            func put(_ bytes: UnsafeRawBufferPointer) {
+                guard let start = bytes.baseAddress else { return }
+                cursor.copyMemory(from: start, byteCount: bytes.count)
+                cursor += bytes.count
+            }
+            if let id {
+                put(Self.bytes(Self.replyHead))
+                id.withUnsafeBytes(put)
+                put(Self.bytes(Self.successfulReplyMiddle))
+            } else {
+                put(Self.bytes(Self.nullReplyHead))
+            }
+            if let constant {
+                put(Self.bytes(constant))
+            } else {
+                for part in parts { part.withUnsafeBytes(put) }
+            }
+            put(Self.bytes(Self.replyTail))
+            return cursor - room.baseAddress!
+        }
     }
 
     private static func encoded(_ re: JSON) -> [UInt8]? {
@@ -71,8 +84,19 @@ struct EncodedResult: Sendable {
         return id
     }
 
-    /// A reply's start up to its result, for an inline command.
-    private static let nullReplyHead = ServerMessage.replyHead + Array("null".utf8) + ServerMessage.successfulReplyMiddle
+    @inline(__always)
+    private static func bytes(_ text: StaticString) -> UnsafeRawBufferPointer {
+        UnsafeRawBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount)
+    }
+
+    // The reply's fixed parts, as ``ServerMessage/replyHead``, ``ServerMessage/successfulReplyMiddle``
+    // and ``ServerMessage/replyTail`` (EncodedResultTests holds them equal).
+    // (Computed: a literal, not a global made on first use.)
+    static var replyHead: StaticString { #"{"type":"reply","re":"# }
+    static var successfulReplyMiddle: StaticString { #","ok":true,"result":"# }
+    static var replyTail: StaticString { "}\n" }
+    /// A reply's start up to its result, for an inline command (no id of its own).
+    static var nullReplyHead: StaticString { #"{"type":"reply","re":null,"ok":true,"result":"# }
 
     /// The result as a tree (a reply to a connection that takes messages, a test).
     var json: JSON {

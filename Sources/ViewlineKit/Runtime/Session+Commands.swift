@@ -43,7 +43,8 @@ extension Session {
         /// Done: its reply and events are out.
         case finished(Step)
         /// It awaits: the caller resumes it (in order with the connection's next lines).
-        case suspended(Suspended)
+        /// (Boxed: the common case, `finished`, then moves a word, not a request.)
+        indirect case suspended(Suspended)
     }
 
     /// Runs one command from `origin` and sends it the reply, then every attached
@@ -196,7 +197,9 @@ extension Session {
         case result(JSON)
         /// A result already encoded: its bytes go into the reply's line as they are.
         case encoded(EncodedResult)
-        case failure(ProtocolError)
+        /// (Boxed: an error is nine words, and every reply, failed or not, is moved
+        /// through this enum.)
+        indirect case failure(ProtocolError)
         /// A command that moved its connection (`attach`): the session it is on now
         /// answered it (`nil`: it stayed, and was answered).
         case replied(moved: Session?)

@@ -16,7 +16,8 @@ final class ClientConnection: Sendable {
         case frame(LineFrame)
         /// A command already begun (it was read while nothing was queued, and it
         /// awaits: see ``runNow(_:)``).
-        case begun(Session.Suspended, bytes: Int)
+        /// (Boxed: every line read at once is moved through this enum.)
+        indirect case begun(Session.Suspended, bytes: Int)
         /// What the connection does next, as a command read at once said
         /// (``Session/Step/sessionEnded``).
         case step(Session.Step)
