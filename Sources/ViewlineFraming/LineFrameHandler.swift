@@ -39,35 +39,28 @@ public final class LineFrameHandler: ChannelDuplexHandler, RestartableFramer {
     public let incompleteLineTimeout: TimeAmount?
     /// What the connection holds on the way in.
     let budget: InputBudget
-
-    // The framer's state is touched on the channel's loop only, and never inside an
-    // access still open across a call that could touch it again (nothing here is
-    // passed `inout` to code that reaches the framer): so no run-time exclusivity
-    // check (a call into the runtime and a thread-local lookup per access, with every
-    // line of every read).
-
     /// Bytes kept for the next read: the start of a line that continues in it, or, while
     /// framing is stopped, everything not framed yet.
-    @exclusivity(unchecked) private var partial: ByteBuffer?
+    private var partial: ByteBuffer?
     /// How many of `partial`'s bytes hold no newline (searched already).
-    @exclusivity(unchecked) private var searched = 0
+    private var searched = 0
     /// The current line went over the limit: drop bytes until its newline.
-    @exclusivity(unchecked) private var discarding = false
+    private var discarding = false
     /// Framing stopped for want of room in the budget (see `InputBudget`).
-    @exclusivity(unchecked) private var stopped = false
+    private var stopped = false
     /// The budget has its way to start this framer again (made the first time it stops).
-    @exclusivity(unchecked) private var restartMade = false
+    private var restartMade = false
     /// The socket was to be read while framing was stopped: read once it goes on.
-    @exclusivity(unchecked) private var readWanted = false
+    private var readWanted = false
     /// The client closed its sending side while framing was stopped: said once the
     /// lines before it are framed.
-    @exclusivity(unchecked) private var inputClosedWaits = false
+    private var inputClosedWaits = false
     /// Closes the connection when an incomplete line outlives its time.
-    @exclusivity(unchecked) private var timer = IncompleteLineTimer()
+    private var timer = IncompleteLineTimer()
     /// Where the connection's pipeline ends, when the server made this framer its
     /// last handler (`nil`: the handlers behind it do): lines and the channel's changes
     /// go there directly.
-    @exclusivity(unchecked) private var end: End?
+    private var end: End?
 
     /// The end of the pipeline, as far as the connection got.
     private enum End {

@@ -41,13 +41,8 @@ package actor Session {
     /// The order of this session's store writes, in a cluster only (``SessionWriteOrder``).
     private nonisolated let writeOrder: SessionWriteOrder?
 
-    // The fields below marked `@exclusivity(unchecked)` are read or written by every
-    // command or display, on the session's executor only, and never held in an access
-    // across a call that could touch them again: no run-time exclusivity check (as
-    // ``CommandFields``, whose cache line is its own besides).
-
     // Connections: every attached one gets every event; a reply goes to its sender.
-    @exclusivity(unchecked) var connections: SessionConnections = [:]
+    var connections: SessionConnections = [:]
     var log: EventLog
     /// What a session holds only once it used it (alerts, background work, a login,
     /// cluster bookkeeping…): made on the first write of one of them
@@ -83,7 +78,7 @@ package actor Session {
     }
     /// The last rev handed to the connections (sent, or held for one whose command
     /// runs): what a lapse of the lease withheld comes after it.
-    @exclusivity(unchecked) var sentRev = 0
+    var sentRev = 0
     /// The connection count before the first change of this loop tick, while its
     /// display waits for the tick's end (``connectionCountChanged(from:)``).
     var connectionCountShownAt: Int?
@@ -111,8 +106,8 @@ package actor Session {
     /// The view last encoded (`display`, `state`) while no state changed since, and its
     /// encoding: `state` of a view that did not change copies these bytes without going
     /// through the shared cache (its lock, a dynamic cast, the states' comparison).
-    @exclusivity(unchecked) var lastEncodedView = -1
-    @exclusivity(unchecked) var lastEncodedBytes: [UInt8] = []
+    var lastEncodedView = -1
+    var lastEncodedBytes: [UInt8] = []
 
     private func makeStatesIfNeeded() {
         if madeStates.count != application.views.count {
@@ -127,16 +122,16 @@ package actor Session {
         _modify { yield &commandFields.value.replyIsDurable }
     }
     /// The views displayed so far (``hasDisplayed(_:)``), by index.
-    @exclusivity(unchecked) var displayedViews = ViewIndexSet()
+    var displayedViews = ViewIndexSet()
     /// Views whose state changed for display since their state last went out, in the
     /// order they first changed: each goes out once, with its latest state, when the
     /// work that changed it reaches its end or an await (``flushDisplays()``). The
     /// first apart (-1: none), so the common case — one view — allocates nothing.
-    @exclusivity(unchecked) var pendingDisplay = -1
+    var pendingDisplay = -1
     /// The synchronous work running now sends what it displayed as it ends (an
     /// immediate command at its reply, an observation's callback as it returns): a
     /// display schedules no flush.
-    @exclusivity(unchecked) var flushesDisplaysAtEnd = false
+    var flushesDisplaysAtEnd = false
 
     // Background work (see Session+Tasks.swift).
     var runningWork = 0

@@ -6,15 +6,13 @@ import NIOCore
 /// connection (each a closure allocated, queued under the loop's lock and copied
 /// out again).
 ///
-/// Touched on its loop only: ``add(_:)`` is called there, and the flush runs there
-/// (hence no run-time exclusivity check on its lists: a flush that adds to `waiting`
-/// while it walks `flushing` touches two fields, each in an access of its own).
+/// Touched on its loop only: ``add(_:)`` is called there, and the flush runs there.
 final class LoopFlushes: @unchecked Sendable {
     let loop: any EventLoop
     /// The connections to flush at the next run, in the order their output came.
-    @exclusivity(unchecked) private var waiting: [OutboundLines] = []
+    private var waiting: [OutboundLines] = []
     /// The list being flushed, kept for its capacity.
-    @exclusivity(unchecked) private var flushing: [OutboundLines] = []
+    private var flushing: [OutboundLines] = []
 
     /// How many connections wait for the next run.
     var count: Int { waiting.count }
