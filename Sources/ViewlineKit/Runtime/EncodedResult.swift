@@ -27,20 +27,7 @@ struct EncodedResult: Sendable {
     /// Writes the successful reply carrying this result, echoing `re`, part by part
     /// through `write` (no line is made first): the bytes of one line, `\n` included.
     func writeReply(re: JSON, _ write: (UnsafeRawBufferPointer) -> Void) {
-        let id = Self.encoded(re)
-        if let id {
-            write(Self.bytes(Self.replyHead))
-            id.withUnsafeBytes(write)
-            write(Self.bytes(Self.successfulReplyMiddle))
-        } else {
-            write(Self.bytes(Self.nullReplyHead))
-        }
-        if let constant {
-            write(Self.bytes(constant))
-        } else {
-            for part in parts { part.withUnsafeBytes(write) }
-        }
-        write(Self.bytes(Self.replyTail))
+        writeReply(id: Self.encoded(re), write)
     }
 
     /// Writes the successful reply carrying this result, echoing `re`, into `buffer`:
@@ -55,26 +42,31 @@ struct EncodedResult: Sendable {
             ?? Self.nullReplyHead.utf8CodeUnitCount
         buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: head + count + Self.replyTail.utf8CodeUnitCount) { room in
             var cursor = room.baseAddress!
-            func put(_ bytes: UnsafeRawBufferPointer) {
+            writeReply(id: id) { bytes in
                 guard let start = bytes.baseAddress else { return }
                 cursor.copyMemory(from: start, byteCount: bytes.count)
                 cursor += bytes.count
             }
-            if let id {
-                put(Self.bytes(Self.replyHead))
-                id.withUnsafeBytes(put)
-                put(Self.bytes(Self.successfulReplyMiddle))
-            } else {
-                put(Self.bytes(Self.nullReplyHead))
-            }
-            if let constant {
-                put(Self.bytes(constant))
-            } else {
-                for part in parts { part.withUnsafeBytes(put) }
-            }
-            put(Self.bytes(Self.replyTail))
             return cursor - room.baseAddress!
         }
+    }
+
+    /// The reply's parts in order; `id` is `re` encoded, `nil` for an inline command
+    /// (no id of its own: its head up to the result is one constant).
+    private func writeReply(id: [UInt8]?, _ write: (UnsafeRawBufferPointer) -> Void) {
+        if let id {
+            write(Self.bytes(Self.replyHead))
+            id.withUnsafeBytes(write)
+            write(Self.bytes(Self.successfulReplyMiddle))
+        } else {
+            write(Self.bytes(Self.nullReplyHead))
+        }
+        if let constant {
+            write(Self.bytes(constant))
+        } else {
+            for part in parts { part.withUnsafeBytes(write) }
+        }
+        write(Self.bytes(Self.replyTail))
     }
 
     private static func encoded(_ re: JSON) -> [UInt8]? {
