@@ -7,7 +7,7 @@ import ViewlineTestSupport
 /// admin session (the widest set of commands): each line gets exactly one reply, never
 /// a crash, and the server goes on answering (PROTOCOL §8: integer arguments are
 /// checked against their declared bounds before any handler runs).
-@Suite struct ArgumentExtremesTests {
+@Suite(.blocksItsThread) struct ArgumentExtremesTests {
     /// Values at and beyond every bound a handler could do arithmetic with.
     static let extremes: [String] = [
         "0", "1", "-1", "5", "6", "128", "129", "3600000", "3600001",

@@ -7,7 +7,7 @@ import ViewlineTestSupport
 /// One hostile client against the real server (PROTOCOL §8): each attack gets a
 /// clear error or a cut-off connection, and costs bounded memory and CPU, while
 /// another client's `ping` goes on being answered.
-@Suite struct AttackTests {
+@Suite(.blocksItsThread) struct AttackTests {
     /// The server's resident memory in bytes, from /proc.
     static func residentBytes(_ pid: Int32) -> Int {
         let status = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""

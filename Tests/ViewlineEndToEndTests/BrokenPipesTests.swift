@@ -6,7 +6,7 @@ import Testing
 
 /// A test that writes to a peer that has gone fails alone: the write is an error, and
 /// the test process (every other test with it) is not ended by `SIGPIPE`.
-@Suite struct BrokenPipesTests {
+@Suite(.blocksItsThread) struct BrokenPipesTests {
     @Test func aWriteToAPeerThatHasGoneIsAnErrorNotTheEndOfTheProcess() throws {
         _ = BrokenPipes.ignored
         var action = sigaction()

@@ -5,7 +5,7 @@ import ViewlineTestSupport
 
 /// Several nodes over one real PostgreSQL (started by the tests), as `./dev cluster`
 /// runs them: one source of truth for contacts and drafts.
-@Suite struct ClusterTests {
+@Suite(.blocksItsThread) struct ClusterTests {
     /// A fresh database and `count` nodes on it, with `arguments` each.
     func startCluster(_ count: Int, _ arguments: [String] = [], server: PostgresServer = .shared) throws -> (database: String, nodes: [ServerProcess])
     {

@@ -8,7 +8,7 @@ import ViewlineTestSupport
 #endif
 
 /// The seed flows over TCP, against the real server and database.
-@Suite struct FlowsEndToEndTests {
+@Suite(.blocksItsThread) struct FlowsEndToEndTests {
     @Test func searchShowsLoadingThenResults() throws {
         let server = try startServer()
         let client = try connect(server)

@@ -4,7 +4,7 @@ import ViewlineProtocol
 import ViewlineTestSupport
 
 /// Limits that protect the server from too many clients, and secrets kept out of logs.
-@Suite struct HardeningTests {
+@Suite(.blocksItsThread) struct HardeningTests {
     @Test func oneClientTooManyIsToldByeAndClosed() throws {
         let server = try startServer(["--max-clients", "2"])
         let first = try connect(server)
@@ -82,7 +82,7 @@ import ViewlineTestSupport
 }
 
 /// The demo users exist only where asked for.
-@Suite struct DemoUsersTests {
+@Suite(.blocksItsThread) struct DemoUsersTests {
     @Test func withoutDemoTheDemoPasswordsLogNobodyIn() throws {
         let server = try ServerProcess(["--db", ":memory:"])
         let client = try connect(server)

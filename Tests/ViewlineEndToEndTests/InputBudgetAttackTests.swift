@@ -5,7 +5,7 @@ import ViewlineTestSupport
 
 /// Hostile-input round four against the real server: what one connection holds on the
 /// way in is its ``InputBudget`` at most, however it frames its bytes.
-@Suite struct InputBudgetAttackTests {
+@Suite(.blocksItsThread) struct InputBudgetAttackTests {
     /// Blank lines cost nothing to run but used to cost a queued input each: one wakeup's
     /// reads of `\n` (4 × 64 KiB) became 262,144 inputs, ~20 MB per connection, and 200
     /// such connections from one address ended the server. Now a blank line is skipped

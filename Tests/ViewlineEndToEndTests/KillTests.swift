@@ -12,7 +12,7 @@ import ViewlineTestSupport
 /// user's pending draft is the last one acknowledged (or the one in flight at the
 /// kill, which may or may not have made it). `VIEWLINE_KILLS` sets the number of
 /// kills (CI runs a few; `VIEWLINE_KILLS=200 ./dev test` for the full run).
-@Suite struct KillTests {
+@Suite(.blocksItsThread) struct KillTests {
     static let kills = ProcessInfo.processInfo.environment["VIEWLINE_KILLS"].flatMap(Int.init) ?? 12
     static let users = (1...4).map { ("writer\($0)", "secret-\($0)") }
 

@@ -8,7 +8,7 @@ import ViewlineTestSupport
 /// reaches the nodes from 127.0.0.1 with a PROXY v2 header (line protocol) or
 /// `X-Forwarded-For` (the page). Each client keeps its own address on the nodes, and
 /// a rolling restart behind the proxy loses no session.
-@Suite(.enabled(if: LoadBalancer.isInstalled, "haproxy is not installed (./dev setup installs it)"))
+@Suite(.blocksItsThread, .enabled(if: LoadBalancer.isInstalled, "haproxy is not installed (./dev setup installs it)"))
 struct LoadBalancerTests {
     /// Node `index` behind `balancer`, over `database`.
     func node(_ index: Int, _ balancer: LoadBalancer, database: String, _ extra: [String] = []) throws -> ServerProcess {

@@ -8,7 +8,7 @@ import ViewlineTestSupport
 /// events on each connection, nothing delivered twice, no live session closed by
 /// somebody else's `attach`, and never a connection left on a session that no
 /// longer answers.
-@Suite struct MultiConnectionTests {
+@Suite(.blocksItsThread) struct MultiConnectionTests {
     func open(_ server: ServerProcess) throws -> (LineClient, String) {
         let client = try LineClient(port: server.port)
         let welcome = try client.next()

@@ -7,8 +7,8 @@ import ViewlineTestSupport
 /// started by one suite while another suite's server had a connection open held
 /// that connection open after the server closed it, and CI's shutdown test waited
 /// 5 s for a close that never came.
-@Suite struct PostgresServerTests {
-    @Test(.timeLimit(.minutes(1))) func aPostgreSQLStartedMeanwhileHoldsNoneOfTheProcesssSockets() throws {
+@Suite(.blocksItsThread) struct PostgresServerTests {
+    @Test func aPostgreSQLStartedMeanwhileHoldsNoneOfTheProcesssSockets() throws {
         var ends: [Int32] = [-1, -1]
         #expect(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &ends) == 0)  // not close-on-exec
         defer { close(ends[1]) }

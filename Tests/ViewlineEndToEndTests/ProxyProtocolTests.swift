@@ -7,7 +7,7 @@ import ViewlineTestSupport
 /// header — or, on the web listener, its forwarding header — makes the client's own
 /// address the one every per-address limit, the log and the inspector use; a header
 /// from anyone else, or none from a trusted proxy, closes the connection.
-@Suite struct ProxyProtocolTests {
+@Suite(.blocksItsThread) struct ProxyProtocolTests {
     /// A v1 header for a client at `source`.
     func v1(_ source: String, port: Int = 40000) -> [UInt8] {
         let family = source.contains(":") ? "TCP6" : "TCP4"

@@ -8,7 +8,7 @@ import ViewlineKit
 import ViewlineTestSupport
 
 /// `viewline` under a pseudo-terminal against a real server.
-@Suite struct REPLTests {
+@Suite(.blocksItsThread) struct REPLTests {
     func startREPL(_ server: ServerProcess, columns: Int = 120, arguments: [String] = []) throws -> PseudoTerminal {
         try PseudoTerminal(
             executable: ServerProcess.productsDirectory.appendingPathComponent("viewline"),

@@ -10,7 +10,7 @@ import ViewlineTestSupport
 /// A single node keeps its sessions' records in its SQLite file: a client that
 /// resumes after the server was restarted (a deploy, a crash) gets its session back
 /// — its views, its user, an alert it had not answered — as after a failover.
-@Suite struct RestartTests {
+@Suite(.blocksItsThread) struct RestartTests {
     /// A client's hold on a session: its token and the last rev it saw.
     struct Resume {
         var token: String

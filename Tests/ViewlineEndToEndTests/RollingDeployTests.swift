@@ -8,7 +8,7 @@ import ViewlineTestSupport
 /// new form, version 2, migrated from 1), and rolled back. Two releases own sessions
 /// side by side; no session is lost, no view reset, and a record of release 2 is
 /// never read (or overwritten) by a node of release 1.
-@Suite struct RollingDeployTests {
+@Suite(.blocksItsThread) struct RollingDeployTests {
     let server = PostgresServer.shared
 
     func node(_ database: String, release: Int) throws -> ServerProcess {

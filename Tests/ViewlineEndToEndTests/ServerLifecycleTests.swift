@@ -7,7 +7,7 @@ import ViewlineTestSupport
     import Glibc
 #endif
 
-@Suite struct ServerLifecycleTests {
+@Suite(.blocksItsThread) struct ServerLifecycleTests {
     @Test(arguments: [SIGTERM, SIGINT])
     func aSignalSaysByeToEveryClientAndExitsZero(_ signal: Int32) throws {
         let server = try startServer()
@@ -62,7 +62,7 @@ import ViewlineTestSupport
 
 /// SIGTERM drains: not ready at once, what was sent before the signal is answered,
 /// then `bye`.
-@Suite struct DrainTests {
+@Suite(.blocksItsThread) struct DrainTests {
     @Test func everyCommandSentBeforeSIGTERMGetsItsReplyAndReadyzTurns503AtOnce() throws {
         let server = try startServer(["--metrics-port", "0", "--drain-seconds", "20"])
         let metrics = try #require(server.metricsPort)

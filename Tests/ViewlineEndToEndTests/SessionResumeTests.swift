@@ -3,7 +3,7 @@ import Testing
 import ViewlineTestSupport
 
 /// Sessions outlive their connections (PROTOCOL §2.1), against the real server.
-@Suite struct SessionResumeTests {
+@Suite(.blocksItsThread) struct SessionResumeTests {
     /// A connected client and its session's token.
     func open(_ server: ServerProcess) throws -> (LineClient, String) {
         let client = try LineClient(port: server.port)

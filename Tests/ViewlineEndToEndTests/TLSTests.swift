@@ -4,7 +4,7 @@ import ViewlineTestSupport
 
 /// The server over TLS with a certificate made at test time (openssl CLI), driven
 /// by the `viewline` client.
-@Suite struct TLSTests {
+@Suite(.blocksItsThread) struct TLSTests {
     /// A self-signed certificate for 127.0.0.1 and localhost, and its key.
     static func makeCertificate() throws -> (certificate: String, key: String) {
         let made = try TestCertificate.make()

@@ -5,7 +5,7 @@ import ViewlineTestSupport
 
 /// Replays the recorded transcripts in `protocol/vectors/transcripts/` against the
 /// real server: the Python and Node clients replay the very same files.
-@Suite struct TranscriptTests {
+@Suite(.blocksItsThread) struct TranscriptTests {
     static let directory = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         .appendingPathComponent("protocol/vectors/transcripts")

@@ -6,7 +6,7 @@ import ViewlineTestSupport
 /// Hostile clients of the web and operations listeners (PROTOCOL §8), each case from
 /// the hostile-input round three: every attack costs bounded memory and descriptors,
 /// is cut off in bounded time, and other clients go on being served.
-@Suite struct WebAttackTests {
+@Suite(.blocksItsThread) struct WebAttackTests {
     func startWebServer(_ arguments: [String] = []) throws -> (ServerProcess, Int) {
         let server = try startServer(["--web-port", "0"] + arguments)
         return (server, try #require(server.webPort))

@@ -6,7 +6,7 @@ import ViewlineTestSupport
 /// The protocol over WebSocket (`--web-port`, PROTOCOL §9), against the real
 /// server: one line per text message, the same session runtime as TCP, the same
 /// limits, and the web listener's own security rules.
-@Suite struct WebSocketTests {
+@Suite(.blocksItsThread) struct WebSocketTests {
     func startWebServer(_ arguments: [String] = []) throws -> (ServerProcess, Int) {
         let server = try startServer(["--web-port", "0"] + arguments)
         return (server, try #require(server.webPort))

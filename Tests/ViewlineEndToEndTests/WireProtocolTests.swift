@@ -5,7 +5,7 @@ import ViewlineKit
 import ViewlineTestSupport
 
 /// The numbered rules of wire protocol v1, against the real server over raw TCP.
-@Suite struct WireProtocolTests {
+@Suite(.blocksItsThread) struct WireProtocolTests {
     @Test func rule1_welcomeCarriesProtocolSessionAndASecretToken() throws {
         let server = try startServer()
         let a = try LineClient(port: server.port)

@@ -4,6 +4,7 @@ import NIOCore
 import NIOPosix
 import Synchronization
 import Testing
+import ViewlineTestSupport
 
 @testable import ViewlineKit
 
@@ -15,7 +16,7 @@ import Testing
 /// stops reading, yet a single line larger than that budget (a large session's
 /// `attach` snapshot) reaches a client that reads it: the budget bounds the backlog,
 /// not the size of one line.
-@Suite(.timeLimit(.minutes(1))) struct OutboundLinesTests {
+@Suite(.blocksItsThread) struct OutboundLinesTests {
     /// A server socket whose accepted channel sends through `OutboundLines` with a
     /// 64 KiB budget and a small kernel send buffer, so the backlog stays in NIO.
     final class Harness: Sendable {
