@@ -96,11 +96,11 @@ public enum ServerMessage: Sendable, Equatable {
     /// How every reply's line begins, up to its `re`: `{"type":"reply","re":`. With
     /// ``successfulReplyMiddle`` and ``replyTail``, what a writer needs to put a
     /// successful reply whose result is already encoded straight into its own buffer.
-    public static let replyHead = Array(#"{"type":"reply","re":"#.utf8)
+    public static let replyHead = Array(ReplyParts.bytes(ReplyParts.head))
     /// Between a successful reply's `re` and its result: `,"ok":true,"result":`.
-    public static let successfulReplyMiddle = Array(#","ok":true,"result":"#.utf8)
+    public static let successfulReplyMiddle = Array(ReplyParts.bytes(ReplyParts.successfulMiddle))
     /// How a reply's line ends: `}` and the newline.
-    public static let replyTail: [UInt8] = [UInt8(ascii: "}"), 0x0A]
+    public static let replyTail = Array(ReplyParts.bytes(ReplyParts.tail))
 
     private static func writeDisplayHead(rev: Int, view: String, into out: inout [UInt8]) {
         out.append(contentsOf: #"{"type":"display","rev":"#.utf8)

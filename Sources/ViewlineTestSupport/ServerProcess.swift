@@ -44,7 +44,7 @@ public final class ServerProcess {
     /// Where a child process's standard error goes: `logFile` (made empty first), or nowhere.
     static func errors(to logFile: String?) -> FileHandle? {
         guard let logFile else { return FileHandle.nullDevice }
-        FileManager.default.createFile(atPath: logFile, contents: nil)
+        _ = FileManager.default.createFile(atPath: logFile, contents: nil)
         return FileHandle(forWritingAtPath: logFile)
     }
 

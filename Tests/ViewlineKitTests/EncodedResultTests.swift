@@ -25,11 +25,7 @@ import ViewlineProtocol
         #expect(written.last == 0x0A)
     }
 
-    @Test func theFixedPartsAreTheProtocols() {
-        func bytes(_ text: StaticString) -> [UInt8] { Array(UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount)) }
-        #expect(bytes(EncodedResult.replyHead) == ServerMessage.replyHead)
-        #expect(bytes(EncodedResult.successfulReplyMiddle) == ServerMessage.successfulReplyMiddle)
-        #expect(bytes(EncodedResult.replyTail) == ServerMessage.replyTail)
-        #expect(bytes(EncodedResult.nullReplyHead) == ServerMessage.replyHead + Array("null".utf8) + ServerMessage.successfulReplyMiddle)
+    @Test func theHeadOfAReplyToNullIsTheHeadNullAndTheMiddle() {
+        #expect(Array(ReplyParts.bytes(ReplyParts.nullHead)) == ServerMessage.replyHead + Array("null".utf8) + ServerMessage.successfulReplyMiddle)
     }
 }

@@ -33,14 +33,13 @@ struct EncodedResult: Sendable {
     /// Writes the successful reply carrying this result, echoing `re`, into `buffer`:
     /// room is made once and every part copied into it through one cursor (a
     /// `writeBytes` per part checked the buffer's capacity and uniqueness each time;
-    /// the reply's fixed parts are constants of the binary, read with no lazy
-    /// initialization and no reference count).
+    /// the reply's fixed parts are ``ReplyParts``, constants of the binary).
     func writeReply(re: JSON, into buffer: inout ByteBuffer) {
         let id = Self.encoded(re)
         let head =
-            id.map { Self.replyHead.utf8CodeUnitCount + $0.count + Self.successfulReplyMiddle.utf8CodeUnitCount }
-            ?? Self.nullReplyHead.utf8CodeUnitCount
-        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: head + count + Self.replyTail.utf8CodeUnitCount) { room in
+            id.map { ReplyParts.head.utf8CodeUnitCount + $0.count + ReplyParts.successfulMiddle.utf8CodeUnitCount }
+            ?? ReplyParts.nullHead.utf8CodeUnitCount
+        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: head + count + ReplyParts.tail.utf8CodeUnitCount) { room in
             var cursor = room.baseAddress!
             writeReply(id: id) { bytes in
                 guard let start = bytes.baseAddress else { return }
@@ -55,18 +54,18 @@ struct EncodedResult: Sendable {
     /// (no id of its own: its head up to the result is one constant).
     private func writeReply(id: [UInt8]?, _ write: (UnsafeRawBufferPointer) -> Void) {
         if let id {
-            write(Self.bytes(Self.replyHead))
+            write(ReplyParts.bytes(ReplyParts.head))
             id.withUnsafeBytes(write)
-            write(Self.bytes(Self.successfulReplyMiddle))
+            write(ReplyParts.bytes(ReplyParts.successfulMiddle))
         } else {
-            write(Self.bytes(Self.nullReplyHead))
+            write(ReplyParts.bytes(ReplyParts.nullHead))
         }
         if let constant {
-            write(Self.bytes(constant))
+            write(ReplyParts.bytes(constant))
         } else {
             for part in parts { part.withUnsafeBytes(write) }
         }
-        write(Self.bytes(Self.replyTail))
+        write(ReplyParts.bytes(ReplyParts.tail))
     }
 
     private static func encoded(_ re: JSON) -> [UInt8]? {
@@ -75,20 +74,6 @@ struct EncodedResult: Sendable {
         re.write(into: &id)
         return id
     }
-
-    @inline(__always)
-    private static func bytes(_ text: StaticString) -> UnsafeRawBufferPointer {
-        UnsafeRawBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount)
-    }
-
-    // The reply's fixed parts, as ``ServerMessage/replyHead``, ``ServerMessage/successfulReplyMiddle``
-    // and ``ServerMessage/replyTail`` (EncodedResultTests holds them equal).
-    // (Computed: a literal, not a global made on first use.)
-    static var replyHead: StaticString { #"{"type":"reply","re":"# }
-    static var successfulReplyMiddle: StaticString { #","ok":true,"result":"# }
-    static var replyTail: StaticString { "}\n" }
-    /// A reply's start up to its result, for an inline command (no id of its own).
-    static var nullReplyHead: StaticString { #"{"type":"reply","re":null,"ok":true,"result":"# }
 
     /// The result as a tree (a reply to a connection that takes messages, a test).
     var json: JSON {
