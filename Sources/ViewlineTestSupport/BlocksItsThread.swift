@@ -1,9 +1,13 @@
 import Testing
 
-/// A trait for a test, or every test of a suite, that blocks the thread it runs on:
-/// it sleeps, reads a blocking socket or waits for a child process. Such a test runs
-/// on the ``BlockingTestExecutor``'s threads instead of the cooperative pool's, so it
-/// can never starve the async tests of the same process.
+/// A trait for a synchronous test, or every test of a suite of them, that blocks the
+/// thread it runs on: it sleeps, reads a blocking socket or waits for a child
+/// process. Such a test runs on the ``BlockingTestExecutor``'s threads instead of the
+/// cooperative pool's, so its blocking holds none of the threads the async tests of
+/// the same process run on.
+///
+/// Not for an async test: its child tasks (`async let`, task groups) and default
+/// actors would inherit the preference and queue behind the blocked threads.
 ///
 /// Such a test waits for one of those threads, and a `.timeLimit` would count that
 /// wait too (the pool is as wide as the machine, and a whole suite of end-to-end

@@ -14,7 +14,7 @@ import ViewlineTestSupport
         #expect(!BlockingTestExecutor.isCurrent)
     }
 
-    @Test func whileEveryBlockingThreadIsTakenAsyncWorkStillRuns() async throws {
+    @Test(.timeLimit(.minutes(5))) func whileEveryBlockingThreadIsTakenAsyncWorkStillRuns() async throws {
         let threads = max(2, ProcessInfo.processInfo.activeProcessorCount)
         let latch = Latch()
         // Every kept thread blocks until the async work below has run on the
@@ -27,6 +27,17 @@ import ViewlineTestSupport
         try await Task.sleep(for: .milliseconds(10))
         latch.open()
         for task in blocked { #expect(await task.value) }
+    }
+}
+
+/// The trait on a suite reaches each of its tests, as the end-to-end suites use it.
+@Suite(.blocksItsThread) struct BlocksItsThreadOnASuiteTests {
+    @Test func eachTestOfTheSuiteRunsOnAThreadKeptForThem() {
+        #expect(BlockingTestExecutor.isCurrent)
+    }
+
+    @Test(arguments: [1, 2]) func eachCaseOfAParameterizedTestToo(_ number: Int) {
+        #expect(BlockingTestExecutor.isCurrent)
     }
 }
 
