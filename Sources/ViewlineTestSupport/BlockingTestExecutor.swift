@@ -14,12 +14,16 @@ public final class BlockingTestExecutor: TaskExecutor, @unchecked Sendable {
     /// The one pool every blocking test shares.
     public static let shared = BlockingTestExecutor(threads: max(2, ProcessInfo.processInfo.activeProcessorCount))
 
+    /// How many threads the pool has.
+    public let threads: Int
+
     private let condition = NSCondition()
     /// Jobs not yet started, first come first (guarded by `condition`).
     private var jobs: [UnownedJob] = []
     private var next = 0
 
     private init(threads: Int) {
+        self.threads = threads
         for _ in 0..<threads {
             Thread { [unowned self] in
                 Thread.current.threadDictionary[Self.marker] = true

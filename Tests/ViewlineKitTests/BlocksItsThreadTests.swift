@@ -15,12 +15,11 @@ import ViewlineTestSupport
     }
 
     @Test(.timeLimit(.minutes(5))) func whileEveryBlockingThreadIsTakenAsyncWorkStillRuns() async throws {
-        let threads = max(2, ProcessInfo.processInfo.activeProcessorCount)
         let latch = Latch()
         // Every kept thread blocks until the async work below has run on the
         // cooperative pool, or for at most a minute (other blocking tests may hold
         // the threads first, and the pool may be busy).
-        let blocked = (0..<threads).map { _ in
+        let blocked = (0..<BlockingTestExecutor.shared.threads).map { _ in
             Task(executorPreference: BlockingTestExecutor.shared) { latch.waitOpen(seconds: 60) }
         }
         for _ in 0..<10 { await Task.yield() }
