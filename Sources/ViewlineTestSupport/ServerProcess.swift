@@ -121,6 +121,24 @@ public final class ServerProcess {
         return process.terminationStatus
     }
 
+    /// ``waitForExit(timeout:)`` from an async test, on a thread of its own: the wait
+    /// polls for up to `timeout`, and an async test that polled on the cooperative
+    /// pool would hold one of its few threads (two on a 2-core machine) from every
+    /// other async test meanwhile. Swift picks this one wherever `await` can be used.
+    public func waitForExit(timeout: Duration = .seconds(10)) async throws -> Int32 {
+        // The test awaits the thread's answer, so the process is never used by two at once.
+        let process = HandedOver(self)
+        return try await withCheckedThrowingContinuation { continuation in
+            Thread { continuation.resume(with: Result { try process.value.waitForExit(timeout: timeout) as Int32 }) }.start()
+        }
+    }
+
+    /// This process, handed to the one thread that waits for it while its test awaits.
+    private struct HandedOver: @unchecked Sendable {
+        let value: ServerProcess
+        init(_ value: ServerProcess) { self.value = value }
+    }
+
     /// Whether the kernel has ended the process: it is a zombie (state `Z` in
     /// `/proc/PID/stat`, after the name in parentheses) or gone.
     private var hasEnded: Bool {

@@ -18,7 +18,9 @@ import ViewlineTestSupport
 
     func cluster(database: String? = nil) async throws -> (store: PostgresStore, directory: PostgresSessionDirectory) {
         let server = PostgresServer.shared
-        let url = try PostgresURL(server.url(database: try database ?? server.createDatabase()))
+        let name: String
+        if let database { name = database } else { name = try await server.createDatabase() }
+        let url = try PostgresURL(server.url(database: name))
         return (try await PostgresStore.connect(url), try await PostgresSessionDirectory.connect(url))
     }
 
@@ -79,7 +81,7 @@ import ViewlineTestSupport
     /// let the write commit seconds after another node took the session.
     @Test func aSessionsFirstWriteHoldsItsRecordAgainstAClaim() async throws {
         let server = PostgresServer.shared
-        let database = try server.createDatabase()
+        let database = try await server.createDatabase()
         let (store, directory) = try await cluster(database: database)
         _ = try await directory.renewLease(zombie, nodeTimeout: .seconds(30), recordsExpireAfter: .seconds(86_400))
         _ = try await directory.renewLease(successor, nodeTimeout: .seconds(30), recordsExpireAfter: .seconds(86_400))
@@ -144,7 +146,7 @@ import ViewlineTestSupport
 
     @Test func aStepOfTheDatabasesClockRefusesNothingAndTheNodesOwnLeaseDecides() async throws {
         let server = PostgresServer.shared
-        let database = try server.createDatabase()
+        let database = try await server.createDatabase()
         let (store, directory) = try await cluster(database: database)
         _ = try await directory.renewLease(zombie, nodeTimeout: .seconds(30), recordsExpireAfter: .seconds(86_400))
         #expect(try await !acting(as: zombie) { try await store.setDraft(user: "bob", text: "one", at: Date()) })
@@ -164,7 +166,7 @@ import ViewlineTestSupport
     /// (#52 review: it committed, and its reply said `unavailable`).
     @Test func aWriteThatOutlivesTheLeaseWhileWaitingWritesNothing() async throws {
         let server = PostgresServer.shared
-        let database = try server.createDatabase()
+        let database = try await server.createDatabase()
         let (store, directory) = try await cluster(database: database)
         _ = try await directory.renewLease(zombie, nodeTimeout: .seconds(30), recordsExpireAfter: .seconds(86_400))
         #expect(try await !acting(as: zombie) { try await store.setDraft(user: "bob", text: "one", at: Date()) })
@@ -225,7 +227,7 @@ import ViewlineTestSupport
     /// (acknowledged), and `one` committed last.
     @Test func twoWritesOfASessionWokenTogetherLandInTheOrderAskedFor() async throws {
         let server = PostgresServer.shared
-        let database = try server.createDatabase()
+        let database = try await server.createDatabase()
         let (store, directory) = try await cluster(database: database)
         _ = try await directory.renewLease(zombie, nodeTimeout: .seconds(300), recordsExpireAfter: .seconds(86_400))
         _ = try await directory.save([record(owner: zombie)])

@@ -13,13 +13,13 @@ import ViewlineTestSupport
 
     func directory() async throws -> PostgresSessionDirectory {
         let server = PostgresServer.shared
-        let url = try PostgresURL(server.url(database: try server.createDatabase()))
+        let url = try PostgresURL(server.url(database: try await server.createDatabase()))
         return try await PostgresSessionDirectory.connect(url)
     }
 
     @Test func theDirectoryMakesOnlyTheClustersTablesAndTakesThoseAnOlderSchemaMade() async throws {
         let server = PostgresServer.shared
-        let database = try server.createDatabase()
+        let database = try await server.createDatabase()
         let directory = try await PostgresSessionDirectory.connect(try PostgresURL(server.url(database: database)))
         defer { directory.close() }
         let tables = try server.query(
@@ -31,7 +31,7 @@ import ViewlineTestSupport
 
         // A database whose cluster tables the seed store's schema made (before the two
         // were split, without `rev`): the directory takes them and adds what they lack.
-        let older = try server.createDatabase()
+        let older = try await server.createDatabase()
         _ = try server.query(
             """
             CREATE TABLE viewline_nodes (id text PRIMARY KEY, address text NOT NULL, heartbeat_at timestamptz NOT NULL);
@@ -75,7 +75,7 @@ import ViewlineTestSupport
     /// records last, and the write order of sessions that wrote nothing for as long.
     @Test func aRenewalClearsRecordsAndWriteOrdersOlderThanRecordsLast() async throws {
         let server = PostgresServer.shared
-        let database = try server.createDatabase()
+        let database = try await server.createDatabase()
         let directory = try await PostgresSessionDirectory.connect(try PostgresURL(server.url(database: database)))
         defer { directory.close() }
         _ = try await directory.renewLease(zombie, nodeTimeout: .seconds(1), recordsExpireAfter: .seconds(3600))
@@ -97,7 +97,7 @@ import ViewlineTestSupport
     /// (its row gone) has them cleared, once they are older than records last.
     @Test func aListedNodesRecordsAreNeverClearedWhateverTheDatabasesClockSays() async throws {
         let server = PostgresServer.shared
-        let database = try server.createDatabase()
+        let database = try await server.createDatabase()
         let directory = try await PostgresSessionDirectory.connect(try PostgresURL(server.url(database: database)))
         defer { directory.close() }
         _ = try await directory.renewLease(zombie, nodeTimeout: .seconds(1), recordsExpireAfter: .seconds(3600))
@@ -125,7 +125,7 @@ import ViewlineTestSupport
     /// written after the jump is judged by the clock as it is.
     @Test func aJumpOfTheDatabasesClockANodeSawAgesNoRecordWrittenBeforeIt() async throws {
         let server = PostgresServer.shared
-        let database = try server.createDatabase()
+        let database = try await server.createDatabase()
         let directory = try await PostgresSessionDirectory.connect(try PostgresURL(server.url(database: database)))
         defer { directory.close() }
         _ = try await directory.renewLease(zombie, nodeTimeout: .seconds(1), recordsExpireAfter: .seconds(3600))
@@ -158,7 +158,7 @@ import ViewlineTestSupport
     /// stays; so do both jumps.
     @Test func twoJumpsBothCountAndNeitherIsForgottenWhileARecordBeforeThemIsYoung() async throws {
         let server = PostgresServer.shared
-        let database = try server.createDatabase()
+        let database = try await server.createDatabase()
         let directory = try await PostgresSessionDirectory.connect(try PostgresURL(server.url(database: database)))
         defer { directory.close() }
         _ = try await directory.renewLease(zombie, nodeTimeout: .seconds(1), recordsExpireAfter: .seconds(86_400))
@@ -302,7 +302,7 @@ import ViewlineTestSupport
     /// batch's statement carries, round-trips within the write deadline.
     @Test func aLargeRecordIsWrittenAndFoundWhole() async throws {
         let server = PostgresServer.shared
-        let database = try server.createDatabase()
+        let database = try await server.createDatabase()
         let directory = try await PostgresSessionDirectory.connect(try PostgresURL(server.url(database: database)))
         defer { directory.close() }
         _ = try await directory.renewLease(zombie, nodeTimeout: .seconds(30), recordsExpireAfter: .seconds(86_400))
@@ -315,7 +315,7 @@ import ViewlineTestSupport
     /// never waits on one session's lock), and reports it to end again later.
     @Test func anEndOfALockedRecordIsSkippedNotWaitedFor() async throws {
         let server = PostgresServer.shared
-        let database = try server.createDatabase()
+        let database = try await server.createDatabase()
         let directory = try await PostgresSessionDirectory.connect(try PostgresURL(server.url(database: database)))
         defer { directory.close() }
         _ = try await directory.renewLease(zombie, nodeTimeout: .seconds(30), recordsExpireAfter: .seconds(86_400))
@@ -337,7 +337,7 @@ import ViewlineTestSupport
 
     @Test func aLockedRecordIsSkippedAndTheRestOfTheBatchIsWrittenAtOnce() async throws {
         let server = PostgresServer.shared
-        let database = try server.createDatabase()
+        let database = try await server.createDatabase()
         let directory = try await PostgresSessionDirectory.connect(try PostgresURL(server.url(database: database)))
         defer { directory.close() }
         _ = try await directory.renewLease(zombie, nodeTimeout: .seconds(30), recordsExpireAfter: .seconds(86_400))
@@ -373,7 +373,7 @@ import ViewlineTestSupport
     /// up, or the node's records would trail until it refused commands.
     @Test func aBatchOfRecordsIsWrittenWhileEveryPooledConnectionIsBusy() async throws {
         let server = PostgresServer.shared
-        let database = try server.createDatabase()
+        let database = try await server.createDatabase()
         // The pool the node's stores share with its directory.
         let pool = DatabaseAccess(url: try PostgresURL(server.url(database: database)), operationTimeout: .seconds(30), logger: Logger(label: "test"))
         pool.runInTask()
@@ -460,7 +460,7 @@ import ViewlineTestSupport
 
     @Test func everyNodeGetsTheTokenKeyTheFirstOneStored() async throws {
         let server = PostgresServer.shared
-        let url = try PostgresURL(server.url(database: try server.createDatabase()))
+        let url = try PostgresURL(server.url(database: try await server.createDatabase()))
         let first = try await PostgresSessionDirectory.connect(url)
         let second = try await PostgresSessionDirectory.connect(url)
         let key = try await first.agreedTokenKey()
@@ -506,7 +506,7 @@ import ViewlineTestSupport
     /// (the renewal's lapse check finds the claim).
     @Test(.timeLimit(.minutes(1))) func aClaimWaitingForTheRowDoesNotGoThroughOnALeaseRenewedMeanwhile() async throws {
         let server = PostgresServer.shared
-        let database = try server.createDatabase()
+        let database = try await server.createDatabase()
         let directory = try await PostgresSessionDirectory.connect(try PostgresURL(server.url(database: database)))
         defer { directory.close() }
         _ = try await directory.renewLease(zombie, nodeTimeout: .seconds(30), recordsExpireAfter: .seconds(86_400))

@@ -59,7 +59,7 @@ import ViewlineTestSupport
     /// the test's PostgreSQL, a primary: the health watch finds it, and calls go to it.
     @Test func aNodeUsesTheServerThatIsThePrimary() async throws {
         let server = PostgresServer.shared
-        let single = try PostgresURL(server.url(database: try server.createDatabase()))
+        let single = try PostgresURL(server.url(database: try await server.createDatabase()))
         let listed = try PostgresURL(
             "postgres://\(single.user)@127.0.0.1:1,\(single.host):\(single.port)/\(single.database)?sslmode=disable")
         let database = DatabaseAccess(url: listed, operationTimeout: .seconds(20), logger: Logger(label: "test"))
@@ -164,7 +164,7 @@ import ViewlineTestSupport
 @Suite struct ReadOnlyServerTests {
     @Test func aServerThatIsReadOnlyByDefaultIsPassedOver() async throws {
         let server = PostgresServer.shared
-        let single = try PostgresURL(server.url(database: try server.createDatabase()))
+        let single = try PostgresURL(server.url(database: try await server.createDatabase()))
         let logger = Logger(label: "test")
         let admin = try await single.connect(server: 0, id: 9, within: .seconds(60), logger: logger)
         try await admin.query(

@@ -13,7 +13,7 @@ import ViewlineTestSupport
 @Suite(.timeLimit(.minutes(1))) struct SilentDatabaseTests {
     @Test func aStatementOnASilentConnectionFailsAtItsDeadlineAndTheNextOneReconnects() async throws {
         let server = PostgresServer.shared
-        let database = try server.createDatabase()
+        let database = try await server.createDatabase()
         let proxy = try TCPProxy(to: server.port)
         let url = try PostgresURL("postgres://postgres@127.0.0.1:\(proxy.port)/\(database)?sslmode=disable")
         let connection = DedicatedConnection(url: url, id: 9, logger: Logger(label: "test"))
@@ -34,7 +34,7 @@ import ViewlineTestSupport
     /// them. With all 16 of the pool's connections silenced, a call still gets a new one.
     @Test func aPoolCallOnASilentConnectionClosesItSoThePoolRecovers() async throws {
         let server = PostgresServer.shared
-        let database = try server.createDatabase()
+        let database = try await server.createDatabase()
         let proxy = try TCPProxy(to: server.port)
         let url = try PostgresURL("postgres://postgres@127.0.0.1:\(proxy.port)/\(database)?sslmode=disable")
         let access = DatabaseAccess(url: url, operationTimeout: .milliseconds(500), logger: Logger(label: "test"))
@@ -74,7 +74,7 @@ import ViewlineTestSupport
     /// and aborts the statement.
     @Test func aWriteThatMissedItsDeadlineNeverCommitsLater() async throws {
         let server = PostgresServer.shared
-        let database = try server.createDatabase()
+        let database = try await server.createDatabase()
         let url = try PostgresURL(server.url(database: database))
         let access = DatabaseAccess(url: url, operationTimeout: .milliseconds(500), logger: Logger(label: "test"))
         access.runInTask()
@@ -99,7 +99,7 @@ import ViewlineTestSupport
 
     @Test func everyConnectionCarriesServerSideLimitsBelowTheNodeTimeout() async throws {
         let server = PostgresServer.shared
-        let database = try server.createDatabase()
+        let database = try await server.createDatabase()
         let url = try PostgresURL(server.url(database: database))
         let connection = DedicatedConnection(url: url, id: 9, logger: Logger(label: "test"))
         let limits = try await connection.rows(
@@ -111,7 +111,7 @@ import ViewlineTestSupport
 
     @Test func theServerSideLimitsFollowTheNodeTimeout() async throws {
         let server = PostgresServer.shared
-        let database = try server.createDatabase()
+        let database = try await server.createDatabase()
         var url = try PostgresURL(server.url(database: database))
         url.nodeTimeout = .seconds(2)
         let connection = DedicatedConnection(url: url, id: 9, logger: Logger(label: "test"))

@@ -11,7 +11,7 @@ import ViewlineTestSupport
 @Suite(.timeLimit(.minutes(1))) struct SilentListenerTests {
     @Test func aListenerWhoseLinkGoesSilentHearsTheNextChangeWithinSeconds() async throws {
         let server = PostgresServer.shared
-        let database = try server.createDatabase()
+        let database = try await server.createDatabase()
         let direct = try PostgresURL(server.url(database: database))
         let writer = try await PostgresStore.connect(direct)
         let proxy = try TCPProxy(to: server.port)

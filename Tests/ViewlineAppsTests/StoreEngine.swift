@@ -24,7 +24,7 @@ enum StoreEngine: String, CaseIterable, Sendable {
             return (store, { try SQLiteStore.open(path: path) }, store)
         case .postgres:
             let server = PostgresServer.shared
-            let url = try PostgresURL(server.url(database: try server.createDatabase()))
+            let url = try PostgresURL(server.url(database: try await server.createDatabase()))
             return (try await PostgresStore.connect(url), { try await PostgresStore.connect(url) }, try await PostgresStore.connect(url))
         }
     }

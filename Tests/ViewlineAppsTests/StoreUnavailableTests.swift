@@ -16,9 +16,9 @@ import ViewlineTestSupport
 /// `PostgresSessionDirectoryTests` and the chaos runs; its victim is chosen by
 /// timing, which a test cannot pin down).
 @Suite struct StoreUnavailableTests {
-    static func access() throws -> DatabaseAccess {
+    static func access() async throws -> DatabaseAccess {
         let server = PostgresServer.shared
-        let database = try server.createDatabase()
+        let database = try await server.createDatabase()
         let access = DatabaseAccess(
             url: try PostgresURL(server.url(database: database)), operationTimeout: .seconds(20), logger: Logger(label: "test"))
         access.runInTask()
@@ -31,7 +31,7 @@ import ViewlineTestSupport
 
     @Test(arguments: ["40P01", "40001", "40000"])
     func aTransactionTheServerRolledBackIsUnavailable(state: String) async throws {
-        let access = try Self.access()
+        let access = try await Self.access()
         defer { access.close() }
         let error = await #expect(throws: StoreUnavailable.self) { try await access.run(Self.raising(state)) }
         #expect((error?.underlying as? PSQLError)?.serverInfo?[.sqlState] == state)
@@ -39,7 +39,7 @@ import ViewlineTestSupport
 
     @Test(arguments: ["23505", "P0001", "42P01"])
     func anyOtherErrorIsTheCallsOwnFailure(state: String) async throws {
-        let access = try Self.access()
+        let access = try await Self.access()
         defer { access.close() }
         await #expect {
             try await access.run(Self.raising(state))
@@ -49,7 +49,7 @@ import ViewlineTestSupport
     }
 
     @Test func theConnectionIsUsableAfterwards() async throws {
-        let access = try Self.access()
+        let access = try await Self.access()
         defer { access.close() }
         await #expect(throws: StoreUnavailable.self) { try await access.run(Self.raising("40P01")) }
         try await access.run("SELECT 1")

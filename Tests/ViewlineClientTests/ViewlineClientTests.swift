@@ -245,7 +245,7 @@ import ViewlineTestSupport
 
     @Test func aRollingRestartOfAClusterKeepsTheSession() async throws {
         let postgres = PostgresServer.shared
-        let url = postgres.url(database: try postgres.createDatabase())
+        let url = postgres.url(database: try await postgres.createDatabase())
         let ports = try (0..<2).map { _ in try freePort() }
         func start(_ index: Int) throws -> ServerProcess {
             try ServerProcess([
@@ -262,7 +262,7 @@ import ViewlineTestSupport
         let (session, token) = (await client.session, await client.token)
         for index in [0, 1] {  // the client is on this node now
             nodes[index].signal(SIGTERM)
-            _ = try nodes[index].waitForExit(timeout: .seconds(20))
+            _ = try await nodes[index].waitForExit(timeout: .seconds(20))
             let seen = try await events(stream) { $0 == .connection(.connected) }
             #expect(seen.contains { if case .bye(let bye) = $0 { bye.code == .shutdown } else { false } })
             #expect(try await client.send("state session")["state"] == ["user": "alice", "loggedIn": true])
@@ -293,7 +293,7 @@ import ViewlineTestSupport
         let (session, token) = (await client.session, await client.token)
         try await Task.sleep(for: .milliseconds(300))  // past the record lag (a tenth of a second)
         server.signal(signal)
-        _ = try server.waitForExit(timeout: .seconds(20))
+        _ = try await server.waitForExit(timeout: .seconds(20))
         server = try start()
         // A command sent on the dead connection would fail as "may or may not have
         // run" (the client cannot know): wait for the resume, as a program would.
@@ -310,7 +310,7 @@ import ViewlineTestSupport
 
     @Test func attachFollowsMovedToTheNodeThatHoldsTheSession() async throws {
         let postgres = PostgresServer.shared
-        let url = postgres.url(database: try postgres.createDatabase())
+        let url = postgres.url(database: try await postgres.createDatabase())
         let nodes = try (0..<2).map { _ in try ServerProcess(["--postgres", url, "--demo", "--port", "0"]) }
         defer { for node in nodes { node.signal(SIGTERM) } }
         let owner = try await ViewlineClient.connect(to: .tcp(port: nodes[0].port))
@@ -387,7 +387,7 @@ struct LoadBalancedClientTests {
         _ = try await client.waitForDisplay("search") { $0["loading"] == false }
         let (session, token) = (await client.session, await client.token)
         server.signal(SIGTERM)
-        _ = try server.waitForExit(timeout: .seconds(20))
+        _ = try await server.waitForExit(timeout: .seconds(20))
         server = try ServerProcess(arguments)
         let resumed = ContinuousClock.now + .seconds(30)
         while await client.resumed == 0, ContinuousClock.now < resumed { try await Task.sleep(for: .milliseconds(50)) }
