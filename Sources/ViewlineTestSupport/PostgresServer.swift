@@ -115,9 +115,7 @@ public final class PostgresServer: @unchecked Sendable {
     /// pool would hold one of its few threads (two on a 2-core machine) from every
     /// other async test meanwhile. Swift picks this one wherever `await` can be used.
     public func createDatabase() async throws -> String {
-        try await withCheckedThrowingContinuation { continuation in
-            Thread { continuation.resume(with: Result { try self.createDatabase() as String }) }.start()
-        }
+        try await onItsOwnThread { try self.createDatabase() as String }
     }
 
     /// Runs `sql` in `database` with psql and returns its unaligned output, trimmed.
@@ -129,9 +127,7 @@ public final class PostgresServer: @unchecked Sendable {
     /// statement that holds locks or sleeps while the test goes on (a transaction
     /// another part waits for) must not take one of the pool's few threads meanwhile.
     public func queryOnItsOwnThread(_ sql: String, database: String) async throws -> String {
-        try await withCheckedThrowingContinuation { continuation in
-            Thread { continuation.resume(with: Result { try self.query(sql, database: database) }) }.start()
-        }
+        try await onItsOwnThread { try self.query(sql, database: database) }
     }
 
     deinit {

@@ -126,17 +126,8 @@ public final class ServerProcess {
     /// pool would hold one of its few threads (two on a 2-core machine) from every
     /// other async test meanwhile. Swift picks this one wherever `await` can be used.
     public func waitForExit(timeout: Duration = .seconds(10)) async throws -> Int32 {
-        // The test awaits the thread's answer, so the process is never used by two at once.
         let process = HandedOver(self)
-        return try await withCheckedThrowingContinuation { continuation in
-            Thread { continuation.resume(with: Result { try process.value.waitForExit(timeout: timeout) as Int32 }) }.start()
-        }
-    }
-
-    /// This process, handed to the one thread that waits for it while its test awaits.
-    private struct HandedOver: @unchecked Sendable {
-        let value: ServerProcess
-        init(_ value: ServerProcess) { self.value = value }
+        return try await onItsOwnThread { try process.value.waitForExit(timeout: timeout) as Int32 }
     }
 
     /// Whether the kernel has ended the process: it is a zombie (state `Z` in

@@ -87,20 +87,6 @@ private struct DeafRemoteStore: RemoteDraftStore {
     }
 }
 
-/// Something not `Sendable` handed between the test and the thread its blocking
-/// calls run on, one at a time.
-private final class UncheckedBox<Value>: @unchecked Sendable {
-    let value: Value
-    init(_ value: Value) { self.value = value }
-}
-
-/// Runs blocking work on a thread of its own and awaits its result.
-private func offThePool<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
-    try await withCheckedThrowingContinuation { continuation in
-        Thread.detachNewThread { continuation.resume(with: Result { try work() }) }
-    }
-}
-
 @Suite struct ShutdownBoundTests {
     @Test(.timeLimit(.minutes(2))) func aCommandAwaitingACallThatIgnoresCancellationDoesNotHoldShutdownUp() async throws {
         var configuration = ServerConfiguration()
@@ -118,14 +104,14 @@ private func offThePool<T: Sendable>(_ work: @escaping @Sendable () throws -> T)
         let port = try await server.listeningAddress.port
         // The client's blocking reads run on a thread of their own: the in-process
         // server's tasks need the cooperative pool (two threads on a 2-core machine).
-        let client = try await offThePool {
-            let client = UncheckedBox(try LineClient(port: port))
+        let client = try await onItsOwnThread {
+            let client = HandedOver(try LineClient(port: port))
             _ = try client.value.next()
             return client
         }
-        let loggedIn = try await offThePool { try client.value.command("login alice wonderland", timeout: .seconds(60)).isOK }
+        let loggedIn = try await onItsOwnThread { try client.value.command("login alice wonderland", timeout: .seconds(60)).isOK }
         #expect(loggedIn)
-        try await offThePool { try client.value.send("saved") }  // its reply waits a minute on the store
+        try await onItsOwnThread { try client.value.send("saved") }  // its reply waits a minute on the store
         try await Task.sleep(for: .milliseconds(200))
         let started = ContinuousClock.now
         await server.shutdown()
@@ -134,7 +120,7 @@ private func offThePool<T: Sendable>(_ work: @escaping @Sendable () throws -> T)
         // waited for past the drain (1 s), the bye (2 s) and the connections' last
         // work (2 s), not the store's minute: bounded, not timed (a loaded machine
         // gets five times that).
-        let replies = try await offThePool { UncheckedBox(try client.value.read { $0.type == "bye" }) }.value
+        let replies = try await onItsOwnThread { HandedOver(try client.value.read { $0.type == "bye" }) }.value
         #expect(replies.contains { $0.type == "reply" && $0["error"]?["code"]?.stringValue == "unavailable" })
         #expect(ContinuousClock.now - started < .seconds(25))
     }
