@@ -305,8 +305,8 @@ bench() {
         local max; max=$(sed -n 's/^max //p' "$curve")
         while read -r share target achieved p50 p99 p999 lag; do
             [ "$share" = max ] && continue
-            printf "%-44s p50 %s µs, p99 %s µs, p99.9 %s µs (generator lag p99 %s µs; $generator_note)\n" \
-                "open loop, $sessions sessions, ${share} % of ${max}/s, run $run" "$p50" "$p99" "$p999" "$lag"
+            printf '%-44s p50 %s µs, p99 %s µs, p99.9 %s µs (generator lag p99 %s µs; %s)\n' \
+                "open loop, $sessions sessions, ${share} % of ${max}/s, run $run" "$p50" "$p99" "$p999" "$lag" "$generator_note"
             note open_loop "$run $share $p99 $lag"
         done < "$curve"
         [ "$run" = 1 ] && python3 benchmarks/plot_open_loop.py "$curve" "$sessions" > benchmarks/open-loop.svg
