@@ -541,7 +541,8 @@ extension ViewlineBench {
             let cpuBefore = serverPid > 0 ? Self.cpuSeconds(serverPid) : 0
             let start = DispatchTime.now().uptimeNanoseconds
             _ = Self.write(trigger, Array((floor ? "fanout \(marker)\n" : "sync\n").utf8))
-            let times = Self.timesUntil(marker, on: sessions, since: start)
+            let bySocket = Self.timesBySocket(marker, on: sessions, since: start)
+            let times = bySocket.values.sorted()
             // The server's CPU time from the trigger until the last session showed the
             // change (with --server-pid): what the fan-out cost it, whatever the generator did.
             let serverMs = serverPid > 0 ? (Self.cpuSeconds(serverPid) - cpuBefore) * 1000 : nil
@@ -555,6 +556,18 @@ extension ViewlineBench {
                             + ": p50 %.1f ms, p99 %.1f ms, max %.1f ms", fanout, p50, p99, max)
                         + (serverMs.map { String(format: "; server CPU %.0f ms (%.1f µs per display)", $0, $0 * 1000 / Double(fanout)) } ?? ""))
             }
+            if !brief && ports.count > 1 {
+                // Each node's own figures (sessions were opened on the ports in turn): where a
+                // cluster's change is late, on the node that synced or on the one that heard.
+                for (number, nodePort) in ports.enumerated() {
+                    let mine = sessions.indices.filter { $0 % ports.count == number }.compactMap { bySocket[sessions[$0].fd] }.sorted()
+                    guard !mine.isEmpty else { continue }
+                    print(
+                        String(
+                            format: "  node on port %d: first %.1f ms, p50 %.1f ms, p99 %.1f ms, last %.1f ms", nodePort, mine[0],
+                            mine[mine.count / 2], mine[min(mine.count - 1, mine.count * 99 / 100)], mine[mine.count - 1]))
+                }
+            }
             // The trigger's own replies and displays are read (not waited for), so its
             // output never backs up over many changes.
             var drain = [UInt8](repeating: 0, count: 65536)
@@ -567,11 +580,16 @@ extension ViewlineBench {
     /// For each socket, milliseconds from `start` until a line holding `marker`
     /// arrived: one epoll set over all of them, each read as soon as it is readable.
     static func timesUntil(_ marker: String, on sessions: [(fd: Int32, reader: LineReader)], since start: UInt64) -> [Double] {
+        timesBySocket(marker, on: sessions, since: start).values.sorted()
+    }
+
+    /// ``timesUntil(_:on:since:)`` by socket: each session's milliseconds.
+    static func timesBySocket(_ marker: String, on sessions: [(fd: Int32, reader: LineReader)], since start: UInt64) -> [Int32: Double] {
         let needle = Array(marker.utf8)
         let epoll = epoll_create1(0)
         defer { close(epoll) }
         var received: [Int32: [UInt8]] = [:]
-        var times: [Double] = []
+        var times: [Int32: Double] = [:]
         func arrived(_ fd: Int32) -> Bool {
             guard let bytes = received[fd], bytes.count >= needle.count else { return false }
             return bytes.withUnsafeBufferPointer { haystack in
@@ -583,7 +601,7 @@ extension ViewlineBench {
         for session in sessions {
             // Whatever the reader had already buffered counts as arrived before `start`.
             received[session.fd] = Array(session.reader.buffer[session.reader.start..<session.reader.end])
-            if arrived(session.fd) { times.append(0); received[session.fd] = nil; continue }
+            if arrived(session.fd) { times[session.fd] = 0; received[session.fd] = nil; continue }
             _ = fcntl(session.fd, F_SETFL, fcntl(session.fd, F_GETFL) | O_NONBLOCK)
             var event = epoll_event(events: EPOLLIN.rawValue, data: epoll_data_t(fd: session.fd))
             epoll_ctl(epoll, EPOLL_CTL_ADD, session.fd, &event)
@@ -599,7 +617,7 @@ extension ViewlineBench {
                 guard count > 0 else { continue }
                 received[fd, default: []].append(contentsOf: buffer[0..<count])
                 if arrived(fd) {
-                    times.append(Double(DispatchTime.now().uptimeNanoseconds - start) / 1_000_000)
+                    times[fd] = Double(DispatchTime.now().uptimeNanoseconds - start) / 1_000_000
                     received[fd] = nil
                     var none = epoll_event()
                     epoll_ctl(epoll, EPOLL_CTL_DEL, fd, &none)
@@ -607,8 +625,9 @@ extension ViewlineBench {
             }
         }
         // A session that never showed the change counts as the whole wait.
-        times += Array(repeating: Double(DispatchTime.now().uptimeNanoseconds - start) / 1_000_000, count: received.count)
-        return times.sorted()
+        let whole = Double(DispatchTime.now().uptimeNanoseconds - start) / 1_000_000
+        for fd in received.keys { times[fd] = whole }
+        return times
     }
 
     /// User + system CPU time of `pid` in seconds, from /proc/PID/stat (fields 14, 15).
