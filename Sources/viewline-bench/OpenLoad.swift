@@ -161,7 +161,16 @@ struct OpenLoad {
         }
         guard let connection = byDescriptor[fd] else { return nil }
         let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-        guard count > 0 else { return nil }
+        guard count > 0 else {
+            // The server hung up (or the link failed): a closed socket stays readable to a
+            // level-triggered epoll, so it leaves the set, or the generator (at real-time
+            // priority on its core) would spin on it until the run's end.
+            if count == 0 || (errno != EAGAIN && errno != EINTR) {
+                var none = epoll_event()
+                epoll_ctl(epoll, EPOLL_CTL_DEL, fd, &none)
+            }
+            return nil
+        }
         let replies = buffer.withUnsafeBytes { connection.replies.count(in: UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
         return replies > 0 && connection.inFlightDue != 0 ? connection : nil
     }
