@@ -37,23 +37,31 @@ public struct PostgresSessionDirectory: SessionDirectory {
     /// How often this node's housekeeping deletes (``renewLease(_:nodeTimeout:recordsExpireAfter:)``).
     private let deletes = DeletePace()
 
-    /// What the database's clock jumped forward since `column` (a row's time), as an
-    /// interval: every jump a node saw after it. (`column` must not name a row of
-    /// `later`, the subquery's own alias.)
-    /// When the housekeeping last deleted, by this node's monotonic clock.
+    /// When the housekeeping's last round that deleted ended, by this node's monotonic
+    /// clock: the next one waits an interval from there (a slow round is not followed
+    /// at once by another), unless the last one found more than it may delete at once.
     final class DeletePace: Sendable {
-        private let last = Mutex<ContinuousClock.Instant?>(nil)
+        private let state = Mutex<(ended: ContinuousClock.Instant?, more: Bool)>((nil, false))
 
-        /// Whether a round that deletes is due (none in the last `interval`), noting it.
+        /// Whether a round that deletes is due at `now`: none yet, the last one left
+        /// more to delete, or it ended `interval` ago or longer.
         func due(every interval: Duration, now: ContinuousClock.Instant = .now) -> Bool {
-            last.withLock { last in
-                if let previous = last, now - previous < interval { return false }
-                last = now
-                return true
+            state.withLock { state in
+                guard let ended = state.ended, !state.more else { return true }
+                return now - ended >= interval
             }
+        }
+
+        /// A round that deleted ended at `now`; `more`: it deleted as many as it may at
+        /// once, so more may be due.
+        func ended(more: Bool, now: ContinuousClock.Instant = .now) {
+            state.withLock { $0 = (now, more) }
         }
     }
 
+    /// What the database's clock jumped forward since `column` (a row's time), as an
+    /// interval: every jump a node saw after it. (`column` must not name a row of
+    /// `later`, the subquery's own alias.)
     static func jumpedSince(_ column: String) -> String {
         """
         COALESCE((SELECT make_interval(secs => sum(later.jump_ms)::double precision / 1000) FROM viewline_clock_jumps later \
@@ -182,11 +190,12 @@ public struct PostgresSessionDirectory: SessionDirectory {
         // sessions, a day old. A live record of a node that is still listed — alive,
         // paused or merely silent — is never deleted, whatever the database's clock says
         // (a node that died without leaving keeps its row, so its records wait for a
-        // claim); at most 1,000 a round, and a round that deletes at most once a node
-        // timeout by this node's monotonic clock. Its statements scan every record (no
-        // index on `updated_at`, so a record's write stays a HOT update): a round each
-        // renewal (a fifth of the node timeout) kept one of PostgreSQL's cores busy with
-        // 9,488 sessions on two nodes, and delayed everything else the database did.
+        // claim); at most 1,000 a round. A round that deletes begins a node timeout
+        // after the last one ended, by this node's monotonic clock (at once while the
+        // last one found its 1,000). Its statements scan every record (no index on
+        // `updated_at`, so a record's write stays a HOT update): a round at each renewal
+        // (a fifth of the node timeout) kept one of PostgreSQL's cores busy with 9,488
+        // sessions on two nodes, and delayed everything else the database did.
         //
         // A record is judged by the database's clock less every forward jump of it
         // that a node saw after the record was written (`viewline_clock_jumps`,
@@ -216,15 +225,21 @@ public struct PostgresSessionDirectory: SessionDirectory {
                 defer { clockWatch.endHousekeeping() }
                 guard mayDelete, deletes.due(every: nodeTimeout) else { return }
                 let seconds = recordsExpireAfter.seconds
-                try? await database.run(
+                let limit = 1000
+                let deleted = try? await database.collect(
                     """
-                    DELETE FROM viewline_sessions WHERE lookup IN (
-                        SELECT s.lookup FROM viewline_sessions s
-                        WHERE s.updated_at < \(now)::timestamptz - make_interval(secs => \(seconds))
-                        AND s.updated_at < \(now)::timestamptz - make_interval(secs => \(seconds)) - \(unescaped: Self.jumpedSince("s.updated_at"))
-                        AND (s.ended OR NOT EXISTS (SELECT 1 FROM viewline_nodes n WHERE n.id = s.owner))
-                        LIMIT 1000)
-                    """, timeout: statementTimeout)
+                    WITH gone AS (
+                        DELETE FROM viewline_sessions WHERE lookup IN (
+                            SELECT s.lookup FROM viewline_sessions s
+                            WHERE s.updated_at < \(now)::timestamptz - make_interval(secs => \(seconds))
+                            AND s.updated_at < \(now)::timestamptz - make_interval(secs => \(seconds)) - \(unescaped: Self.jumpedSince("s.updated_at"))
+                            AND (s.ended OR NOT EXISTS (SELECT 1 FROM viewline_nodes n WHERE n.id = s.owner))
+                            LIMIT \(limit))
+                        RETURNING 1)
+                    SELECT count(*) FROM gone
+                    """, timeout: statementTimeout
+                ) { row in try row.decode(Int.self) }.first
+                defer { deletes.ended(more: deleted == limit) }
                 try? await database.run(
                     """
                     DELETE FROM viewline_session_writes w
