@@ -579,11 +579,6 @@ extension ViewlineBench {
 
     /// For each socket, milliseconds from `start` until a line holding `marker`
     /// arrived: one epoll set over all of them, each read as soon as it is readable.
-    static func timesUntil(_ marker: String, on sessions: [(fd: Int32, reader: LineReader)], since start: UInt64) -> [Double] {
-        timesBySocket(marker, on: sessions, since: start).values.sorted()
-    }
-
-    /// ``timesUntil(_:on:since:)`` by socket: each session's milliseconds.
     static func timesBySocket(_ marker: String, on sessions: [(fd: Int32, reader: LineReader)], since start: UInt64) -> [Int32: Double] {
         let needle = Array(marker.utf8)
         let epoll = epoll_create1(0)
