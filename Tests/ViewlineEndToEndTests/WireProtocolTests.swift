@@ -49,8 +49,9 @@ import ViewlineTestSupport
     @Test func rule3_aNumberIdIsEchoedByteForByte() throws {
         let server = try startServer()
         let client = try connect(server)
-        // Ids a double would rewrite (precision, trailing zeros, exponents, -0), and a failing command.
-        let ids = ["12345678901234567890", "1.50", "1e3", "-0", "0.1", "9007199254740993"]
+        // Ids a double would rewrite (precision, trailing zeros, exponents, -0) or cannot
+        // hold (past its range either way), and a failing command.
+        let ids = ["12345678901234567890", "1.50", "1e3", "-0", "0.1", "9007199254740993", "1e400", "-1E+999", "1e-400"]
         for id in ids {
             try client.send(#"{"id":\#(id),"cmd":"ping"}"#)
             let line = String(decoding: try #require(try client.readLine(timeout: .seconds(5))), as: UTF8.self)

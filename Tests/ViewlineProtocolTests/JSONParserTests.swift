@@ -55,6 +55,15 @@ import ViewlineKit
         #expect(throws: (any Error).self, "\(text)") { try parse(text) }
     }
 
+    @Test func aNumberPastADoublesRangeIsRefusedExceptAsTheTopLevelID() throws {
+        // An id is echoed byte for byte and never computed with (PROTOCOL §3.2).
+        #expect(try parse(#"{"id":1e400,"cmd":"ping"}"#)["id"] == .number("1e400"))
+        #expect(try parse(#"{"id":-1E+999}"#)["id"] == .number("-1E+999"))
+        for text in [#"{"args":{"id":1e400}}"#, #"{"id":[1e400]}"#, #"{"n":1e400}"#] {
+            #expect(throws: (any Error).self, "\(text)") { try parse(text) }
+        }
+    }
+
     @Test func aDeepDocumentIsRefusedAtTheDepthLimit() throws {
         let deep = String(repeating: "[", count: 33) + String(repeating: "]", count: 33)
         #expect(throws: JSONParser.Failure.tooComplex("nested deeper than 32")) { try parse(deep, limits: .request) }
