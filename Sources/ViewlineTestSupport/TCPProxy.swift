@@ -22,6 +22,8 @@ public final class TCPProxy: @unchecked Sendable {
     private let refusing = Atomic<Bool>(false)
     /// How long each piece waits before it is forwarded, each way (milliseconds).
     private let delayMilliseconds = Atomic<Int>(0)
+    /// Bytes that, once forwarded from the target, cut every connection (``cut(afterTheTargetSends:)``).
+    private let cutMarker = Mutex<[UInt8]?>(nil)
 
     public init(to target: Int) throws {
         _ = BrokenPipes.ignored
@@ -53,6 +55,29 @@ public final class TCPProxy: @unchecked Sendable {
         for fd in open.withLock({ fds in
             defer { fds = [] }; return fds
         }) { shutdown(fd, Int32(SHUT_RDWR)) }
+    }
+
+    /// Drops every connection right after the target sends `marker` (forwarded first),
+    /// at most once: a cut at a point of the exchange, decided on the proxy's own
+    /// thread, so it lands there however late the test's task runs.
+    public func cut(afterTheTargetSends marker: String) {
+        cutMarker.withLock { $0 = Array(marker.utf8) }
+    }
+
+    /// Whether `piece`, after `carried` (the end of what came before it), holds the
+    /// armed marker; if so the marker is disarmed. `carried` keeps what a marker split
+    /// across pieces needs.
+    private func takeMarker(in piece: ArraySlice<UInt8>, after carried: inout [UInt8]) -> Bool {
+        cutMarker.withLock { marker in
+            guard let armed = marker, !armed.isEmpty else { return false }
+            let seen = carried + piece
+            carried = Array(seen.suffix(armed.count - 1))
+            guard seen.count >= armed.count,
+                (0...(seen.count - armed.count)).contains(where: { seen[$0..<($0 + armed.count)].elementsEqual(armed) })
+            else { return false }
+            marker = nil
+            return true
+        }
     }
 
     /// The target goes down: new connections are closed at once, until ``up()``, and
@@ -95,11 +120,19 @@ public final class TCPProxy: @unchecked Sendable {
             let silent: @Sendable () -> Bool = { [self] in number < silencedBelow.load(ordering: .acquiring) }
             let delay: @Sendable () -> Int = { [self] in delayMilliseconds.load(ordering: .acquiring) }
             Thread.detachNewThread { Self.pump(from: client, to: server, silent: silent, delay: delay) }
-            Thread.detachNewThread { Self.pump(from: server, to: client, silent: silent, delay: delay) }
+            Thread.detachNewThread { [self] in
+                var carried: [UInt8] = []
+                Self.pump(from: server, to: client, silent: silent, delay: delay) { piece in
+                    if takeMarker(in: piece, after: &carried) { cut() }
+                }
+            }
         }
     }
 
-    private static func pump(from source: Int32, to destination: Int32, silent: @Sendable () -> Bool, delay: @Sendable () -> Int) {
+    private static func pump(
+        from source: Int32, to destination: Int32, silent: @Sendable () -> Bool, delay: @Sendable () -> Int,
+        forwarded: (ArraySlice<UInt8>) -> Void = { _ in }
+    ) {
         var buffer = [UInt8](repeating: 0, count: 65536)
         while true {
             let count = buffer.withUnsafeMutableBytes { read(source, $0.baseAddress, $0.count) }
@@ -109,6 +142,7 @@ public final class TCPProxy: @unchecked Sendable {
             if wait > 0 { usleep(useconds_t(wait * 1000)) }
             // MSG_NOSIGNAL: a side that closed ends this pump, not (by SIGPIPE) the test process.
             guard buffer.withUnsafeBytes({ send(destination, $0.baseAddress, count, Int32(MSG_NOSIGNAL)) }) == count else { break }
+            forwarded(buffer[..<count])
         }
         shutdown(source, Int32(SHUT_RDWR))
         shutdown(destination, Int32(SHUT_RDWR))

@@ -204,13 +204,14 @@ import ViewlineTestSupport
     }
 
     @Test func aConnectionDroppedMidSearchResumesWithTheResultsNothingLostOrDoubled() async throws {
-        // Long enough that the cut lands before the results, however loaded the machine.
+        // The cut comes from the proxy's thread the moment the spinner's display passed
+        // it: the backend still works on the search then, however late this task runs.
         let server = try server(["--backend-latency", "2000"])
         let proxy = try TCPProxy(to: server.port)
         let client = try await ViewlineClient.connect(to: .tcp(port: proxy.port))
         let stream = await client.events()
+        proxy.cut(afterTheTargetSends: #""loading":true"#)
         #expect(try await client.send("search dumpling") == ["accepted": true, "query": "dumpling"])
-        proxy.cut()  // while the backend still works on it
         let seen = try await events(stream, until: Self.isDisplay("search") { $0["loading"] == false })
         #expect(seen.contains(.connection(.reconnecting)))
         // The replay may come before the attach's reply says the client is connected again.
