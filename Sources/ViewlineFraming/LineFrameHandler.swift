@@ -199,6 +199,11 @@ public final class LineFrameHandler: ChannelDuplexHandler, RestartableFramer {
             searched = 0
             ended = true
             emitLine(through: newline, of: &buffer, context: context)
+            // The receiver closed the connection as it took the line (`quit`, a
+            // violation): `channelInactive` came meanwhile, and the rest of this read
+            // is neither framed nor kept (nothing would take it, and a budget that
+            // counts a closed connection's bytes counts them wrongly).
+            if case .done = end { return }
         }
         if ended { timer.cancel() }  // a line ended: the next one gets its own time
         keepIncompleteLine(&buffer, merged: merged, context: context)

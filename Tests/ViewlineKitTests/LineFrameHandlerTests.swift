@@ -56,3 +56,44 @@ import Testing
         #expect(try LineFrameHandlerTests().frames(Array("ok\n12345678".utf8), chunk: 3) == ["ok", "12345678"])
     }
 }
+
+/// A framer that ends the pipeline hands each line to its receiver, which may close
+/// the connection while it takes one.
+@Suite struct LineReceiverTests {
+    final class Receiver: LineAcceptor, LineReceiver {
+        var lines: [String] = []
+        var inactive = 0
+        let closesAfter: String
+        private var channel: (any Channel)?
+
+        init(closingAfter line: String) { closesAfter = line }
+
+        func accept(_ channel: any Channel) -> (any LineReceiver)? {
+            self.channel = channel
+            return self
+        }
+        func received(_ frame: LineFrame) {
+            guard case .line(let buffer) = frame else { return }
+            lines.append(String(buffer: buffer))
+            if lines.last == closesAfter { channel?.close(promise: nil) }
+        }
+        func readComplete() {}
+        func inputEnded() {}
+        func channelInactive() { inactive += 1 }
+    }
+
+    @Test func aCloseAsALineIsTakenEndsTheReadAndTheFramerKeepsNothing() throws {
+        let receiver = Receiver(closingAfter: "quit")
+        let budget = InputBudget()
+        let channel = EmbeddedChannel()
+        try channel.pipeline.syncOperations.addHandler(
+            LineFrameHandler(maximumLength: 64, incompleteLineTimeout: .seconds(30), budget: budget, acceptor: receiver))
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
+        // The close comes synchronously, in the middle of the read that brought `quit`.
+        try channel.writeInbound(ByteBuffer(string: "ping\nquit\nstate\nhalf a li"))
+        #expect(receiver.lines == ["ping", "quit"])
+        #expect(receiver.inactive == 1)
+        #expect(budget.heldBytes == 0)
+        #expect(!channel.isActive)
+    }
+}
