@@ -48,7 +48,7 @@ tests() {
         fuzz_build_log=$(mktemp)
         (renice -n 19 -p "$BASHPID" > /dev/null; fuzz_build) > "$fuzz_build_log" 2>&1 &
         fuzz_build_pid=$!
-        trap 'kill '"$fuzz_build_pid"' 2>/dev/null; Tests/support/postgres remove "'"$test_pg"'"' EXIT
+        trap 'kill '"$fuzz_build_pid"' 2>/dev/null || true; Tests/support/postgres remove "'"$test_pg"'"' EXIT
     fi
     say "documentation: every public symbol documented, DocC (--analyze) with no diagnostic"
     Tests/support/check-docs
