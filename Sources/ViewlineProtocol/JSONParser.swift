@@ -80,9 +80,7 @@ public struct JSONParser {
         }
     }
 
-    /// `id`: the top-level `id`, a number of which is kept as text even past a
-    /// double's range (``number(keepingTextOutOfRange:)``).
-    private mutating func value(depth: Int, id: Bool = false) throws(Failure) -> JSON {
+    private mutating func value(depth: Int) throws(Failure) -> JSON {
         values += 1
         guard values <= limits.values else { throw .tooComplex("more than \(limits.values) values") }
         guard index < bytes.endIndex else { throw malformed("a value was expected") }
@@ -93,7 +91,7 @@ public struct JSONParser {
         case UInt8(ascii: "t"): try literal("true"); return .bool(true)
         case UInt8(ascii: "f"): try literal("false"); return .bool(false)
         case UInt8(ascii: "n"): try literal("null"); return .null
-        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return try number(keepingTextOutOfRange: id)
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return try number()
         default: throw malformed("a value was expected")
         }
     }
@@ -134,9 +132,8 @@ public struct JSONParser {
             index += 1
             skipWhitespace()
             let start = index
-            let isID = depth == 1 && key == "id"
-            var value = try value(depth: depth, id: isID)
-            if isID { value = keepingNumberText(value, from: start) }
+            var value = try value(depth: depth)
+            if depth == 1, key == "id" { value = keepingNumberText(value, from: start) }
             pairs.append((key, value))
             skipWhitespace()
             guard index < bytes.endIndex else { throw malformed("'}' was expected") }
@@ -272,10 +269,7 @@ public struct JSONParser {
         }
     }
 
-    /// A number as JSON's grammar has it. One past a double's range (`1e400`) is
-    /// malformed, except with `keepingTextOutOfRange` (the top-level `id`, which
-    /// nothing computes with and a reply echoes byte for byte): kept as its text.
-    private mutating func number(keepingTextOutOfRange: Bool = false) throws(Failure) -> JSON {
+    private mutating func number() throws(Failure) -> JSON {
         let start = index
         if bytes[index] == UInt8(ascii: "-") { index += 1 }
         guard index < bytes.endIndex, isDigit(bytes[index]) else { throw malformed("a digit was expected") }
@@ -300,10 +294,7 @@ public struct JSONParser {
         }
         let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
         if integral, let int = Int(text) { return .int(int) }
-        guard let double = Double(text), double.isFinite else {
-            if keepingTextOutOfRange { return .number(text) }
-            throw malformed("a number out of range")
-        }
+        guard let double = Double(text), double.isFinite else { throw malformed("a number out of range") }
         // An integer past `Int` (a `UInt64` id, a state's counter) keeps its digits,
         // as the encoders write it, instead of rounding to a double's 53 bits.
         return integral ? .number(text) : .double(double)

@@ -49,9 +49,8 @@ import ViewlineTestSupport
     @Test func rule3_aNumberIdIsEchoedByteForByte() throws {
         let server = try startServer()
         let client = try connect(server)
-        // Ids a double would rewrite (precision, trailing zeros, exponents, -0) or cannot
-        // hold (past its range either way), and a failing command.
-        let ids = ["12345678901234567890", "1.50", "1e3", "-0", "0.1", "9007199254740993", "1e400", "-1E+999", "1e-400"]
+        // Ids a double would rewrite (precision, trailing zeros, exponents, -0), and a failing command.
+        let ids = ["12345678901234567890", "1.50", "1e3", "-0", "0.1", "9007199254740993", "1e-400"]
         for id in ids {
             try client.send(#"{"id":\#(id),"cmd":"ping"}"#)
             let line = String(decoding: try #require(try client.readLine(timeout: .seconds(5))), as: UTF8.self)
@@ -60,6 +59,11 @@ import ViewlineTestSupport
         try client.send(#"{"id":12345678901234567890,"line":"nope"}"#)
         let failed = String(decoding: try #require(try client.readLine(timeout: .seconds(5))), as: UTF8.self)
         #expect(failed.hasPrefix(#"{"type":"reply","re":12345678901234567890,"ok":false"#), "\(failed)")
+        // Past a double's range an id is no number a client could read back: refused
+        // as any such number is, with no id to echo.
+        try client.send(#"{"id":1e400,"cmd":"ping"}"#)
+        let refused = try client.next()
+        #expect(refused["re"] == .null && refused.errorCode == "bad_json", "\(refused)")
     }
 
     @Test func rule3_aCommandThatAwaitsIsNotOvertakenByTheImmediateOnesBehindIt() throws {
