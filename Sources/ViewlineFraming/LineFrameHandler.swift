@@ -57,6 +57,10 @@ public final class LineFrameHandler: ChannelDuplexHandler, RestartableFramer {
     private var inputClosedWaits = false
     /// Closes the connection when an incomplete line outlives its time.
     private var timer = IncompleteLineTimer()
+    /// The connection is being closed (its whole close went out through this framer,
+    /// or the channel went inactive): nothing more is framed or kept. Over TLS the close
+    /// waits for the peer's `close_notify` while reads still come.
+    private var closing = false
     /// Where the connection's pipeline ends, when the server made this framer its
     /// last handler (`nil`: the handlers behind it do): lines and the channel's changes
     /// go there directly.
@@ -93,6 +97,7 @@ public final class LineFrameHandler: ChannelDuplexHandler, RestartableFramer {
     }
 
     public func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard !closing else { return }  // nobody takes lines any more
         var buffer = unwrapInboundIn(data)
         let merged = partial != nil
         if var partial {
@@ -158,6 +163,7 @@ public final class LineFrameHandler: ChannelDuplexHandler, RestartableFramer {
     }
 
     public func channelInactive(context: ChannelHandlerContext) {
+        closing = true
         if stopped {
             // Nobody is left to answer what was not framed.
             partial = nil
@@ -169,6 +175,13 @@ public final class LineFrameHandler: ChannelDuplexHandler, RestartableFramer {
             receiver.channelInactive()
         }
         context.fireChannelInactive()
+    }
+
+    /// The whole close marks the end of framing at once, before whatever sits in front
+    /// of this framer (TLS) lets the channel go inactive.
+    public func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
+        if mode == .all { closing = true }
+        context.close(mode: mode, promise: promise)
     }
 
     public func handlerRemoved(context: ChannelHandlerContext) {
@@ -199,11 +212,14 @@ public final class LineFrameHandler: ChannelDuplexHandler, RestartableFramer {
             searched = 0
             ended = true
             emitLine(through: newline, of: &buffer, context: context)
-            // The receiver closed the connection as it took the line (`quit`, a
-            // violation): `channelInactive` came meanwhile, and the rest of this read
-            // is neither framed nor kept (nothing would take it, and a budget that
-            // counts a closed connection's bytes counts them wrongly).
-            if case .done = end { return }
+            if closing {
+                // The line's receiver closed the connection as it took it (its backlog
+                // over the budget, a lease run out): the rest of this read is neither
+                // framed nor kept (nothing would take it, and a budget that counts a
+                // closed connection's bytes counts them wrongly).
+                budget.framerHolds(0)
+                return
+            }
         }
         if ended { timer.cancel() }  // a line ended: the next one gets its own time
         keepIncompleteLine(&buffer, merged: merged, context: context)
@@ -291,15 +307,19 @@ public final class LineFrameHandler: ChannelDuplexHandler, RestartableFramer {
 
     private func emitLastLine(context: ChannelHandlerContext) {
         timer.cancel()
-        if let partial, !discarding, !partial.isBlankLine(endingAt: partial.writerIndex) {
-            // The last line is kept up to the limit and one byte more (room for a `\r`
-            // that never came): past the limit, it is too long like any other.
-            emit(partial.readableBytes > maximumLength ? .tooLong : .line(partial), context: context)
-        }
+        // Taken before it is handed over: a receiver that closes the connection as it
+        // takes it brings `channelInactive` here again, with nothing left to hand over.
+        let last = partial
+        let wasDiscarding = discarding
         partial = nil
         searched = 0
         discarding = false
         budget.framerHolds(0)
+        if let last, !wasDiscarding, !last.isBlankLine(endingAt: last.writerIndex) {
+            // The last line is kept up to the limit and one byte more (room for a `\r`
+            // that never came): past the limit, it is too long like any other.
+            emit(last.readableBytes > maximumLength ? .tooLong : .line(last), context: context)
+        }
     }
 }
 

@@ -82,18 +82,55 @@ import Testing
         func channelInactive() { inactive += 1 }
     }
 
-    @Test func aCloseAsALineIsTakenEndsTheReadAndTheFramerKeepsNothing() throws {
-        let receiver = Receiver(closingAfter: "quit")
-        let budget = InputBudget()
+    /// Holds the connection's close back, as TLS does while it waits for the peer's
+    /// `close_notify`: reads still come meanwhile.
+    final class CloseHolder: ChannelOutboundHandler {
+        typealias OutboundIn = ByteBuffer
+        var closes = 0
+        func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) { closes += 1 }
+    }
+
+    /// A connected channel whose pipeline ends with a framer handing lines to `receiver`,
+    /// behind `holder` when there is one.
+    func connected(to receiver: Receiver, budget: InputBudget, behind holder: CloseHolder? = nil) throws -> EmbeddedChannel {
         let channel = EmbeddedChannel()
+        if let holder { try channel.pipeline.syncOperations.addHandler(holder) }
         try channel.pipeline.syncOperations.addHandler(
             LineFrameHandler(maximumLength: 64, incompleteLineTimeout: .seconds(30), budget: budget, acceptor: receiver))
         try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
+        return channel
+    }
+
+    @Test func aCloseAsALineIsTakenEndsTheReadAndTheFramerKeepsNothing() throws {
+        let receiver = Receiver(closingAfter: "quit")
+        let budget = InputBudget()
+        let channel = try connected(to: receiver, budget: budget)
         // The close comes synchronously, in the middle of the read that brought `quit`.
         try channel.writeInbound(ByteBuffer(string: "ping\nquit\nstate\nhalf a li"))
         #expect(receiver.lines == ["ping", "quit"])
         #expect(receiver.inactive == 1)
         #expect(budget.heldBytes == 0)
         #expect(!channel.isActive)
+    }
+
+    @Test func whileTheCloseWaitsNothingMoreIsFramedOrKept() throws {
+        let receiver = Receiver(closingAfter: "quit")
+        let budget = InputBudget()
+        let holder = CloseHolder()
+        let channel = try connected(to: receiver, budget: budget, behind: holder)
+        try channel.writeInbound(ByteBuffer(string: "ping\nquit\nstate\nhalf a li"))
+        #expect(holder.closes == 1 && channel.isActive)
+        try channel.writeInbound(ByteBuffer(string: "ne\nhelp\n"))
+        #expect(receiver.lines == ["ping", "quit"])
+        #expect(budget.heldBytes == 0)
+    }
+
+    @Test func aLastLineWhoseReceiverClosesTheConnectionIsHandedOverOnce() throws {
+        let receiver = Receiver(closingAfter: "last")
+        let channel = try connected(to: receiver, budget: InputBudget())
+        try channel.writeInbound(ByteBuffer(string: "ping\nlast"))
+        channel.pipeline.fireUserInboundEventTriggered(ChannelEvent.inputClosed)
+        #expect(receiver.lines == ["ping", "last"])
+        #expect(receiver.inactive == 1)
     }
 }
