@@ -11,8 +11,9 @@ public enum LineFrame: Sendable, Equatable {
 /// Splits the byte stream into lines and caps their length, like redis's
 /// `processInlineBuffer`: framing only, no meaning. A line over `maximumLength`
 /// bytes yields one `.tooLong` and everything up to its newline is dropped, so the
-/// buffer stays bounded and the connection stays usable. At the end of input (or of
-/// the connection) a last line without `\n` still counts, as with `nc -N`.
+/// buffer stays bounded and the connection stays usable. At the end of input (or when
+/// the peer drops the connection) a last line without `\n` still counts, as with
+/// `nc -N`; once this side closes the connection, nothing more is framed or handed over.
 ///
 /// A handler of its own rather than a `ByteToMessageDecoder`: the lines of a read
 /// are sliced out of the read's buffer as they are found, and only the start of a
@@ -57,9 +58,10 @@ public final class LineFrameHandler: ChannelDuplexHandler, RestartableFramer {
     private var inputClosedWaits = false
     /// Closes the connection when an incomplete line outlives its time.
     private var timer = IncompleteLineTimer()
-    /// The connection is being closed (its whole close went out through this framer,
-    /// or the channel went inactive): nothing more is framed or kept. Over TLS the close
-    /// waits for the peer's `close_notify` while reads still come.
+    /// The connection is being closed (its whole close went out through this framer or
+    /// from it, or the channel went inactive): nothing more is framed, kept or handed
+    /// over, not even a last line. Over TLS the close waits for the peer's
+    /// `close_notify` while reads, a half-closure and a budget's restart still come.
     private var closing = false
     /// Where the connection's pipeline ends, when the server made this framer its
     /// last handler (`nil`: the handlers behind it do): lines and the channel's changes
@@ -139,11 +141,14 @@ public final class LineFrameHandler: ChannelDuplexHandler, RestartableFramer {
     public func errorCaught(context: ChannelHandlerContext, error: any Error) {
         // A reset, a TLS failure: the connection is over (when this framer ends the
         // pipeline; otherwise the handlers behind it decide).
-        if end != nil { context.close(promise: nil) } else { context.fireErrorCaught(error) }
+        guard end != nil else { return context.fireErrorCaught(error) }
+        stopFramingForGood()
+        context.close(promise: nil)
     }
 
     public func read(context: ChannelHandlerContext) {
-        if stopped {
+        // Closing, reads go on (and are dropped): TLS reads the peer's `close_notify`.
+        if stopped && !closing {
             readWanted = true
         } else {
             context.read()
@@ -151,7 +156,7 @@ public final class LineFrameHandler: ChannelDuplexHandler, RestartableFramer {
     }
 
     public func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if let event = event as? ChannelEvent, event == .inputClosed {
+        if let event = event as? ChannelEvent, event == .inputClosed, !closing {
             if stopped {
                 inputClosedWaits = true
                 return
@@ -163,13 +168,14 @@ public final class LineFrameHandler: ChannelDuplexHandler, RestartableFramer {
     }
 
     public func channelInactive(context: ChannelHandlerContext) {
-        closing = true
-        if stopped {
-            // Nobody is left to answer what was not framed.
-            partial = nil
-            budget.framerHolds(0)
+        if stopped || closing {
+            // Nobody is left to answer what was not framed; after a close of ours,
+            // nothing was kept.
+            stopFramingForGood()
+        } else {
+            emitLastLine(context: context)
+            closing = true
         }
-        emitLastLine(context: context)
         if let receiver {
             end = .done
             receiver.channelInactive()
@@ -180,8 +186,20 @@ public final class LineFrameHandler: ChannelDuplexHandler, RestartableFramer {
     /// The whole close marks the end of framing at once, before whatever sits in front
     /// of this framer (TLS) lets the channel go inactive.
     public func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
-        if mode == .all { closing = true }
+        if mode == .all { stopFramingForGood() }
         context.close(mode: mode, promise: promise)
+    }
+
+    /// The connection closes: what is kept goes unframed, an incomplete line included
+    /// (PROTOCOL §8: a line that outlived its time never runs), and nothing more is.
+    private func stopFramingForGood() {
+        closing = true
+        timer.cancel()
+        partial = nil
+        searched = 0
+        discarding = false
+        inputClosedWaits = false
+        budget.framerHolds(0)
     }
 
     public func handlerRemoved(context: ChannelHandlerContext) {
@@ -212,14 +230,11 @@ public final class LineFrameHandler: ChannelDuplexHandler, RestartableFramer {
             searched = 0
             ended = true
             emitLine(through: newline, of: &buffer, context: context)
-            if closing {
-                // The line's receiver closed the connection as it took it (its backlog
-                // over the budget, a lease run out): the rest of this read is neither
-                // framed nor kept (nothing would take it, and a budget that counts a
-                // closed connection's bytes counts them wrongly).
-                budget.framerHolds(0)
-                return
-            }
+            // The line's receiver closed the connection as it took it (its backlog
+            // over the budget, a lease run out): the rest of this read is neither
+            // framed nor kept (nothing would take it, and a budget that counts a
+            // closed connection's bytes counts them wrongly).
+            if closing { return }
         }
         if ended { timer.cancel() }  // a line ended: the next one gets its own time
         keepIncompleteLine(&buffer, merged: merged, context: context)
@@ -230,6 +245,15 @@ public final class LineFrameHandler: ChannelDuplexHandler, RestartableFramer {
         guard stopped else { return }
         stopped = false
         timer.cancel()
+        if closing {
+            // Nothing was kept to frame; a read asked for meanwhile still goes (TLS
+            // reads the peer's `close_notify` through it).
+            if readWanted {
+                readWanted = false
+                context.read()
+            }
+            return
+        }
         if var buffer = partial {
             partial = nil
             frame(&buffer, merged: true, context: context)
@@ -317,8 +341,10 @@ public final class LineFrameHandler: ChannelDuplexHandler, RestartableFramer {
         budget.framerHolds(0)
         if let last, !wasDiscarding, !last.isBlankLine(endingAt: last.writerIndex) {
             // The last line is kept up to the limit and one byte more (room for a `\r`
-            // that never came): past the limit, it is too long like any other.
-            emit(last.readableBytes > maximumLength ? .tooLong : .line(last), context: context)
+            // that never came): past the limit, it is too long like any other, its `\r`
+            // discounted as with a newline.
+            let endsInReturn = last.getInteger(at: last.writerIndex - 1, as: UInt8.self) == UInt8(ascii: "\r")
+            emit(last.readableBytes - (endsInReturn ? 1 : 0) > maximumLength ? .tooLong : .line(last), context: context)
         }
     }
 }

@@ -28,6 +28,11 @@ enum FuzzLines {
                 }
             }
         }
+        // The client ends its input: the last line without a newline counts.
+        channel.pipeline.fireUserInboundEventTriggered(ChannelEvent.inputClosed)
+        while let frame = try? channel.readInbound(as: LineFrame.self) {
+            if case .line(let buffer) = frame { _ = RequestDecoder.decode(line: buffer.readableBytesView, commands: commands) }
+        }
         _ = try? channel.finish()
         // The whole input as one line, too: long JSON and deep nesting.
         if let decoded = RequestDecoder.decode(line: bytes, commands: commands), case .success(let request) = decoded {

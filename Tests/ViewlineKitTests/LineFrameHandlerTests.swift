@@ -13,6 +13,8 @@ import Testing
             try channel.writeInbound(ByteBuffer(bytes: input[index..<end]))
             index = end
         }
+        // The client ends its input (`nc -N`); its last line counts then.
+        channel.pipeline.fireUserInboundEventTriggered(ChannelEvent.inputClosed)
         _ = try channel.finish()
         var out: [String] = []
         while let frame = try channel.readInbound(as: LineFrame.self) {
@@ -62,8 +64,11 @@ import Testing
 @Suite struct LineReceiverTests {
     final class Receiver: LineAcceptor, LineReceiver {
         var lines: [String] = []
+        var tooLong = 0
         var inactive = 0
         let closesAfter: String
+        /// Counts each line into this budget as queued, as a connection does.
+        var queuesInto: InputBudget?
         private var channel: (any Channel)?
 
         init(closingAfter line: String) { closesAfter = line }
@@ -73,7 +78,8 @@ import Testing
             return self
         }
         func received(_ frame: LineFrame) {
-            guard case .line(let buffer) = frame else { return }
+            guard case .line(let buffer) = frame else { return tooLong += 1 }
+            queuesInto?.queued(byteCount: buffer.readableBytes)
             lines.append(String(buffer: buffer))
             if lines.last == closesAfter { channel?.close(promise: nil) }
         }
@@ -92,11 +98,11 @@ import Testing
 
     /// A connected channel whose pipeline ends with a framer handing lines to `receiver`,
     /// behind `holder` when there is one.
-    func connected(to receiver: Receiver, budget: InputBudget, behind holder: CloseHolder? = nil) throws -> EmbeddedChannel {
+    func connected(to receiver: Receiver, budget: InputBudget, behind holder: CloseHolder? = nil, limit: Int = 64) throws -> EmbeddedChannel {
         let channel = EmbeddedChannel()
         if let holder { try channel.pipeline.syncOperations.addHandler(holder) }
         try channel.pipeline.syncOperations.addHandler(
-            LineFrameHandler(maximumLength: 64, incompleteLineTimeout: .seconds(30), budget: budget, acceptor: receiver))
+            LineFrameHandler(maximumLength: limit, incompleteLineTimeout: .seconds(30), budget: budget, acceptor: receiver))
         try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
         return channel
     }
@@ -132,5 +138,46 @@ import Testing
         channel.pipeline.fireUserInboundEventTriggered(ChannelEvent.inputClosed)
         #expect(receiver.lines == ["ping", "last"])
         #expect(receiver.inactive == 1)
+    }
+
+    @Test func anIncompleteLineWhoseTimeRanOutIsNotRunWhenTheClientClosesItsSide() throws {
+        // PROTOCOL §8: the connection is closed without `bye`; over TLS the close waits
+        // for the client, whose half-close must not make the fragment a last line.
+        let receiver = Receiver(closingAfter: "quit")
+        let budget = InputBudget()
+        let holder = CloseHolder()
+        let channel = try connected(to: receiver, budget: budget, behind: holder)
+        try channel.writeInbound(ByteBuffer(string: "ping\ndraft Transfer approved ONLY IF the board sign"))
+        channel.embeddedEventLoop.advanceTime(by: .seconds(31))
+        #expect(holder.closes == 1 && budget.heldBytes == 0)
+        channel.pipeline.fireUserInboundEventTriggered(ChannelEvent.inputClosed)
+        try channel.writeInbound(ByteBuffer(string: "ed\n"))
+        #expect(receiver.lines == ["ping"])
+    }
+
+    @Test func framingStoppedForWantOfRoomDoesNotGoOnAfterTheClose() throws {
+        let receiver = Receiver(closingAfter: "never")
+        let budget = InputBudget()
+        receiver.queuesInto = budget
+        let holder = CloseHolder()
+        let channel = try connected(to: receiver, budget: budget, behind: holder)
+        // More lines than the queue takes: framing stops with the rest kept.
+        try channel.writeInbound(ByteBuffer(string: String(repeating: "a\n", count: InputBudget.maximumQueuedLines + 40)))
+        #expect(receiver.lines.count == InputBudget.maximumQueuedLines)
+        channel.close(promise: nil)
+        #expect(holder.closes == 1 && budget.heldBytes == budget.queuedLines * (1 + InputBudget.lineOverhead))
+        // The session runs its queue: the restart finds the connection closing.
+        for _ in 0..<InputBudget.maximumQueuedLines { budget.dequeued(byteCount: 1) }
+        channel.embeddedEventLoop.run()
+        #expect(receiver.lines.count == InputBudget.maximumQueuedLines)
+        #expect(budget.heldBytes == 0)
+    }
+
+    @Test func aLastLineAtTheLimitKeepsItsReturnOutOfTheCount() throws {
+        let receiver = Receiver(closingAfter: "never")
+        let channel = try connected(to: receiver, budget: InputBudget(), limit: 16)
+        try channel.writeInbound(ByteBuffer(string: "search abcdefghi\r"))
+        channel.pipeline.fireUserInboundEventTriggered(ChannelEvent.inputClosed)
+        #expect(receiver.lines == ["search abcdefghi\r"] && receiver.tooLong == 0)
     }
 }
