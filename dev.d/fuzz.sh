@@ -9,20 +9,10 @@ corpus() {
 }
 
 fuzz() {
+    local seconds="${1:-45}"
     say "building viewline-fuzz with libFuzzer and AddressSanitizer (.build-fuzz)"
-    fuzz_build
-    fuzz_run "${1:-45}"
-}
-
-# viewline-fuzz with libFuzzer and AddressSanitizer, in a build folder of its own.
-fuzz_build() {
     swift build --scratch-path .build-fuzz --product viewline-fuzz \
         -Xswiftc -sanitize=fuzzer,address -Xswiftc -DFUZZING -Xswiftc -gnone 2>&1 | { grep -Ev '^\[[0-9]+/[0-9]+\]' || true; }
-}
-
-# fuzz_run SECONDS: the built fuzzer from the seed corpus.
-fuzz_run() {
-    local seconds=$1
     local seeds; seeds=$(corpus)
     mkdir -p .build-fuzz/crashes
     say "fuzzing for ${seconds} s (a crash is saved in .build-fuzz/crashes/; keep it in protocol/vectors/fuzz/crashes/)"

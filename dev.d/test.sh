@@ -39,17 +39,6 @@ tests() {
     # Only whole "started" lines go: a crash's message (a signal ends the test process)
     # is written into the middle of one, and must stay in the log.
     swift test --skip-build --disable-xctest 2>&1 | { grep -Ev '^↳|^◇.*started\.$' || true; }
-    # The fuzzer's build (libFuzzer and ASan, .build-fuzz: a minute of both cores) is
-    # needed only by the fuzz stage: it runs now, in the background at the lowest
-    # priority, in what the suites below leave idle (half the cores on average), and
-    # the fuzz stage waits for it.
-    local fuzz_build_log="" fuzz_build_pid=""
-    if [ "${VIEWLINE_FUZZ_SECONDS:-30}" -gt 0 ]; then
-        fuzz_build_log=$(mktemp)
-        (renice -n 19 -p "$BASHPID" > /dev/null; fuzz_build) > "$fuzz_build_log" 2>&1 &
-        fuzz_build_pid=$!
-        trap 'kill '"$fuzz_build_pid"' 2>/dev/null || true; Tests/support/postgres remove "'"$test_pg"'"' EXIT
-    fi
     say "documentation: every public symbol documented, DocC (--analyze) with no diagnostic"
     Tests/support/check-docs
     if [ -d clients/python ]; then
@@ -90,13 +79,8 @@ tests() {
     local seeds; seeds=$(corpus)
     "$bin/viewline-fuzz" "$seeds" protocol/vectors/fuzz/crashes
     rm -rf "$seeds"
-    if [ -n "$fuzz_build_pid" ]; then
-        say "viewline-fuzz with libFuzzer and AddressSanitizer (.build-fuzz), built in the background since the Swift tests"
-        local built=0
-        wait "$fuzz_build_pid" || built=$?
-        cat "$fuzz_build_log"; rm -f "$fuzz_build_log"
-        [ "$built" = 0 ] || { echo "building viewline-fuzz failed" >&2; return 1; }
-        fuzz_run "${VIEWLINE_FUZZ_SECONDS:-30}"
+    if [ "${VIEWLINE_FUZZ_SECONDS:-30}" -gt 0 ]; then
+        fuzz "${VIEWLINE_FUZZ_SECONDS:-30}"
     fi
     # The examples' targets are in this package too (built and tested above, once);
     # each example's own manifest, what an app copies, must still read.
