@@ -137,6 +137,13 @@ extension ByteBuffer {
         return length == 0 || (length == 1 && getInteger(at: readerIndex, as: UInt8.self) == UInt8(ascii: "\r"))
     }
 
+    /// How long the line from the reader index to `end` is without a `\r` that ends it:
+    /// what the line limit counts, with its newline or as the last line.
+    func lineLength(endingAt end: Int) -> Int {
+        let length = end - readerIndex
+        return length > 0 && getInteger(at: end - 1, as: UInt8.self) == UInt8(ascii: "\r") ? length - 1 : length
+    }
+
     /// Moves the reader index past the blank lines (`\n`, `\r\n`) that start at it,
     /// up to `end`: a burst of them is skipped at memory speed, not a line at a time.
     mutating func skipBlankLines(before end: Int) {

@@ -168,14 +168,11 @@ public final class LineFrameHandler: ChannelDuplexHandler, RestartableFramer {
     }
 
     public func channelInactive(context: ChannelHandlerContext) {
-        if stopped || closing {
-            // Nobody is left to answer what was not framed; after a close of ours,
-            // nothing was kept.
-            stopFramingForGood()
-        } else {
-            emitLastLine(context: context)
-            closing = true
-        }
+        // The peer ended the connection: its last line counts. Not when framing was
+        // stopped (nobody is left to answer what was not framed), nor after a close
+        // of ours (nothing was kept).
+        if !stopped && !closing { emitLastLine(context: context) }
+        stopFramingForGood()
         if let receiver {
             end = .done
             receiver.channelInactive()
@@ -194,11 +191,16 @@ public final class LineFrameHandler: ChannelDuplexHandler, RestartableFramer {
     /// (PROTOCOL §8: a line that outlived its time never runs), and nothing more is.
     private func stopFramingForGood() {
         closing = true
+        inputClosedWaits = false
+        dropKept()
+    }
+
+    /// Nothing is kept any more: no incomplete line, its clock stopped, nothing counted.
+    private func dropKept() {
         timer.cancel()
         partial = nil
         searched = 0
         discarding = false
-        inputClosedWaits = false
         budget.framerHolds(0)
     }
 
@@ -285,9 +287,7 @@ public final class LineFrameHandler: ChannelDuplexHandler, RestartableFramer {
             buffer.moveReaderIndex(forwardBy: length + 1)
             return
         }
-        var contentLength = length
-        if length > 0 && buffer.getInteger(at: newline - 1, as: UInt8.self) == UInt8(ascii: "\r") { contentLength -= 1 }
-        if contentLength > maximumLength {
+        if buffer.lineLength(endingAt: newline) > maximumLength {
             buffer.moveReaderIndex(forwardBy: length + 1)
             emit(.tooLong, context: context)
             return
@@ -330,21 +330,16 @@ public final class LineFrameHandler: ChannelDuplexHandler, RestartableFramer {
     }
 
     private func emitLastLine(context: ChannelHandlerContext) {
-        timer.cancel()
         // Taken before it is handed over: a receiver that closes the connection as it
         // takes it brings `channelInactive` here again, with nothing left to hand over.
         let last = partial
         let wasDiscarding = discarding
-        partial = nil
-        searched = 0
-        discarding = false
-        budget.framerHolds(0)
+        dropKept()
         if let last, !wasDiscarding, !last.isBlankLine(endingAt: last.writerIndex) {
             // The last line is kept up to the limit and one byte more (room for a `\r`
             // that never came): past the limit, it is too long like any other, its `\r`
             // discounted as with a newline.
-            let endsInReturn = last.getInteger(at: last.writerIndex - 1, as: UInt8.self) == UInt8(ascii: "\r")
-            emit(last.readableBytes - (endsInReturn ? 1 : 0) > maximumLength ? .tooLong : .line(last), context: context)
+            emit(last.lineLength(endingAt: last.writerIndex) > maximumLength ? .tooLong : .line(last), context: context)
         }
     }
 }
